@@ -1,0 +1,709 @@
+//! The filter operations over a mapped region.
+//!
+//! A `Filter` is one process's handle. It keeps its own copy of the geometry
+//! and of every address it derives from it (DESIGN C6); the shared memory is
+//! touched only through atomics, and the lock protocol is `sync`'s.
+
+use std::cell::Cell;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, STRIPES, STRIPES_OFF};
+use crate::geometry::{self, Geometry};
+use crate::hashing::{hash_item, ItemHash};
+use crate::region::{self, Region};
+use crate::sync::{self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR};
+
+/// How many items ahead a batch hashes and prefetches. Measured with
+/// `bench/`: 8 hides the miss latency of a 256 MiB filter on this machine
+/// class; more only evicts lines before they are used.
+const LOOKAHEAD: usize = 8;
+
+/// A handle on a shared filter. Not `Sync`: one thread uses a handle (it
+/// lazily claims a process slot, see `claim`); open another handle per thread.
+pub struct Filter {
+    region: Region,
+    geometry: Geometry,
+    seed: u64,
+    mask: u64,
+    bits: *const AtomicU64,
+    words: usize,
+    claim: Cell<Option<(Claim, u32)>>,
+}
+
+// SAFETY: the handle owns its mapping; moving it to another thread moves the
+// whole handle. (It is deliberately not Sync: `claim` is a Cell.)
+unsafe impl Send for Filter {}
+
+/// Receives `(index, word)` pairs when a filter is built from bytes.
+pub type WordSink<'a> = &'a mut dyn FnMut(usize, u64);
+
+/// Creation options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    pub mode: u32,
+    pub seed: u64,
+}
+
+impl Filter {
+    fn from_region(region: Region) -> Filter {
+        let h = region.header;
+        let l = region.layout();
+        debug_assert!(region.len() as u64 == l.total);
+        // SAFETY: decode validated that the mapping is exactly l.total bytes,
+        // and bits_off + m/8 == l.total, so the words are inside it.
+        let bits = unsafe { region.base().add(l.bits_off as usize) } as *const AtomicU64;
+        Filter {
+            geometry: h.geometry,
+            seed: h.seed,
+            mask: h.geometry.m - 1,
+            words: h.geometry.words(),
+            bits,
+            region,
+            claim: Cell::new(None),
+        }
+    }
+
+    fn header_for(capacity: u64, fp_rate: f64, seed: u64) -> Result<Header> {
+        let g = Geometry::for_capacity(capacity, fp_rate).map_err(|e| Error::arg(e.to_string()))?;
+        Ok(region::new_header(g, seed))
+    }
+
+    /// A filter in shared anonymous memory (shared with children after fork).
+    pub fn new_anonymous(capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
+        let h = Self::header_for(capacity, fp_rate, opts.seed)?;
+        Ok(Self::from_region(region::create_anonymous(&h)?))
+    }
+
+    /// Open the filter file at `path`, creating it if absent. On an existing
+    /// file the stored geometry and seed win; the arguments are still checked.
+    pub fn open_file(path: &str, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
+        let h = Self::header_for(capacity, fp_rate, opts.seed)?;
+        if opts.mode & !0o7777 != 0 {
+            return Err(Error::arg(format!("mode {:#o} is not a file mode", opts.mode)));
+        }
+        Ok(Self::from_region(region::open_or_create_file(path, &h, opts.mode)?))
+    }
+
+    /// A filter in a new memfd.
+    pub fn new_memfd(name: &str, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
+        let h = Self::header_for(capacity, fp_rate, opts.seed)?;
+        Ok(Self::from_region(region::create_memfd(name, &h)?))
+    }
+
+    /// Attach through a descriptor (duplicated; the caller keeps its own).
+    pub fn from_fd(fd: i32) -> Result<Filter> {
+        Ok(Self::from_region(region::open_fd(fd)?))
+    }
+
+    /// Map a frozen filter file read-only.
+    pub fn open_readonly(path: &str) -> Result<Filter> {
+        Ok(Self::from_region(region::open_readonly(path)?))
+    }
+
+    /// A new filter holding `bits` (validated by the caller), anonymous or at
+    /// a new file `path`.
+    pub(crate) fn with_bits(
+        h: Header,
+        path: Option<&str>,
+        mode: u32,
+        fill: &dyn Fn(WordSink),
+    ) -> Result<Filter> {
+        let words = h.geometry.words();
+        let bits_off = format::layout(h.geometry.m).bits_off as usize;
+        match path {
+            None => {
+                let f = Self::from_region(region::create_anonymous(&h)?);
+                fill(&mut |i, w| {
+                    if i < words {
+                        f.word(i).store(w, Ordering::Relaxed);
+                    }
+                });
+                Ok(f)
+            }
+            Some(p) => {
+                let r = region::create_new_file(p, &h, mode, &|base| {
+                    // SAFETY: base is the new file's mapping (layout total
+                    // bytes), bits at bits_off, `words` words long.
+                    let bits = unsafe { base.add(bits_off) } as *mut u64;
+                    fill(&mut |i, w| {
+                        if i < words {
+                            // SAFETY: in bounds (checked above); the file is not
+                            // yet visible to any other process.
+                            unsafe { bits.add(i).write(w) };
+                        }
+                    });
+                })?;
+                Ok(Self::from_region(r))
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ views
+
+    #[inline(always)]
+    fn word(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(i < self.words);
+        // SAFETY: i < words (every caller masks a bit index with `mask`, or
+        // loops below `words`), and the words lie inside our mapping.
+        unsafe { &*self.bits.add(i) }
+    }
+
+    fn words_slice(&self) -> &[AtomicU64] {
+        // SAFETY: `words` atomics at `bits`, inside the mapping, aligned.
+        unsafe { std::slice::from_raw_parts(self.bits, self.words) }
+    }
+
+    fn at<T>(&self, off: u64) -> *const T {
+        // SAFETY: callers pass offsets of the control area, which decode
+        // guarantees is inside the mapping (size >= CONTROL_END).
+        unsafe { self.region.base().add(off as usize) as *const T }
+    }
+
+    fn shared(&self) -> Shared<'_> {
+        // SAFETY: control line, slots and stripes are at fixed, validated
+        // offsets inside the mapping, 64-byte aligned, and only ever accessed
+        // through these atomic types.
+        unsafe {
+            Shared {
+                ctl: &*self.at::<Control>(OFF_FLAGS),
+                slots: std::slice::from_raw_parts(self.at::<Slot>(SLOTS_OFF), SLOTS as usize),
+                stripes: std::slice::from_raw_parts(self.at::<Stripe>(STRIPES_OFF), STRIPES as usize),
+                bits: self.words_slice(),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn epoch(&self) -> &AtomicU32 {
+        // SAFETY: OFF_EPOCH is inside the validated control area, 4-aligned.
+        unsafe { &*self.at::<AtomicU32>(OFF_EPOCH) }
+    }
+
+    #[inline(always)]
+    fn flags(&self) -> &AtomicU32 {
+        // SAFETY: as epoch.
+        unsafe { &*self.at::<AtomicU32>(OFF_FLAGS) }
+    }
+
+    /// This handle's process slot, claimed on first use in each process.
+    #[inline]
+    fn claim(&self) -> Result<Claim> {
+        let gen = sync::fork_generation();
+        match self.claim.get() {
+            Some((c, g)) if g == gen => Ok(c),
+            _ => self.claim_slow(gen),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn claim_slow(&self, gen: u32) -> Result<Claim> {
+        let c = self
+            .shared()
+            .claim_slot(std::process::id(), sync::own_start_time())
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Busy,
+                    format!("too many processes attached ({SLOTS} slots in use)"),
+                )
+            })?;
+        self.claim.set(Some((c, gen)));
+        Ok(c)
+    }
+
+    #[inline]
+    fn writable(&self) -> Result<()> {
+        if self.region.readonly {
+            return Err(Error::readonly());
+        }
+        // Acquire: pairs with freeze's Release of the flag.
+        if self.flags().load(Ordering::Acquire) & format::FLAG_FROZEN != 0 {
+            return Err(Error::frozen());
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ items
+
+    #[inline(always)]
+    fn all_set(&self, h: &ItemHash) -> bool {
+        for i in 0..self.geometry.k {
+            let idx = h.probe(i, self.mask);
+            // Relaxed: a query is a snapshot of independent bits; ordering
+            // against exclusive operations is the epoch's job.
+            if self.word((idx >> 6) as usize).load(Ordering::Relaxed) & (1 << (idx & 63)) == 0 {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Set the item's bits; true if any was 0 before (caller holds its stripe).
+    #[inline(always)]
+    fn set_bits(&self, h: &ItemHash) -> bool {
+        let mut new = false;
+        for i in 0..self.geometry.k {
+            let idx = h.probe(i, self.mask);
+            let w = self.word((idx >> 6) as usize);
+            let bit = 1u64 << (idx & 63);
+            // Relaxed load first: a bit already set needs no RMW (and no
+            // cache-line ownership). Relaxed fetch_or: the stripe's Release
+            // publishes the bits to the next taker.
+            if w.load(Ordering::Relaxed) & bit == 0 && w.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+                new = true;
+            }
+        }
+        new
+    }
+
+    #[inline(always)]
+    fn stripe_of(h: &ItemHash) -> usize {
+        (h.h2 >> 52) as usize & (STRIPES as usize - 1)
+    }
+
+    /// Add a hashed item; `claim` is this handle's slot.
+    #[inline(always)]
+    fn add_hashed(&self, h: &ItemHash, c: Claim) -> Result<bool> {
+        // Fast path for an item that is already present: a seqlock read.
+        // Acquire: pairs with the Release store that ends an exclusive op.
+        let e = self.epoch().load(Ordering::Acquire);
+        if e & 1 == 0 && self.all_set(h) {
+            // Acquire fence: the bit loads above complete before the epoch
+            // re-check (seqlock reader).
+            fence(Ordering::Acquire);
+            if self.epoch().load(Ordering::Relaxed) == e {
+                return Ok(false);
+            }
+        }
+        let sh = self.shared();
+        let s = Self::stripe_of(h);
+        if !sh.begin_add(s, c) {
+            return Err(Error::frozen());
+        }
+        let new = self.set_bits(h);
+        sh.end_add(s);
+        Ok(new)
+    }
+
+    /// Add an item: true if it was probably new (some bit was 0).
+    pub fn add(&self, item: &[u8]) -> Result<bool> {
+        self.writable()?;
+        let c = self.claim()?;
+        let h = hash_item(self.seed, item);
+        let r = self.add_hashed(&h, c);
+        self.shared().count_ops(c, 1);
+        r
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, h: &ItemHash) {
+        #[cfg(target_arch = "x86_64")]
+        for i in 0..self.geometry.k {
+            let idx = h.probe(i, self.mask);
+            let p = self.word((idx >> 6) as usize) as *const AtomicU64 as *const i8;
+            // SAFETY: a prefetch of an address inside our mapping; it never
+            // faults and has no architectural effect.
+            unsafe { std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = h;
+    }
+
+    /// Run `f` over the items' hashes in order, hashing and prefetching
+    /// `LOOKAHEAD` items ahead (software pipelining for large filters).
+    #[inline(always)]
+    fn pipelined<'i, I, F>(&self, items: I, n: usize, mut f: F) -> Result<()>
+    where
+        I: Iterator<Item = &'i [u8]>,
+        F: FnMut(usize, &ItemHash) -> Result<()>,
+    {
+        let mut ring = [ItemHash { h1: 0, h2: 1 }; LOOKAHEAD];
+        let mut items = items;
+        let ahead = n.min(LOOKAHEAD);
+        for slot in ring.iter_mut().take(ahead) {
+            let h = hash_item(self.seed, items.next().unwrap_or(&[]));
+            self.prefetch(&h);
+            *slot = h;
+        }
+        for i in 0..n {
+            let cur = ring[i % LOOKAHEAD];
+            if i + LOOKAHEAD < n {
+                let h = hash_item(self.seed, items.next().unwrap_or(&[]));
+                self.prefetch(&h);
+                ring[i % LOOKAHEAD] = h;
+            }
+            f(i, &cur)?;
+        }
+        Ok(())
+    }
+
+    /// Add many items; `results[i]` (if given) is 1 for each probably-new
+    /// item. Returns how many were new.
+    pub fn add_many(&self, items: &[&[u8]], mut results: Option<&mut [u8]>) -> Result<u64> {
+        self.writable()?;
+        let c = self.claim()?;
+        let mut new = 0u64;
+        let mut done = 0u64;
+        let r = self.pipelined(items.iter().copied(), items.len(), |i, h| {
+            let n = self.add_hashed(h, c)?;
+            done += 1;
+            new += n as u64;
+            if let Some(r) = results.as_deref_mut() {
+                r[i] = n as u8;
+            }
+            Ok(())
+        });
+        self.shared().count_ops(c, done);
+        r.map(|_| new)
+    }
+
+    /// Whether the item is probably present. Loads only (DESIGN C1).
+    #[inline]
+    pub fn contains(&self, item: &[u8]) -> bool {
+        self.all_set(&hash_item(self.seed, item))
+    }
+
+    /// Query many items; returns how many are present.
+    pub fn contains_many(&self, items: &[&[u8]], mut results: Option<&mut [u8]>) -> u64 {
+        let mut present = 0u64;
+        let _ = self.pipelined(items.iter().copied(), items.len(), |i, h| {
+            let p = self.all_set(h);
+            present += p as u64;
+            if let Some(r) = results.as_deref_mut() {
+                r[i] = p as u8;
+            }
+            Ok(())
+        });
+        present
+    }
+
+    // ------------------------------------------------------------ whole filter
+
+    /// Same bit array shape and hash: their bits mean the same items.
+    pub fn is_compatible(&self, other: &Filter) -> bool {
+        self.geometry.m == other.geometry.m && self.geometry.k == other.geometry.k && self.seed == other.seed
+    }
+
+    fn same_filter(&self, other: &Filter) -> bool {
+        self.region.header.instance == other.region.header.instance && self.is_compatible(other)
+    }
+
+    fn check_compatible(&self, other: &Filter) -> Result<()> {
+        if self.is_compatible(other) {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "geometry mismatch (bits {} vs {}, hashes {} vs {}, seeds {})",
+                self.geometry.m,
+                other.geometry.m,
+                self.geometry.k,
+                other.geometry.k,
+                if self.seed == other.seed { "equal" } else { "differ" }
+            ),
+        ))
+    }
+
+    /// Run an exclusive operation.
+    fn exclusive<R>(&self, pending: u32, f: impl FnOnce(&[AtomicU64]) -> R) -> Result<R> {
+        self.writable()?;
+        let c = self.claim()?;
+        let sh = self.shared();
+        let g = sh.lock_exclusive(c);
+        if sh.frozen() {
+            return Err(Error::frozen()); // g drops: lock released
+        }
+        g.set_pending(pending);
+        let r = f(self.words_slice());
+        drop(g);
+        sh.count_ops(c, 1);
+        Ok(r)
+    }
+
+    /// Union: OR `other`'s bits in, one atomic word at a time. Reads `other`
+    /// lock-free (never two filters' locks at once); a merge with the same
+    /// filter is a no-op.
+    pub fn merge(&self, other: &Filter) -> Result<()> {
+        self.writable()?;
+        self.check_compatible(other)?;
+        if self.same_filter(other) {
+            return Ok(());
+        }
+        let c = self.claim()?;
+        let sh = self.shared();
+        if !sh.begin_merge(c) {
+            return Err(Error::frozen());
+        }
+        for i in 0..self.words {
+            // Relaxed: a per-word snapshot of a concurrently changing filter;
+            // the busy mark's Release publishes our ORs to a drainer.
+            let s = other.word(i).load(Ordering::Relaxed);
+            let w = self.word(i);
+            if s != 0 && w.load(Ordering::Relaxed) & s != s {
+                w.fetch_or(s, Ordering::Relaxed);
+            }
+        }
+        sh.end_merge(c);
+        sh.count_ops(c, 1);
+        Ok(())
+    }
+
+    /// Intersection: AND `other`'s bits in, exclusively.
+    pub fn intersect(&self, other: &Filter) -> Result<()> {
+        self.writable()?;
+        self.check_compatible(other)?;
+        if self.same_filter(other) {
+            return Ok(());
+        }
+        self.exclusive(sync::PENDING_NONE, |words| {
+            for (i, w) in words.iter().enumerate() {
+                let s = other.word(i).load(Ordering::Relaxed);
+                // Relaxed: we are exclusive; the epoch/excl release publishes.
+                w.store(w.load(Ordering::Relaxed) & s, Ordering::Relaxed);
+            }
+        })
+    }
+
+    /// Flip every bit, exclusively.
+    pub fn invert(&self) -> Result<()> {
+        self.exclusive(sync::PENDING_NONE, |words| {
+            for w in words {
+                w.store(!w.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        })
+    }
+
+    /// Reset to empty, exclusively.
+    pub fn clear(&self) -> Result<()> {
+        self.exclusive(PENDING_CLEAR, |words| {
+            for w in words {
+                w.store(0, Ordering::Relaxed);
+            }
+        })
+    }
+
+    /// Seal the filter for good and flush it.
+    pub fn freeze(&self) -> Result<()> {
+        self.exclusive(sync::PENDING_NONE, |_| {
+            // Release: pairs with the Acquire loads in `writable`/`frozen`.
+            self.flags().fetch_or(format::FLAG_FROZEN, Ordering::Release);
+        })?;
+        self.region.sync()?;
+        self.region.sync_header()
+    }
+
+    // ------------------------------------------------------------ facts
+
+    pub fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub fn readonly(&self) -> bool {
+        self.region.readonly
+    }
+    pub fn frozen(&self) -> bool {
+        self.region.frozen()
+    }
+    pub fn memfd(&self) -> i32 {
+        self.region.memfd()
+    }
+    pub fn mmap_size(&self) -> u64 {
+        self.region.len() as u64
+    }
+    pub fn path(&self) -> Option<&std::ffi::CStr> {
+        self.region.path()
+    }
+    pub fn sync(&self) -> Result<()> {
+        self.region.sync()
+    }
+
+    /// Number of set bits (loads only).
+    pub fn bits_set(&self) -> u64 {
+        self.words_slice()
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
+            .sum()
+    }
+
+    /// Estimated number of distinct items added.
+    pub fn count(&self) -> u64 {
+        self.geometry.count_from_bits_set(self.bits_set())
+    }
+
+    pub fn estimated_fpp(&self) -> f64 {
+        geometry::estimated_fpp(self.geometry.m, self.geometry.k, self.bits_set())
+    }
+
+    /// Operations (items added, merges, exclusive ops) over all processes.
+    pub fn ops(&self) -> u64 {
+        self.shared().total_ops()
+    }
+
+    /// Visit the bit words in order (serialization).
+    pub fn for_each_word(&self, mut f: impl FnMut(u64)) {
+        for w in self.words_slice() {
+            f(w.load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// Crash-test hooks: leave a lock held as a process killed inside an
+/// operation would. For the project's own multi-process tests only.
+#[doc(hidden)]
+pub mod testing {
+    use super::*;
+
+    /// Take the stripe `item` hashes to and never release it.
+    pub fn hold_stripe(f: &Filter, item: &[u8]) {
+        let c = f.claim().expect("slot");
+        let h = hash_item(f.seed, item);
+        assert!(f.shared().begin_add(Filter::stripe_of(&h), c));
+    }
+
+    /// Take the exclusive lock, mark a clear pending, zero half the words,
+    /// and never release it (a clear killed midway).
+    pub fn hold_half_clear(f: &Filter) {
+        let c = f.claim().expect("slot");
+        let sh = f.shared();
+        let g = sh.lock_exclusive(c);
+        g.set_pending(PENDING_CLEAR);
+        let words = f.words_slice();
+        for w in &words[..words.len() / 2] {
+            w.store(0, Ordering::Relaxed);
+        }
+        std::mem::forget(g);
+    }
+
+    /// Mark this handle's slot busy (a merge killed midway).
+    pub fn hold_merge(f: &Filter) {
+        let c = f.claim().expect("slot");
+        assert!(f.shared().begin_merge(c));
+    }
+}
+
+impl Drop for Filter {
+    fn drop(&mut self) {
+        if let Some((c, g)) = self.claim.get() {
+            // Only the process that claimed the slot gives it back: a forked
+            // child dropping an inherited handle must not free its parent's.
+            if g == sync::fork_generation() {
+                self.shared().release_slot(c);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn anon(cap: u64, rate: f64) -> Filter {
+        Filter::new_anonymous(cap, rate, Options::default()).unwrap()
+    }
+
+    #[test]
+    fn add_contains_and_known_bits() {
+        let f = anon(1000, 0.01);
+        assert_eq!((f.geometry().k, f.geometry().m), (7, 16384));
+        assert!(!f.contains(b"hello"));
+        assert!(f.add(b"hello").unwrap());
+        assert!(!f.add(b"hello").unwrap());
+        assert!(f.contains(b"hello"));
+        // The exact positions computed independently in hashing's tests.
+        let mut set = vec![];
+        let mut i = 0u64;
+        f.for_each_word(|w| {
+            for b in 0..64 {
+                if w >> b & 1 == 1 {
+                    set.push(i * 64 + b);
+                }
+            }
+            i += 1;
+        });
+        assert_eq!(set, [12050, 12435, 12820, 13205, 13590, 13975, 14360]);
+        assert_eq!(f.bits_set(), 7);
+        assert_eq!(f.count(), 1);
+        assert_eq!(f.ops(), 2);
+    }
+
+    #[test]
+    fn batches_match_single_calls() {
+        let a = anon(5000, 0.01);
+        let b = anon(5000, 0.01);
+        let items: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| format!("item-{}", i % 2000).into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+        let single: Vec<u8> = refs.iter().map(|i| a.add(i).unwrap() as u8).collect();
+        let mut batch = vec![9u8; refs.len()];
+        let n = b.add_many(&refs, Some(&mut batch)).unwrap();
+        assert_eq!(single, batch);
+        assert_eq!(n, single.iter().map(|&x| x as u64).sum::<u64>());
+        let probe: Vec<Vec<u8>> = (0..4000u32).map(|i| format!("item-{i}").into_bytes()).collect();
+        let prefs: Vec<&[u8]> = probe.iter().map(|v| v.as_slice()).collect();
+        let mut res = vec![9u8; prefs.len()];
+        let present = b.contains_many(&prefs, Some(&mut res));
+        for (i, p) in prefs.iter().enumerate() {
+            assert_eq!(res[i], b.contains(p) as u8);
+        }
+        assert!(res[..2000].iter().all(|&x| x == 1));
+        assert_eq!(present, res.iter().map(|&x| x as u64).sum::<u64>());
+        // Batches shorter than the lookahead.
+        for n in 0..10 {
+            let mut r = vec![9u8; n];
+            assert_eq!(b.contains_many(&prefs[..n], Some(&mut r)), n as u64);
+        }
+    }
+
+    #[test]
+    fn set_operations() {
+        let a = anon(1000, 0.01);
+        let b = anon(1000, 0.01);
+        a.add(b"x").unwrap();
+        b.add(b"y").unwrap();
+        a.merge(&b).unwrap();
+        assert!(a.contains(b"x") && a.contains(b"y"));
+        let c = anon(1000, 0.01);
+        c.add(b"y").unwrap();
+        a.intersect(&c).unwrap();
+        assert!(a.contains(b"y") && !a.contains(b"x"));
+        a.merge(&a).unwrap();
+        a.intersect(&a).unwrap();
+        assert!(a.contains(b"y"));
+        let d = anon(10, 0.01);
+        assert_eq!(a.merge(&d).unwrap_err().kind, ErrorKind::Mismatch);
+        let s = Filter::new_anonymous(1000, 0.01, Options { mode: 0, seed: 7 }).unwrap();
+        assert!(!a.is_compatible(&s));
+        assert_eq!(a.intersect(&s).unwrap_err().kind, ErrorKind::Mismatch);
+        a.invert().unwrap();
+        assert_eq!(a.bits_set(), a.geometry().m - 7);
+        a.clear().unwrap();
+        assert_eq!(a.bits_set(), 0);
+        a.freeze().unwrap();
+        assert!(a.frozen());
+        assert_eq!(a.add(b"z").unwrap_err().kind, ErrorKind::Frozen);
+        assert_eq!(a.clear().unwrap_err().kind, ErrorKind::Frozen);
+        assert_eq!(a.merge(&b).unwrap_err().kind, ErrorKind::Frozen);
+    }
+
+    #[test]
+    fn seeded_filter_uses_other_positions() {
+        let a = Filter::new_anonymous(1000, 0.01, Options { mode: 0, seed: 42 }).unwrap();
+        a.add(b"hello").unwrap();
+        let mut set = vec![];
+        let mut i = 0u64;
+        a.for_each_word(|w| {
+            for b in 0..64 {
+                if w >> b & 1 == 1 {
+                    set.push(i * 64 + b);
+                }
+            }
+            i += 1;
+        });
+        assert_eq!(set, [6220, 6714, 7208, 7702, 14659, 15153, 15647]);
+    }
+}

@@ -1,0 +1,352 @@
+//! The shared region's layout and its header: encoding and validation over
+//! plain bytes (no mapping, no I/O), so every rule is unit-testable.
+//!
+//! ```text
+//! offset 0        header page: immutable fields + checksum (0..128),
+//!                 control line (128..192): flags, epoch, exclusive word
+//! offset 4096     process slots: SLOTS x 64 bytes, one cache line each
+//! offset 69632    add stripes:   STRIPES x 64 bytes, one cache line each
+//! bits_off        the bit array, page aligned (2 MiB aligned when large)
+//! ```
+//!
+//! A header is untrusted input: it may come from a file another user can
+//! write. `decode` checks every field against what this library would have
+//! written for the stored geometry, and the caller keeps the decoded copy
+//! (DESIGN C6): nothing read later from the mapping decides an address.
+
+use crate::geometry::Geometry;
+use xxhash_rust::xxh3::xxh3_64;
+
+pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
+pub const VERSION: u32 = 1;
+/// Written in native order; reads back as this value only on a machine of
+/// the same byte order.
+pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
+/// XXH3-128 + Kirsch–Mitzenmacher probes over a power-of-two table.
+pub const HASH_SCHEME: u32 = 1;
+
+pub const PAGE: u64 = 4096;
+pub const CACHE_LINE: u64 = 64;
+/// Bytes of the immutable header covered by the checksum.
+pub const CHECKED_LEN: usize = 112;
+/// Bytes of the immutable header including its checksum.
+pub const IMMUTABLE_LEN: usize = 120;
+
+pub const OFF_FLAGS: u64 = 128;
+pub const OFF_EPOCH: u64 = 132;
+pub const OFF_EXCL: u64 = 136;
+pub const OFF_PENDING: u64 = 140;
+
+/// Flag bit: the filter is sealed; no mutator may run again.
+pub const FLAG_FROZEN: u32 = 1;
+
+/// Process slots (one per attached process handle).
+pub const SLOTS: u32 = 1024;
+/// Add stripes: adders of one item serialize on the stripe of its hash.
+pub const STRIPES: u32 = 4096;
+pub const SLOTS_OFF: u64 = PAGE;
+pub const STRIPES_OFF: u64 = SLOTS_OFF + SLOTS as u64 * CACHE_LINE;
+/// End of the fixed control area; the bit array of a small filter starts here.
+pub const CONTROL_END: u64 = STRIPES_OFF + STRIPES as u64 * CACHE_LINE;
+/// Bit arrays of at least this many bytes start on a 2 MiB boundary so that
+/// the kernel can back them with transparent huge pages.
+pub const HUGE_THRESHOLD: u64 = 4 << 20;
+pub const HUGE_PAGE: u64 = 2 << 20;
+
+const _: () = assert!(CONTROL_END % PAGE == 0);
+
+/// Where everything lives for a given bit array size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub bits_off: u64,
+    pub total: u64,
+}
+
+/// The one source of truth for offsets.
+pub fn layout(m: u64) -> Layout {
+    let bytes = m / 8;
+    let bits_off = if bytes >= HUGE_THRESHOLD {
+        HUGE_PAGE
+    } else {
+        CONTROL_END
+    };
+    Layout {
+        bits_off,
+        total: bits_off + bytes,
+    }
+}
+
+/// The immutable facts of a filter, as stored in its header.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Header {
+    pub geometry: Geometry,
+    pub seed: u64,
+    /// Random at creation; lets two handles tell they map the same filter.
+    pub instance: u64,
+}
+
+/// Why a header was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormatError {
+    TooSmall(u64),
+    Magic,
+    Version(u32),
+    ByteOrder,
+    HashScheme(u32),
+    Geometry,
+    Layout,
+    Checksum,
+    SizeMismatch { header: u64, actual: u64 },
+}
+
+impl std::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormatError::TooSmall(n) => {
+                write!(
+                    f,
+                    "file too small to be a filter ({n} bytes; truncated or not a filter file)"
+                )
+            }
+            FormatError::Magic => f.write_str("bad magic (not a Data::BloomFilter::Shared file)"),
+            FormatError::Version(v) => write!(f, "unsupported format version {v}"),
+            FormatError::ByteOrder => {
+                f.write_str("byte order mismatch (file written on a machine of different endianness)")
+            }
+            FormatError::HashScheme(s) => write!(f, "unknown hash scheme {s}"),
+            FormatError::Geometry => f.write_str("invalid geometry in header (corrupted file)"),
+            FormatError::Layout => f.write_str("invalid layout in header (corrupted file)"),
+            FormatError::Checksum => f.write_str("header checksum mismatch (corrupted file)"),
+            FormatError::SizeMismatch { header, actual } => {
+                let what = if actual < header { "truncated" } else { "grown" };
+                write!(f, "file is {what}: {actual} bytes, header says {header}")
+            }
+        }
+    }
+}
+
+fn put_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+}
+fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+}
+fn get_u32(b: &[u8], off: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[off..off + 4]);
+    u32::from_ne_bytes(a)
+}
+fn get_u64(b: &[u8], off: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[off..off + 8]);
+    u64::from_ne_bytes(a)
+}
+
+/// The immutable header bytes for `h`.
+pub fn encode(h: &Header) -> [u8; IMMUTABLE_LEN] {
+    let g = &h.geometry;
+    let l = layout(g.m);
+    let mut b = [0u8; IMMUTABLE_LEN];
+    b[0..8].copy_from_slice(&MAGIC);
+    put_u32(&mut b, 8, VERSION);
+    put_u32(&mut b, 12, BYTE_ORDER_MARK);
+    put_u32(&mut b, 16, HASH_SCHEME);
+    put_u32(&mut b, 20, g.k);
+    put_u64(&mut b, 24, g.m);
+    put_u64(&mut b, 32, g.capacity);
+    put_u64(&mut b, 40, g.fp_rate.to_bits());
+    put_u64(&mut b, 48, h.seed);
+    put_u64(&mut b, 56, l.total);
+    put_u64(&mut b, 64, SLOTS_OFF);
+    put_u32(&mut b, 72, SLOTS);
+    put_u32(&mut b, 76, STRIPES);
+    put_u64(&mut b, 80, STRIPES_OFF);
+    put_u64(&mut b, 88, l.bits_off);
+    put_u64(&mut b, 96, h.instance);
+    // 104..112 reserved, zero.
+    let sum = xxh3_64(&b[..CHECKED_LEN]);
+    put_u64(&mut b, CHECKED_LEN, sum);
+    b
+}
+
+/// Validate header bytes of a region that is `actual_size` bytes long.
+pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
+    if b.len() < IMMUTABLE_LEN || actual_size < CONTROL_END {
+        return Err(FormatError::TooSmall(actual_size));
+    }
+    if b[0..8] != MAGIC {
+        return Err(FormatError::Magic);
+    }
+    let version = get_u32(b, 8);
+    if version != VERSION {
+        return Err(FormatError::Version(version));
+    }
+    if get_u32(b, 12) != BYTE_ORDER_MARK {
+        return Err(FormatError::ByteOrder);
+    }
+    // The checksum before the field checks: a flipped bit anywhere in the
+    // immutable part is reported as corruption rather than as an odd field.
+    if xxh3_64(&b[..CHECKED_LEN]) != get_u64(b, CHECKED_LEN) {
+        return Err(FormatError::Checksum);
+    }
+    let scheme = get_u32(b, 16);
+    if scheme != HASH_SCHEME {
+        return Err(FormatError::HashScheme(scheme));
+    }
+    let geometry = Geometry {
+        k: get_u32(b, 20),
+        m: get_u64(b, 24),
+        capacity: get_u64(b, 32),
+        fp_rate: f64::from_bits(get_u64(b, 40)),
+    };
+    if !geometry.is_valid() {
+        return Err(FormatError::Geometry);
+    }
+    let l = layout(geometry.m);
+    if get_u64(b, 56) != l.total
+        || get_u64(b, 64) != SLOTS_OFF
+        || get_u32(b, 72) != SLOTS
+        || get_u32(b, 76) != STRIPES
+        || get_u64(b, 80) != STRIPES_OFF
+        || get_u64(b, 88) != l.bits_off
+        || get_u64(b, 104) != 0
+    {
+        return Err(FormatError::Layout);
+    }
+    if actual_size != l.total {
+        return Err(FormatError::SizeMismatch {
+            header: l.total,
+            actual: actual_size,
+        });
+    }
+    Ok(Header {
+        geometry,
+        seed: get_u64(b, 48),
+        instance: get_u64(b, 96),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Header {
+        Header {
+            geometry: Geometry::for_capacity(1000, 0.01).unwrap(),
+            seed: 0x1234,
+            instance: 0xfeed_beef,
+        }
+    }
+
+    #[test]
+    fn layout_is_page_aligned_and_huge_aligned_when_large() {
+        assert_eq!(CONTROL_END, 4096 + 65536 + 262144);
+        assert_eq!(
+            layout(64),
+            Layout {
+                bits_off: CONTROL_END,
+                total: CONTROL_END + 8
+            }
+        );
+        let small = layout(1 << 25); // 4 MiB - exactly the threshold
+        assert_eq!(small.bits_off, HUGE_PAGE);
+        let below = layout(1 << 24);
+        assert_eq!(below.bits_off, CONTROL_END);
+        for shift in 6..=38 {
+            let l = layout(1u64 << shift);
+            assert_eq!(l.bits_off % PAGE, 0);
+            assert!(l.bits_off >= CONTROL_END);
+            assert_eq!(l.total, l.bits_off + (1u64 << shift) / 8);
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let h = sample();
+        let b = encode(&h);
+        let total = layout(h.geometry.m).total;
+        assert_eq!(decode(&b, total), Ok(h));
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_refused() {
+        let h = sample();
+        let b = encode(&h);
+        let total = layout(h.geometry.m).total;
+        for byte in 0..IMMUTABLE_LEN {
+            for bit in 0..8 {
+                let mut c = b;
+                c[byte] ^= 1 << bit;
+                assert!(decode(&c, total).is_err(), "flip {byte}.{bit} accepted");
+            }
+        }
+    }
+
+    #[test]
+    fn specific_errors() {
+        let h = sample();
+        let b = encode(&h);
+        let total = layout(h.geometry.m).total;
+        assert_eq!(decode(&b[..50], total), Err(FormatError::TooSmall(total)));
+        assert_eq!(decode(&b, 100), Err(FormatError::TooSmall(100)));
+        let mut c = b;
+        c[0] = b'X';
+        assert_eq!(decode(&c, total), Err(FormatError::Magic));
+        let mut c = b;
+        c[8] = 2;
+        assert_eq!(decode(&c, total), Err(FormatError::Version(2)));
+        let mut c = b;
+        c[12..16].copy_from_slice(&BYTE_ORDER_MARK.swap_bytes().to_ne_bytes());
+        assert_eq!(decode(&c, total), Err(FormatError::ByteOrder));
+        assert_eq!(
+            decode(&b, total - 1),
+            Err(FormatError::SizeMismatch {
+                header: total,
+                actual: total - 1
+            })
+        );
+        assert_eq!(
+            decode(&b, total + 4096),
+            Err(FormatError::SizeMismatch {
+                header: total,
+                actual: total + 4096
+            })
+        );
+        assert!(FormatError::SizeMismatch { header: 2, actual: 1 }
+            .to_string()
+            .contains("truncated"));
+        assert!(FormatError::SizeMismatch { header: 1, actual: 2 }
+            .to_string()
+            .contains("grown"));
+    }
+
+    /// A header with a valid checksum but a bad field (as a deliberate forger
+    /// would write) is still refused by the field checks.
+    #[test]
+    fn forged_headers_with_valid_checksum() {
+        let total = layout(sample().geometry.m).total;
+        let reseal = |mut c: [u8; IMMUTABLE_LEN]| {
+            let sum = xxh3_64(&c[..CHECKED_LEN]);
+            c[CHECKED_LEN..].copy_from_slice(&sum.to_ne_bytes());
+            c
+        };
+        let mut c = encode(&sample());
+        put_u64(&mut c, 24, 1000); // m not a power of two
+        assert_eq!(decode(&reseal(c), total), Err(FormatError::Geometry));
+        let mut c = encode(&sample());
+        put_u32(&mut c, 20, 0); // k = 0
+        assert_eq!(decode(&reseal(c), total), Err(FormatError::Geometry));
+        let mut c = encode(&sample());
+        put_u64(&mut c, 40, f64::NAN.to_bits());
+        assert_eq!(decode(&reseal(c), total), Err(FormatError::Geometry));
+        let mut c = encode(&sample());
+        put_u64(&mut c, 88, 4096); // bits overlapping the control area
+        assert_eq!(decode(&reseal(c), total), Err(FormatError::Layout));
+        let mut c = encode(&sample());
+        put_u32(&mut c, 16, 9);
+        assert_eq!(decode(&reseal(c), total), Err(FormatError::HashScheme(9)));
+        let mut c = encode(&sample());
+        put_u64(&mut c, 24, 1 << 40); // beyond the cap, total matches nothing
+        assert_eq!(decode(&reseal(c), total), Err(FormatError::Geometry));
+    }
+}
