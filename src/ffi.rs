@@ -136,6 +136,18 @@ unsafe fn handle<'a>(h: *const BfsFilter) -> Result<&'a Filter, Error> {
 
 /// # Safety
 /// `p` must be NULL or a NUL-terminated string.
+unsafe fn opt_path<'a>(p: *const c_char) -> Option<&'a std::path::Path> {
+    use std::os::unix::ffi::OsStrExt;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: per the contract above. Paths are bytes: no UTF-8 required.
+    let s = unsafe { CStr::from_ptr(p) };
+    Some(std::path::Path::new(std::ffi::OsStr::from_bytes(s.to_bytes())))
+}
+
+/// # Safety
+/// `p` must be NULL or a NUL-terminated string.
 unsafe fn opt_str<'a>(p: *const c_char) -> Result<Option<&'a str>, Error> {
     if p.is_null() {
         return Ok(None);
@@ -175,6 +187,11 @@ unsafe fn out_bytes<'a>(out: *mut u8, n: usize) -> Option<&'a mut [u8]> {
     }
     // SAFETY: per the contract above.
     Some(unsafe { std::slice::from_raw_parts_mut(out, n) })
+}
+
+fn path_bytes(p: &std::path::Path) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    p.as_os_str().as_bytes()
 }
 
 fn options(opts: *const BfsOptions) -> Options {
@@ -217,7 +234,7 @@ pub unsafe extern "C" fn bfs_new(
     guard(err, || {
         let o = options(opts);
         // SAFETY: per the function's contract.
-        let f = match unsafe { opt_str(path) }? {
+        let f = match unsafe { opt_path(path) } {
             None => Filter::new_anonymous(capacity, fp_rate, o)?,
             Some(p) => Filter::open_file(p, capacity, fp_rate, o)?,
         };
@@ -268,7 +285,7 @@ pub unsafe extern "C" fn bfs_new_readonly(
 ) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
-        let p = unsafe { opt_str(path) }?.ok_or_else(|| Error::arg("path is required"))?;
+        let p = unsafe { opt_path(path) }.ok_or_else(|| Error::arg("path is required"))?;
         publish(out, Filter::open_readonly(p)?)
     })
 }
@@ -291,7 +308,7 @@ pub unsafe extern "C" fn bfs_deserialize(
         // SAFETY: per the function's contract.
         let b = unsafe { bytes(bytes_ptr, len) };
         // SAFETY: per the function's contract.
-        let p = unsafe { opt_str(path) }?;
+        let p = unsafe { opt_path(path) };
         publish(out, Filter::deserialize(b, p, options(opts).mode)?)
     })
 }
@@ -402,59 +419,55 @@ pub unsafe extern "C" fn bfs_contains_many(
     })
 }
 
-macro_rules! binary_op {
-    ($(#[$doc:meta])* $name:ident, $method:ident) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// `h`, `other`: live handles. `err`: NULL or BFS_ERRBUF_LEN bytes.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(h: *mut BfsFilter, other: *const BfsFilter, err: *mut c_char) -> BfsStatus {
-            guard(err, || {
-                // SAFETY: per the function's contract.
-                let (f, o) = unsafe { (handle(h)?, handle(other)?) };
-                f.$method(o)
-            })
-        }
-    };
+/// Union: OR `other`'s bits into `h` (same geometry and seed required).
+///
+/// # Safety
+/// `h`, `other`: live handles. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_merge(h: *mut BfsFilter, other: *const BfsFilter, err: *mut c_char) -> BfsStatus {
+    // SAFETY: per the function's contract.
+    guard(err, || unsafe { handle(h)?.merge(handle(other)?) })
 }
 
-macro_rules! unary_op {
-    ($(#[$doc:meta])* $name:ident, $method:ident) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN bytes.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(h: *mut BfsFilter, err: *mut c_char) -> BfsStatus {
-            guard(err, || {
-                // SAFETY: per the function's contract.
-                unsafe { handle(h) }?.$method()
-            })
-        }
-    };
+/// Intersection: AND `other`'s bits into `h`.
+///
+/// # Safety
+/// `h`, `other`: live handles. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_intersect(h: *mut BfsFilter, other: *const BfsFilter, err: *mut c_char) -> BfsStatus {
+    // SAFETY: per the function's contract.
+    guard(err, || unsafe { handle(h)?.intersect(handle(other)?) })
 }
 
-binary_op!(
-    /// Union: OR `other`'s bits into `h` (same geometry and seed required).
-    bfs_merge, merge
-);
-binary_op!(
-    /// Intersection: AND `other`'s bits into `h`.
-    bfs_intersect, intersect
-);
-unary_op!(
-    /// Flip every bit.
-    bfs_invert, invert
-);
-unary_op!(
-    /// Reset to empty.
-    bfs_clear, clear
-);
-unary_op!(
-    /// Seal for good (and flush a file).
-    bfs_freeze, freeze
-);
+/// Flip every bit.
+///
+/// # Safety
+/// `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_invert(h: *mut BfsFilter, err: *mut c_char) -> BfsStatus {
+    // SAFETY: per the function's contract.
+    guard(err, || unsafe { handle(h) }?.invert())
+}
+
+/// Reset to empty.
+///
+/// # Safety
+/// `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_clear(h: *mut BfsFilter, err: *mut c_char) -> BfsStatus {
+    // SAFETY: per the function's contract.
+    guard(err, || unsafe { handle(h) }?.clear())
+}
+
+/// Seal for good (and flush a file).
+///
+/// # Safety
+/// `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_freeze(h: *mut BfsFilter, err: *mut c_char) -> BfsStatus {
+    // SAFETY: per the function's contract.
+    guard(err, || unsafe { handle(h) }?.freeze())
+}
 
 /// 1 if the two filters can be merged / intersected.
 ///
@@ -496,32 +509,35 @@ pub unsafe extern "C" fn bfs_info(h: *const BfsFilter, out: *mut BfsInfo) {
     })
 }
 
-macro_rules! counter {
-    ($(#[$doc:meta])* $name:ident, $method:ident) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// `h`: live handle.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(h: *const BfsFilter) -> u64 {
-            // SAFETY: per the function's contract.
-            guard_value(0, || unsafe { handle(h) }.map_or(0, |f| f.$method()))
-        }
-    };
+/// Number of set bits.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_bits_set(h: *const BfsFilter) -> u64 {
+    // SAFETY: per the function's contract.
+    guard_value(0, || unsafe { handle(h) }.map_or(0, |f| f.bits_set()))
 }
 
-counter!(
-    /// Number of set bits.
-    bfs_bits_set, bits_set
-);
-counter!(
-    /// Estimated number of distinct items added.
-    bfs_count, count
-);
-counter!(
-    /// Operations performed on the filter, summed over all processes.
-    bfs_ops, ops
-);
+/// Estimated number of distinct items added.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_count(h: *const BfsFilter) -> u64 {
+    // SAFETY: per the function's contract.
+    guard_value(0, || unsafe { handle(h) }.map_or(0, |f| f.count()))
+}
+
+/// Operations performed on the filter (items added, merges, exclusive operations), summed over all processes.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_ops(h: *const BfsFilter) -> u64 {
+    // SAFETY: per the function's contract.
+    guard_value(0, || unsafe { handle(h) }.map_or(0, |f| f.ops()))
+}
 
 /// The backing file's path (NUL-terminated), or NULL for anonymous, memfd
 /// and descriptor handles. Valid until `bfs_free`.
@@ -557,8 +573,8 @@ pub unsafe extern "C" fn bfs_sync(h: *const BfsFilter, err: *mut c_char) -> BfsS
 pub unsafe extern "C" fn bfs_unlink_path(path: *const c_char, err: *mut c_char) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
-        let p = unsafe { opt_str(path) }?.ok_or_else(|| Error::arg("path is required"))?;
-        crate::region::unlink(p)
+        let p = unsafe { opt_path(path) }.ok_or_else(|| Error::arg("path is required"))?;
+        crate::region::unlink(path_bytes(p))
     })
 }
 

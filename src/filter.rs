@@ -35,6 +35,11 @@ pub struct Filter {
 // whole handle. (It is deliberately not Sync: `claim` is a Cell.)
 unsafe impl Send for Filter {}
 
+fn path_bytes(p: &std::path::Path) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    p.as_os_str().as_bytes()
+}
+
 /// Receives `(index, word)` pairs when a filter is built from bytes.
 pub type WordSink<'a> = &'a mut dyn FnMut(usize, u64);
 
@@ -77,12 +82,16 @@ impl Filter {
 
     /// Open the filter file at `path`, creating it if absent. On an existing
     /// file the stored geometry and seed win; the arguments are still checked.
-    pub fn open_file(path: &str, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
+    pub fn open_file(path: impl AsRef<std::path::Path>, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
         let h = Self::header_for(capacity, fp_rate, opts.seed)?;
         if opts.mode & !0o7777 != 0 {
             return Err(Error::arg(format!("mode {:#o} is not a file mode", opts.mode)));
         }
-        Ok(Self::from_region(region::open_or_create_file(path, &h, opts.mode)?))
+        Ok(Self::from_region(region::open_or_create_file(
+            path_bytes(path.as_ref()),
+            &h,
+            opts.mode,
+        )?))
     }
 
     /// A filter in a new memfd.
@@ -97,15 +106,15 @@ impl Filter {
     }
 
     /// Map a frozen filter file read-only.
-    pub fn open_readonly(path: &str) -> Result<Filter> {
-        Ok(Self::from_region(region::open_readonly(path)?))
+    pub fn open_readonly(path: impl AsRef<std::path::Path>) -> Result<Filter> {
+        Ok(Self::from_region(region::open_readonly(path_bytes(path.as_ref()))?))
     }
 
     /// A new filter holding `bits` (validated by the caller), anonymous or at
     /// a new file `path`.
     pub(crate) fn with_bits(
         h: Header,
-        path: Option<&str>,
+        path: Option<&std::path::Path>,
         mode: u32,
         fill: &dyn Fn(WordSink),
     ) -> Result<Filter> {
@@ -122,7 +131,7 @@ impl Filter {
                 Ok(f)
             }
             Some(p) => {
-                let r = region::create_new_file(p, &h, mode, &|base| {
+                let r = region::create_new_file(path_bytes(p), &h, mode, &|base| {
                     // SAFETY: base is the new file's mapping (layout total
                     // bytes), bits at bits_off, `words` words long.
                     let bits = unsafe { base.add(bits_off) } as *mut u64;

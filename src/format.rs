@@ -18,7 +18,7 @@ use crate::geometry::Geometry;
 use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
-pub const VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 1;
 /// Written in native order; reads back as this value only on a machine of
 /// the same byte order.
 pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
@@ -148,7 +148,7 @@ pub fn encode(h: &Header) -> [u8; IMMUTABLE_LEN] {
     let l = layout(g.m);
     let mut b = [0u8; IMMUTABLE_LEN];
     b[0..8].copy_from_slice(&MAGIC);
-    put_u32(&mut b, 8, VERSION);
+    put_u32(&mut b, 8, FORMAT_VERSION);
     put_u32(&mut b, 12, BYTE_ORDER_MARK);
     put_u32(&mut b, 16, HASH_SCHEME);
     put_u32(&mut b, 20, g.k);
@@ -178,7 +178,7 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
         return Err(FormatError::Magic);
     }
     let version = get_u32(b, 8);
-    if version != VERSION {
+    if version != FORMAT_VERSION {
         return Err(FormatError::Version(version));
     }
     if get_u32(b, 12) != BYTE_ORDER_MARK {

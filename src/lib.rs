@@ -51,7 +51,7 @@ impl Filter {
 
     /// A new filter from portable bytes: anonymous, or a new file at `path`
     /// (created with `mode`; an existing path is refused).
-    pub fn deserialize(bytes: &[u8], path: Option<&str>, mode: u32) -> Result<Filter> {
+    pub fn deserialize(bytes: &[u8], path: Option<&std::path::Path>, mode: u32) -> Result<Filter> {
         let img = serial::parse(bytes).map_err(|e| Error::format(e.to_string()))?;
         if mode & !0o7777 != 0 {
             return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));

@@ -108,8 +108,13 @@ impl Region {
     }
 }
 
-fn cstr(path: &str) -> Result<CString> {
-    CString::new(path).map_err(|_| Error::arg("path contains a NUL byte"))
+fn cstr(path: impl AsRef<[u8]>) -> Result<CString> {
+    CString::new(path.as_ref()).map_err(|_| Error::arg("path contains a NUL byte"))
+}
+
+/// Paths are bytes on Linux; messages show them lossily.
+fn shown(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw).into_owned()
 }
 
 fn random_u64() -> u64 {
@@ -315,39 +320,42 @@ impl Drop for Flock<'_> {
 /// it to `path`. Returns Ok(false) if `path` appeared meanwhile.
 fn create_file(path: &CStr, shown: &str, h: &Header, mode: u32, fill: Option<&dyn Fn(*mut u8)>) -> Result<bool> {
     let l = format::layout(h.geometry.m);
-    let dir = match shown.rfind('/') {
-        Some(0) => "/".to_string(),
-        Some(i) => shown[..i].to_string(),
-        None => ".".to_string(),
+    let raw = path.to_bytes();
+    let dir: &[u8] = match raw.iter().rposition(|&c| c == b'/') {
+        Some(0) => b"/",
+        Some(i) => &raw[..i],
+        None => b".",
     };
-    let cdir = cstr(&dir)?;
+    let cdir = cstr(dir)?;
     // SAFETY: cdir is NUL-terminated.
-    let raw = unsafe {
+    let tmpfd = unsafe {
         libc::open(
             cdir.as_ptr(),
             libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
             mode as libc::c_uint,
         )
     };
-    let (fd, tmpname) = if raw >= 0 {
+    let (fd, tmpname) = if tmpfd >= 0 {
         // SAFETY: fresh descriptor we own.
-        (unsafe { OwnedFd::from_raw_fd(raw) }, None)
+        (unsafe { OwnedFd::from_raw_fd(tmpfd) }, None)
     } else {
         // No O_TMPFILE on this filesystem: a private temporary name instead.
-        let tmp = cstr(&format!("{shown}.tmp.{}.{:x}", std::process::id(), random_u64()))?;
+        let mut tmp = raw.to_vec();
+        tmp.extend_from_slice(format!(".tmp.{}.{:x}", std::process::id(), random_u64()).as_bytes());
+        let tmp = cstr(tmp)?;
         // SAFETY: tmp is NUL-terminated.
-        let raw = unsafe {
+        let fd = unsafe {
             libc::open(
                 tmp.as_ptr(),
                 libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
                 mode as libc::c_uint,
             )
         };
-        if raw < 0 {
+        if fd < 0 {
             return Err(Error::last_os(format!("create {shown}")));
         }
         // SAFETY: fresh descriptor we own.
-        (unsafe { OwnedFd::from_raw_fd(raw) }, Some(tmp))
+        (unsafe { OwnedFd::from_raw_fd(fd) }, Some(tmp))
     };
     let cleanup = |tmp: &Option<CString>| {
         if let Some(t) = tmp {
@@ -456,11 +464,12 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
 }
 
 /// Open `path` as a filter, creating it with `h` and `mode` if absent.
-pub fn open_or_create_file(shown: &str, h: &Header, mode: u32) -> Result<Region> {
-    if shown.is_empty() {
+pub fn open_or_create_file(raw: &[u8], h: &Header, mode: u32) -> Result<Region> {
+    if raw.is_empty() {
         return Err(Error::arg("path is empty"));
     }
-    let path = cstr(shown)?;
+    let path = cstr(raw)?;
+    let shown = &shown(raw);
     // A few rounds: a creation race lost to a file that is then removed.
     for _ in 0..8 {
         if let Some(r) = open_existing(&path, shown, h)? {
@@ -480,11 +489,12 @@ pub fn open_or_create_file(shown: &str, h: &Header, mode: u32) -> Result<Region>
 
 /// Create a new file at `path` holding `h` and bits written by `fill` (given
 /// the mapping's base); refuses an existing path.
-pub fn create_new_file(shown: &str, h: &Header, mode: u32, fill: &dyn Fn(*mut u8)) -> Result<Region> {
-    if shown.is_empty() {
+pub fn create_new_file(raw: &[u8], h: &Header, mode: u32, fill: &dyn Fn(*mut u8)) -> Result<Region> {
+    if raw.is_empty() {
         return Err(Error::arg("path is empty"));
     }
-    let path = cstr(shown)?;
+    let path = cstr(raw)?;
+    let shown = &shown(raw);
     if !create_file(&path, shown, h, mode, Some(fill))? {
         return Err(Error::arg(format!("{shown}: file exists")));
     }
@@ -539,8 +549,9 @@ pub fn open_fd(fd: RawFd) -> Result<Region> {
 }
 
 /// Map a frozen filter file `PROT_READ`.
-pub fn open_readonly(shown: &str) -> Result<Region> {
-    let path = cstr(shown)?;
+pub fn open_readonly(raw: &[u8]) -> Result<Region> {
+    let path = cstr(raw)?;
+    let shown = &shown(raw);
     let fd = open_nofollow(&path, libc::O_RDONLY, shown)?
         .ok_or_else(|| Error::new(ErrorKind::Io, format!("open {shown}: No such file or directory")))?;
     let st = fstat(fd.as_raw_fd(), shown)?;
@@ -563,8 +574,9 @@ pub fn open_readonly(shown: &str) -> Result<Region> {
 }
 
 /// Remove a filter file by name.
-pub fn unlink(shown: &str) -> Result<()> {
-    let path = cstr(shown)?;
+pub fn unlink(raw: &[u8]) -> Result<()> {
+    let path = cstr(raw)?;
+    let shown = &shown(raw);
     // SAFETY: path is NUL-terminated.
     if unsafe { libc::unlink(path.as_ptr()) } != 0 {
         return Err(Error::last_os(format!("unlink {shown}")));

@@ -24,7 +24,7 @@ use crate::format::HASH_SCHEME;
 use crate::geometry::Geometry;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSER";
-pub const VERSION: u32 = 1;
+pub const SERIAL_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 56;
 pub const TRAILER_LEN: usize = 8;
 
@@ -38,7 +38,7 @@ pub fn serialized_len(m: u64) -> u64 {
 pub fn write(g: &Geometry, seed: u64, words: impl FnOnce(&mut dyn FnMut(u64)), out: &mut [u8]) {
     assert_eq!(out.len() as u64, serialized_len(g.m));
     out[0..8].copy_from_slice(&MAGIC);
-    out[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    out[8..12].copy_from_slice(&SERIAL_VERSION.to_le_bytes());
     out[12..16].copy_from_slice(&HASH_SCHEME.to_le_bytes());
     out[16..20].copy_from_slice(&g.k.to_le_bytes());
     out[20..24].copy_from_slice(&0u32.to_le_bytes());
@@ -127,7 +127,7 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
         });
     }
     let version = le32(b, 8);
-    if version != VERSION {
+    if version != SERIAL_VERSION {
         return Err(SerialError::Version(version));
     }
     let scheme = le32(b, 12);

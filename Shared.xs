@@ -1,0 +1,814 @@
+/*
+ * Data::BloomFilter::Shared: the XS glue over the Rust core (bloomfilter_shared.h).
+ *
+ * Every XSUB follows the same four steps:
+ *   (a) resolve and validate every SV argument: get magic exactly once, then the
+ *       _nomg forms; this may run Perl code (FETCH, overloading) and may croak;
+ *   (b) re-check the handle when (a) may have run Perl code, because that code
+ *       may have DESTROYed the object or replaced the invocant;
+ *   (c) call Rust;
+ *   (d) croak with Rust's message on a non-zero status.
+ * Nothing Rust hands out (other than the handle itself) outlives a call, so a
+ * croak can never leak a Rust allocation or leave a lock held.
+ *
+ * The object is a blessed, read-only scalar holding the BfsFilter pointer as an IV.
+ * Read-only so that Perl code cannot plant a pointer of its choosing; DESTROY sets
+ * the IV to 0, which every later call reports as "destroyed handle".
+ */
+#define PERL_NO_GET_CONTEXT
+#include "EXTERN.h"
+#include "perl.h"
+#include "XSUB.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "bloomfilter_shared.h"
+
+#define BFS_CLASS "Data::BloomFilter::Shared"
+
+#ifndef G_LIST
+#  define G_LIST G_ARRAY
+#endif
+
+/* The stash is cached per interpreter (ithreads clone it) for the hot handle check. */
+#define MY_CXT_KEY BFS_CLASS "::_guts" XS_VERSION
+typedef struct {
+    HV *stash;
+} my_cxt_t;
+START_MY_CXT
+
+/* ---------------------------------------------------------------- croaking */
+
+/* The name the method was called by, for messages; private XSUBs drop "_xs_". */
+static const char *
+bfs_method(pTHX_ CV *cv)
+{
+    GV *gv = cv ? CvGV(cv) : NULL;
+    const char *name = gv ? GvNAME(gv) : "?";
+    if (strncmp(name, "_xs_", 4) == 0)
+        name += 4;
+    return name;
+}
+
+/* Every croak of this module: "Data::BloomFilter::Shared->METHOD: message". */
+static void bfs_croak(pTHX_ CV *cv, const char *fmt, ...)
+    __attribute__noreturn__ __attribute__format__(__printf__, pTHX_2, pTHX_3);
+
+static void
+bfs_croak(pTHX_ CV *cv, const char *fmt, ...)
+{
+    SV *msg = sv_2mortal(newSVpvf(BFS_CLASS "->%s: ", bfs_method(aTHX_ cv)));
+    va_list ap;
+    va_start(ap, fmt);
+    sv_vcatpvf(msg, fmt, &ap);
+    va_end(ap);
+    croak_sv(msg);
+}
+
+/* A failed Rust call: its message, or the status when it wrote none. */
+static void bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
+    __attribute__noreturn__;
+
+static void
+bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
+{
+    if (err[0])
+        bfs_croak(aTHX_ cv, "%s", err);
+    bfs_croak(aTHX_ cv, "error (status %u)", (unsigned)st);
+}
+
+/* An item that cannot be used; idx < 0 for a single-item method. */
+static void bfs_croak_item(pTHX_ CV *cv, const char *what, SSize_t idx)
+    __attribute__noreturn__;
+
+static void
+bfs_croak_item(pTHX_ CV *cv, const char *what, SSize_t idx)
+{
+    if (idx < 0)
+        bfs_croak(aTHX_ cv, "%s", what);
+    bfs_croak(aTHX_ cv, "%s at index %" IVdf, what, (IV)idx);
+}
+
+static void bfs_croak_usage(pTHX_ CV *cv, const char *usage)
+    __attribute__noreturn__;
+
+static void
+bfs_croak_usage(pTHX_ CV *cv, const char *usage)
+{
+    bfs_croak(aTHX_ cv, "usage: %s", usage);
+}
+
+/* ---------------------------------------------------------------- handles */
+
+/* What our own objects look like: a blessed, read-only PVMG with an IV. */
+#define BFS_OBJ_MASK  (SVs_OBJECT | SVf_IOK | SVf_READONLY | SVTYPEMASK)
+#define BFS_OBJ_FLAGS (SVs_OBJECT | SVf_IOK | SVf_READONLY | SVt_PVMG)
+
+/* NULL when sv is not one of our objects; the stored pointer (NULL once
+   destroyed) otherwise. *ok tells the two NULLs apart. Runs no Perl code. */
+PERL_STATIC_INLINE BfsFilter *
+bfs_peek(pTHX_ SV *sv, bool *ok)
+{
+    dMY_CXT;
+    SV *obj;
+    *ok = FALSE;
+    if (UNLIKELY(!SvROK(sv)))
+        return NULL;
+    obj = SvRV(sv);
+    if (UNLIKELY((SvFLAGS(obj) & BFS_OBJ_MASK) != BFS_OBJ_FLAGS))
+        return NULL;
+    /* Subclasses take the slow road; sv_derived_from walks @ISA in C only. */
+    if (UNLIKELY(SvSTASH(obj) != MY_CXT.stash) && !sv_derived_from(sv, BFS_CLASS))
+        return NULL;
+    *ok = TRUE;
+    return INT2PTR(BfsFilter *, SvIVX(obj));
+}
+
+/* The typemap's check: a live handle, or a croak. */
+PERL_STATIC_INLINE BfsFilter *
+bfs_handle(pTHX_ SV *sv, CV *cv)
+{
+    bool ok;
+    BfsFilter *h = bfs_peek(aTHX_ sv, &ok);
+    if (LIKELY(h != NULL))
+        return h;
+    if (ok)
+        bfs_croak(aTHX_ cv, "destroyed handle");
+    bfs_croak(aTHX_ cv, "not a " BFS_CLASS " object");
+}
+
+/* After Perl code ran while resolving arguments: the invocant must still be a
+   live handle. Whatever it has become, the call cannot go on with the old one. */
+static BfsFilter *
+bfs_recheck(pTHX_ SV *sv, CV *cv)
+{
+    bool ok;
+    BfsFilter *h = bfs_peek(aTHX_ sv, &ok);
+    if (UNLIKELY(h == NULL))
+        bfs_croak(aTHX_ cv, "destroyed handle");
+    return h;
+}
+
+/* The other filter of merge/intersect/is_compatible: get magic once, then check. */
+static BfsFilter *
+bfs_other(pTHX_ SV *sv, CV *cv)
+{
+    bool ok;
+    BfsFilter *h;
+    SvGETMAGIC(sv);
+    h = bfs_peek(aTHX_ sv, &ok);
+    if (h)
+        return h;
+    if (ok)
+        bfs_croak(aTHX_ cv, "destroyed handle (other filter)");
+    bfs_croak(aTHX_ cv, "other filter is not a " BFS_CLASS " object");
+}
+
+/* A new object of class klass around h. Cannot croak (but for out of memory). */
+static SV *
+bfs_wrap(pTHX_ SV *klass, BfsFilter *h)
+{
+    HV *stash = gv_stashsv(klass, GV_ADD);
+    SV *obj = newSViv(PTR2IV(h));
+    SV *rv = sv_2mortal(newRV_noinc(obj));
+    sv_bless(rv, stash);
+    SvREADONLY_on(obj); /* after sv_bless, which refuses read-only referents */
+    return rv;
+}
+
+/* ---------------------------------------------------------------- items */
+
+/* Bytes of a UTF-8 flagged string: itself when ASCII, else a downgraded copy
+   freed at scope exit; a character above 0xFF croaks. */
+static const char *
+bfs_downgrade(pTHX_ CV *cv, const char *p, STRLEN *lenp, SSize_t idx)
+{
+    const U8 *s = (const U8 *)p;
+    const U8 *const e = s + *lenp;
+    bool is_utf8 = TRUE;
+    U8 *copy;
+    while (s < e && !(*s & 0x80))
+        s++;
+    if (s == e)
+        return p; /* ASCII: the same bytes in either encoding */
+    copy = bytes_from_utf8((const U8 *)p, lenp, &is_utf8);
+    if (is_utf8)
+        bfs_croak_item(aTHX_ cv, "Wide character", idx);
+    SAVEFREEPV(copy);
+    return (const char *)copy;
+}
+
+/* One item that is not a plain byte string: magic, overloading, numbers,
+   UTF-8. May run Perl code; the caller re-checks its handle afterwards. */
+static const char *
+bfs_item_slow(pTHX_ CV *cv, SV *sv, STRLEN *lenp)
+{
+    const char *p;
+    SvGETMAGIC(sv);
+    if (!SvOK(sv))
+        bfs_croak_item(aTHX_ cv, "undefined item", -1);
+    p = SvPV_nomg(sv, *lenp);
+    if (SvUTF8(sv))
+        p = bfs_downgrade(aTHX_ cv, p, lenp, -1);
+    return p;
+}
+
+/* Space for n slices and (optionally) n result bytes, freed at scope exit. */
+static BfsSlice *
+bfs_alloc_slices(pTHX_ SSize_t n, U8 **resultsp)
+{
+    size_t bytes = (size_t)n * sizeof(BfsSlice) + (resultsp ? (size_t)n : 0);
+    char *block;
+    Newx(block, bytes ? bytes : 1, char);
+    SAVEFREEPV(block);
+    if (resultsp)
+        *resultsp = (U8 *)(block + (size_t)n * sizeof(BfsSlice));
+    return (BfsSlice *)block;
+}
+
+/*
+ * Resolve an array ref of items into slices, validating every element before
+ * anything is added. Returns n; *ran_perl is set when Perl code may have run.
+ *
+ * Fast path (a plain, unmagical array of plain strings): slices point straight
+ * into SvPVX; nothing can run between here and the Rust call, so nothing can
+ * move them. Otherwise every element's bytes are copied into a buffer we own,
+ * because Perl code run for a later element may change or free an earlier one.
+ */
+static SSize_t
+bfs_items(pTHX_ CV *cv, SV *arg, BfsSlice **slicesp, U8 **resultsp, bool *ran_perl)
+{
+    AV *av;
+    SSize_t n, i;
+    BfsSlice *slices;
+    SV *buf;
+    const char *base;
+
+    if (SvGMAGICAL(arg)) {
+        *ran_perl = TRUE;
+        mg_get(arg);
+    }
+    if (SvAMAGIC(arg)) {
+        *ran_perl = TRUE;
+        arg = amagic_deref_call(arg, to_av_amg);
+    }
+    if (!SvROK(arg) || SvTYPE(SvRV(arg)) != SVt_PVAV)
+        bfs_croak(aTHX_ cv, "argument is not an array reference");
+    av = (AV *)SvRV(arg);
+
+    if (LIKELY(!SvMAGICAL(av))) {
+        SV **elems = AvARRAY(av);
+        n = AvFILLp(av) + 1;
+        slices = bfs_alloc_slices(aTHX_ n, resultsp);
+        for (i = 0; i < n; i++) {
+            SV *e = elems[i];
+            if (UNLIKELY(!e || (SvFLAGS(e) & (SVf_POK | SVs_GMG)) != SVf_POK))
+                goto slow;
+            slices[i].ptr = (const uint8_t *)SvPVX(e);
+            slices[i].len = SvCUR(e);
+            if (UNLIKELY(SvUTF8(e))) /* no Perl code runs; a copy or a croak */
+                slices[i].ptr = (const uint8_t *)bfs_downgrade(
+                    aTHX_ cv, (const char *)slices[i].ptr, &slices[i].len, i);
+        }
+        *slicesp = slices;
+        return n;
+    }
+
+slow:
+    *ran_perl = TRUE;
+    SvREFCNT_inc_simple_void_NN(av); /* Perl code below may drop the last reference */
+    SAVEFREESV(av);
+    n = av_top_index(av) + 1; /* FETCHSIZE for a tied array */
+    slices = bfs_alloc_slices(aTHX_ n, resultsp);
+    buf = sv_2mortal(newSV(64));
+    SvPOK_only(buf);
+    SvCUR_set(buf, 0);
+    for (i = 0; i < n; i++) {
+        SV **svp = av_fetch(av, i, 0);
+        SV *e = svp ? *svp : NULL;
+        const char *p;
+        STRLEN len, off;
+        if (!e)
+            bfs_croak_item(aTHX_ cv, "undefined item", i);
+        if (SvGMAGICAL(e) || SvROK(e)) {
+            /* its own FETCH or overload method may free it */
+            SvREFCNT_inc_simple_void_NN(e);
+            SAVEFREESV(e);
+        }
+        SvGETMAGIC(e);
+        if (!SvOK(e))
+            bfs_croak_item(aTHX_ cv, "undefined item", i);
+        p = SvPV_nomg(e, len);
+        off = SvCUR(buf);
+        sv_catpvn_nomg(buf, p, len);
+        if (SvUTF8(e)) {
+            STRLEN blen = len;
+            if (!utf8_to_bytes((U8 *)SvPVX(buf) + off, &blen))
+                bfs_croak_item(aTHX_ cv, "Wide character", i);
+            len = blen;
+            SvCUR_set(buf, off + len);
+        }
+        /* an offset for now: buf may still move */
+        slices[i].ptr = (const uint8_t *)(uintptr_t)off;
+        slices[i].len = len;
+    }
+    base = SvPVX(buf);
+    for (i = 0; i < n; i++)
+        slices[i].ptr = (const uint8_t *)base + (uintptr_t)slices[i].ptr;
+    *slicesp = slices;
+    return n;
+}
+
+/* ---------------------------------------------------------------- constructors */
+
+/* A path or name from the .pm (already validated there; checked again because
+   the XSUB can be called directly). NULL for undef; *bad set on a bad string. */
+static const char *
+bfs_cstr(pTHX_ SV *sv, const char **bad)
+{
+    const char *p;
+    STRLEN len;
+    *bad = NULL;
+    if (!SvOK(sv))
+        return NULL;
+    p = SvPV_nomg(sv, len);
+    if (SvUTF8(sv))
+        *bad = "Wide character in path";
+    else if (memchr(p, '\0', len))
+        *bad = "path contains a NUL byte";
+    return p;
+}
+
+/* Constructors return (object) or (undef, message): the .pm croaks with Carp so
+   the message points at the caller's line, not at Shared.pm. */
+#define BFS_RETURN_ERROR(msg) \
+    STMT_START { \
+        XSprePUSH; \
+        EXTEND(SP, 2); \
+        PUSHs(&PL_sv_undef); \
+        mPUSHs(newSVpv((msg), 0)); \
+        XSRETURN(2); \
+    } STMT_END
+
+#define BFS_RETURN_OBJECT(klass, h) \
+    STMT_START { \
+        ST(0) = bfs_wrap(aTHX_ (klass), (h)); \
+        XSRETURN(1); \
+    } STMT_END
+
+MODULE = Data::BloomFilter::Shared    PACKAGE = Data::BloomFilter::Shared
+
+PROTOTYPES: DISABLE
+
+BOOT:
+{
+    MY_CXT_INIT;
+    MY_CXT.stash = gv_stashpvs(BFS_CLASS, GV_ADD);
+}
+
+#ifdef USE_ITHREADS
+
+void
+CLONE(...)
+  CODE:
+    PERL_UNUSED_VAR(items);
+    {
+        MY_CXT_CLONE;
+        MY_CXT.stash = gv_stashpvs(BFS_CLASS, GV_ADD);
+    }
+
+#endif
+
+void
+_xs_new(klass, path, capacity, fp_rate, mode, seed)
+    SV *klass
+    SV *path
+    UV capacity
+    NV fp_rate
+    UV mode
+    UV seed
+  ALIAS:
+    _xs_new_memfd = 1
+  PREINIT:
+    const char *p, *bad;
+    BfsOptions opts;
+    BfsFilter *h = NULL;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  CODE:
+    p = bfs_cstr(aTHX_ path, &bad);
+    if (bad)
+        BFS_RETURN_ERROR(bad);
+    if (mode > 07777)
+        BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
+    opts.mode = (uint32_t)mode;
+    opts.seed = (uint64_t)seed;
+    err[0] = '\0';
+    st = ix == 1 ? bfs_new_memfd(p, capacity, fp_rate, &opts, &h, err)
+                 : bfs_new(p, capacity, fp_rate, &opts, &h, err);
+    if (st != BFS_OK || !h)
+        BFS_RETURN_ERROR(err[0] ? err : "cannot create the filter");
+    BFS_RETURN_OBJECT(klass, h);
+
+void
+_xs_new_from_fd(klass, fd)
+    SV *klass
+    IV fd
+  PREINIT:
+    BfsFilter *h = NULL;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  CODE:
+    if (fd < 0 || fd > INT_MAX)
+        BFS_RETURN_ERROR("fd must be a non-negative integer or an open file handle");
+    err[0] = '\0';
+    st = bfs_new_from_fd((int)fd, &h, err);
+    if (st != BFS_OK || !h)
+        BFS_RETURN_ERROR(err[0] ? err : "cannot open the filter");
+    BFS_RETURN_OBJECT(klass, h);
+
+void
+_xs_new_readonly(klass, path)
+    SV *klass
+    SV *path
+  PREINIT:
+    const char *p, *bad;
+    BfsFilter *h = NULL;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  CODE:
+    p = bfs_cstr(aTHX_ path, &bad);
+    if (bad)
+        BFS_RETURN_ERROR(bad);
+    if (!p)
+        BFS_RETURN_ERROR("undefined path");
+    err[0] = '\0';
+    st = bfs_new_readonly(p, &h, err);
+    if (st != BFS_OK || !h)
+        BFS_RETURN_ERROR(err[0] ? err : "cannot open the filter");
+    BFS_RETURN_OBJECT(klass, h);
+
+void
+_xs_deserialize(klass, bytes, path, mode)
+    SV *klass
+    SV *bytes
+    SV *path
+    UV mode
+  PREINIT:
+    const char *p, *bad, *b;
+    STRLEN len;
+    BfsOptions opts;
+    BfsFilter *h = NULL;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  CODE:
+    /* bytes is the caller's own SV (the .pm passes $_[1] untouched), so that a
+       large string is not copied and its get magic runs exactly once, here. */
+    SvGETMAGIC(bytes);
+    if (!SvOK(bytes))
+        BFS_RETURN_ERROR("undefined bytes");
+    b = SvPV_nomg(bytes, len);
+    if (SvUTF8(bytes)) {
+        bool is_utf8 = TRUE;
+        U8 *copy = bytes_from_utf8((const U8 *)b, &len, &is_utf8);
+        if (is_utf8)
+            BFS_RETURN_ERROR("Wide character in bytes");
+        SAVEFREEPV(copy);
+        b = (const char *)copy;
+    }
+    p = bfs_cstr(aTHX_ path, &bad);
+    if (bad)
+        BFS_RETURN_ERROR(bad);
+    if (mode > 07777)
+        BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
+    opts.mode = (uint32_t)mode;
+    opts.seed = 0; /* the seed travels in the bytes */
+    err[0] = '\0';
+    st = bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, err);
+    if (st != BFS_OK || !h)
+        BFS_RETURN_ERROR(err[0] ? err : "cannot deserialize the filter");
+    BFS_RETURN_OBJECT(klass, h);
+
+void
+DESTROY(self)
+    SV *self
+  PREINIT:
+    bool ok;
+    BfsFilter *h;
+  CODE:
+    /* Lenient: never croaks (it may run during global destruction, or on a
+       subclass object that is not ours), and a second call is a no-op. */
+    h = bfs_peek(aTHX_ self, &ok);
+    if (h) {
+        SvIV_set(SvRV(self), 0); /* first, so nothing can reach the freed handle */
+        bfs_free(h);
+    }
+
+int
+add(h, ...)
+    BfsFilter *h
+  PREINIT:
+    SV *item;
+    const char *p;
+    STRLEN len;
+    uint8_t was_new = 0;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  CODE:
+    if (UNLIKELY(items != 2))
+        bfs_croak_usage(aTHX_ cv, "$filter->add($item)");
+    item = ST(1);
+    if (LIKELY((SvFLAGS(item) & (SVf_POK | SVf_UTF8 | SVs_GMG)) == SVf_POK)) {
+        p = SvPVX(item);
+        len = SvCUR(item);
+    }
+    else {
+        p = bfs_item_slow(aTHX_ cv, item, &len);
+        h = bfs_recheck(aTHX_ ST(0), cv);
+    }
+    err[0] = '\0';
+    st = bfs_add(h, (const uint8_t *)p, len, &was_new, err);
+    if (UNLIKELY(st != BFS_OK))
+        bfs_croak_status(aTHX_ cv, st, err);
+    RETVAL = was_new != 0;
+  OUTPUT:
+    RETVAL
+
+int
+contains(h, ...)
+    const BfsFilter *h
+  PREINIT:
+    SV *item;
+    const char *p;
+    STRLEN len;
+  CODE:
+    if (UNLIKELY(items != 2))
+        bfs_croak_usage(aTHX_ cv, "$filter->contains($item)");
+    item = ST(1);
+    if (LIKELY((SvFLAGS(item) & (SVf_POK | SVf_UTF8 | SVs_GMG)) == SVf_POK)) {
+        p = SvPVX(item);
+        len = SvCUR(item);
+    }
+    else {
+        p = bfs_item_slow(aTHX_ cv, item, &len);
+        h = bfs_recheck(aTHX_ ST(0), cv);
+    }
+    RETVAL = bfs_contains(h, (const uint8_t *)p, len) != 0;
+  OUTPUT:
+    RETVAL
+
+void
+add_many(h, ...)
+    BfsFilter *h
+  ALIAS:
+    contains_many = 1
+  PREINIT:
+    BfsSlice *slices;
+    U8 *results = NULL;
+    SSize_t n, i;
+    bool ran_perl = FALSE;
+    U8 gimme;
+    uint64_t count = 0;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    if (UNLIKELY(items != 2))
+        bfs_croak_usage(aTHX_ cv, ix ? "$filter->contains_many(\\@items)"
+                                     : "$filter->add_many(\\@items)");
+    gimme = GIMME_V;
+    n = bfs_items(aTHX_ cv, ST(1), &slices, gimme == G_LIST ? &results : NULL, &ran_perl);
+    if (ran_perl)
+        h = bfs_recheck(aTHX_ ST(0), cv);
+    if (ix == 0) {
+        err[0] = '\0';
+        st = bfs_add_many(h, slices, (size_t)n, results, &count, err);
+        if (UNLIKELY(st != BFS_OK))
+            bfs_croak_status(aTHX_ cv, st, err);
+    }
+    else {
+        count = bfs_contains_many(h, slices, (size_t)n, results);
+    }
+    SP = PL_stack_base + ax - 1; /* Perl code may have moved the stack */
+    if (gimme == G_LIST) {
+        EXTEND(SP, n);
+        for (i = 0; i < n; i++)
+            mPUSHi(results[i] != 0);
+    }
+    else if (gimme == G_SCALAR) {
+        dXSTARG;
+        PUSHu((UV)count);
+    }
+
+void
+merge(h, ...)
+    BfsFilter *h
+  ALIAS:
+    intersect = 1
+  PREINIT:
+    const BfsFilter *other;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    if (items != 2)
+        bfs_croak_usage(aTHX_ cv, ix ? "$filter->intersect($other)" : "$filter->merge($other)");
+    other = bfs_other(aTHX_ ST(1), cv);
+    h = bfs_recheck(aTHX_ ST(0), cv);
+    err[0] = '\0';
+    st = ix ? bfs_intersect(h, other, err) : bfs_merge(h, other, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    XSRETURN_YES;
+
+int
+is_compatible(h, ...)
+    const BfsFilter *h
+  PREINIT:
+    const BfsFilter *other;
+  CODE:
+    if (items != 2)
+        bfs_croak_usage(aTHX_ cv, "$filter->is_compatible($other)");
+    other = bfs_other(aTHX_ ST(1), cv);
+    h = bfs_recheck(aTHX_ ST(0), cv);
+    RETVAL = bfs_is_compatible(h, other) != 0;
+  OUTPUT:
+    RETVAL
+
+void
+clear(h, ...)
+    BfsFilter *h
+  ALIAS:
+    invert = 1
+    freeze = 2
+    sync = 3
+  PREINIT:
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    if (items != 1)
+        bfs_croak(aTHX_ cv, "takes no arguments");
+    err[0] = '\0';
+    switch (ix) {
+    case 0: st = bfs_clear(h, err); break;
+    case 1: st = bfs_invert(h, err); break;
+    case 2: st = bfs_freeze(h, err); break;
+    default: st = bfs_sync(h, err); break;
+    }
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    XSRETURN_YES;
+
+void
+capacity(h, ...)
+    const BfsFilter *h
+  ALIAS:
+    fp_rate = 1
+    bits = 2
+    hashes = 3
+    seed = 4
+    memfd = 5
+    frozen = 6
+    readonly = 7
+    count = 8
+    bits_set = 9
+    fill_ratio = 10
+    estimated_fpp = 11
+    is_empty = 12
+  PREINIT:
+    BfsInfo info;
+    dXSTARG;
+  PPCODE:
+    if (items != 1)
+        bfs_croak(aTHX_ cv, "takes no arguments");
+    if (ix <= 7 || ix >= 10)
+        bfs_info(h, &info);
+    switch (ix) {
+    case 0: PUSHu((UV)info.capacity); break;
+    case 1: PUSHn((NV)info.fp_rate); break;
+    case 2: PUSHu((UV)info.bits); break;
+    case 3: PUSHu((UV)info.hashes); break;
+    case 4: PUSHu((UV)info.seed); break;
+    case 5: PUSHi((IV)info.memfd); break;
+    case 6: PUSHi(info.frozen != 0); break;
+    case 7: PUSHi(info.readonly != 0); break;
+    case 8: PUSHu((UV)bfs_count(h)); break;
+    case 9: PUSHu((UV)bfs_bits_set(h)); break;
+    case 10:
+    case 11: {
+        NV fill = info.bits ? (NV)bfs_bits_set(h) / (NV)info.bits : 0.0;
+        PUSHn(ix == 10 ? fill : (NV)pow(fill, (double)info.hashes));
+        break;
+    }
+    default: PUSHi(bfs_bits_set(h) == 0); break;
+    }
+
+SV *
+path(h, ...)
+    const BfsFilter *h
+  PREINIT:
+    const char *p;
+  CODE:
+    if (items != 1)
+        bfs_croak(aTHX_ cv, "takes no arguments");
+    p = bfs_path(h);
+    RETVAL = p ? newSVpv(p, 0) : &PL_sv_undef;
+  OUTPUT:
+    RETVAL
+
+SV *
+stats(h, ...)
+    const BfsFilter *h
+  PREINIT:
+    BfsInfo info;
+    HV *hv;
+    uint64_t set;
+    NV fill;
+  CODE:
+    if (items != 1)
+        bfs_croak(aTHX_ cv, "takes no arguments");
+    bfs_info(h, &info);
+    set = bfs_bits_set(h); /* one reading, so the ratios agree with bits_set */
+    fill = info.bits ? (NV)set / (NV)info.bits : 0.0;
+    hv = newHV();
+    RETVAL = newRV_noinc((SV *)hv);
+    (void)hv_stores(hv, "capacity", newSVuv((UV)info.capacity));
+    (void)hv_stores(hv, "fp_rate", newSVnv((NV)info.fp_rate));
+    (void)hv_stores(hv, "bits", newSVuv((UV)info.bits));
+    (void)hv_stores(hv, "hashes", newSVuv((UV)info.hashes));
+    (void)hv_stores(hv, "seed", newSVuv((UV)info.seed));
+    (void)hv_stores(hv, "bits_set", newSVuv((UV)set));
+    (void)hv_stores(hv, "count", newSVuv((UV)bfs_count(h)));
+    (void)hv_stores(hv, "fill_ratio", newSVnv(fill));
+    (void)hv_stores(hv, "estimated_fpp", newSVnv((NV)pow(fill, (double)info.hashes)));
+    (void)hv_stores(hv, "ops", newSVuv((UV)bfs_ops(h)));
+    (void)hv_stores(hv, "mmap_size", newSVuv((UV)info.mmap_size));
+    (void)hv_stores(hv, "frozen", newSViv(info.frozen != 0));
+    (void)hv_stores(hv, "readonly", newSViv(info.readonly != 0));
+  OUTPUT:
+    RETVAL
+
+SV *
+serialize(h, ...)
+    const BfsFilter *h
+  PREINIT:
+    uint64_t size;
+    SV *out;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  CODE:
+    if (items != 1)
+        bfs_croak(aTHX_ cv, "takes no arguments");
+    size = bfs_serialized_size(h);
+    if (size >= (uint64_t)(SSize_t_MAX))
+        bfs_croak(aTHX_ cv, "serialized size %" UVuf " is too large", (UV)size);
+    /* mortal while Rust fills it, so that a failure frees it */
+    out = sv_2mortal(newSV((STRLEN)size + 1));
+    SvPOK_only(out);
+    err[0] = '\0';
+    st = bfs_serialize(h, (uint8_t *)SvPVX(out), (size_t)size, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    SvCUR_set(out, (STRLEN)size);
+    *SvEND(out) = '\0';
+    RETVAL = SvREFCNT_inc_simple_NN(out);
+  OUTPUT:
+    RETVAL
+
+void
+unlink(self, ...)
+    SV *self
+  PREINIT:
+    const char *p;
+    STRLEN len;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    if (SvROK(self)) {
+        /* $filter->unlink: its own path */
+        BfsFilter *h = bfs_handle(aTHX_ self, cv);
+        if (items != 1)
+            bfs_croak_usage(aTHX_ cv, "$filter->unlink or " BFS_CLASS "->unlink($path)");
+        p = bfs_path(h);
+        if (!p)
+            bfs_croak(aTHX_ cv, "filter has no path");
+    }
+    else {
+        /* Class->unlink($path) */
+        SV *path;
+        if (items != 2)
+            bfs_croak_usage(aTHX_ cv, "$filter->unlink or " BFS_CLASS "->unlink($path)");
+        path = ST(1);
+        SvGETMAGIC(path);
+        if (!SvOK(path))
+            bfs_croak(aTHX_ cv, "undefined path");
+        p = SvPV_nomg(path, len);
+        if (SvUTF8(path))
+            p = bfs_downgrade(aTHX_ cv, p, &len, -1);
+        if (memchr(p, '\0', len))
+            bfs_croak(aTHX_ cv, "path contains a NUL byte");
+    }
+    err[0] = '\0';
+    st = bfs_unlink_path(p, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    XSRETURN_YES;

@@ -1,0 +1,111 @@
+package BFTest;
+# Helpers shared by the Data::BloomFilter::Shared tests: running code in a
+# child process under a time limit and reaping it whatever happens.
+use strict;
+use warnings;
+use POSIX qw(WNOHANG _exit);
+use Time::HiRes qw(time sleep);
+use Exporter 'import';
+
+our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib);
+
+my %live;    # pid => 1 for children not yet reaped
+my $ORIG_PID = $$;
+
+# Wait for $pid at most $timeout seconds; SIGKILL it if it is still running.
+# Returns ($status, $timed_out).
+sub reap {
+    my ($pid, $timeout) = @_;
+    $timeout //= 30;
+    my $deadline = time + $timeout;
+    while (1) {
+        my $r = waitpid($pid, WNOHANG);
+        if ($r == $pid || $r == -1) {
+            delete $live{$pid};
+            return ($r == -1 ? -1 : $?, 0);
+        }
+        if (time > $deadline) {
+            kill 'KILL', $pid;
+            waitpid($pid, 0);
+            delete $live{$pid};
+            return ($?, 1);
+        }
+        sleep 0.005;
+    }
+}
+
+# Run $code in a forked child under alarm($timeout). Whatever $code returns
+# (a string) comes back through a pipe. If $code dies, the child exits 3 and
+# the message comes back. Returns a hashref:
+#   { status, exit, signal, timed_out, died, out }
+sub in_child {
+    my ($code, $timeout) = @_;
+    $timeout //= 20;
+    pipe(my $r, my $w) or die "pipe: $!";
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if (!$pid) {
+        close $r;
+        alarm $timeout;
+        my $out = eval { $code->() };
+        my $died = $@;
+        $out = $died unless defined $out || !$died;
+        $out //= '';
+        syswrite $w, $out;
+        close $w;
+        _exit($died ? 3 : 0);
+    }
+    $live{$pid} = 1;
+    close $w;
+    my ($status, $timed_out) = reap($pid, $timeout + 10);
+    my $out = do { local $/; <$r> } // '';
+    close $r;
+    return {
+        status    => $status,
+        exit      => $status >> 8,
+        signal    => $status & 127,
+        timed_out => $timed_out,
+        died      => (($status >> 8) == 3 ? 1 : 0),
+        out       => $out,
+    };
+}
+
+sub child_status_text {
+    my ($res) = @_;
+    return 'timed out' if $res->{timed_out};
+    return "killed by signal $res->{signal}" if $res->{signal};
+    return "exit $res->{exit}: $res->{out}";
+}
+
+# PERL5LIB value that makes an exec'd perl see the same module as we do.
+sub perl5lib {
+    require Cwd;
+    return join ':', map { ref $_ ? () : Cwd::abs_path($_) // $_ } @INC;
+}
+
+# fork + exec perl with @args (a script given with -e, say); returns the pid.
+sub spawn_perl {
+    my (@args) = @_;
+    local $ENV{PERL5LIB} = perl5lib();
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if (!$pid) {
+        { exec $^X, @args }
+        _exit(127);
+    }
+    $live{$pid} = 1;
+    return $pid;
+}
+
+END {
+    # Never leave a child behind, whatever happened to the test (only in the
+    # process that loaded us: a child's copy of %live lists its siblings).
+    local $?;
+    return unless $$ == $ORIG_PID;
+    for my $pid (keys %live) {
+        kill 'KILL', $pid;
+        waitpid($pid, 0);
+    }
+}
+
+1;
