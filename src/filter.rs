@@ -587,6 +587,17 @@ pub mod testing {
         std::mem::forget(g);
     }
 
+    /// Rewrite the recorded start time of the process holding `item`'s
+    /// stripe: what a recycled PID looks like (the PID is alive, but it is
+    /// not the process that took the lock).
+    pub fn forge_stripe_owner_start(f: &Filter, item: &[u8], start: u64) {
+        let h = hash_item(f.seed, item);
+        let sh = f.shared();
+        let tok = sh.stripes[Filter::stripe_of(&h)].word.load(Ordering::Relaxed);
+        let (idx, _) = sync::untoken(tok).expect("stripe held");
+        sh.slots[idx as usize].start.store(start, Ordering::Relaxed);
+    }
+
     /// Mark this handle's slot busy (a merge killed midway).
     pub fn hold_merge(f: &Filter) {
         let c = f.claim().expect("slot");

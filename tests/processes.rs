@@ -186,6 +186,37 @@ fn killed_holding_a_stripe() {
     assert!(d < Duration::from_secs(1), "stalled {d:?}");
 }
 
+/// PID reuse: the lock owner's PID belongs to a live process, but not the
+/// one that took the lock (its start time differs). It counts as dead.
+fn recycled_pid_counts_as_dead() {
+    let f = anon(1000);
+    let k = spawn(|| {
+        testing::hold_stripe(&f, b"victim");
+        std::thread::sleep(Duration::from_secs(60));
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    // The holder is alive and well: an add of the item must wait for it...
+    let waiter = spawn(|| {
+        f.add(b"victim").unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut st = 0;
+    // SAFETY: polling our own child.
+    assert_eq!(
+        unsafe { libc::waitpid(waiter, &mut st, libc::WNOHANG) },
+        0,
+        "add did not wait for a live owner"
+    );
+    // ...until the slot says the PID is some other process now.
+    testing::forge_stripe_owner_start(&f, b"victim", 12345);
+    let d = stall(|| assert_eq!(reap(waiter), 0));
+    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    println!("# owner with a recycled PID: waiter finished {d:?} after the start time changed");
+    assert!(f.contains(b"victim"));
+    kill9(k);
+    reap(k);
+}
+
 fn killed_mid_clear() {
     let f = anon(100_000);
     for i in 0..1000 {
@@ -294,6 +325,7 @@ fn main() {
             child_and_grandchild_use_inherited_handle,
         ),
         ("killed_holding_a_stripe", killed_holding_a_stripe),
+        ("recycled_pid_counts_as_dead", recycled_pid_counts_as_dead),
         ("killed_mid_clear", killed_mid_clear),
         ("killed_mid_merge", killed_mid_merge),
         ("sigkill_storm", sigkill_storm),
