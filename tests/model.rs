@@ -217,10 +217,8 @@ fn steps(s: &State, p: usize) -> Vec<State> {
     } else {
         match s.pc[p] {
             C_TAKE => {
-                if s.excl == 0 {
-                    n.excl = id;
-                    n.pc[p] = C_EPOCH_ODD;
-                } else if s.owner_dead(s.excl) {
+                // Free, or held by a dead owner (steal_exclusive).
+                if s.excl == 0 || s.owner_dead(s.excl) {
                     n.excl = id;
                     n.pc[p] = C_EPOCH_ODD;
                 } else {
@@ -332,7 +330,7 @@ fn explains(s: &State, order: &[usize]) -> bool {
     }
     // No completed add after the last clear may be missing from the bits.
     for (i, &p) in order.iter().enumerate() {
-        if p < ADDERS && s.done[p].is_some() && last_clear.is_none_or(|c| i > c) && !(s.bits[0] && s.bits[1]) {
+        if p < ADDERS && s.done[p].is_some() && last_clear.map_or(true, |c| i > c) && !(s.bits[0] && s.bits[1]) {
             return false;
         }
     }
