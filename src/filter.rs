@@ -19,6 +19,23 @@ use crate::sync::{self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR};
 /// class; more only evicts lines before they are used.
 const LOOKAHEAD: usize = 8;
 
+/// Whether batches hash ahead and prefetch. On unless the environment
+/// variable `BLOOMFILTER_SHARED_NO_PIPELINE` is set when the first batch
+/// runs: it exists so that `bench/` can measure what pipelining buys.
+fn pipelining() -> bool {
+    static STATE: AtomicU32 = AtomicU32::new(0); // 0 unknown, 1 on, 2 off
+                                                 // Relaxed: a cached, idempotent computation; racing first calls agree.
+    match STATE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let on = std::env::var_os("BLOOMFILTER_SHARED_NO_PIPELINE").is_none();
+            STATE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+            on
+        }
+    }
+}
+
 /// A handle on a shared filter. Not `Sync`: one thread uses a handle (it
 /// lazily claims a process slot, see `claim`); open another handle per thread.
 pub struct Filter {
@@ -327,6 +344,12 @@ impl Filter {
         I: Iterator<Item = &'i [u8]>,
         F: FnMut(usize, &ItemHash) -> Result<()>,
     {
+        if !pipelining() {
+            for (i, item) in items.enumerate() {
+                f(i, &hash_item(self.seed, item))?;
+            }
+            return Ok(());
+        }
         let mut ring = [ItemHash { h1: 0, h2: 1 }; LOOKAHEAD];
         let mut items = items;
         let ahead = n.min(LOOKAHEAD);
