@@ -609,9 +609,12 @@ or closed file handle, say).
 
 =item undefined bytes
 
+=item bytes must be a string, not a reference
+
 =item Wide character in bytes
 
-L</deserialize> takes a byte string.
+L</deserialize> takes a byte string (an object with overloaded
+stringification is taken as its string).
 
 =item serialized size %d is too large
 
