@@ -14,7 +14,8 @@
 //! end checksum: XXH3-64 of all the bytes before it
 //! ```
 //!
-//! All integers little-endian. The input of `parse` is hostile: every field
+//! All integers little-endian; filter bit `i` is bit `i % 64` of word `i / 64`.
+//! The input of `parse` is hostile: every field
 //! and the exact length are checked before anything is allocated, and the
 //! largest allocation a valid input can ask for is its own bit array.
 
