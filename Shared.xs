@@ -468,6 +468,10 @@ _xs_deserialize(klass, bytes, path, mode)
     SvGETMAGIC(bytes);
     if (!SvOK(bytes))
         BFS_RETURN_ERROR("undefined bytes");
+    /* A plain reference can only stringify to "ARRAY(0x...)": say so rather
+       than report that text's bad magic. Overloaded objects give their string. */
+    if (SvROK(bytes) && !SvAMAGIC(bytes))
+        BFS_RETURN_ERROR("bytes must be a string, not a reference");
     b = SvPV_nomg(bytes, len);
     if (SvUTF8(bytes)) {
         bool is_utf8 = TRUE;

@@ -425,6 +425,14 @@ impl Filter {
         if self.is_compatible(other) {
             return Ok(());
         }
+        if self.geometry.m == other.geometry.m && self.geometry.k == other.geometry.k {
+            // Same shape, other positions: calling it a geometry mismatch
+            // would send the reader looking at capacity and fp_rate.
+            return Err(Error::new(
+                ErrorKind::Mismatch,
+                "seed mismatch (the filters hash with different seeds)",
+            ));
+        }
         Err(Error::new(
             ErrorKind::Mismatch,
             format!(
@@ -718,10 +726,18 @@ mod tests {
         a.intersect(&a).unwrap();
         assert!(a.contains(b"y"));
         let d = anon(10, 0.01);
-        assert_eq!(a.merge(&d).unwrap_err().kind, ErrorKind::Mismatch);
+        let e = a.merge(&d).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Mismatch);
+        assert!(
+            e.msg.starts_with("geometry mismatch (bits 16384 vs 128, hashes 7 vs 7"),
+            "{}",
+            e.msg
+        );
         let s = Filter::new_anonymous(1000, 0.01, Options { mode: 0, seed: 7 }).unwrap();
         assert!(!a.is_compatible(&s));
-        assert_eq!(a.intersect(&s).unwrap_err().kind, ErrorKind::Mismatch);
+        let e = a.intersect(&s).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Mismatch);
+        assert!(e.msg.starts_with("seed mismatch"), "{}", e.msg);
         a.invert().unwrap();
         assert_eq!(a.bits_set(), a.geometry().m - 7);
         a.clear().unwrap();

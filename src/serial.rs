@@ -14,7 +14,8 @@
 //! end checksum: XXH3-64 of all the bytes before it
 //! ```
 //!
-//! All integers little-endian. The input of `parse` is hostile: every field
+//! All integers little-endian; filter bit `i` is bit `i % 64` of word `i / 64`.
+//! The input of `parse` is hostile: every field
 //! and the exact length are checked before anything is allocated, and the
 //! largest allocation a valid input can ask for is its own bit array.
 
@@ -226,6 +227,73 @@ mod tests {
         assert!(matches!(parse(&b), Err(SerialError::Truncated { .. })));
         b[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
         assert_eq!(parse(&b).unwrap_err(), SerialError::Geometry);
+    }
+
+    /// Recompute the checksum after editing `b`, so that the field under test,
+    /// not the checksum, is what gets refused.
+    fn reseal(mut b: Vec<u8>) -> Vec<u8> {
+        let body = b.len() - TRAILER_LEN;
+        let sum = xxh3_64(&b[..body]);
+        b[body..].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn documented_layout() {
+        let b = image(10, 0.5, 0x0123_4567_89ab_cdef, |_| 0x8000_0000_0000_0001);
+        // capacity 10 at 0.5: k = 1, m = 64 (one word), so 56 + 8 + 8 bytes.
+        assert_eq!(b.len(), 72);
+        assert_eq!(&b[0..8], b"BLOOMSER");
+        assert_eq!(&b[8..12], &[1, 0, 0, 0]);
+        assert_eq!(&b[12..16], &HASH_SCHEME.to_le_bytes());
+        assert_eq!(&b[16..20], &[1, 0, 0, 0]);
+        assert_eq!(&b[20..24], &[0, 0, 0, 0]);
+        assert_eq!(&b[24..32], &[64, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[32..40], &[10, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[40..48], &0.5f64.to_bits().to_le_bytes());
+        assert_eq!(&b[48..56], &[0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01]);
+        // Bit 0 is the lowest bit of the first byte, bit 63 the highest of the eighth.
+        assert_eq!(&b[56..64], &[1, 0, 0, 0, 0, 0, 0, 0x80]);
+        assert_eq!(&b[64..72], &xxh3_64(&b[..64]).to_le_bytes());
+    }
+
+    #[test]
+    fn sealed_bad_fields_are_refused_by_name() {
+        let good = image(20, 0.1, 5, |i| i as u64);
+        let put32 = |off: usize, v: u32| {
+            let mut c = good.clone();
+            c[off..off + 4].copy_from_slice(&v.to_le_bytes());
+            parse(&reseal(c)).unwrap_err()
+        };
+        assert_eq!(put32(8, 0), SerialError::Version(0));
+        assert_eq!(put32(8, 2), SerialError::Version(2));
+        assert_eq!(put32(12, HASH_SCHEME + 1), SerialError::HashScheme(HASH_SCHEME + 1));
+        assert_eq!(put32(20, 1), SerialError::Reserved);
+        for k in [0, 33, u32::MAX] {
+            assert_eq!(put32(16, k), SerialError::Geometry, "k = {k}");
+        }
+        let put64 = |off: usize, v: u64| {
+            let mut c = good.clone();
+            c[off..off + 8].copy_from_slice(&v.to_le_bytes());
+            parse(&reseal(c)).unwrap_err()
+        };
+        for m in [0, 32, 100, 192, (1 << 38) + 64, 1 << 39, u64::MAX] {
+            assert_eq!(put64(24, m), SerialError::Geometry, "m = {m}");
+        }
+        assert_eq!(put64(32, 0), SerialError::Geometry, "capacity 0");
+        for r in [0.0, 1.0, -0.5, 2.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(put64(40, r.to_bits()), SerialError::Geometry, "fp_rate {r}");
+        }
+        // A valid but different m (this image has 128 bits): the length no
+        // longer matches, so it is refused before the bit array is read.
+        assert_eq!(good.len(), 80);
+        assert!(matches!(put64(24, 256), SerialError::Truncated { need: 96, .. }));
+        assert!(matches!(put64(24, 64), SerialError::Extended { need: 72, .. }));
+        assert!(matches!(put64(24, 1 << 38), SerialError::Truncated { need, .. } if need == (1 << 35) + 64));
+        // Any seed is valid; it is covered by the checksum only.
+        let mut c = good.clone();
+        c[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(parse(&reseal(c)).unwrap().seed, u64::MAX);
     }
 
     /// Random and mutated inputs never panic (a small deterministic fuzz).

@@ -306,7 +306,7 @@ string C<"0660">) or a hash reference with the keys C<mode> and C<seed>.
 C<seed> is a non-negative integer below 2**64 (a decimal string is accepted
 for values beyond Perl's integers); a non-zero seed makes probe positions
 unpredictable to whoever chooses the items. Filters with different seeds are
-not compatible.
+not compatible. See L</SEEDS>.
 
 =head3 new_memfd
 
@@ -344,7 +344,9 @@ and accessors work; mutations croak.
 A new filter from the output of L</serialize>: anonymous, or at C<path>
 (created with C<mode>, default C<0600>). The bytes are treated as hostile:
 every length and field is checked. The seed is taken from the bytes, so
-C<seed> is not an option here.
+C<seed> is not an option here. An existing C<path> is refused, never
+replaced. The result is an ordinary read-write filter; see
+L</PORTABLE FILTERS>.
 
 =head2 Adding and testing
 
@@ -455,7 +457,8 @@ The number of probes per item, I<k> (1 to 32).
 
 =head3 seed
 
-The hash seed (0 for C<bloom.h> compatibility).
+The hash seed (0 for C<bloom.h> compatibility), exactly, even above 2**63.
+See L</SEEDS>.
 
 =head3 count
 
@@ -499,7 +502,9 @@ belongs to the handle: do not close it.
     my $bytes = $bf->serialize;
 
 The filter as portable bytes (versioned, little-endian, with a checksum),
-for L</deserialize>.
+for L</deserialize>: C<bits / 8 + 64> bytes, the same for the same items,
+geometry and seed on any host. Works on frozen and read-only handles too.
+The format is in L</PORTABLE FILTERS>.
 
 =head3 stats
 
@@ -522,6 +527,172 @@ object croaks with C<destroyed handle>, and never touches freed memory.
 
 Returns 1: handles are not cloned into new ithreads (there they are undef).
 Processes created with C<fork> share the filter and may use inherited handles.
+
+=head1 PORTABLE FILTERS
+
+L</serialize> turns a filter into bytes that mean the same on every host,
+whatever its byte order or word size; L</deserialize> turns them back into a
+filter (anonymous, or a new file). Use them to ship a filter over the
+network, to store it in a database, or to merge filters built on many hosts.
+
+=head2 The byte format
+
+All integers are little-endian; the size is exactly C<bits / 8 + 64> bytes.
+
+    offset     size   field            value
+    ---------  -----  ---------------  -------------------------------------------
+    0          8      magic            the ASCII bytes "BLOOMSER"
+    8          4      version          1 (u32)
+    12         4      hash scheme      1 (u32): XXH3-128, double hashing (below)
+    16         4      k                probes per item, 1 to 32 (u32)
+    20         4      reserved         0 (u32)
+    24         8      m                bits: a power of two, 64 to 2**38 (u64)
+    32         8      capacity         the capacity it was sized for, >= 1 (u64)
+    40         8      fp_rate          IEEE-754 double, 0 < fp_rate < 1
+    48         8      seed             the hash seed (u64)
+    56         m / 8  bit array        m / 64 words (u64); bit i is bit i % 64
+                                       of word i / 64, so bit i % 8 of byte
+                                       56 + i / 8 (Perl: vec($array, $i, 1))
+    56 + m/8   8      checksum         XXH3-64 (seed 0) of every byte before it
+
+With hash scheme 1, an item's bits are those of the original C<bloom.h>:
+C<h = XXH3-128(item, seed)>, C<h1> its low 64 bits, C<h2> its high 64 bits
+with the lowest bit set, and probe C<i> (0 to k-1) is bit
+C<(h1 + i * h2) mod m> in wrapping 64-bit arithmetic.
+
+The format is documented in F<src/serial.rs> too. A reader of version 1
+accepts version 1 only; a change of layout or hashing gets a new version or
+hash scheme number, which older readers refuse by name.
+
+The input of L</deserialize> is treated as hostile. It checks, in this order:
+the magic, a length of at least 64 bytes, the version, the hash scheme, the
+reserved word, the geometry (k, m, capacity and fp_rate in range), that the
+length is exactly what m asks for, and the checksum. Only then does it
+create the filter, so a few bytes that claim 2**38 bits are refused as
+C<truncated input> without allocating anything; the largest allocation an
+input can cause is the filter it really contains. Each failure croaks with
+its reason (see L</DIAGNOSTICS>).
+
+The bytes depend only on the geometry, the seed and the set bits: not on the
+host, the process, the backing (file, anonymous, memfd) or the order the
+items were added in. Two filters of the same items, capacity, fp_rate and
+seed serialize to identical bytes, so the bytes can be compared or hashed.
+
+=head2 Compatibility
+
+L</merge> and L</intersect> combine filters with the same bits (I<m>),
+hashes (I<k>) and seed; L</is_compatible> tells. Since I<m> and I<k> follow
+from capacity and fp_rate, filters meant to be combined are built with the
+same capacity, fp_rate and seed. Anything else croaks, naming the method,
+with C<geometry mismatch (...)> or C<seed mismatch (...)>, and changes
+neither filter. Size them for the union: the total number of items of all
+parts, not one part's, or the merged filter is over capacity.
+
+A filter deserialized from bytes is an ordinary read-write filter: it keeps
+the seed and geometry of the bytes and can be merged with filters built
+locally with the same parameters. It is not frozen even when its source was
+(L</serialize> works on frozen and L</new_readonly> handles).
+
+=head2 Many hosts, one filter
+
+    # On every host: the same capacity, fp_rate and secret seed.
+    my $part = Data::BloomFilter::Shared->new(undef, $total, 0.01,
+        { seed => $secret });
+    $part->add_many(\@my_items);
+    ship($part->serialize);                      # a file, HTTP, a queue...
+
+    # On the collector:
+    my $all = Data::BloomFilter::Shared->new(undef, $total, 0.01,
+        { seed => $secret });
+    $all->merge(Data::BloomFilter::Shared->deserialize($_)) for @received;
+
+    # Publish the union for readers on this host:
+    my $file = Data::BloomFilter::Shared->deserialize($all->serialize,
+        { path => '/srv/seen.bloom', mode => 0644 });
+    $file->freeze;
+    # ... and in any reader:
+    my $seen = Data::BloomFilter::Shared->new_readonly('/srv/seen.bloom');
+
+F<eg/merge_hosts.pl> runs this recipe with forked processes standing in for
+the hosts (C<perl -Mblib eg/merge_hosts.pl> after building).
+
+=head2 A frozen file or bytes?
+
+A L<frozen|/freeze> filter file can be copied to another host and opened
+there with L</new_readonly>: it is mapped in place, so opening costs nothing
+however large the filter is, pages are read only when queried, and many
+processes share one copy in the page cache. But the file is the shared
+mapping's own layout: a header, the process slots and lock stripes (324 KiB;
+2 MiB for bit arrays of 4 MiB or more), then the page-aligned bit array;
+it is in the writing host's byte order (a file from a host of the other
+byte order is refused), and its checksum covers the header only.
+
+Serialized bytes are compact (C<bits / 8 + 64>), independent of byte order,
+and checksummed in full, bits included; but L</deserialize> reads and copies
+all of them into a new filter. Ship bytes across the network, between
+architectures, or into storage; ship a frozen file (or deserialize once on
+arrival with C<path> and L</freeze> it, as above) when many readers on
+hosts like the writer should map it without copying.
+
+=head1 SEEDS
+
+With the default seed of 0 the bits an item sets are a public function of
+the item: anyone can compute them, offline, for any item. Where an attacker
+chooses items that you add or look up (user names, URLs, message ids,
+anything that arrives from outside), that knowledge allows two attacks:
+
+=over 4
+
+=item * Crafted false positives. To make the filter say "seen" for an item
+that was never added (a target's id, so that a deduplicator drops its
+event, or a name check reports it taken), the attacker searches offline for
+a few items whose bits together cover all of the target's bits, and gets
+them added. Knowing some items that were added, the attacker can as well
+find items whose bits are all among theirs, which pass as present without
+ever having been added.
+
+=item * Pollution. The attacker picks items that each set I<k> bits no
+earlier item set. The filter fills far faster than with ordinary items, and
+its false-positive rate rises for everyone long before it holds its
+capacity.
+
+=back
+
+A secret seed answers both: the positions are then computed with XXH3-128
+keyed by the seed, and whoever does not know the seed cannot predict them,
+so the items it chooses are no worse than random ones.
+
+=over 4
+
+=item * Choose the seed at random (64 bits, e.g.
+C<unpack 'QE<lt>', $eight_bytes_from_dev_urandom>) and keep it like any other
+secret. It is an integer from 0 to 2**64-1 (a number or a decimal string);
+L</seed> and C<stats-E<gt>{seed}> give it back exactly.
+
+=item * The seed is stored in the filter: in its file's header and in its
+serialized bytes. Whoever can read those knows it, so keep filter files
+private (the default mode is C<0600>) and ship bytes over channels you
+trust.
+
+=item * Use the same seed for every filter you mean to merge or intersect:
+filters of different seeds set different bits for the same item, are not
+compatible, and combining them croaks (C<seed mismatch>).
+
+=item * A filter's seed cannot change: its bits only mean anything with the
+seed they were set with. To change the seed, build a new filter from the
+items.
+
+=item * Seed 0 is the original hashing, bit for bit compatible with
+C<bloom.h>. Keep it where that compatibility matters and nobody hostile
+chooses the items.
+
+=item * The seed is not a cryptographic key: XXH3 is a fast hash, not a
+MAC. The seed stops offline precomputation; an attacker who can make very
+many adaptive queries and see the answers can still learn about the filter.
+Where that matters, pass items through a keyed MAC (such as HMAC-SHA-256)
+before adding and testing them.
+
+=back
 
 =head1 DIAGNOSTICS
 
@@ -609,9 +780,43 @@ or closed file handle, say).
 
 =item undefined bytes
 
+=item bytes must be a string, not a reference
+
 =item Wide character in bytes
 
-L</deserialize> takes a byte string.
+L</deserialize> takes a byte string (an object with overloaded
+stringification is taken as its string).
+
+=item truncated input (%d bytes, need %d)
+
+=item extended input (%d bytes, expected %d)
+
+=item bad magic (not a serialized Data::BloomFilter::Shared filter)
+
+=item unsupported serialization version %d
+
+=item unknown hash scheme %d
+
+=item reserved field is not zero
+
+=item impossible geometry
+
+=item bad checksum (corrupted input)
+
+L</deserialize> was given bytes that are not the output of L</serialize>,
+or were cut, extended or damaged on the way. The checks and their order are
+in L</The byte format>.
+
+=item %s: file exists
+
+L</deserialize> with a C<path> never replaces an existing file.
+
+=item geometry mismatch (bits %d vs %d, hashes %d vs %d, seeds %s)
+
+=item seed mismatch (the filters hash with different seeds)
+
+L</merge> or L</intersect> of filters that are not L</is_compatible>; neither
+filter was changed. See L</Compatibility>.
 
 =item serialized size %d is too large
 
