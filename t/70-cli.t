@@ -355,6 +355,9 @@ sub json_info {
     run('bloomfilter-shared create big2.bf -n 50000 --seed 7');
     fails_ok('bloomfilter-shared merge all.bf big2.bf', qr/big2\.bf: not compatible .*bits/,
         'merge of another size');
+    fails_ok('bloomfilter-shared merge new.bf m1.bf s0.bf',
+        qr/s0\.bf: not compatible with m1\.bf \(.*seeds differ\)/, 'merge of incompatible INs');
+    ok(!-e 'new.bf', '... creates no OUT');
     fails_ok('bloomfilter-shared merge fr.bf f.bf', qr/fr\.bf: filter is frozen/,
         'merge into a frozen filter');
     fails_ok('bloomfilter-shared merge only.bf', qr/merge: missing OUT and at least one IN/,
