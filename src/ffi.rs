@@ -154,7 +154,7 @@ unsafe fn opt_str<'a>(p: *const c_char) -> Result<Option<&'a str>, Error> {
     }
     // SAFETY: per the contract above.
     let s = unsafe { CStr::from_ptr(p) };
-    s.to_str().map(Some).map_err(|_| Error::arg("path is not valid UTF-8"))
+    s.to_str().map(Some).map_err(|_| Error::arg("name is not valid UTF-8"))
 }
 
 /// # Safety

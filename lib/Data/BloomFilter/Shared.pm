@@ -694,6 +694,64 @@ before adding and testing them.
 
 =back
 
+=head1 CHOOSING CAPACITY AND FP_RATE
+
+The geometry follows from the two numbers exactly as in C<bloom.h>:
+
+    k = lround(-log2(fp_rate)), clamped to 1 .. 32         probes per item
+    m = next_pow2(ceil(capacity * k / ln 2)), at least 64   bits
+
+C<k / ln 2> bits per item is the best size for C<k> probes: when the filter
+holds C<capacity> items about half of its bits are set, and a false positive
+needs all C<k> of an item's bits set, so the rate is about C<2**-k>, the
+power of two nearest to C<fp_rate> (which may be a little above it: 0.125
+for 0.1). C<m> is then rounded up to a power of two, so that a probe's
+position is a mask rather than a division. That gives between 1 and 2 times
+the bits, and a false-positive rate at C<capacity> lower than the one asked
+for; how much lower depends on where C<capacity> falls between two powers of
+two. Computed with the module's own formulas (C<bits> and C<hashes> of real
+filters), the rate at capacity being C<(1 - exp(-k * n / m)) ** k>, and
+C<2**-k> before rounding:
+
+                 before rounding    |  1e6 items, after rounding  |  1e8 items, after rounding
+    fp_rate   k  bits/item  fp at n | bits/item  memory   fp at n | bits/item  memory   fp at n
+    0.1       3       4.33     0.12 |      8.39   1 MiB     0.027 |      5.37  64 MiB     0.078
+    0.05      4       5.77    0.062 |      8.39   1 MiB     0.021 |     10.74 128 MiB    0.0094
+    0.01      7      10.10   0.0078 |     16.78   2 MiB   0.00054 |     10.74 128 MiB    0.0058
+    0.001    10      14.43  0.00098 |     16.78   2 MiB   0.00033 |     21.47 256 MiB    5.1e-5
+    0.0001   13      18.76  0.00012 |     33.55   4 MiB    3.9e-7 |     21.47 256 MiB    3.5e-5
+    1e-6     20      28.85   9.5e-7 |     33.55   4 MiB    1.1e-7 |     42.95 512 MiB    2.6e-9
+
+Memory is the bit array, C<m / 8> bytes. The mapping adds a control area
+(process slots and lock stripes) of 324 KiB before the bits, or 2 MiB when
+the bit array is 4 MiB or more, so that it starts on a huge-page boundary;
+C<< $bf->stats->{mmap_size} >> is the exact total.
+
+What follows from this:
+
+=over 4
+
+=item * The rounding is free capacity: a filter of C<m> bits and C<k> probes
+serves C<m * ln 2 / k> items at the rate asked for. 1e6 items at 0.01 get
+2**24 bits, enough for 1.66e6 items; ask for that capacity and pay nothing
+more.
+
+=item * C<capacity> is the number of I<distinct> items over the filter's
+life. Past it the rate climbs fast: at twice the capacity, the 0.01 filters
+above answer "present" wrongly for 1.9 % (1e6) and 11 % (1e8) of new items.
+Watch C<count> and C<estimated_fpp>, and size generously: memory grows only
+linearly with C<capacity>.
+
+=item * Each halving of C<fp_rate> costs one more probe (about 1.44 bits per
+item before rounding, and one more memory access per C<add> and C<contains>:
+on a filter larger than the CPU caches each probe is a likely cache miss).
+
+=item * The largest filter has 2**38 bits (32 GiB): at 0.01 that is 2.7e10
+items. Beyond it C<new> croaks rather than build a weaker filter; use a
+larger C<fp_rate> or several filters.
+
+=back
+
 =head1 DIAGNOSTICS
 
 Every message starts with C<Data::BloomFilter::Shared-E<gt>METHOD: >, naming
@@ -834,20 +892,226 @@ A constructor was called without a class.
 
 A handle cannot be copied by L<Storable>.
 
-=item Any other message
+=item name is not valid UTF-8
 
-Comes from the Rust core, and says what failed: a system call (with its
-C<strerror>), a file or byte string that is not a valid filter (and which
-field is wrong), a mutation of a frozen filter or through a read-only handle,
-a geometry or seed mismatch in L</merge> or L</intersect>, a filter too large
-(more than 2**38 bits), or too many processes attached.
+L</new_memfd>'s C<$name> is only a label, and must be UTF-8 text.
+
+=item error (status %d)
+
+=item cannot create the filter
+
+=item cannot open the filter
+
+=item cannot deserialize the filter
+
+The core failed without saying why. This should not happen: please report it
+with the code that triggers it.
+
+=back
+
+The messages below come from the Rust core. Those about a file start with its
+path (C<PATH: >); those about a system call name the call and end with the
+system's own words and error number, as in C<open /srv/x.bloom: Permission
+denied (os error 13)>.
+
+=over 4
+
+=item capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters
+
+The filter would be larger than the largest supported; see
+L</CHOOSING CAPACITY AND FP_RATE>.
+
+=item PATH: is a symbolic link (refused)
+
+=item PATH: is a directory, not a regular file
+
+=item PATH: is a FIFO, not a regular file
+
+=item PATH: is a character device, not a regular file
+
+=item PATH: is a block device, not a regular file
+
+=item PATH: is a socket, not a regular file
+
+=item fd N: is ..., not a regular file
+
+Filters live in regular files only, and symbolic links are never followed
+(so that nobody can point your filter at another file). Open the link's
+target yourself if you trust it.
+
+=item open PATH: ...
+
+=item create PATH: ...
+
+=item chmod PATH: ...
+
+=item ftruncate PATH: ...
+
+=item link PATH: ...
+
+=item unlink PATH: ...
+
+=item fstat PATH: ...
+
+=item flock: ...
+
+=item mmap: ...
+
+=item msync: ...
+
+=item memfd_create: ...
+
+=item ftruncate: ...
+
+=item dup fd N: ...
+
+A system call failed; its message says why (permissions, a missing
+directory, no space left, too many open files, a bad descriptor...).
+
+=item PATH: file exists
+
+L</deserialize> with a C<path> creates a new file and never replaces one:
+remove it first or choose another path.
+
+=item PATH: file keeps disappearing while being opened
+
+=item PATH: removed while being created
+
+Another process kept removing the file while this one opened or created it.
+
+=item PATH: filter is frozen; open it with new_readonly
+
+A frozen filter can only be queried: use L</new_readonly>.
+
+=item PATH: filter is not frozen (freeze it before opening read-only)
+
+L</new_readonly> maps a filter that can no longer change; L</freeze> it
+first, or open it with L</new>.
+
+=item descriptor is read-only and the filter is not frozen
+
+L</new_from_fd> was given a descriptor opened read-only: a filter that can
+still change must be opened read-write.
+
+=item filter is frozen
+
+A mutation (L</add>, L</add_many>, L</merge>, L</intersect>, L</invert>,
+L</clear>, L</freeze>) of a frozen filter.
+
+=item filter handle is read-only
+
+A mutation through a handle from L</new_readonly>.
+
+=item geometry mismatch (bits %d vs %d, hashes %d vs %d, seeds equal|differ)
+
+L</merge> or L</intersect> of filters that are not L</is_compatible>: create
+both with the same capacity, fp_rate and seed.
+
+=item too many processes attached (%d slots in use)
+
+Every process slot of the filter belongs to a live process. Slots of exited
+processes are reused; this means that many processes use the filter at once.
+
+=item PATH: file too small to be a filter (%d bytes; truncated or not a filter file)
+
+=item PATH: bad magic (not a Data::BloomFilter::Shared file)
+
+=item PATH: unsupported format version %d
+
+=item PATH: byte order mismatch (file written on a machine of different endianness)
+
+=item PATH: unknown hash scheme %d
+
+=item PATH: invalid geometry in header (corrupted file)
+
+=item PATH: invalid layout in header (corrupted file)
+
+=item PATH: header checksum mismatch (corrupted file)
+
+=item PATH: file is truncated: %d bytes, header says %d
+
+=item PATH: file is grown: %d bytes, header says %d
+
+=item file too large to map
+
+The file is not a filter, was written by another version or on a machine of
+another byte order, or was damaged. Use
+L</serialize> and L</deserialize> to move filters between machines; restore
+a damaged file from a copy (or rebuild the filter).
+
+=item truncated input (%d bytes, need %d)
+
+=item extended input (%d bytes, expected %d)
+
+=item bad magic (not a serialized Data::BloomFilter::Shared filter)
+
+=item unsupported serialization version %d
+
+=item unknown hash scheme %d
+
+=item reserved field is not zero
+
+=item impossible geometry
+
+=item bad checksum (corrupted input)
+
+L</deserialize> was given bytes that are not (exactly) the output of
+L</serialize> of this or an older version: cut, padded, damaged in transit
+(transfer them as binary), or something else entirely.
+
+=item mode %o is not a file mode
+
+=item path is empty
+
+=item path is required
+
+=item null handle
+
+=item null output pointer
+
+=item serialize buffer has the wrong size
+
+Arguments the Perl layer checks before the core sees them; from Perl they
+mean a bug in this module: please report it.
+
+=item internal error (a bug): please report it
+
+The core caught a panic (an internal error) instead of letting it crash
+your process. Please report it.
 
 =back
 
 =head1 SEE ALSO
 
 F<README.pod> for sharing recipes (fork, file, memfd over a UNIX socket,
-prefork servers), frozen mode, security, crash safety and performance.
+prefork servers), frozen mode, security, crash safety and performance;
+L<bloomfilter-shared> for the command-line tool.
+
+Other tools for neighbouring jobs, and when to prefer them:
+
+=over 4
+
+=item * B<RedisBloom> (the C<BF.*> commands of a Redis module), when the
+processes sharing a filter run on several hosts: every query is a network
+round trip, but one server holds the filter for all of them. This module
+shares between processes of one host, at memory speed; across hosts, ship
+C<serialize>d filters and L</merge> them.
+
+=item * A B<counting Bloom filter> or a B<cuckoo filter>, when items must be
+deleted: a Bloom filter can only add (L</clear> empties it entirely). A
+counting filter keeps a small counter instead of each bit (typically four
+times the memory); a cuckoo filter stores short fingerprints, needs less
+memory than a Bloom filter below about 3 % false positives and reads two
+buckets per query, but an insertion can fail when it is nearly full.
+
+=item * L<Bloom::Filter> or L<Algorithm::BloomFilter> on CPAN, for a filter
+used by a single process: no shared mapping, no locking, no files or
+processes to manage.
+
+=item * A hash (or L<Hash::SharedMem> between processes), when false
+positives are not acceptable and the items fit in memory.
+
+=back
 
 =head1 LICENSE
 

@@ -1,0 +1,53 @@
+# The table under "CHOOSING CAPACITY AND FP_RATE" in the POD states what
+# real filters get: every number in it is recomputed here.
+use strict;
+use warnings;
+use Test::More;
+use FindBin ();
+use Data::BloomFilter::Shared;
+
+my $C = 'Data::BloomFilter::Shared';
+my $pm = "$FindBin::Bin/../lib/Data/BloomFilter/Shared.pm";
+open(my $fh, '<', $pm) or die "$pm: $!";
+my $pod = do { local $/; <$fh> };
+my ($section) = $pod =~ /^=head1 CHOOSING CAPACITY AND FP_RATE\n(.*?)^=head1 /ms
+    or BAIL_OUT('no CHOOSING CAPACITY AND FP_RATE section');
+
+my @rows = $section =~ /^ +([0-9.e-]+) +(\d+) +([0-9.]+) +(\S+) \|(.*)\|(.*)$/mg;
+is(scalar @rows / 6, 6, 'six rows in the table') or diag($section);
+
+sub same_2g {    # a number as the table shows it: two significant digits
+    my ($shown, $value) = @_;
+    my $s = sprintf('%.2g', $value);
+    $s =~ s/e-0?(\d)/e-$1/;
+    return $shown eq $s;
+}
+
+while (my ($p, $k, $per_item, $fp, @cols) = splice @rows, 0, 6) {
+    is($C->new(undef, 1000, $p)->hashes, $k, "fp_rate $p: k = $k");
+    is(sprintf('%.2f', $k / log 2), $per_item, "fp_rate $p: $per_item bits per item before rounding");
+    ok(same_2g($fp, 2**-$k), "fp_rate $p: $fp false positives before rounding");
+    for my $n (1e6, 1e8) {
+        my ($bits_item, $mib, $fp_n) = shift(@cols) =~ /^ *([0-9.]+) +(\d+) MiB +(\S+) *$/
+            or fail("fp_rate $p, $n items: row not understood"), next;
+        my $f = $C->new(undef, $n, $p);
+        my $m = $f->bits;
+        is(sprintf('%.2f', $m / $n), $bits_item, "fp_rate $p, $n items: $bits_item bits per item");
+        is($m / 8 / 1024 / 1024, $mib, "fp_rate $p, $n items: $mib MiB");
+        ok(same_2g($fp_n, (1 - exp(-$k * $n / $m))**$k),
+            "fp_rate $p, $n items: $fp_n false positives at capacity");
+    }
+}
+
+# The rest of the section's numbers.
+like($section, qr/control area\s+\(process slots and lock\s+stripes\) of 324 KiB/,
+    'the control area size is stated');
+my $small = $C->new(undef, 1000, 0.01)->stats;
+is($small->{mmap_size} - $small->{bits} / 8, 324 * 1024, 'control area: 324 KiB');
+my $large = $C->new(undef, 1e8, 0.1)->stats;    # 64 MiB of bits
+is($large->{mmap_size} - $large->{bits} / 8, 2 * 1024 * 1024,
+    'control area: 2 MiB before a bit array of 4 MiB or more');
+is($C->new(undef, 1_661_000, 0.01)->bits, 2**24, '1.66e6 items at 0.01 still fit 2**24 bits');
+ok(!eval { $C->new(undef, 2.73e10, 0.01); 1 }, 'beyond 2.7e10 items at 0.01: too large');
+
+done_testing;

@@ -1,0 +1,411 @@
+# The bloomfilter-shared command, driven as a user drives it: through sh -c
+# pipelines, checking its output, its exit codes and its one-line errors.
+use strict;
+use warnings;
+use Test::More;
+use Cwd ();
+use File::Temp qw(tempdir);
+use FindBin ();
+use IPC::Open2 ();
+use lib "$FindBin::Bin/lib";
+use BFTest qw(perl5lib);
+use Data::BloomFilter::Shared;
+
+my $C = 'Data::BloomFilter::Shared';
+my $script = Cwd::abs_path("$FindBin::Bin/../script/bloomfilter-shared");
+my $dir = tempdir(CLEANUP => 1);
+$SIG{ALRM} = sub { die "70-cli: global timeout\n" };
+alarm 300;
+
+# The command on PATH under its own name, running with the module under test.
+mkdir "$dir/bin" or die "mkdir: $!";
+{
+    open(my $fh, '>', "$dir/bin/bloomfilter-shared") or die "wrapper: $!";
+    print {$fh} qq{#!/bin/sh\nexec "$^X" "$script" "\$@"\n};
+    close $fh or die "wrapper: $!";
+    chmod 0755, "$dir/bin/bloomfilter-shared" or die "chmod: $!";
+}
+$ENV{PATH} = "$dir/bin:$ENV{PATH}";
+$ENV{PERL5LIB} = perl5lib();
+chdir $dir or die "chdir: $!";
+
+sub slurp {
+    my ($file) = @_;
+    open(my $fh, '<:raw', $file) or die "$file: $!";
+    local $/;
+    return scalar <$fh>;
+}
+
+# sh -c $cmd with stdout and stderr in files: (exit code, stdout, stderr).
+sub run {
+    my ($cmd) = @_;
+    system('sh', '-c', "{ $cmd\n} >out.txt 2>err.txt </dev/null");
+    die "sh: $!" if $? == -1;
+    my $rc = $? & 127 ? 128 + ($? & 127) : $? >> 8;
+    return ($rc, slurp('out.txt'), slurp('err.txt'));
+}
+
+# An error: exit 2, nothing on stdout, one line on stderr naming the tool
+# and matching $re, with no Perl source position in it.
+sub fails_ok {
+    my ($cmd, $re, $name) = @_;
+    my ($rc, $out, $err) = run($cmd);
+    subtest $name => sub {
+        is($rc, 2, 'exit 2');
+        is($out, '', 'nothing on stdout');
+        like($err, qr/\Abloomfilter-shared: [^\n]+\n\z/, 'one line on stderr');
+        like($err, $re, 'says what was wrong');
+        unlike($err, qr/ line \d+|\.pm\b|Data::BloomFilter::Shared->/, 'no Perl internals');
+    };
+}
+
+sub json_info {
+    my ($file) = @_;
+    require JSON::PP;
+    my ($rc, $out, $err) = run("bloomfilter-shared info $file --json");
+    die "info $file: $err" if $rc;
+    return JSON::PP->new->decode($out);
+}
+
+# --- help and usage ----------------------------------------------------------------------
+{
+    my ($rc, $out, $err) = run('bloomfilter-shared --help');
+    is($rc, 0, '--help exits 0');
+    like($out, qr/SYNOPSIS.*create FILE --capacity N.*EXIT STATUS/s, '--help prints the manual');
+    ($rc, $out) = run('bloomfilter-shared add --help');
+    is($rc, 0, 'COMMAND --help exits 0');
+    like($out, qr/SYNOPSIS/, '... and prints the manual');
+
+    fails_ok('bloomfilter-shared', qr/missing command/, 'no command');
+    fails_ok('bloomfilter-shared frobnicate x', qr/unknown command 'frobnicate'/, 'unknown command');
+    fails_ok('bloomfilter-shared add', qr/add: missing FILE/, 'add without FILE');
+    fails_ok('bloomfilter-shared info a b', qr/unexpected argument 'b'/, 'extra argument');
+    fails_ok('bloomfilter-shared info x --bogus', qr/unknown option: bogus/, 'unknown option');
+}
+
+# --- create ----------------------------------------------------------------------------------
+{
+    my ($rc, $out, $err) = run('bloomfilter-shared create f.bf --capacity 1000');
+    is($rc, 0, 'create exits 0');
+    is($out . $err, '', '... silently');
+    ok(-f 'f.bf', '... and creates the file');
+    is(sprintf('%04o', (stat 'f.bf')[2] & 07777), '0600', '... mode 0600 by default');
+    my $ref = $C->new(undef, 1000, 0.01);
+    my $info = json_info('f.bf');
+    is($info->{capacity}, 1000, 'capacity stored');
+    is($info->{bits}, $ref->bits, 'bits as the module computes them');
+    is($info->{hashes}, $ref->hashes, 'hashes as the module computes them');
+
+    ($rc) = run('umask 0; bloomfilter-shared create g.bf -n 2k -p 0.001 --mode 0640 --seed 99');
+    is($rc, 0, 'create with every option');
+    is(sprintf('%04o', (stat 'g.bf')[2] & 07777), '0640', '--mode 0640');
+    $info = json_info('g.bf');
+    is($info->{capacity}, 2000, '-n 2k is 2000');
+    is($info->{fp_rate}, 0.001, '-p 0.001');
+    is($info->{seed}, 99, '--seed 99');
+    run('bloomfilter-shared create h.bf -n 1e6');
+    is(json_info('h.bf')->{capacity}, 1_000_000, '-n 1e6');
+    run('bloomfilter-shared create h2.bf -n 1_500_000');
+    is(json_info('h2.bf')->{capacity}, 1_500_000, '-n 1_500_000');
+
+    fails_ok('bloomfilter-shared create f.bf --capacity 10', qr/f\.bf: file exists/,
+        'create refuses an existing file');
+    fails_ok('bloomfilter-shared create x.bf', qr/--capacity is required/, 'capacity required');
+    fails_ok('bloomfilter-shared create x.bf -n 0', qr/--capacity must be a positive integer/,
+        'capacity 0');
+    fails_ok('bloomfilter-shared create x.bf -n ten', qr/--capacity must be/, 'capacity not a number');
+    fails_ok('bloomfilter-shared create x.bf -n 10 -p 1', qr/--fp-rate must be/, 'fp-rate 1');
+    fails_ok('bloomfilter-shared create x.bf -n 10 -p abc', qr/--fp-rate must be/, 'fp-rate junk');
+    fails_ok('bloomfilter-shared create x.bf -n 10 --mode 0999', qr/--mode must be an octal/,
+        'mode not octal');
+    fails_ok('bloomfilter-shared create x.bf -n 10 --seed -1', qr/--seed must be/, 'negative seed');
+    fails_ok('bloomfilter-shared create x.bf -n 10 --seed 18446744073709551616',
+        qr/x\.bf: seed must be/, 'seed beyond 64 bits (the module says so)');
+    fails_ok('bloomfilter-shared create x.bf -n 1e12 -p 1e-9', qr/x\.bf: .*2\^38 bits/,
+        'a filter too large');
+    ok(!-e 'x.bf', 'no file left by a failed create');
+}
+
+# --- add -----------------------------------------------------------------------------------------
+{
+    my ($rc, $out, $err) = run(q{printf 'a\nb\na\n' | bloomfilter-shared add f.bf --print-new});
+    is($rc, 0, 'add --print-new exits 0');
+    is($out, "a\nb\n", 'add --print-new prints each new line once');
+    is($err, '', '... and nothing on stderr');
+    ($rc, $out) = run(q{printf 'b\nc\n' | bloomfilter-shared add f.bf --print-new});
+    is($out, "c\n", 'a second run prints only lines not seen by the first');
+    ($rc, $out) = run(q{printf 'a\nb\nc\n' | bloomfilter-shared add f.bf --print-new});
+    is($rc, 0, 'add --print-new exits 0 when every line was seen');
+    is($out, '', '... printing nothing');
+
+    ($rc, $out, $err) = run(q{printf 'd\ne\nd\n' | bloomfilter-shared add f.bf});
+    is($rc, 0, 'add exits 0');
+    is($out, '', 'add prints nothing on stdout');
+    is($err, "bloomfilter-shared: f.bf: 3 lines, 2 new, 1 probably seen before\n",
+        'add prints a summary on stderr');
+    ($rc, $out, $err) = run(q{printf 'f\n' | bloomfilter-shared add f.bf --quiet});
+    is($rc . $out . $err, '0', 'add --quiet prints nothing');
+
+    # What an item is: the line without its newline, byte for byte.
+    run(q{printf 'last-without-newline' | bloomfilter-shared add f.bf -q});
+    run(q{printf '\n' | bloomfilter-shared add f.bf -q});
+    run(q{printf 'cr\r\n  sp \n\303\251\n' | bloomfilter-shared add f.bf -q});
+    my $f = $C->new_from_fd(do { open(my $fh, '+<', 'f.bf') or die; $fh });
+    is_deeply([$f->contains_many(['a', 'b', 'c', 'd', 'e', 'f'])], [1, 1, 1, 1, 1, 1],
+        'every line was added to the file the module sees');
+    ok($f->contains('last-without-newline'), 'a last line without newline is an item');
+    ok($f->contains(''), 'an empty line is the empty item');
+    ok($f->contains("cr\r") && !$f->contains('cr'), 'a carriage return is kept');
+    ok($f->contains('  sp ') && !$f->contains('sp'), 'spaces are kept');
+    ok($f->contains("\xc3\xa9"), 'bytes are taken as they are');
+    ok(!$f->contains('never-added'), 'an item never added is absent');
+
+    # Many lines, so several batches, with repeats within and across batches.
+    open(my $fh, '>', 'many.txt') or die;
+    my @lines = map { 'item-' . ($_ % 3500) } 0 .. 9999;
+    print {$fh} map { "$_\n" } @lines;
+    close $fh or die;
+    run('bloomfilter-shared create big.bf -n 10000 -p 0.0001');
+    ($rc, $out) = run('bloomfilter-shared add big.bf --print-new < many.txt');
+    my @expected = map { "item-$_" } 0 .. 3499;
+    is_deeply([split /\n/, $out], \@expected,
+        '10000 lines in batches: each distinct line printed once, in input order');
+    ($rc, $out, $err) = run('cat many.txt many.txt | bloomfilter-shared add big.bf');
+    like($err, qr/: 20000 lines, 0 new, 20000 probably seen before$/, 'summary counts batches');
+
+    fails_ok(q{printf 'x\n' | bloomfilter-shared add missing.bf}, qr/missing\.bf: No such file/,
+        'add to a missing file');
+    ok(!-e 'missing.bf', '... does not create it');
+}
+
+# --- add streams: each chunk is answered before the next is written -------------------------
+{
+    my $pid = IPC::Open2::open2(my $from, my $to, 'bloomfilter-shared', 'add', 'f.bf',
+        '--print-new');
+    local $SIG{ALRM} = sub { kill 'KILL', $pid; die "70-cli: streaming add hung\n" };
+    alarm 30;
+    my @got;    # per line written: what came out before its marker
+    my $n = 0;
+    for my $item (qw(stream-1 a stream-2 stream-1 stream-3)) {
+        my $mark = 'stream-mark-' . $n++ . "\n";    # always new: always printed
+        syswrite $to, "$item\n";
+        syswrite $to, $mark;
+        my @before;
+        while (defined(my $line = <$from>)) {
+            last if $line eq $mark;
+            push @before, $line;
+        }
+        push @got, join '', @before;
+    }
+    close $to;
+    my $rest = do { local $/; <$from> };
+    waitpid $pid, 0;
+    alarm 300;
+    is_deeply(\@got, ["stream-1\n", '', "stream-2\n", '', "stream-3\n"],
+        'add --print-new answers each line while its input is still open');
+    is($?, 0, '... and exits 0 at end of input');
+}
+
+# --- check -----------------------------------------------------------------------------------
+{
+    my ($rc, $out, $err) = run(q{printf 'a\nzz\nb\n' | bloomfilter-shared check f.bf});
+    is($rc, 0, 'check exits 0');
+    is($out, "a\tpresent\nzz\tabsent\nb\tpresent\n", 'check prints line, tab, present/absent');
+    is($err, '', '... and nothing on stderr');
+    ($rc, $out) = run(q{printf 'a\nzz\nb\nyy\n' | bloomfilter-shared check f.bf --present});
+    is($rc, 0, 'check --present exits 0 when a line is present');
+    is($out, "a\nb\n", 'check --present prints the present lines');
+    ($rc, $out) = run(q{printf 'a\nzz\nb\nyy\n' | bloomfilter-shared check f.bf --absent});
+    is($rc, 0, 'check --absent exits 0 when a line is absent');
+    is($out, "zz\nyy\n", 'check --absent prints the absent lines');
+    ($rc, $out) = run(q{printf 'zz\nyy\n' | bloomfilter-shared check f.bf --present});
+    is($rc, 1, 'check --present exits 1 when no line is present');
+    is($out, '', '... printing nothing');
+    ($rc, $out) = run(q{printf 'a\nb\n' | bloomfilter-shared check f.bf --absent});
+    is($rc, 1, 'check --absent exits 1 when every line is present');
+    ($rc, $out) = run(q{bloomfilter-shared check f.bf < /dev/null});
+    is($rc, 1, 'check exits 1 on empty input');
+    ($rc, $out) = run(q{printf 'zz\n' | bloomfilter-shared check f.bf --absent | wc -l});
+    is($out =~ s/\s+//gr, '1', 'check composes in a pipeline');
+    my $before = json_info('f.bf')->{bits_set};
+    run(q{printf 'new-1\nnew-2\n' | bloomfilter-shared check f.bf});
+    is(json_info('f.bf')->{bits_set}, $before, 'check does not change the filter');
+    fails_ok(q{printf 'a\n' | bloomfilter-shared check f.bf --present --absent},
+        qr/--present and --absent exclude each other/, '--present with --absent');
+    ($rc, $out) = run('bloomfilter-shared check big.bf --absent < many.txt');
+    is($rc . $out, '1', 'check over several batches finds every added line');
+}
+
+# --- info --------------------------------------------------------------------------------------
+{
+    my ($rc, $out, $err) = run('bloomfilter-shared info f.bf');
+    is($rc, 0, 'info exits 0');
+    my $f = $C->new_from_fd(do { open(my $fh, '+<', 'f.bf') or die; $fh });
+    my %text = $out =~ /^(\w+)\s+(.*)$/mg;
+    is($text{file}, 'f.bf', 'info names the file');
+    is($text{capacity}, 1000, 'info: capacity');
+    like($text{bits}, qr/\A${\ $f->bits} \(2\.0 KiB\)\z/, 'info: bits, with the size');
+    is($text{hashes}, $f->hashes, 'info: hashes');
+    is($text{bits_set}, $f->bits_set, 'info: bits_set');
+    is($text{frozen}, 'no', 'info: frozen no');
+    my @keys = qw(capacity fp_rate bits hashes seed bits_set count fill_ratio estimated_fpp
+        ops mmap_size frozen readonly);
+    is_deeply([sort grep { $_ ne 'file' } keys %text], [sort @keys], 'info shows every stat');
+
+    my $j = json_info('f.bf');
+    my $s = $f->stats;
+    is_deeply([sort keys %$j], [sort 'file', @keys], 'info --json: every stat, and file');
+    is($j->{$_}, $s->{$_}, "info --json: $_") for qw(capacity bits hashes seed bits_set count);
+    ok(JSON::PP::is_bool($j->{frozen}) && !$j->{frozen}, 'info --json: frozen is a false boolean');
+
+    fails_ok('bloomfilter-shared info nope.bf', qr/nope\.bf: No such file or directory/,
+        'info on a missing file');
+    open(my $fh, '>', 'junk.bf') or die;
+    print {$fh} "not a filter\n" x 40_000;    # larger than any header
+    close $fh;
+    fails_ok('bloomfilter-shared info junk.bf', qr/junk\.bf: bad magic/, 'info on a foreign file');
+    symlink('f.bf', 'link.bf') or die;
+    fails_ok('bloomfilter-shared info link.bf', qr/link\.bf: is a symbolic link \(refused\)/,
+        'a symbolic link is refused');
+    mkdir 'adir';
+    fails_ok('bloomfilter-shared info adir', qr/adir: .*(?:directory)/i, 'a directory is refused');
+}
+
+# --- freeze ----------------------------------------------------------------------------------
+{
+    run('bloomfilter-shared create fr.bf -n 100');
+    run(q{printf 'frozen-item\n' | bloomfilter-shared add fr.bf -q});
+    my ($rc, $out, $err) = run('bloomfilter-shared freeze fr.bf');
+    is($rc . $out . $err, '0', 'freeze exits 0 silently');
+    my $ro = $C->new_readonly('fr.bf');
+    ok($ro->frozen && $ro->contains('frozen-item'), 'the module sees the file frozen, items kept');
+    fails_ok(q{printf 'x\n' | bloomfilter-shared add fr.bf}, qr/fr\.bf: filter is frozen/,
+        'add to a frozen filter');
+    ($rc, $out) = run(q{printf 'frozen-item\nother\n' | bloomfilter-shared check fr.bf});
+    is($out, "frozen-item\tpresent\nother\tabsent\n", 'check works on a frozen filter');
+    my $j = json_info('fr.bf');
+    ok($j->{frozen} && $j->{readonly}, 'info: frozen, opened read-only');
+    ($rc, $out, $err) = run('bloomfilter-shared freeze fr.bf');
+    is($rc, 0, 'freezing again exits 0');
+    is($err, "bloomfilter-shared: fr.bf: already frozen\n", '... saying so');
+}
+
+# --- export and import ---------------------------------------------------------------------
+{
+    my $f = $C->new_from_fd(do { open(my $fh, '+<', 'f.bf') or die; $fh });
+    my ($rc, $out, $err) = run('bloomfilter-shared export f.bf');
+    is($rc, 0, 'export exits 0');
+    is($out, $f->serialize, 'export writes the serialized bytes to stdout');
+    ($rc, $out, $err) = run('bloomfilter-shared export f.bf -o f.bytes');
+    is($rc . $out . $err, '0', 'export -o OUT is silent');
+    is(slurp('f.bytes'), $f->serialize, '... and writes OUT');
+    ($rc, $out) = run('bloomfilter-shared export fr.bf | wc -c');
+    is($out =~ s/\s+//gr, length $C->new_readonly('fr.bf')->serialize, 'export of a frozen filter');
+
+    ($rc, $out, $err) = run('bloomfilter-shared export f.bf | bloomfilter-shared import copy.bf');
+    is($rc . $out . $err, '0', 'export | import exits 0 silently');
+    my $copy = $C->new_from_fd(do { open(my $fh, '+<', 'copy.bf') or die; $fh });
+    is($copy->serialize, $f->serialize, 'the imported filter has the same bits');
+    is(sprintf('%04o', (stat 'copy.bf')[2] & 07777), '0600', 'imported file mode 0600');
+    ($rc) = run('umask 0; bloomfilter-shared import copy2.bf -i f.bytes --mode 0644');
+    is($rc, 0, 'import -i IN');
+    is(sprintf('%04o', (stat 'copy2.bf')[2] & 07777), '0644', 'import --mode 0644');
+    ($rc, $out) = run(q{printf 'a\nzz\n' | bloomfilter-shared check copy2.bf});
+    is($out, "a\tpresent\nzz\tabsent\n", 'the imported filter answers like the original');
+
+    fails_ok('bloomfilter-shared import copy.bf -i f.bytes', qr/copy\.bf: file exists/,
+        'import refuses an existing file');
+    fails_ok('bloomfilter-shared import x.bf < junk.bf', qr/standard input: .*magic/,
+        'import of junk');
+    fails_ok('bloomfilter-shared import x.bf < /dev/null', qr/standard input: empty input/,
+        'import of nothing');
+    fails_ok('head -c 100 f.bytes | bloomfilter-shared import x.bf', qr/truncated/,
+        'import of truncated bytes');
+    fails_ok('bloomfilter-shared import x.bf -i nope.bytes', qr/nope\.bytes: No such file/,
+        'import -i of a missing file');
+    ok(!-e 'x.bf', 'no file left by a failed import');
+    fails_ok('bloomfilter-shared export nope.bf', qr/nope\.bf: No such file/, 'export of a missing file');
+}
+
+# --- merge -------------------------------------------------------------------------------------
+{
+    run('bloomfilter-shared create m1.bf -n 500 --seed 7');
+    run('bloomfilter-shared create m2.bf -n 500 --seed 7');
+    run(q{printf 'one\nboth\n' | bloomfilter-shared add m1.bf -q});
+    run(q{printf 'two\nboth\n' | bloomfilter-shared add m2.bf -q});
+    my ($rc, $out, $err) = run('bloomfilter-shared merge all.bf m1.bf m2.bf');
+    is($rc . $out . $err, '0', 'merge into a new OUT exits 0 silently');
+    my ($m1, $all) = map { json_info($_) } qw(m1.bf all.bf);
+    is_deeply([@$all{qw(capacity fp_rate bits hashes seed)}], [@$m1{qw(capacity fp_rate bits hashes seed)}],
+        'the new OUT has the geometry and seed of the first IN');
+    ($rc, $out) = run(q{printf 'one\ntwo\nboth\nnone\n' | bloomfilter-shared check all.bf});
+    is($out, "one\tpresent\ntwo\tpresent\nboth\tpresent\nnone\tabsent\n", 'OUT holds the union');
+
+    run(q{printf 'three\n' | bloomfilter-shared add m2.bf -q});
+    ($rc) = run('bloomfilter-shared merge m1.bf m2.bf');
+    is($rc, 0, 'merge into an existing OUT');
+    ($rc, $out) = run(q{printf 'one\nthree\n' | bloomfilter-shared check m1.bf --present});
+    is($out, "one\nthree\n", '... ORs IN into it');
+
+    run('bloomfilter-shared create s0.bf -n 500');
+    my $before = slurp('all.bf');
+    fails_ok('bloomfilter-shared merge all.bf m2.bf s0.bf',
+        qr/s0\.bf: not compatible with all\.bf \(.*seeds differ\)/, 'merge of another seed');
+    is(slurp('all.bf'), $before, '... changes nothing, not even the compatible IN');
+    run('bloomfilter-shared create big2.bf -n 50000 --seed 7');
+    fails_ok('bloomfilter-shared merge all.bf big2.bf', qr/big2\.bf: not compatible .*bits/,
+        'merge of another size');
+    fails_ok('bloomfilter-shared merge new.bf m1.bf s0.bf',
+        qr/s0\.bf: not compatible with m1\.bf \(.*seeds differ\)/, 'merge of incompatible INs');
+    ok(!-e 'new.bf', '... creates no OUT');
+    fails_ok('bloomfilter-shared merge fr.bf f.bf', qr/fr\.bf: filter is frozen/,
+        'merge into a frozen filter');
+    fails_ok('bloomfilter-shared merge only.bf', qr/merge: missing OUT and at least one IN/,
+        'merge without IN');
+    fails_ok('bloomfilter-shared merge new.bf nope.bf', qr/nope\.bf: No such file/,
+        'merge of a missing IN');
+    ok(!-e 'new.bf', '... creates no OUT');
+}
+
+# --- progress line: only on a terminal ------------------------------------------------------
+{
+    my ($rc, $out, $err) = run('bloomfilter-shared add big.bf --print-new < many.txt');
+    is($err, '', 'no progress line on stderr when it is not a terminal (add)');
+    ($rc, $out, $err) = run('bloomfilter-shared check big.bf < many.txt');
+    is($err, '', 'no progress line on stderr when it is not a terminal (check)');
+    ($rc, $out, $err) = run('bloomfilter-shared add big.bf < many.txt');
+    unlike($err, qr/\r/, 'only the summary when stderr is not a terminal');
+  SKIP: {
+        # script(1) gives the command a terminal: the same run then shows progress.
+        skip 'script(1) is not installed', 1 if system('script -V >/dev/null 2>&1') != 0;
+        ($rc, $out) = run(q{script -qec 'bloomfilter-shared add big.bf < many.txt' /dev/null});
+        like($out, qr/\rbloomfilter-shared: add: \d+ lines, \d+ new/,
+            'a progress line when stderr is a terminal');
+    }
+}
+
+# --- read-only access: only frozen filters ------------------------------------------------
+SKIP: {
+    skip 'needs root and setpriv(1) to run as an unprivileged user', 4
+        if $> != 0 || system('setpriv --help >/dev/null 2>&1') != 0;
+    my $nobody = getpwnam('nobody');
+    skip 'no user nobody', 4 if !defined $nobody;
+    my $as_nobody = "setpriv --reuid=$nobody --regid=$nobody --clear-groups --";
+    # Can nobody run the tool from here at all? (not when the checkout is private)
+    chmod 0755, $dir;
+    chmod 0644, 'fr.bf', 'f.bf';
+    my ($rc) = run("$as_nobody bloomfilter-shared --help");
+    skip 'user nobody cannot read the module under test', 4 if $rc != 0;
+    my $out;
+    ($rc, $out) = run(qq{printf 'frozen-item\\n' | $as_nobody bloomfilter-shared check fr.bf});
+    is($out, "frozen-item\tpresent\n", 'a frozen filter is queried without write access');
+    fails_ok(qq{printf 'a\\n' | $as_nobody bloomfilter-shared check f.bf},
+        qr/f\.bf: .*not frozen.*Permission denied/,
+        'an unfrozen filter without write access');
+    fails_ok(qq{printf 'a\\n' | $as_nobody bloomfilter-shared add f.bf}, qr/f\.bf: Permission denied/,
+        'add without write access');
+    ($rc) = run("$as_nobody bloomfilter-shared info fr.bf");
+    is($rc, 0, 'info on a frozen filter without write access');
+}
+
+done_testing;
