@@ -1002,11 +1002,6 @@ L</clear>, L</freeze>) of a frozen filter.
 
 A mutation through a handle from L</new_readonly>.
 
-=item geometry mismatch (bits %d vs %d, hashes %d vs %d, seeds equal|differ)
-
-L</merge> or L</intersect> of filters that are not L</is_compatible>: create
-both with the same capacity, fp_rate and seed.
-
 =item too many processes attached (%d slots in use)
 
 Every process slot of the filter belongs to a live process. Slots of exited
@@ -1038,26 +1033,6 @@ The file is not a filter, was written by another version or on a machine of
 another byte order, or was damaged. Use
 L</serialize> and L</deserialize> to move filters between machines; restore
 a damaged file from a copy (or rebuild the filter).
-
-=item truncated input (%d bytes, need %d)
-
-=item extended input (%d bytes, expected %d)
-
-=item bad magic (not a serialized Data::BloomFilter::Shared filter)
-
-=item unsupported serialization version %d
-
-=item unknown hash scheme %d
-
-=item reserved field is not zero
-
-=item impossible geometry
-
-=item bad checksum (corrupted input)
-
-L</deserialize> was given bytes that are not (exactly) the output of
-L</serialize> of this or an older version: cut, padded, damaged in transit
-(transfer them as binary), or something else entirely.
 
 =item mode %o is not a file mode
 
