@@ -16,6 +16,10 @@
 //! linearizable (some order of the operations consistent with real time
 //! explains them, the killed one in or out), and no completed add is lost
 //! except to a clear ordered after it.
+//!
+//! A second model (`claims`) covers taking over a dead process's slot: two
+//! live processes race for it, and exactly one must end up owning it, with
+//! its own start time recorded.
 
 use std::collections::HashSet;
 
@@ -418,4 +422,116 @@ fn model_catches_a_clear_without_drain() {
         explore(s);
     });
     assert!(r.is_err(), "a clear without drain passed the model");
+}
+
+// ------------------------------------------------------------ slot claims
+
+/// The claim of one process slot (`Shared::claim_slot`), step by step:
+/// two live processes race to take over a slot whose owner died. Without
+/// the pending mark, one of them could read the new owner's PID with the
+/// dead owner's start time, judge the new owner dead, and take the slot
+/// from under it.
+mod claims {
+    use std::collections::HashSet;
+
+    /// (generation, pid, pending)
+    type Claim = (u8, u8, bool);
+
+    #[derive(Clone, PartialEq, Eq, Hash, Debug)]
+    struct S {
+        claim: Claim,
+        start: u8,
+        pc: [u8; 2],
+        cur: [Claim; 2],
+        seen_start: [u8; 2],
+        owns: [bool; 2],
+    }
+
+    const DEAD_PID: u8 = 3;
+    const DEAD_START: u8 = 30;
+    fn pid(p: usize) -> u8 {
+        p as u8 + 1
+    }
+    fn true_start(p: usize) -> u8 {
+        10 * (p as u8 + 1)
+    }
+
+    /// `process_alive(pid, start)` as the real code decides it.
+    fn alive(pid_: u8, start: u8) -> bool {
+        match pid_ {
+            DEAD_PID | 0 => false,
+            p => start == 0 || start == true_start(p as usize - 1),
+        }
+    }
+
+    fn step(s: &S, p: usize, use_pending: bool) -> Option<S> {
+        let mut n = s.clone();
+        match s.pc[p] {
+            0 => {
+                n.cur[p] = s.claim;
+                n.pc[p] = if s.claim.1 == 0 { 3 } else { 1 };
+            }
+            1 => {
+                // The start time is read only for a claim that is complete.
+                n.seen_start[p] = if s.cur[p].2 { 0 } else { s.start };
+                n.pc[p] = 2;
+            }
+            2 => n.pc[p] = if alive(s.cur[p].1, s.seen_start[p]) { 9 } else { 3 },
+            3 => {
+                if s.claim != s.cur[p] {
+                    n.pc[p] = 9; // CAS failed: on to the next slot
+                } else {
+                    n.claim = (s.cur[p].0 + 1, pid(p), use_pending);
+                    n.pc[p] = 4;
+                }
+            }
+            4 => {
+                n.start = true_start(p);
+                n.pc[p] = 5;
+            }
+            5 => {
+                n.claim.2 = false;
+                n.owns[p] = true;
+                n.pc[p] = 9;
+            }
+            _ => return None,
+        }
+        Some(n)
+    }
+
+    pub fn explore(use_pending: bool) {
+        let init = S {
+            claim: (0, DEAD_PID, false),
+            start: DEAD_START,
+            pc: [0; 2],
+            cur: [(0, 0, false); 2],
+            seen_start: [0; 2],
+            owns: [false; 2],
+        };
+        let mut seen = HashSet::new();
+        let mut stack = vec![init];
+        while let Some(s) = stack.pop() {
+            if !seen.insert(s.clone()) {
+                continue;
+            }
+            let next: Vec<S> = (0..2).filter_map(|p| step(&s, p, use_pending)).collect();
+            if next.is_empty() {
+                let owners: Vec<usize> = (0..2).filter(|&p| s.owns[p]).collect();
+                assert_eq!(owners.len(), 1, "slot owners at the end: {owners:?} in {s:?}");
+                let o = owners[0];
+                assert_eq!((s.claim.1, s.start), (pid(o), true_start(o)), "{s:?}");
+            }
+            stack.extend(next);
+        }
+    }
+}
+
+#[test]
+fn slot_takeover_every_interleaving() {
+    claims::explore(true);
+}
+
+#[test]
+fn model_catches_a_claim_without_the_pending_mark() {
+    assert!(std::panic::catch_unwind(|| claims::explore(false)).is_err());
 }
