@@ -386,7 +386,7 @@ fn create_file(path: &CStr, shown: &str, h: &Header, mode: u32, fill: Option<&dy
     }
     let linked = match &tmpname {
         None => {
-            let proc_path = cstr(&format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+            let proc_path = cstr(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
             // SAFETY: both paths are NUL-terminated.
             unsafe {
                 libc::linkat(
