@@ -1,6 +1,6 @@
 //! What must hold for any input, whoever feeds it: libFuzzer (`fuzz/`, see
 //! `xt/fuzz.sh`) or the bounded mutation run and corpus replay of
-//! `tests/fuzz_replay.rs`. Each function takes raw fuzz bytes, never panics on
+//! `tests/hardening/fuzz_replay.rs`. Each function takes raw fuzz bytes, never panics on
 //! hostile input, and panics (a finding) when the library breaks a promise.
 //!
 //! Every input starts with a flags byte. Bit 0 set: the checksum is made

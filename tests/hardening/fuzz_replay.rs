@@ -8,10 +8,9 @@
 //! `cargo test`. `FUZZ_ITERS=N` sets the mutations per corpus file
 //! (default 200).
 
-#[path = "fuzz/oracles.rs"]
-mod oracles;
-
+use crate::oracles;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use std::path::{Path, PathBuf};
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
