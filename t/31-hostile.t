@@ -130,7 +130,7 @@ sub exercise {
 # Run $case->($x) for each $x in children, $per at a time. Returns a hash of
 # verdicts by $x and a list of children that crashed, hung or failed, each
 # naming the case it was on. Verdicts go through a file, one line per case
-# as it ends (a pipe would fill up while we wait for the child).
+# as it ends, so that a child that dies keeps the verdicts it reached.
 sub in_batches {
     my ($per, $case, @xs) = @_;
     my $timeout = ref $xs[-1] eq 'HASH' ? pop(@xs)->{timeout} : 120;

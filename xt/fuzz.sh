@@ -36,12 +36,16 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   exit 2
 fi
 
-cargo fuzz build --fuzz-dir fuzz
+# FUZZ_TARGET_DIR: where the instrumented build goes (default fuzz/target);
+# CI points it at a cache outside its fresh checkout.
+tdir=()
+[ -z "${FUZZ_TARGET_DIR:-}" ] || tdir=(--target-dir "$FUZZ_TARGET_DIR")
+cargo fuzz build --fuzz-dir fuzz "${tdir[@]}"
 for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t"
   echo "==== fuzz $t for $secs s"
   # -max_len: a header page plus the selector bytes (open), and serialized
   # filters of a few thousand bits (serial).
-  cargo fuzz run --fuzz-dir fuzz "$t" "fuzz/corpus/$t" "tests/corpus/$t" -- \
+  cargo fuzz run --fuzz-dir fuzz "${tdir[@]}" "$t" "fuzz/corpus/$t" "tests/corpus/$t" -- \
     -max_total_time="$secs" -max_len=4200 -print_final_stats=1
 done
