@@ -609,3 +609,30 @@ pub unsafe extern "C" fn bfs_serialize(h: *const BfsFilter, buf: *mut u8, len: u
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The panic boundary: a panic becomes BFS_ERR_PANIC and a message, or
+    /// the default value; it never unwinds into the caller.
+    #[test]
+    fn a_panic_never_crosses_the_boundary() {
+        let mut err = [0 as c_char; BFS_ERRBUF_LEN];
+        let st = guard(err.as_mut_ptr(), || panic!("deliberate panic, testing the boundary"));
+        assert_eq!(st, BFS_ERR_PANIC);
+        // SAFETY: guard NUL-terminated what it wrote into the zeroed buffer.
+        let msg = unsafe { CStr::from_ptr(err.as_ptr()) }.to_str().unwrap();
+        assert!(msg.starts_with("internal error"), "{msg}");
+        assert_eq!(
+            guard(std::ptr::null_mut(), || panic!(
+                "deliberate panic, testing the boundary"
+            )),
+            BFS_ERR_PANIC
+        );
+        assert_eq!(
+            guard_value(7u64, || panic!("deliberate panic, testing the boundary")),
+            7
+        );
+    }
+}

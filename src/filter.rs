@@ -656,6 +656,15 @@ pub mod testing {
         let c = f.claim().expect("slot");
         assert!(f.shared().begin_merge(c));
     }
+
+    /// Run `during` holding the exclusive lock, then release it as an
+    /// exclusive operation does (waking whoever waits).
+    pub fn while_exclusive(f: &Filter, during: impl FnOnce()) {
+        let c = f.claim().expect("slot");
+        let g = f.shared().lock_exclusive(c);
+        during();
+        drop(g);
+    }
 }
 
 impl Drop for Filter {

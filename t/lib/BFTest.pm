@@ -5,6 +5,7 @@ use strict;
 use warnings;
 use POSIX qw(WNOHANG _exit);
 use Time::HiRes qw(time sleep);
+use IO::Select ();
 use Exporter 'import';
 
 our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib);
@@ -57,8 +58,31 @@ sub in_child {
     }
     $live{$pid} = 1;
     close $w;
-    my ($status, $timed_out) = reap($pid, $timeout + 10);
-    my $out = do { local $/; <$r> } // '';
+    # Read while waiting: a child whose output outgrows the pipe's buffer
+    # would otherwise block on its write until the time limit.
+    my $out = '';
+    my $deadline = time + $timeout + 10;
+    my $sel = IO::Select->new($r);
+    my ($status, $timed_out);
+    while (1) {
+        if ($sel->count && $sel->can_read(0.005)) {
+            $sel->remove($r) unless sysread($r, $out, 65536, length $out);
+        }
+        my $got = waitpid($pid, WNOHANG);
+        if ($got == $pid || $got == -1) {
+            ($status, $timed_out) = ($got == -1 ? -1 : $?, 0);
+            last;
+        }
+        if (time > $deadline) {
+            kill 'KILL', $pid;
+            waitpid($pid, 0);
+            ($status, $timed_out) = ($?, 1);
+            last;
+        }
+        sleep 0.005 unless $sel->count;
+    }
+    delete $live{$pid};
+    1 while sysread($r, $out, 65536, length $out);
     close $r;
     return {
         status    => $status,

@@ -752,6 +752,46 @@ larger C<fp_rate> or several filters.
 
 =back
 
+=head1 SECURITY
+
+=head2 Files
+
+A filter file is untrusted input. It is opened without following a final
+symbolic link (C<O_NOFOLLOW>), without blocking (a FIFO is refused, not
+waited on), and only a regular file is accepted: directories, FIFOs,
+sockets and devices croak, and so do descriptors of them given to
+L</new_from_fd>. Every field of the header is checked against what this
+module would have written for the stored geometry, with a checksum over the
+immutable ones, and the file's size must be exactly the size the header
+implies: a truncated, grown, corrupted or foreign file croaks and is left
+as it was. The geometry is read once, when the handle is made, and kept in
+the process: a peer that rewrites the header later cannot make this process
+read or write outside its mapping.
+
+=head2 Other users' files
+
+Ownership is not checked: the kernel's permission check on L<open(2)> is the
+policy. L</new> opens the file read-write, L</new_readonly> read-only, so a
+file of another owner opens when its mode lets us, and croaks with
+C<Permission denied> when it does not (a C<0600> file of another user, say).
+Sharing a filter between users through a group and mode C<0660> is a feature;
+a frozen file of mode C<0644> or C<0640> can be queried by others with
+L</new_readonly>. Root opens any filter file, whoever owns it.
+
+Whoever can write a filter file can change its bits, freeze it, or hold its
+locks, and truncating a file while it is mapped makes every process that
+touches the lost pages die with C<SIGBUS>. So give write access only to
+processes you trust, and keep the filters of privileged processes in
+directories that only trusted users can write (not in F</tmp>). Memfds are
+sealed against resizing, so a receiver of one cannot truncate it.
+
+=head2 Crafted items
+
+With the default seed 0 the probe positions are public (those of
+C<bloom.h>), and whoever chooses the items can pick ones that fill the filter
+or collide with a given item. Give filters that see untrusted items a secret
+C<seed>: the positions then depend on it.
+
 =head1 DIAGNOSTICS
 
 Every message starts with C<Data::BloomFilter::Shared-E<gt>METHOD: >, naming

@@ -1,0 +1,177 @@
+//! What must hold for any input, whoever feeds it: libFuzzer (`fuzz/`, see
+//! `xt/fuzz.sh`) or the bounded mutation run and corpus replay of
+//! `tests/hardening/fuzz_replay.rs`. Each function takes raw fuzz bytes, never panics on
+//! hostile input, and panics (a finding) when the library breaks a promise.
+//!
+//! Every input starts with a flags byte. Bit 0 set: the checksum is made
+//! right before the bytes are checked, so that mutations reach the field
+//! checks behind it (a fuzzer would almost never forge an XXH3 by chance).
+
+#![allow(dead_code)]
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use bloomfilter_shared::format::{self, CHECKED_LEN, IMMUTABLE_LEN};
+use bloomfilter_shared::serial;
+use bloomfilter_shared::{ErrorKind, Filter};
+
+/// Largest file the `open` target builds (bigger ones are skipped: clearing
+/// their bits would only slow the fuzzer down).
+const OPEN_MAX: u64 = 8 << 20;
+
+const RESEAL: u8 = 1;
+
+/// Make the header checksum right (the immutable header of a region).
+fn reseal_header(b: &mut [u8]) {
+    if b.len() >= IMMUTABLE_LEN {
+        let sum = xxhash_rust::xxh3::xxh3_64(&b[..CHECKED_LEN]);
+        b[CHECKED_LEN..IMMUTABLE_LEN].copy_from_slice(&sum.to_ne_bytes());
+    }
+}
+
+/// Make the trailing checksum of portable bytes right.
+fn reseal_serial(b: &mut [u8]) {
+    if b.len() >= serial::TRAILER_LEN {
+        let body = b.len() - serial::TRAILER_LEN;
+        let sum = xxhash_rust::xxh3::xxh3_64(&b[..body]);
+        b[body..].copy_from_slice(&sum.to_le_bytes());
+    }
+}
+
+/// Header validation. Input: flags, the region's size (u64 LE), then header
+/// bytes. `decode` accepts exactly what `encode` writes for a valid geometry
+/// and a region of the matching size.
+pub fn decode(data: &[u8]) {
+    if data.len() < 9 {
+        return;
+    }
+    let size = u64::from_le_bytes(data[1..9].try_into().unwrap());
+    let mut bytes = data[9..].to_vec();
+    if data[0] & RESEAL != 0 {
+        reseal_header(&mut bytes);
+    }
+    let bytes = &bytes[..];
+    match format::decode(bytes, size) {
+        Ok(h) => {
+            assert!(h.geometry.is_valid(), "accepted an invalid geometry {:?}", h.geometry);
+            assert_eq!(format::layout(h.geometry.m).total, size, "accepted a wrong size");
+            assert_eq!(
+                &format::encode(&h)[..],
+                &bytes[..IMMUTABLE_LEN],
+                "accepted bytes encode would not write"
+            );
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+/// Portable bytes. Input: flags, then the bytes. `parse` accepts exactly what
+/// `write` produces, and `Filter::deserialize` agrees with it and round-trips.
+pub fn serial(data: &[u8]) {
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
+    let mut bytes = rest.to_vec();
+    if flags & RESEAL != 0 {
+        reseal_serial(&mut bytes);
+    }
+    let data = &bytes[..];
+    match serial::parse(data) {
+        Ok(img) => {
+            assert!(img.geometry.is_valid());
+            let mut again = vec![0u8; data.len()];
+            serial::write(&img.geometry, img.seed, |f| img.words().for_each(f), &mut again);
+            assert_eq!(again, data, "parse accepted bytes write would not produce");
+            let f = Filter::deserialize(data, None, 0o600).expect("parse accepted, deserialize refused");
+            assert_eq!(f.serialize(), data, "deserialize does not round-trip");
+        }
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            let err = Filter::deserialize(data, None, 0o600).err();
+            assert_eq!(
+                err.map(|e| e.kind),
+                Some(ErrorKind::Format),
+                "parse refused, deserialize did not"
+            );
+        }
+    }
+}
+
+/// A hostile file behind a descriptor. Input: flags, a selector byte, then
+/// up to a page of header (magic, fields, checksum, the control line). The
+/// file is that page, cut or padded with zeros to a size the selector picks:
+/// the header's own `total` field plus a small delta (odd selectors), or the
+/// page's length. Whatever opens must work on the geometry it validated.
+pub fn open(data: &[u8]) {
+    if data.len() < 2 {
+        return;
+    }
+    let (flags, sel) = (data[0], data[1]);
+    let mut page = data[2..data.len().min(2 + format::PAGE as usize)].to_vec();
+    if flags & RESEAL != 0 {
+        reseal_header(&mut page);
+    }
+    let page = &page[..];
+    let size = if sel & 1 == 1 && page.len() >= 64 {
+        let total = u64::from_ne_bytes(page[56..64].try_into().unwrap());
+        total.wrapping_add((sel >> 1) as u64).wrapping_sub(64)
+    } else {
+        page.len() as u64
+    };
+    if size > OPEN_MAX {
+        return;
+    }
+    let fd = memfd_with(page, size);
+    match Filter::from_fd(fd.as_raw_fd()) {
+        Ok(f) => {
+            let mut head = [0u8; IMMUTABLE_LEN];
+            let n = page.len().min(IMMUTABLE_LEN);
+            head[..n].copy_from_slice(&page[..n]);
+            let h = format::decode(&head, size).expect("opened a file decode refuses");
+            assert_eq!(f.geometry(), h.geometry);
+            assert_eq!(f.mmap_size(), size);
+            let _ = f.contains(b"probe");
+            if f.readonly() {
+                assert_eq!(f.add(b"x").unwrap_err().kind, ErrorKind::ReadOnly);
+                assert_eq!(f.clear().unwrap_err().kind, ErrorKind::ReadOnly);
+            } else {
+                f.add(b"x").expect("add on an opened filter");
+                assert!(f.contains(b"x"));
+                f.clear().expect("clear on an opened filter");
+                assert_eq!(f.bits_set(), 0);
+            }
+            assert_eq!(f.serialize().len() as u64, serial::serialized_len(h.geometry.m));
+        }
+        Err(e) => {
+            assert!(!e.msg.is_empty());
+            assert!(
+                matches!(e.kind, ErrorKind::Format | ErrorKind::Io),
+                "unexpected error kind {:?}: {}",
+                e.kind,
+                e.msg
+            );
+        }
+    }
+}
+
+/// A memfd holding `page`, cut or zero-padded to `size` bytes.
+fn memfd_with(page: &[u8], size: u64) -> OwnedFd {
+    // SAFETY: a NUL-terminated name; flags are plain constants.
+    let fd = unsafe { libc::memfd_create(b"fuzz\0".as_ptr().cast(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let n = page.len().min(size as usize);
+    // SAFETY: `page` is valid for n bytes; plain syscalls on our descriptor.
+    unsafe {
+        assert_eq!(libc::pwrite(fd.as_raw_fd(), page.as_ptr().cast(), n, 0), n as isize);
+        assert_eq!(libc::ftruncate(fd.as_raw_fd(), size as libc::off_t), 0);
+    }
+    fd
+}
+
+/// A fuzz target: raw bytes in, a panic on a broken promise.
+pub type Target = fn(&[u8]);
+
+/// The targets by name, for the replay and mutation runs.
+pub const TARGETS: [(&str, Target); 3] = [("decode", decode), ("serial", serial), ("open", open)];

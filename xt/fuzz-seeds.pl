@@ -1,0 +1,54 @@
+#!/usr/bin/perl
+# Writes the seed inputs of the fuzz targets into tests/corpus/<target>/
+# (see tests/fuzz/oracles.rs for the input formats). Run from the top of a
+# built tree: perl -Mblib xt/fuzz-seeds.pl
+use strict;
+use warnings;
+use File::Temp qw(tempdir);
+use File::Path qw(make_path);
+use Data::BloomFilter::Shared;
+
+my $C = 'Data::BloomFilter::Shared';
+my $dir = tempdir(CLEANUP => 1);
+my $out = 'tests/corpus';
+make_path("$out/$_") for qw(decode serial open);
+
+sub slurp {
+    open(my $fh, '<:raw', $_[0]) or die "$_[0]: $!";
+    local $/;
+    return scalar <$fh>;
+}
+sub spew {
+    my ($path, $bytes) = @_;
+    open(my $fh, '>:raw', $path) or die "$path: $!";
+    print $fh $bytes;
+    close $fh or die "$path: $!";
+}
+
+my @filters = (
+    [small    => 10,         0.5,  0],
+    [default  => 1000,       0.01, 0],
+    [seeded   => 1000,       0.01, 12345],
+    [k32      => 100,        1e-10, 0],
+    [huge     => 3_000_000,  0.01, 0],    # bits on a 2 MiB boundary
+);
+for my $spec (@filters) {
+    my ($name, $cap, $rate, $seed) = @$spec;
+    my $path = "$dir/$name.bf";
+    my $f = $C->new($path, $cap, $rate, { seed => $seed });
+    $f->add_many([map { "seed-item-$_" } 1 .. 20]);
+    my $size = -s $path;
+    my $head = substr(slurp($path), 0, 192);
+    # decode: flags, size (u64 LE), the immutable header.
+    spew("$out/decode/$name", "\0" . pack('Q<', $size) . substr($head, 0, 120));
+    # open: flags, selector (odd, delta 64: the exact size), header + control line.
+    spew("$out/open/$name", "\0\x81" . $head);
+    if ($name ne 'huge') {
+        # serial: flags, the portable bytes.
+        spew("$out/serial/$name", "\0" . $f->serialize);
+    }
+    if ($name eq 'default') {
+        $f->freeze;
+        spew("$out/open/frozen", "\0\x81" . substr(slurp($path), 0, 192));
+    }
+}
