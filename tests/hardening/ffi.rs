@@ -127,7 +127,7 @@ fn a_whole_life_through_the_c_api() {
         assert_eq!(bfs_new(null(), 1000, 0.01, &opts, &mut other, null_mut()), BFS_OK);
         assert_eq!(bfs_is_compatible(h, other), 0);
         assert_eq!(bfs_merge(h, other, err.as_mut_ptr()), BFS_ERR_MISMATCH);
-        assert!(msg(&err).contains("geometry mismatch"), "{}", msg(&err));
+        assert!(msg(&err).contains("seed mismatch"), "{}", msg(&err));
 
         bfs_free(copy);
         bfs_free(other);
