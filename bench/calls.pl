@@ -34,6 +34,7 @@ use BenchUtil qw(
 );
 use Data::BloomFilter::Shared;
 
+$| = 1;    # progress is visible when the output goes to a file
 my $CLASS = 'Data::BloomFilter::Shared';
 
 GetOptions('quick' => \my $quick)
@@ -93,6 +94,7 @@ print "# spread = (slowest - fastest) / median over the runs\n";
 my $hit  = keys_for('f', 0, $N);    # present in both filters (filled first)
 my $miss = keys_for('m', 0, $N);    # never added anywhere
 my $hitb  = batches_of($hit, $BATCH);
+my $warm  = keys_for('w', 0, 500);    # see the add-new rows
 my $missb = batches_of($miss, $BATCH);
 
 # ------------------------------------------------ measuring
@@ -188,7 +190,9 @@ print "# add-new rows: the $N new keys go $N/$SNAPSHOTS each into $SNAPSHOTS",
         return [ map {
             my $g = $CLASS->new(undef, $SMALL_CAP, 0.01);
             $g->merge($small);
-            $g->add('claim this process slot before timing');
+            # Claims this process's slot and touches most pages of the
+            # add stripes, so that no first-touch fault lands in the timing.
+            $g->add_many($warm);
             $g;
         } 1 .. $SNAPSHOTS ];
     };
@@ -234,8 +238,9 @@ else {
         . ($THP_ORIG // 'unreadable') . '] and cannot be changed here (not root?): one run';
 }
 
-my %speedup;
-for my $mode (@thp_modes) {
+my $big;    # the filled filter; a later setting gets a copy of it
+for my $i (0 .. $#thp_modes) {
+    my $mode = $thp_modes[$i];
     if (defined $mode) {
         $THP_RESTORE = $THP_ORIG;
         thp_set($mode) or die "cannot set shmem_enabled to [$mode]\n";
@@ -243,24 +248,35 @@ for my $mode (@thp_modes) {
     my $setting = thp_setting() // 'unknown';
     print "\n## 256 MiB filter: capacity $BIG_CAP, fp 0.01; THP for shared memory [$setting]\n";
     print "# $thp_note\n";
-    print load_line('before filling');
-    note("filling the 256 MiB filter with $BIG_FILL items in batches of $FILL_BATCH"
-        . " (takes minutes: the keys are made in Perl)...");
-    my $big = $CLASS->new(undef, $BIG_CAP, 0.01);
-    my $t0 = now();
-    fill($big, $BIG_FILL, $FILL_BATCH);
-    my $fill_s = now() - $t0;
-    print '# ', describe($big, $BIG_CAP, $BIG_FILL), "\n";
-    printf "# filled with add_many in batches of %d in %.0f s%s\n", $FILL_BATCH, $fill_s,
-        $quick ? ' (--quick: a tenth of the capacity)' : '';
+    if (!$big) {
+        print load_line('before filling');
+        note("filling the 256 MiB filter with $BIG_FILL items in batches of $FILL_BATCH"
+            . " (takes minutes: the keys are made in Perl)...");
+        $big = $CLASS->new(undef, $BIG_CAP, 0.01);
+        my $t0 = now();
+        fill($big, $BIG_FILL, $FILL_BATCH);
+        print '# ', describe($big, $BIG_CAP, $BIG_FILL), "\n";
+        printf "# filled with add_many in batches of %d in %.0f s%s\n", $FILL_BATCH,
+            now() - $t0, $quick ? ' (--quick: a tenth of the capacity)' : '';
+    }
+    else {
+        # The memory of a new mapping is allocated (huge or not) when first
+        # written, so a copy made now has this setting's pages.
+        my $copy = $CLASS->new(undef, $BIG_CAP, 0.01);
+        $copy->merge($big);
+        $big = $copy;
+        print '# ', describe($big, $BIG_CAP, $BIG_FILL), "\n";
+        print "# a copy (merge) of the filter above, made under this setting\n";
+    }
     my $huge = shmem_huge_mib();
     printf "# shared memory mapped with huge pages: %s\n",
         defined $huge ? sprintf('%.0f MiB', $huge) : 'unknown';
     print "# add-new rows: fresh keys for every run, added to the filter itself\n";
     print load_line('before timing');
 
-    # Fresh new keys for each add-new row and run (3 rows x $REPS runs).
-    my @new = map { keys_for('n', $_ * $N, $N) } 0 .. 3 * $REPS - 1;
+    # Fresh new keys for each add-new row, run and setting (the copy for a
+    # later setting holds the earlier setting's new keys).
+    my @new = map { keys_for('n', ($i * 3 * $REPS + $_) * $N, $N) } 0 .. 3 * $REPS - 1;
     my @newb = map { $_ < $REPS ? undef : batches_of($new[$_], $BATCH) } 0 .. $#new;
     my $rows = rows_for($big,
         single => { run => sub {
@@ -280,8 +296,7 @@ for my $mode (@thp_modes) {
     my $ratio = print_table($rows, $ns, 0);
     print load_line('after');
 
-    my $label = $setting;
-    print "\n# 256 MiB filter [$label]: loop of single calls / batch, per item (scalar context)\n";
+    print "\n# 256 MiB filter [$setting]: loop of single calls / batch, per item (scalar context)\n";
     printf "%-30s %9s %8s\n", 'method', 'speed-up', 'goal';
     for my $pair (['contains, hit', 'contains_many hit, scalar'],
                   ['contains, miss', 'contains_many miss, scalar'],
@@ -289,12 +304,11 @@ for my $mode (@thp_modes) {
                   ['add, present items', 'add_many present, scalar']) {
         my ($single, $batch) = @$pair;
         my $x = $ratio->{$single} / $ratio->{$batch};
-        $speedup{$label}{$single} = $x;
         printf "%-30s %8.2fx %8s\n", $single, $x, '>= 3';
     }
-    undef $big;
     restore_thp();
 }
+undef $big;
 
 print "\n", load_line('at end');
 print load_verdict(1);

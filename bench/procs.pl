@@ -34,6 +34,7 @@ use BenchUtil qw(
 );
 use Data::BloomFilter::Shared;
 
+$| = 1;    # progress is visible when the output goes to a file
 my $CLASS = 'Data::BloomFilter::Shared';
 
 GetOptions('quick' => \my $quick)
