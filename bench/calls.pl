@@ -3,7 +3,7 @@
 # contains_many batch, as a ratio to a bare XS accessor call ($f->bits on
 # the same object, timed in the same run, in the same loop shape).
 #
-#   perl -Mblib bench/calls.pl [--quick]
+#   perl -Mblib bench/calls.pl [--quick] [--nice N]
 #
 # Two filters: a cache-resident one (capacity 100_000 at 0.01: 128 KiB of
 # bits) and a 256 MiB one (capacity 200_000_000 at 0.01: 2**31 bits), each
@@ -30,15 +30,15 @@ use POSIX ();
 
 use BenchUtil qw(
     keys_for batches_of fill now cpu_now median spread load_line load_verdict machine
-    human_bytes thp_setting thp_set shmem_huge_mib note
+    nice_line human_bytes thp_setting thp_set shmem_huge_mib note
 );
 use Data::BloomFilter::Shared;
 
 $| = 1;    # progress is visible when the output goes to a file
 my $CLASS = 'Data::BloomFilter::Shared';
 
-GetOptions('quick' => \my $quick)
-    or die "usage: perl -Mblib bench/calls.pl [--quick]\n";
+GetOptions('quick' => \my $quick, 'nice=i' => \my $nice)
+    or die "usage: perl -Mblib bench/calls.pl [--quick] [--nice N]\n";
 
 my $N          = $quick ? 20_000 : 100_000;    # keys per timed row
 my $REPS       = $quick ? 3      : 5;
@@ -87,6 +87,7 @@ sub restore_thp {
 my $started = POSIX::strftime('%Y-%m-%d %H:%M:%S %Z', localtime);
 print "# bench/calls.pl", ($quick ? ' --quick' : ''), "  $started\n";
 print "# ", machine(), "\n";
+print nice_line($nice);
 print load_line('at start');
 print "# $N keys per row, median of $REPS runs; batches of $BATCH items\n";
 print "# spread = (slowest - fastest) / median over the runs\n";

@@ -5,6 +5,7 @@
 #                              copy both to bench/sweep.dat and bench/sweep.png
 #   bench/plot.sh --quick      a shorter sweep; leaves bench/out/ only
 #   bench/plot.sh --plot-only  redraw from the existing bench/out/sweep.dat
+#   other arguments go to bench/sweep.pl (e.g. --nice=-10)
 #
 # Run from the top of a built tree (perl Makefile.PL && make). Needs gnuplot
 # (Debian: gnuplot-nox).
@@ -16,18 +17,20 @@ dat=bench/out/sweep.dat
 png=bench/out/sweep.png
 
 mode=full
-case "${1:-}" in
-  --quick) mode=quick ;;
-  --plot-only) mode=plot ;;
-  '') ;;
-  *) echo "usage: bench/plot.sh [--quick | --plot-only]" >&2; exit 2 ;;
-esac
+args=
+for a in "$@"; do
+  case $a in
+    --quick) mode=quick ;;
+    --plot-only) mode=plot ;;
+    *) args="$args $a" ;;
+  esac
+done
 
 command -v gnuplot >/dev/null || { echo "gnuplot is not installed" >&2; exit 1; }
 
 case $mode in
-  full) perl -Mblib bench/sweep.pl --out "$dat" ;;
-  quick) perl -Mblib bench/sweep.pl --quick --out "$dat" ;;
+  full) perl -Mblib bench/sweep.pl $args --out "$dat" ;;
+  quick) perl -Mblib bench/sweep.pl --quick $args --out "$dat" ;;
 esac
 
 # Cache sizes and the run's description, from the data file's comments.

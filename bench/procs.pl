@@ -2,7 +2,7 @@
 # One process against two on one anonymous filter: aggregate throughput of
 # two processes divided by that of one, measured in the same run.
 #
-#   perl -Mblib bench/procs.pl [--quick]
+#   perl -Mblib bench/procs.pl [--quick] [--nice N]
 #
 # Filter: capacity 10_000_000 at 0.01 (2**27 bits, 16 MiB). Workloads:
 #   add       disjoint new items (each worker its own keys) into an empty filter
@@ -30,15 +30,15 @@ use Getopt::Long;
 use POSIX ();
 
 use BenchUtil qw(
-    keys_for batches_of fill now cpu_now median load_line load_verdict machine note
+    keys_for batches_of fill now cpu_now median load_line load_verdict machine nice_line note
 );
 use Data::BloomFilter::Shared;
 
 $| = 1;    # progress is visible when the output goes to a file
 my $CLASS = 'Data::BloomFilter::Shared';
 
-GetOptions('quick' => \my $quick)
-    or die "usage: perl -Mblib bench/procs.pl [--quick]\n";
+GetOptions('quick' => \my $quick, 'nice=i' => \my $nice)
+    or die "usage: perl -Mblib bench/procs.pl [--quick] [--nice N]\n";
 
 my $CAP      = 10_000_000;
 my $PREFILL  = 5_000_000;
@@ -46,12 +46,13 @@ my $RUNS     = 3;
 my $DURATION = $quick ? 0.3 : 1.0;     # seconds per run, at most
 my $BATCH    = 1000;
 my $K_QUERY  = $quick ? 200_000 : 1_000_000;    # query keys per worker, reused
-my $K_NEW    = $quick ? 400_000 : 2_000_000;    # new keys per worker, used once
+my $K_NEW    = $quick ? 1_000_000 : 4_000_000;   # new keys per worker, used once
 my $NPROCS   = 2;
 
 my $started = POSIX::strftime('%Y-%m-%d %H:%M:%S %Z', localtime);
 print "# bench/procs.pl", ($quick ? ' --quick' : ''), "  $started\n";
 print "# ", machine(), "\n";
+print nice_line($nice);
 print load_line('at start');
 print "# filter: capacity $CAP, fp 0.01; $RUNS runs per configuration, median;",
     " at most $DURATION s per run\n";
@@ -219,7 +220,7 @@ sub run_config {
     }
     close $_ for $ready_w, $go_r, $res_w;
     for (1 .. $nproc) {
-        sysread($ready_r, my $buf, 1) == 1 or die "a worker died before the start\n";
+        (sysread($ready_r, my $buf, 1) // 0) == 1 or die "a worker died before the start\n";
     }
     close $go_w;    # go
     my @res = map { [ split ' ' ] } <$res_r>;
@@ -247,17 +248,18 @@ for my $wl (@WORKLOADS) {
     for my $mode (qw(single batch)) {
         note("$wl->{name}, $mode: calibrating...");
         # Long enough to count well, short enough that no worker runs out of
-        # new keys (a two-process worker is never faster than one alone).
+        # new keys (a two-process worker is never faster than one alone; the
+        # margin is for a one-process run that finds the machine quieter).
         my $cal = run_config($wl, $mode, 1, $DURATION / 4);
         my $duration = $DURATION;
         if ($wl->{new_share}) {
-            my $max = 0.7 * $K_NEW / $wl->{new_share} / $cal->{rate};
+            my $max = 0.5 * $K_NEW / $wl->{new_share} / $cal->{rate};
             $duration = $max if $max < $duration;
         }
         my (%rate, %cpu_rate, %cpu, $out);
         for my $run (1 .. $RUNS) {
             for my $n (1, $NPROCS) {
-                note("$wl->{name}, $mode: run $run, $n process(es), $duration s");
+                note(sprintf "%s, %s: run %d, %d process(es), %.2f s", $wl->{name}, $mode, $run, $n, $duration);
                 my $r = run_config($wl, $mode, $n, $duration);
                 push @{ $rate{$n} }, $r->{rate};
                 push @{ $cpu_rate{$n} }, $r->{cpu_rate};

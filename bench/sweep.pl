@@ -5,7 +5,7 @@
 # the bare accessor call $f->bits as the baseline of the same run) and
 # prints the same figures as ratios to that baseline.
 #
-#   perl -Mblib bench/sweep.pl [--quick] [--out FILE]
+#   perl -Mblib bench/sweep.pl [--quick] [--nice N] [--out FILE]
 #
 # Sizes double (x4 with --quick, up to 16 MiB). Fill: m*ln2/k items, which
 # sets about half the bits. Rows, as in bench/calls.pl: contains of present
@@ -23,7 +23,7 @@ use POSIX ();
 
 use BenchUtil qw(
     keys_for batches_of now cpu_now median load_line load_verdict machine
-    human_bytes thp_setting note
+    nice_line human_bytes thp_setting note
 );
 use Data::BloomFilter::Shared;
 
@@ -31,8 +31,8 @@ $| = 1;    # progress is visible when the output goes to a file
 my $CLASS = 'Data::BloomFilter::Shared';
 
 my $out = "$FindBin::Bin/out/sweep.dat";
-GetOptions('quick' => \my $quick, 'out=s' => \$out)
-    or die "usage: perl -Mblib bench/sweep.pl [--quick] [--out FILE]\n";
+GetOptions('quick' => \my $quick, 'nice=i' => \my $nice, 'out=s' => \$out)
+    or die "usage: perl -Mblib bench/sweep.pl [--quick] [--nice N] [--out FILE]\n";
 
 my $N     = $quick ? 20_000 : 100_000;
 my $REPS  = $quick ? 3 : 5;
@@ -64,6 +64,7 @@ my $started = POSIX::strftime('%Y-%m-%d %H:%M:%S %Z', localtime);
 my @head = (
     "bench/sweep.pl" . ($quick ? ' --quick' : '') . "  $started",
     machine(),
+    nice_line($nice) =~ s/^# //r =~ s/\n//r,
     'shmem_enabled (transparent huge pages for shared memory): ['
         . (thp_setting() // 'unknown') . ']',
     "$N items per row, median of $REPS runs, CPU time; batches of $BATCH (scalar context)",
