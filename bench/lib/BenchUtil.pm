@@ -76,6 +76,9 @@ sub loadavg {
 
 sub load1 { (split ' ', loadavg())[0] }
 
+# Set by nice_line when it raised the session's autogroup priority.
+my ($autogroup_old, $autogroup_owner);
+
 # A "# load average WHEN: ..." line; remembers the highest 1-minute figure.
 my $max_load = 0;
 
@@ -89,15 +92,19 @@ sub load_line {
 
 # The closing verdict on the load: the benchmark itself accounts for $own
 # (the processes it keeps busy); more than half a core beyond that means
-# other work shared the machine and the figures deserve a second run.
+# other work shared the machine. Under --nice the benchmark ran ahead of it,
+# and the CPU share lines tell how much it was still disturbed.
 sub load_verdict {
     my ($own) = @_;
     my $limit = $own + 0.5;
-    return $max_load > $limit
-        ? "# WARNING: the 1-minute load average reached $max_load (this benchmark"
-          . " accounts for about $own): other work shared the CPUs; re-run when quiet\n"
-        : "# the 1-minute load average stayed at or below $max_load"
-          . " (this benchmark accounts for about $own)\n";
+    my $with = "this benchmark accounts for about $own";
+    return "# the 1-minute load average stayed at or below $max_load ($with)\n"
+        if $max_load <= $limit;
+    return "# the 1-minute load average reached $max_load ($with): other work ran"
+        . " too; the benchmark had priority (--nice): see the CPU share lines\n"
+        if defined $autogroup_old;
+    return "# WARNING: the 1-minute load average reached $max_load ($with):"
+        . " other work shared the CPUs; re-run when quiet, or with --nice=-10 as root\n";
 }
 
 sub _first_line {
@@ -165,7 +172,6 @@ sub shmem_huge_mib {
 # nice only counts inside its own, so the session's autogroup gets the same
 # priority, given back at exit. Returns the header line either way.
 my $autogroup_path = '/proc/self/autogroup';
-my ($autogroup_old, $autogroup_owner);
 END { autogroup_set($autogroup_old) if defined $autogroup_old && $$ == $autogroup_owner }
 
 sub autogroup_nice {
