@@ -104,6 +104,7 @@ for (my $i = 0; $i < $maxcap; $i += 10_000) {
 printf "# filled with add_many in batches of 10000 in %.0f s\n", now() - $t0;
 
 my @data;
+my ($cpu, $wall) = (0, 0);
 printf "\n%10s %10s %9s %9s %9s %9s   (x accessor)\n", 'bits', 'accessor',
     map { $_->[0] } @rows;
 for my $m (@bits) {
@@ -151,9 +152,13 @@ for my $m (@bits) {
     for my $rep (1 .. $REPS) {
         for my $name (qw(accessor contains add contains_many add_many)) {
             my $ctx = $name =~ /^add/ ? $copies->() : undef;
+            my $w0 = now();
             my $t0 = cpu_now();
             $run{$name}->($ctx);
-            push @{ $ns{$name} }, (cpu_now() - $t0) * 1e9 / $N;
+            my $dt = cpu_now() - $t0;
+            $wall += now() - $w0;
+            $cpu += $dt;
+            push @{ $ns{$name} }, $dt * 1e9 / $N;
         }
     }
     my %med = map { $_ => median(@{ $ns{$_} }) } keys %ns;
@@ -162,7 +167,8 @@ for my $m (@bits) {
         human_bytes($m / 8), $med{accessor},
         (map { $med{ $_->[0] } / $med{accessor} } @rows), $f->fill_ratio;
 }
-print "\n", load_line('at end'), load_verdict(1);
+printf "\n# CPU share while timing: %.0f%% of the wall time\n", 100 * $cpu / $wall;
+print load_line('at end'), load_verdict(1);
 
 open my $fh, '>', $out or die "$out: $!\n";
 print {$fh} "# $_\n" for @head;
