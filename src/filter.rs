@@ -683,6 +683,17 @@ impl Drop for Filter {
 mod tests {
     use super::*;
 
+    /// The indexes of the set bits, in order.
+    fn set_positions(f: &Filter) -> Vec<u64> {
+        let mut set = vec![];
+        let mut i = 0u64;
+        f.for_each_word(|w| {
+            set.extend((0..64).filter(|b| w >> b & 1 == 1).map(|b| i * 64 + b));
+            i += 1;
+        });
+        set
+    }
+
     fn anon(cap: u64, rate: f64) -> Filter {
         Filter::new_anonymous(cap, rate, Options::default()).unwrap()
     }
@@ -696,17 +707,7 @@ mod tests {
         assert!(!f.add(b"hello").unwrap());
         assert!(f.contains(b"hello"));
         // The exact positions computed independently in hashing's tests.
-        let mut set = vec![];
-        let mut i = 0u64;
-        f.for_each_word(|w| {
-            for b in 0..64 {
-                if w >> b & 1 == 1 {
-                    set.push(i * 64 + b);
-                }
-            }
-            i += 1;
-        });
-        assert_eq!(set, [12050, 12435, 12820, 13205, 13590, 13975, 14360]);
+        assert_eq!(set_positions(&f), [12050, 12435, 12820, 13205, 13590, 13975, 14360]);
         assert_eq!(f.bits_set(), 7);
         assert_eq!(f.count(), 1);
         assert_eq!(f.ops(), 2);
@@ -810,16 +811,6 @@ mod tests {
     fn seeded_filter_uses_other_positions() {
         let a = Filter::new_anonymous(1000, 0.01, Options { mode: 0, seed: 42 }).unwrap();
         a.add(b"hello").unwrap();
-        let mut set = vec![];
-        let mut i = 0u64;
-        a.for_each_word(|w| {
-            for b in 0..64 {
-                if w >> b & 1 == 1 {
-                    set.push(i * 64 + b);
-                }
-            }
-            i += 1;
-        });
-        assert_eq!(set, [6220, 6714, 7208, 7702, 14659, 15153, 15647]);
+        assert_eq!(set_positions(&a), [6220, 6714, 7208, 7702, 14659, 15153, 15647]);
     }
 }

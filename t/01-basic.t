@@ -2,21 +2,9 @@
 use strict;
 use warnings;
 use Test::More;
-use POSIX ();
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
-
-sub geom {
-    my ($n, $p) = @_;
-    my $k = POSIX::lround(-POSIX::log2($p));
-    $k = 1 if $k < 1;
-    $k = 32 if $k > 32;
-    my $raw = POSIX::ceil($n * $k / log(2));
-    my $m = 64;
-    $m *= 2 while $m < $raw;
-    return ($k, $m);
-}
 
 sub expected_count {
     my ($f) = @_;

@@ -9,7 +9,7 @@ use Test::More;
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child child_status_text);
+use BFTest qw(in_child child_status_text slurp spew);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -29,17 +29,6 @@ my $good = slurp($good_path);
 my $total = length $good;
 cmp_ok($total, '>', 4096, "a valid filter file ($total bytes)");
 
-sub slurp {
-    open(my $fh, '<:raw', $_[0]) or die "$_[0]: $!";
-    local $/;
-    return scalar <$fh>;
-}
-sub spew {
-    my ($path, $bytes) = @_;
-    open(my $fh, '>:raw', $path) or die "$path: $!";
-    print $fh $bytes;
-    close $fh or die;
-}
 
 # Open $path with $ctor in a child. Returns (result hash, what happened).
 sub try_open {

@@ -17,7 +17,7 @@ use POSIX ();
 use Socket qw(AF_UNIX SOCK_STREAM PF_UNSPEC);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child child_status_text);
+use BFTest qw(in_child child_status_text slurp spew);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -31,17 +31,6 @@ my %OFF = (k => 20, m => 24, capacity => 32, total => 56, slots_off => 64,
 my $CONTROL_END = 331776;
 my $FLIP_BYTES = 1024;
 
-sub slurp {
-    open(my $fh, '<:raw', $_[0]) or die "$_[0]: $!";
-    local $/;
-    return scalar <$fh>;
-}
-sub spew {
-    my ($path, $bytes) = @_;
-    open(my $fh, '>:raw', $path) or die "$path: $!";
-    print $fh $bytes;
-    close $fh or die "$path: $!";
-}
 # Overwrite in place (no truncation: the size of the file stays the same).
 sub poke {
     my ($path, $off, $bytes) = @_;

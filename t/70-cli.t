@@ -8,7 +8,7 @@ use File::Temp qw(tempdir);
 use FindBin ();
 use IPC::Open2 ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(perl5lib);
+use BFTest qw(perl5lib slurp);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -29,12 +29,6 @@ $ENV{PATH} = "$dir/bin:$ENV{PATH}";
 $ENV{PERL5LIB} = perl5lib();
 chdir $dir or die "chdir: $!";
 
-sub slurp {
-    my ($file) = @_;
-    open(my $fh, '<:raw', $file) or die "$file: $!";
-    local $/;
-    return scalar <$fh>;
-}
 
 # sh -c $cmd with stdout and stderr in files: (exit code, stdout, stderr).
 sub run {

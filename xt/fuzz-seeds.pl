@@ -7,23 +7,14 @@ use warnings;
 use File::Temp qw(tempdir);
 use File::Path qw(make_path);
 use Data::BloomFilter::Shared;
+use lib 't/lib';
+use BFTest qw(slurp spew);
 
 my $C = 'Data::BloomFilter::Shared';
 my $dir = tempdir(CLEANUP => 1);
 my $out = 'tests/corpus';
 make_path("$out/$_") for qw(decode serial open);
 
-sub slurp {
-    open(my $fh, '<:raw', $_[0]) or die "$_[0]: $!";
-    local $/;
-    return scalar <$fh>;
-}
-sub spew {
-    my ($path, $bytes) = @_;
-    open(my $fh, '>:raw', $path) or die "$path: $!";
-    print $fh $bytes;
-    close $fh or die "$path: $!";
-}
 
 my @filters = (
     [small    => 10,         0.5,  0],

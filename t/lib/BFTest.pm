@@ -8,7 +8,22 @@ use Time::HiRes qw(time sleep);
 use IO::Select ();
 use Exporter 'import';
 
-our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib);
+our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew);
+
+# A whole file's bytes; write bytes to a file.
+sub slurp {
+    my ($path) = @_;
+    open(my $fh, '<:raw', $path) or die "$path: $!";
+    local $/;
+    return scalar <$fh>;
+}
+
+sub spew {
+    my ($path, $bytes) = @_;
+    open(my $fh, '>:raw', $path) or die "$path: $!";
+    print $fh $bytes;
+    close $fh or die "$path: $!";
+}
 
 my %live;    # pid => 1 for children not yet reaped
 my $ORIG_PID = $$;
