@@ -30,7 +30,7 @@ use POSIX ();
 
 use BenchUtil qw(
     keys_for batches_of fill now cpu_now median spread load_line load_verdict machine
-    nice_line human_bytes thp_setting thp_set shmem_huge_mib note
+    nice_line human_bytes thp_setting thp_set shmem_huge_mib note warm_copies
 );
 use Data::BloomFilter::Shared;
 
@@ -187,16 +187,7 @@ print "# add-new rows: the $N new keys go $N/$SNAPSHOTS each into $SNAPSHOTS",
     my $per = int($N / $SNAPSHOTS);
     my @chunks  = map { [ @$new[ $_ * $per .. ($_ + 1) * $per - 1 ] ] } 0 .. $SNAPSHOTS - 1;
     my @bchunks = map { batches_of($_, $BATCH) } @chunks;
-    my $copies = sub {
-        return [ map {
-            my $g = $CLASS->new(undef, $SMALL_CAP, 0.01);
-            $g->merge($small);
-            # Claims this process's slot and touches most pages of the
-            # add stripes, so that no first-touch fault lands in the timing.
-            $g->add_many($warm);
-            $g;
-        } 1 .. $SNAPSHOTS ];
-    };
+    my $copies = sub { warm_copies($small, $SMALL_CAP, $SNAPSHOTS, $warm) };
     my $rows = rows_for($small,
         single => { setup => $copies, run => sub {
             my ($gs) = @_;

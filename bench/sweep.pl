@@ -23,7 +23,7 @@ use POSIX ();
 
 use BenchUtil qw(
     keys_for batches_of now cpu_now median load_line load_verdict machine
-    nice_line human_bytes thp_setting note
+    nice_line human_bytes thp_setting note warm_copies
 );
 use Data::BloomFilter::Shared;
 
@@ -118,16 +118,7 @@ for my $m (@bits) {
     my @chunks  = map { [ grep defined, @$new[ $_ * $per .. ($_ + 1) * $per - 1 ] ] }
         0 .. $ncopies - 1;
     my @bchunks = map { batches_of($_, $BATCH) } @chunks;
-    my $copies = sub {
-        return [ map {
-            my $g = $CLASS->new(undef, $cap, 0.01);
-            $g->merge($f);
-            # Claims this process's slot and touches most pages of the
-            # add stripes, so that no first-touch fault lands in the timing.
-            $g->add_many($warm);
-            $g;
-        } 1 .. $ncopies ];
-    };
+    my $copies = sub { warm_copies($f, $cap, $ncopies, $warm) };
 
     my %run = (
         accessor => sub { for my $k (@$hit) { $f->bits } },

@@ -13,6 +13,7 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(
     keys_for batches_of fill now cpu_now median spread loadavg load1 load_line load_verdict machine
     nice_line human_bytes thp_path thp_setting thp_set shmem_huge_mib note
+    warm_copies
 );
 
 # Every key is a one-letter prefix and a 16-digit number: 17 bytes, so that
@@ -27,6 +28,19 @@ sub keys_for {
 }
 
 # The keys of $keys in array refs of $size (pre-built: no slicing while timed).
+# $n fresh copies of filter $source (capacity $cap, rate 0.01), each with
+# this process's slot claimed and most pages of the add stripes touched by
+# adding the items of @$warm, so that no first-touch fault lands in a timing.
+sub warm_copies {
+    my ($source, $cap, $n, $warm) = @_;
+    return [ map {
+        my $g = ref($source)->new(undef, $cap, 0.01);
+        $g->merge($source);
+        $g->add_many($warm);
+        $g;
+    } 1 .. $n ];
+}
+
 sub batches_of {
     my ($keys, $size) = @_;
     my @b;
