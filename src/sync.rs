@@ -42,6 +42,8 @@ const CLAIM_PENDING: u64 = 1 << 63;
 /// A dead owner is detected after at most about this long (plus a `/proc`
 /// read), far inside the 1 s the crash contract allows.
 const WAIT_SLICE: Duration = Duration::from_millis(20);
+/// How often a stripe waiter re-reads the stripe once it stops spinning.
+const POLL: Duration = Duration::from_micros(50);
 
 /// The header's control line: written only by exclusive operations and by
 /// waiters announcing themselves.
@@ -386,15 +388,14 @@ impl<'a> Shared<'a> {
         }
     }
 
-    /// Release stripe `s`.
+    /// Release stripe `s`: a plain store, no read-modify-write. Stripe
+    /// waiters poll (`wait_word`) rather than sleep on the futex, since a
+    /// stripe is held for about a hundred nanoseconds.
     #[inline]
     pub fn end_add(&self, s: usize) {
-        let stripe = &self.stripes[s].word;
         // Release: our bit writes happen-before the next taker's Acquire
         // (the next adder of the same item, or an exclusive drain).
-        if stripe.swap(0, Ordering::Release) & WAITERS != 0 {
-            futex_wake(stripe);
-        }
+        self.stripes[s].word.store(0, Ordering::Release);
     }
 
     /// Mark this slot busy for a merge (all words, no stripe). False if frozen.
@@ -431,21 +432,21 @@ impl<'a> Shared<'a> {
         }
     }
 
-    /// Wait until a lock word no longer holds `held`; clear it if its owner
-    /// died.
+    /// Wait until a stripe no longer holds `held`; clear it if its owner
+    /// died. Polls: releasers store 0 without looking for waiters.
     #[cold]
     #[inline(never)]
-    fn wait_word(&self, word: &AtomicU32, mut held: u32) {
+    fn wait_word(&self, word: &AtomicU32, held: u32) {
         // A stripe is held for a few hundred nanoseconds: spin first, then
-        // yield (the owner may be preempted), then sleep.
+        // yield (the owner may be preempted), then poll with short sleeps,
+        // checking the owner's liveness every WAIT_SLICE.
         for i in 0..200u32 {
             if i < 100 {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
             }
-            held = word.load(Ordering::Relaxed);
-            if held == 0 {
+            if word.load(Ordering::Relaxed) != held {
                 return;
             }
         }
@@ -453,27 +454,15 @@ impl<'a> Shared<'a> {
             if self.owner_dead(held) {
                 // AcqRel: Acquire pairs with whatever the dead owner managed
                 // to publish; Release hands the cleared word to the next taker.
-                if word
-                    .compare_exchange(held, 0, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    futex_wake(word);
+                let _ = word.compare_exchange(held, 0, Ordering::AcqRel, Ordering::Relaxed);
+                return;
+            }
+            let polls = (WAIT_SLICE.as_micros() / POLL.as_micros()) as u32;
+            for _ in 0..polls {
+                std::thread::sleep(POLL);
+                if word.load(Ordering::Relaxed) != held {
+                    return;
                 }
-                return;
-            }
-            // Announce ourselves, then sleep while the value is unchanged.
-            let want = held | WAITERS;
-            if held & WAITERS == 0
-                && word
-                    .compare_exchange(held, want, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_err()
-            {
-                return; // changed: re-check from the top
-            }
-            futex_wait(word, want, WAIT_SLICE);
-            held = word.load(Ordering::Relaxed);
-            if held == 0 || held & !WAITERS != want & !WAITERS {
-                return;
             }
         }
     }
