@@ -19,10 +19,12 @@
 //! slot's claim generation. A token whose slot has since been released or
 //! re-claimed, or whose process is gone, a zombie, or a different process with
 //! a recycled PID (the slot records the process start time), belongs to a dead
-//! owner, and any waiter may clear it. Waiters sleep on the non-private futex
-//! (the words live in a `MAP_SHARED` mapping used by several processes) with
-//! a short timeout and re-check the owner's liveness at each timeout, which
-//! bounds the stall a `SIGKILL`ed owner causes.
+//! owner, and any waiter may clear it. Waiters for the exclusive word sleep on
+//! the non-private futex (the words live in a `MAP_SHARED` mapping used by
+//! several processes); stripe waiters, whose owners hold a stripe for about a
+//! hundred nanoseconds, spin and then poll. Both re-check the owner's
+//! liveness every `WAIT_SLICE`, which bounds the stall a `SIGKILL`ed owner
+//! causes.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
