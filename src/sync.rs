@@ -488,18 +488,25 @@ impl<'a> Shared<'a> {
                 }
                 return;
             }
-            let want = cur | WAITERS;
-            if cur & WAITERS == 0
-                && excl
-                    .compare_exchange(cur, want, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_err()
-            {
-                cur = excl.load(Ordering::Relaxed);
-                continue;
-            }
-            futex_wait(excl, want, WAIT_SLICE);
+            self.sleep_on_excl(cur);
             cur = excl.load(Ordering::Acquire);
         }
+    }
+
+    /// Mark the exclusive word (holding `cur`) as waited on, so its releaser
+    /// wakes us, and sleep at most WAIT_SLICE. Returns at once if the word
+    /// changed meanwhile; every caller re-reads it.
+    fn sleep_on_excl(&self, cur: u32) {
+        let excl = &self.ctl.excl;
+        let want = cur | WAITERS;
+        if cur & WAITERS == 0
+            && excl
+                .compare_exchange(cur, want, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        futex_wait(excl, want, WAIT_SLICE);
     }
 
     // ------------------------------------------------------------ exclusive
@@ -518,15 +525,7 @@ impl<'a> Shared<'a> {
                         }
                         continue;
                     }
-                    let want = cur | WAITERS;
-                    if cur & WAITERS == 0
-                        && excl
-                            .compare_exchange(cur, want, Ordering::Relaxed, Ordering::Relaxed)
-                            .is_err()
-                    {
-                        continue;
-                    }
-                    futex_wait(excl, want, WAIT_SLICE);
+                    self.sleep_on_excl(cur);
                 }
             }
         }
