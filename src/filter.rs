@@ -259,15 +259,7 @@ impl Filter {
 
     #[inline(always)]
     fn all_set(&self, h: &ItemHash) -> bool {
-        for i in 0..self.geometry.k {
-            let idx = h.probe(i, self.mask);
-            // Relaxed: a query is a snapshot of independent bits; ordering
-            // against exclusive operations is the epoch's job.
-            if self.word((idx >> 6) as usize).load(Ordering::Relaxed) & (1 << (idx & 63)) == 0 {
-                return false;
-            }
-        }
-        true
+        (0..self.geometry.k).all(|i| self.probe_set(h, i))
     }
 
     /// Set the item's bits; true if any was 0 before (caller holds its stripe).
@@ -346,6 +338,8 @@ impl Filter {
     #[inline(always)]
     fn probe_set(&self, h: &ItemHash, i: u32) -> bool {
         let idx = h.probe(i, self.mask);
+        // Relaxed: a query is a snapshot of independent bits; ordering
+        // against exclusive operations is the epoch's job.
         self.word((idx >> 6) as usize).load(Ordering::Relaxed) & (1 << (idx & 63)) != 0
     }
 
