@@ -257,27 +257,40 @@ impl Filter {
 
     // ------------------------------------------------------------ items
 
+    /// Whether every probe bit of an item is set. No early exit: the k
+    /// loads are independent and go out together, and no branch depends on
+    /// a bit (in a half-full filter each such branch is a coin toss, and a
+    /// mispredicted one costs more than the loads it would save).
     #[inline(always)]
     fn all_set(&self, h: &ItemHash) -> bool {
-        (0..self.geometry.k).all(|i| self.probe_set(h, i))
+        let mut all = 1u64;
+        for i in 0..self.geometry.k {
+            all &= self.bit(h.probe(i, self.mask));
+        }
+        all != 0
     }
 
-    /// Set the item's bits; true if any was 0 before (caller holds its stripe).
+    /// The item's probe bits that are 0, as bit indexes in `out`; returns
+    /// how many. Branch-free like `all_set`.
     #[inline(always)]
-    fn set_bits(&self, h: &ItemHash) -> bool {
-        let mut new = false;
-        for i in 0..self.geometry.k {
+    fn zero_probes(&self, h: &ItemHash, out: &mut [u64; geometry::MAX_K as usize]) -> usize {
+        let mut n = 0;
+        for i in 0..self.geometry.k.min(geometry::MAX_K) {
             let idx = h.probe(i, self.mask);
-            let w = self.word((idx >> 6) as usize);
-            let bit = 1u64 << (idx & 63);
-            // Relaxed load first: a bit already set needs no RMW (and no
-            // cache-line ownership). Relaxed fetch_or: the stripe's Release
-            // publishes the bits to the next taker.
-            if w.load(Ordering::Relaxed) & bit == 0 && w.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
-                new = true;
-            }
+            out[n] = idx;
+            n += (self.bit(idx) ^ 1) as usize;
         }
-        new
+        n
+    }
+
+    /// Set the bits listed by `zero_probes` (the caller holds the stripe).
+    #[inline(always)]
+    fn set_bits(&self, idx: &[u64]) {
+        for &i in idx {
+            // Relaxed: the stripe's Release store publishes the bits to the
+            // next taker; queries need no ordering among independent bits.
+            self.word((i >> 6) as usize).fetch_or(1 << (i & 63), Ordering::Relaxed);
+        }
     }
 
     #[inline(always)]
@@ -304,9 +317,15 @@ impl Filter {
         if !sh.begin_add(s, c) {
             return Err(Error::frozen());
         }
-        let new = self.set_bits(h);
+        // Under the stripe no other adder of this item runs, and the CAS's
+        // Acquire made an earlier one's bits visible: the item is new exactly
+        // when one of its bits is 0 now. Only those bits get an atomic OR (a
+        // set bit needs no read-modify-write and no cache-line ownership).
+        let mut zeros = [0u64; geometry::MAX_K as usize];
+        let n = self.zero_probes(h, &mut zeros);
+        self.set_bits(&zeros[..n]);
         sh.end_add(s);
-        Ok(new)
+        Ok(n != 0)
     }
 
     /// Add an item: true if it was probably new (some bit was 0).
@@ -337,10 +356,15 @@ impl Filter {
     /// Whether probe `i` of an item hits a set bit.
     #[inline(always)]
     fn probe_set(&self, h: &ItemHash, i: u32) -> bool {
-        let idx = h.probe(i, self.mask);
+        self.bit(h.probe(i, self.mask)) != 0
+    }
+
+    /// Bit `idx` (already masked), as 0 or 1.
+    #[inline(always)]
+    fn bit(&self, idx: u64) -> u64 {
         // Relaxed: a query is a snapshot of independent bits; ordering
         // against exclusive operations is the epoch's job.
-        self.word((idx >> 6) as usize).load(Ordering::Relaxed) & (1 << (idx & 63)) != 0
+        (self.word((idx >> 6) as usize).load(Ordering::Relaxed) >> (idx & 63)) & 1
     }
 
     /// Run `f` over the items' hashes in order. On a filter larger than the

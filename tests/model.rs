@@ -37,8 +37,10 @@ struct State {
     pending: bool,
     bits: [bool; 2],
     pc: [u8; PROCS],
-    /// Adder: saw a zero bit and set it. Fast path: the epoch it read.
+    /// Adder: saw a zero bit under its stripe. Fast path: the epoch it read.
     new: [bool; PROCS],
+    /// Adder: which bits its loads found 0 (fast path: any of them).
+    zero: [[bool; 2]; PROCS],
     seen_epoch: [u8; PROCS],
     /// Recovering a dead exclusive owner (an adder does the takeover).
     dead: [bool; PROCS],
@@ -65,6 +67,7 @@ impl State {
             bits: [false; 2],
             pc: [0; PROCS],
             new: [false; PROCS],
+            zero: [[false; 2]; PROCS],
             seen_epoch: [0; PROCS],
             dead: [false; PROCS],
             invoked: [false; PROCS],
@@ -117,6 +120,9 @@ const A_WAIT_EXCL: u8 = 10;
 const A_RECOVER_DRAIN: u8 = 11;
 const A_RECOVER_CLEAR: u8 = 12;
 const A_RECOVER_RELEASE: u8 = 13;
+// Under the stripe: load both bits (no early exit), then OR only the zeros.
+const A_GATHER_B0: u8 = 14;
+const A_GATHER_B1: u8 = 15;
 
 /// Clearer program counters (lock_exclusive, drain, clear, drop).
 const C_TAKE: u8 = 0;
@@ -145,8 +151,18 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                     n.pc[p] = A_TAKE_STRIPE;
                 }
             }
-            A_FAST_B0 => n.pc[p] = if s.bits[0] { A_FAST_B1 } else { A_TAKE_STRIPE },
-            A_FAST_B1 => n.pc[p] = if s.bits[1] { A_FAST_RECHECK } else { A_TAKE_STRIPE },
+            // Both bits are loaded whatever the first one was (all_set).
+            A_FAST_B0 => {
+                n.zero[p][0] = !s.bits[0];
+                n.pc[p] = A_FAST_B1;
+            }
+            A_FAST_B1 => {
+                n.pc[p] = if s.zero[p][0] || !s.bits[1] {
+                    A_TAKE_STRIPE
+                } else {
+                    A_FAST_RECHECK
+                };
+            }
             A_FAST_RECHECK => {
                 if s.epoch == s.seen_epoch[p] {
                     n.respond(p, false);
@@ -164,12 +180,17 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                     return vec![]; // blocked
                 }
             }
-            A_LOAD_EXCL => n.pc[p] = if s.excl == 0 { A_SET_B0 } else { A_BACKOFF },
+            A_LOAD_EXCL => n.pc[p] = if s.excl == 0 { A_GATHER_B0 } else { A_BACKOFF },
+            A_GATHER_B0 | A_GATHER_B1 => {
+                let b = (s.pc[p] - A_GATHER_B0) as usize;
+                n.zero[p][b] = !s.bits[b];
+                n.new[p] |= !s.bits[b];
+                n.pc[p] = if b == 0 { A_GATHER_B1 } else { A_SET_B0 };
+            }
             A_SET_B0 | A_SET_B1 => {
                 let b = (s.pc[p] - A_SET_B0) as usize;
-                if !s.bits[b] {
+                if s.zero[p][b] {
                     n.bits[b] = true;
-                    n.new[p] = true;
                 }
                 n.pc[p] += 1;
             }
