@@ -270,6 +270,12 @@ impl Filter {
         all != 0
     }
 
+    /// `all_set` stopping at the first 0 bit.
+    #[inline(always)]
+    fn all_set_early(&self, h: &ItemHash) -> bool {
+        (0..self.geometry.k).all(|i| self.probe_set(h, i))
+    }
+
     /// The item's probe bits that are 0, as bit indexes in `out`; returns
     /// how many. Branch-free like `all_set`.
     #[inline(always)]
@@ -367,6 +373,12 @@ impl Filter {
         (self.word((idx >> 6) as usize).load(Ordering::Relaxed) >> (idx & 63)) & 1
     }
 
+    /// Whether a batch of `n` items goes through `pipelined`'s prefetching.
+    #[inline(always)]
+    fn pipelines(&self, n: usize) -> bool {
+        self.geometry.bytes() >= PIPELINE_MIN_BYTES && n >= 2 * DISTANCE && pipelining()
+    }
+
     /// Run `f` over the items' hashes in order. On a filter larger than the
     /// caches, a two-stage software pipeline hides the memory latency: item
     /// `i + 2*DISTANCE` is hashed and its first probe word prefetched; item
@@ -380,7 +392,7 @@ impl Filter {
         F: FnMut(usize, &ItemHash) -> Result<()>,
     {
         let n = items.len();
-        if self.geometry.bytes() < PIPELINE_MIN_BYTES || n < 2 * DISTANCE || !pipelining() {
+        if !self.pipelines(n) {
             for (i, item) in items.iter().enumerate() {
                 f(i, &hash_item(self.seed, item))?;
             }
@@ -442,8 +454,12 @@ impl Filter {
     /// Query many items; returns how many are present.
     pub fn contains_many(&self, items: &[&[u8]], mut results: Option<&mut [u8]>) -> u64 {
         let mut present = 0u64;
+        // Pipelined, an absent item's first zero bit usually ends it before
+        // its later words were fetched (only the first is prefetched when
+        // that bit is 0): stop at the first 0 rather than load them all.
+        let early = self.pipelines(items.len());
         let _ = self.pipelined(items, false, |i, h| {
-            let p = self.all_set(h);
+            let p = if early { self.all_set_early(h) } else { self.all_set(h) };
             present += p as u64;
             if let Some(r) = results.as_deref_mut() {
                 r[i] = p as u8;
