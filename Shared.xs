@@ -177,6 +177,73 @@ bfs_wrap(pTHX_ SV *klass, BfsFilter *h)
     return rv;
 }
 
+/* ---------------------------------------------------------------- call sites */
+
+/*
+ * The per-item methods (add, contains, add_many, contains_many) are called in
+ * tight loops, where the generic entersub costs more than the work: it opens
+ * and closes a scope (ENTER, SAVETMPS, LEAVE) and re-checks what a method call
+ * site never changes. On its first call from a call site, such a method swaps
+ * that site's entersub for bfs_pp_entersub (the technique of
+ * Class::XSAccessor), which calls the XSUB directly while the site keeps
+ * resolving to one of them, and gives the site back to the generic entersub
+ * for good the first time it resolves to anything else (another class's
+ * method, a Perl override in a subclass, a plain function call).
+ *
+ * What is skipped is safe for these XSUBs: they take their arguments from the
+ * stack of a method call (OPf_STACKED); any savestack entries they leave (the
+ * slow paths' buffers) are popped right after the call, as LEAVE would; the
+ * mortals they return live until the caller's next FREETMPS, as usual. Call
+ * sites compiled for the debugger (OPpENTERSUB_DB) are never swapped.
+ * Optrees are shared between ithreads: a site may be written by two threads
+ * at once, each storing the same pointer.
+ */
+static OP *(*bfs_generic_entersub)(pTHX);
+static XSUBADDR_t bfs_fast_xsubs[3];
+static UV bfs_swaps; /* sites swapped so far (for the tests; not exact under threads) */
+
+static bool
+bfs_fast_xsub(const CV *cv)
+{
+    return CvISXSUB(cv)
+        && (CvXSUB(cv) == bfs_fast_xsubs[0] || CvXSUB(cv) == bfs_fast_xsubs[1]
+            || CvXSUB(cv) == bfs_fast_xsubs[2]);
+}
+
+static OP *
+bfs_pp_entersub(pTHX)
+{
+    SV *sv = *PL_stack_sp; /* the method that method_named resolved */
+    if (LIKELY(SvTYPE(sv) == SVt_PVCV && bfs_fast_xsub((CV *)sv))) {
+        const I32 oldsave = PL_savestack_ix;
+        PL_stack_sp--;
+        CvXSUB((CV *)sv)(aTHX_ (CV *)sv);
+        LEAVE_SCOPE(oldsave);
+        return NORMAL;
+    }
+    PL_op->op_spare = 1; /* this site is not ours to speed up */
+    PL_op->op_ppaddr = bfs_generic_entersub;
+    return bfs_generic_entersub(aTHX);
+}
+
+/* At the top of each per-item method: swap the calling site's entersub. */
+#define BFS_SWAP_ENTERSUB() \
+    STMT_START { \
+        if (UNLIKELY(PL_op->op_ppaddr == bfs_generic_entersub)) \
+            bfs_swap_entersub(aTHX); \
+    } STMT_END
+
+static void
+bfs_swap_entersub(pTHX)
+{
+    OP *o = PL_op;
+    if (o->op_type == OP_ENTERSUB && !o->op_spare && (o->op_flags & OPf_STACKED)
+        && !(o->op_private & OPpENTERSUB_DB)) {
+        o->op_ppaddr = bfs_pp_entersub;
+        bfs_swaps++;
+    }
+}
+
 /* ---------------------------------------------------------------- items */
 
 /* Bytes of a UTF-8 flagged string: itself when ASCII, else a downgraded copy
@@ -365,6 +432,10 @@ BOOT:
 {
     MY_CXT_INIT;
     MY_CXT.stash = gv_stashpvs(BFS_CLASS, GV_ADD);
+    bfs_generic_entersub = PL_ppaddr[OP_ENTERSUB];
+    bfs_fast_xsubs[0] = CvXSUB(get_cv(BFS_CLASS "::add", GV_ADD));
+    bfs_fast_xsubs[1] = CvXSUB(get_cv(BFS_CLASS "::contains", GV_ADD));
+    bfs_fast_xsubs[2] = CvXSUB(get_cv(BFS_CLASS "::add_many", GV_ADD)); /* and its alias */
 }
 
 #ifdef USE_ITHREADS
@@ -494,6 +565,14 @@ _xs_deserialize(klass, bytes, path, mode)
         BFS_RETURN_ERROR(err[0] ? err : "cannot deserialize the filter");
     BFS_RETURN_OBJECT(klass, h);
 
+UV
+_entersub_swaps(...)
+  CODE:
+    PERL_UNUSED_VAR(items);
+    RETVAL = bfs_swaps;
+  OUTPUT:
+    RETVAL
+
 void
 DESTROY(self)
     SV *self
@@ -520,6 +599,7 @@ add(h, ...)
     BfsStatus st;
     char err[BFS_ERRBUF_LEN];
   CODE:
+    BFS_SWAP_ENTERSUB();
     if (UNLIKELY(items != 2))
         bfs_croak_usage(aTHX_ cv, "$filter->add($item)");
     item = ST(1);
@@ -547,6 +627,7 @@ contains(h, ...)
     const char *p;
     STRLEN len;
   CODE:
+    BFS_SWAP_ENTERSUB();
     if (UNLIKELY(items != 2))
         bfs_croak_usage(aTHX_ cv, "$filter->contains($item)");
     item = ST(1);
@@ -577,6 +658,7 @@ add_many(h, ...)
     BfsStatus st;
     char err[BFS_ERRBUF_LEN];
   PPCODE:
+    BFS_SWAP_ENTERSUB();
     if (UNLIKELY(items != 2))
         bfs_croak_usage(aTHX_ cv, ix ? "$filter->contains_many(\\@items)"
                                      : "$filter->add_many(\\@items)");
