@@ -381,6 +381,16 @@ bad one croaks naming its index, and then nothing was added.
 Tests every item of the array: in scalar context how many are present; in list
 context one 0/1 per item.
 
+These four methods are made for tight loops. The first time one of them is
+called from a given place in your code, it replaces Perl's generic sub-call
+step at that place with a direct call, which saves about a fifth of the cost
+of a call (the technique of L<Class::XSAccessor>). The place goes back to the
+generic step for good as soon as it calls anything else, such as another
+class's method or a Perl override in a subclass. Nothing else changes that you
+can observe, with one exception: a profiler loaded after the first call does
+not see calls from such places. Under the debugger (C<perl -d>) nothing is
+replaced.
+
 =head2 Combining and changing
 
 =head3 merge
