@@ -16,6 +16,10 @@
 # hit rows. Each row is timed $REPS times, the rows interleaved so that a
 # burst of load elsewhere hits all of them alike; the median is printed.
 # Nothing is subtracted: the baseline includes the loop, as every row does.
+# The baseline is a plain XSUB call through Perl's generic entersub; add,
+# contains, add_many and contains_many swap their call sites' entersub for a
+# direct call (see "call sites" in Shared.xs), which is part of what the
+# rows measure.
 # Times are the process's CPU time (CLOCK_PROCESS_CPUTIME_ID): on a machine
 # shared with other work, waiting for a CPU is not counted; each table shows
 # the share of the wall time this process had a CPU.
@@ -29,7 +33,7 @@ use Getopt::Long;
 use POSIX ();
 
 use BenchUtil qw(
-    keys_for batches_of fill now cpu_now median spread load_line load_verdict machine
+    keys_for keys_alike batches_of fill now cpu_now median spread load_line load_verdict machine
     nice_line human_bytes thp_setting thp_set shmem_huge_mib note warm_copies
 );
 use Data::BloomFilter::Shared;
@@ -92,8 +96,9 @@ print load_line('at start');
 print "# $N keys per row, median of $REPS runs; batches of $BATCH items\n";
 print "# spread = (slowest - fastest) / median over the runs\n";
 
-my $hit  = keys_for('f', 0, $N);    # present in both filters (filled first)
-my $miss = keys_for('m', 0, $N);    # never added anywhere
+# present in both filters (filled first); never added anywhere; new for the
+# small filter's add-new rows
+my ($hit, $miss, $new_small) = keys_alike([qw(f m n)], 0, $N);
 my $hitb  = batches_of($hit, $BATCH);
 my $warm  = keys_for('w', 0, 500);    # see the add-new rows
 my $missb = batches_of($miss, $BATCH);
@@ -183,7 +188,7 @@ print '# ', describe($small, $SMALL_CAP, $SMALL_CAP), "\n";
 print "# add-new rows: the $N new keys go $N/$SNAPSHOTS each into $SNAPSHOTS",
     " fresh copies of the filled filter (made untimed), so it stays about half full\n";
 {
-    my $new = keys_for('n', 0, $N);
+    my $new = $new_small;
     my $per = int($N / $SNAPSHOTS);
     my @chunks  = map { [ @$new[ $_ * $per .. ($_ + 1) * $per - 1 ] ] } 0 .. $SNAPSHOTS - 1;
     my @bchunks = map { batches_of($_, $BATCH) } @chunks;

@@ -22,7 +22,7 @@ use Getopt::Long;
 use POSIX ();
 
 use BenchUtil qw(
-    keys_for batches_of now cpu_now median load_line load_verdict machine
+    keys_for keys_alike batches_of now cpu_now median load_line load_verdict machine
     nice_line human_bytes thp_setting note warm_copies
 );
 use Data::BloomFilter::Shared;
@@ -40,10 +40,9 @@ my $BATCH = 1000;
 my $K     = 7;    # hashes at fp 0.01
 my @bits  = map { 2**$_ } $quick ? (19, 21, 23, 25, 27) : (19 .. 31);
 
-my $hit  = keys_for('f', 0, $N);
+my ($hit, $new) = keys_alike([qw(f n)], 0, $N);
 my $hitb = batches_of($hit, $BATCH);
 my $warm = keys_for('w', 0, 500);    # see the add-new rows
-my $new  = keys_for('n', 0, $N);
 
 sub caches {
     my @c;

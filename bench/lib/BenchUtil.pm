@@ -11,7 +11,7 @@ use POSIX ();
 use Time::HiRes ();
 
 our @EXPORT_OK = qw(
-    keys_for batches_of fill now cpu_now median spread loadavg load1 load_line load_verdict machine
+    keys_for keys_alike batches_of fill now cpu_now median spread loadavg load1 load_line load_verdict machine
     nice_line human_bytes thp_path thp_setting thp_set shmem_huge_mib note
     warm_copies
 );
@@ -25,6 +25,21 @@ sub keys_for {
     my ($prefix, $from, $n) = @_;
     my $s = $BASE + $from;
     return [ map { $prefix . $_ } $s .. $s + $n - 1 ];
+}
+
+# Several key sets of $n keys each (one per prefix), made in alternation so
+# that their scalars and strings lie alike in memory. Sets made one after the
+# other do not: the first, made on a fresh heap, is contiguous and streams
+# through the caches; a later one is scattered over reused memory, and its
+# rows came out 10-25% slower for that alone.
+sub keys_alike {
+    my ($prefixes, $from, $n) = @_;
+    my @sets = map { [] } @$prefixes;
+    my $s = $BASE + $from;
+    for my $i ($s .. $s + $n - 1) {
+        push @{ $sets[$_] }, $prefixes->[$_] . $i for 0 .. $#$prefixes;
+    }
+    return @sets;
 }
 
 # The keys of $keys in array refs of $size (pre-built: no slicing while timed).
