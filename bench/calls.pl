@@ -273,7 +273,7 @@ for my $i (0 .. $#thp_modes) {
 
     # Fresh new keys for each add-new row, run and setting (the copy for a
     # later setting holds the earlier setting's new keys).
-    my @new = map { keys_for('n', ($i * 3 * $REPS + $_) * $N, $N) } 0 .. 3 * $REPS - 1;
+    my @new = map { keys_for('n', ($i * 4 * $REPS + $_) * $N, $N) } 0 .. 4 * $REPS - 1;
     my @newb = map { $_ < $REPS ? undef : batches_of($new[$_], $BATCH) } 0 .. $#new;
     my $rows = rows_for($big,
         single => { run => sub {
@@ -289,19 +289,43 @@ for my $i (0 .. $#thp_modes) {
             for my $b (@{ $newb[ 2 * $REPS + $rep ] }) { my @r = $big->add_many($b) }
         } },
     );
+    # The same batches without the software pipeline (hashing ahead and
+    # prefetching): the library reads this variable on every batch.
+    my $unpiped = sub {
+        my ($code) = @_;
+        return sub {
+            local $ENV{BLOOMFILTER_SHARED_NO_PIPELINE} = 1;
+            $code->(@_);
+        };
+    };
+    push @$rows,
+        { name => 'add_many new, unpipelined', run => $unpiped->(sub {
+            my (undef, $rep) = @_;
+            for my $b (@{ $newb[ 3 * $REPS + $rep ] }) { my $n = $big->add_many($b) }
+        }) },
+        { name => 'add_many present, unpipelined', run => $unpiped->(sub {
+            for my $b (@$hitb) { my $n = $big->add_many($b) }
+        }) },
+        { name => 'contains_many hit, unpipelined', run => $unpiped->(sub {
+            for my $b (@$hitb) { my $n = $big->contains_many($b) }
+        }) },
+        { name => 'contains_many miss, unpipelined', run => $unpiped->(sub {
+            for my $b (@$missb) { my $n = $big->contains_many($b) }
+        }) };
     my $ns = run_rows($rows);
     my $ratio = print_table($rows, $ns, 0);
     print load_line('after');
 
     print "\n# 256 MiB filter [$setting]: loop of single calls / batch, per item (scalar context)\n";
-    printf "%-30s %9s %8s\n", 'method', 'speed-up', 'goal';
-    for my $pair (['contains, hit', 'contains_many hit, scalar'],
-                  ['contains, miss', 'contains_many miss, scalar'],
-                  ['add, new items', 'add_many new, scalar'],
-                  ['add, present items', 'add_many present, scalar']) {
+    printf "%-22s %12s %14s %8s\n", 'method', 'pipelined', 'unpipelined', 'goal';
+    for my $pair (['contains, hit', 'contains_many hit'],
+                  ['contains, miss', 'contains_many miss'],
+                  ['add, new items', 'add_many new'],
+                  ['add, present items', 'add_many present']) {
         my ($single, $batch) = @$pair;
-        my $x = $ratio->{$single} / $ratio->{$batch};
-        printf "%-30s %8.2fx %8s\n", $single, $x, '>= 3';
+        printf "%-22s %11.2fx %13.2fx %8s\n", $single,
+            $ratio->{$single} / $ratio->{"$batch, scalar"},
+            $ratio->{$single} / $ratio->{"$batch, unpipelined"}, '>= 3';
     }
     restore_thp();
 }

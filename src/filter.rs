@@ -25,21 +25,13 @@ const DISTANCE: usize = 8;
 /// an add prefetches its stripe line (see `add_hashed`).
 const PIPELINE_MIN_BYTES: u64 = 8 << 20;
 
-/// Whether batches hash ahead and prefetch. On unless the environment
-/// variable `BLOOMFILTER_SHARED_NO_PIPELINE` is set when the first batch
-/// runs: it exists so that `bench/` can measure what pipelining buys.
+/// Whether batches hash ahead and prefetch: unless the environment variable
+/// `BLOOMFILTER_SHARED_NO_PIPELINE` is set. It is read on every batch that
+/// could be pipelined (well under a microsecond, on a batch whose work takes
+/// microseconds), so that `bench/` can measure what pipelining buys by
+/// setting it between two batches of one process.
 fn pipelining() -> bool {
-    static STATE: AtomicU32 = AtomicU32::new(0); // 0 unknown, 1 on, 2 off
-                                                 // Relaxed: a cached, idempotent computation; racing first calls agree.
-    match STATE.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            let on = std::env::var_os("BLOOMFILTER_SHARED_NO_PIPELINE").is_none();
-            STATE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
-            on
-        }
-    }
+    std::env::var_os("BLOOMFILTER_SHARED_NO_PIPELINE").is_none()
 }
 
 /// Ask for the cache line holding `p`; no architectural effect.
@@ -400,20 +392,21 @@ impl Filter {
         self.geometry.bytes() >= PIPELINE_MIN_BYTES && n >= 2 * DISTANCE && pipelining()
     }
 
-    /// Run `f` over the items' hashes in order. On a filter larger than the
-    /// caches, a two-stage software pipeline hides the memory latency: item
+    /// Run `f` over the items' hashes in order. When `piped` (the answer of
+    /// `pipelines`, asked once per batch), a two-stage software pipeline
+    /// hides the memory latency of a filter larger than the caches: item
     /// `i + 2*DISTANCE` is hashed and its first probe word prefetched; item
     /// `i + DISTANCE` has the rest of its words prefetched — all of them for
     /// an add (it will touch them), and for a query only when its first bit
     /// is set (most absent items are decided by their first probe, and
     /// fetching words they never read would only waste memory bandwidth).
     #[inline(always)]
-    fn pipelined<F>(&self, items: &[&[u8]], all_words: bool, mut f: F) -> Result<()>
+    fn pipelined<F>(&self, items: &[&[u8]], piped: bool, all_words: bool, mut f: F) -> Result<()>
     where
         F: FnMut(usize, &ItemHash) -> Result<()>,
     {
         let n = items.len();
-        if !self.pipelines(n) {
+        if !piped {
             for (i, item) in items.iter().enumerate() {
                 f(i, &hash_item(self.seed, item))?;
             }
@@ -453,7 +446,7 @@ impl Filter {
         let c = self.claim()?;
         let mut new = 0u64;
         let mut done = 0u64;
-        let r = self.pipelined(items, true, |i, h| {
+        let r = self.pipelined(items, self.pipelines(items.len()), true, |i, h| {
             let n = self.add_hashed(h, c)?;
             done += 1;
             new += n as u64;
@@ -479,7 +472,7 @@ impl Filter {
         // its later words were fetched (only the first is prefetched when
         // that bit is 0): stop at the first 0 rather than load them all.
         let early = self.pipelines(items.len());
-        let _ = self.pipelined(items, false, |i, h| {
+        let _ = self.pipelined(items, early, false, |i, h| {
             let p = if early { self.all_set_early(h) } else { self.all_set(h) };
             present += p as u64;
             if let Some(r) = results.as_deref_mut() {
@@ -802,6 +795,29 @@ mod tests {
 
     /// The pipelined path (bit arrays of PIPELINE_MIN_BYTES and more) gives
     /// exactly the results of single calls.
+    #[test]
+    fn piped_and_item_by_item_runs_agree() {
+        let f = anon(12_000_000, 0.01);
+        let items: Vec<Vec<u8>> = (0..5_000u32).map(|i| format!("p-{i}").into_bytes()).collect();
+        let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+        f.add_many(&refs[..2_500], None).unwrap();
+        for all_words in [false, true] {
+            let mut seen = [Vec::new(), Vec::new()];
+            for (run, piped) in [false, true].into_iter().enumerate() {
+                f.pipelined(&refs, piped, all_words, |i, h| {
+                    seen[run].push((i, *h, f.all_set_early(h), f.all_set(h)));
+                    Ok(())
+                })
+                .unwrap();
+            }
+            assert_eq!(seen[0].len(), refs.len());
+            assert_eq!(seen[0], seen[1], "all_words {all_words}");
+            assert!(seen[0].iter().all(|&(_, _, early, full)| early == full));
+            // The filter is nearly empty: no false positive among the absent half.
+            assert_eq!(seen[0].iter().filter(|s| s.3).count(), 2_500);
+        }
+    }
+
     #[test]
     fn pipelined_batches_match_single_calls() {
         let a = anon(12_000_000, 0.01);
