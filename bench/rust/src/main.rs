@@ -509,8 +509,9 @@ fn main() {
     println!("- `bloomfilter::Bloom` and `fastbloom::BloomFilter` are single-process");
     println!("  in-heap filters (plain loads/stores, `&mut self` inserts); ours is a");
     println!("  shared mapping used by many processes with atomic ops: Relaxed loads");
-    println!("  to query; per add a stripe lock (SeqCst CAS + swap), an epoch check and");
-    println!("  a per-process op counter.");
+    println!("  to query; per add an epoch check and a per-process op counter, and for");
+    println!("  a new item a stripe lock (SeqCst CAS, released by a store) and an");
+    println!("  atomic OR per bit that was 0.");
     println!("- Hashing differs: ours one XXH3-128 per item, bloomfilter two SipHash-1-3");
     println!("  and a 64-bit modulo per probe, fastbloom one SipHash-1-3; fastbloom is a");
     println!("  blocked filter (all probes of an item in one 512-bit block, so one cache");
