@@ -318,8 +318,6 @@ impl Filter {
     /// Add a hashed item; `claim` is this handle's slot.
     #[inline(always)]
     fn add_hashed(&self, h: &ItemHash, c: Claim) -> Result<bool> {
-        // Fast path for an item that is already present: a seqlock read.
-        // Acquire: pairs with the Release store that ends an exclusive op.
         let sh = self.shared();
         let s = Self::stripe_of(h);
         // A new item will lock its stripe: on a filter that fits the caches,
@@ -330,6 +328,8 @@ impl Filter {
         if self.geometry.bytes() < PIPELINE_MIN_BYTES {
             prefetch_line(&sh.stripes[s]);
         }
+        // Fast path for an item that is already present: a seqlock read.
+        // Acquire: pairs with the Release store that ends an exclusive op.
         let e = self.epoch().load(Ordering::Acquire);
         if e & 1 == 0 && self.all_set(h) {
             // Acquire fence: the bit loads above complete before the epoch
@@ -804,8 +804,8 @@ mod tests {
         }
     }
 
-    /// The pipelined path (bit arrays of PIPELINE_MIN_BYTES and more) gives
-    /// exactly the results of single calls.
+    /// Both ways through `pipelined` see the same items, in the same order,
+    /// with the same hashes, and the early-exit test agrees with the full one.
     #[test]
     fn piped_and_item_by_item_runs_agree() {
         let f = anon(12_000_000, 0.01);
@@ -829,6 +829,8 @@ mod tests {
         }
     }
 
+    /// The pipelined path (bit arrays of PIPELINE_MIN_BYTES and more) gives
+    /// exactly the results of single calls.
     #[test]
     fn pipelined_batches_match_single_calls() {
         let a = anon(12_000_000, 0.01);
