@@ -214,7 +214,7 @@ static OP *
 bfs_pp_entersub(pTHX)
 {
     SV *sv = *PL_stack_sp; /* the method that method_named resolved */
-    if (LIKELY(SvTYPE(sv) == SVt_PVCV && bfs_fast_xsub((CV *)sv))) {
+    if (LIKELY(sv && SvTYPE(sv) == SVt_PVCV && bfs_fast_xsub((CV *)sv))) {
         const I32 oldsave = PL_savestack_ix;
         PL_stack_sp--;
         CvXSUB((CV *)sv)(aTHX_ (CV *)sv);
