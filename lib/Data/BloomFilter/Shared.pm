@@ -389,7 +389,9 @@ generic step for good as soon as it calls anything else, such as another
 class's method or a Perl override in a subclass. Nothing else changes that you
 can observe, with one exception: a profiler loaded after the first call does
 not see calls from such places. Under the debugger (C<perl -d>) nothing is
-replaced.
+replaced. In a preforked server, a place first called in a child is changed
+in that child only: the memory page holding it stops being shared with the
+parent (a few pages per child at most), unless the parent called it first.
 
 =head2 Combining and changing
 
