@@ -390,8 +390,9 @@ class's method or a Perl override in a subclass. Nothing else changes that you
 can observe, with one exception: a profiler loaded after the first call does
 not see calls from such places. Under the debugger (C<perl -d>) nothing is
 replaced. In a preforked server, a place first called in a child is changed
-in that child only: the memory page holding it stops being shared with the
-parent (a few pages per child at most), unless the parent called it first.
+in that child only, so the memory page of compiled code holding it stops
+being shared with the parent; a place the parent called before forking is
+changed once, in the parent, for all.
 
 =head2 Combining and changing
 
