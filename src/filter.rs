@@ -366,16 +366,9 @@ impl Filter {
     /// Prefetch the words of probes `from..to` of an item.
     #[inline(always)]
     fn prefetch(&self, h: &ItemHash, from: u32, to: u32) {
-        #[cfg(target_arch = "x86_64")]
         for i in from..to {
-            let idx = h.probe(i, self.mask);
-            let p = self.word((idx >> 6) as usize) as *const AtomicU64 as *const i8;
-            // SAFETY: a prefetch of an address inside our mapping; it never
-            // faults and has no architectural effect.
-            unsafe { std::arch::x86_64::_mm_prefetch(p, std::arch::x86_64::_MM_HINT_T0) };
+            prefetch_line(self.word((h.probe(i, self.mask) >> 6) as usize));
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (h, from, to);
     }
 
     /// Whether probe `i` of an item hits a set bit.
