@@ -298,20 +298,16 @@ for my $i (0 .. $#thp_modes) {
             $code->(@_);
         };
     };
+    # The rows of present and absent items run their scalar rows' code; new
+    # items need keys of their own.
+    my %row = map { $_->{name} => $_ } @$rows;
     push @$rows,
         { name => 'add_many new, unpipelined', run => $unpiped->(sub {
             my (undef, $rep) = @_;
             for my $b (@{ $newb[ 3 * $REPS + $rep ] }) { my $n = $big->add_many($b) }
         }) },
-        { name => 'add_many present, unpipelined', run => $unpiped->(sub {
-            for my $b (@$hitb) { my $n = $big->add_many($b) }
-        }) },
-        { name => 'contains_many hit, unpipelined', run => $unpiped->(sub {
-            for my $b (@$hitb) { my $n = $big->contains_many($b) }
-        }) },
-        { name => 'contains_many miss, unpipelined', run => $unpiped->(sub {
-            for my $b (@$missb) { my $n = $big->contains_many($b) }
-        }) };
+        map { +{ name => "$_, unpipelined", run => $unpiped->($row{"$_, scalar"}{run}) } }
+            'add_many present', 'contains_many hit', 'contains_many miss';
     my $ns = run_rows($rows);
     my $ratio = print_table($rows, $ns, 0);
     print load_line('after');

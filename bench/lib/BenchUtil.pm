@@ -23,8 +23,8 @@ my $BASE = 1_000_000_000_000_000;
 
 sub keys_for {
     my ($prefix, $from, $n) = @_;
-    my $s = $BASE + $from;
-    return [ map { $prefix . $_ } $s .. $s + $n - 1 ];
+    my ($keys) = keys_alike([$prefix], $from, $n);
+    return $keys;
 }
 
 # Several key sets of $n keys each (one per prefix), made in alternation so
