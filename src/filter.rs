@@ -768,28 +768,56 @@ mod tests {
         assert_eq!(f.ops(), 2);
     }
 
-    #[test]
-    fn batches_match_single_calls() {
-        let a = anon(5000, 0.01);
-        let b = anon(5000, 0.01);
-        let items: Vec<Vec<u8>> = (0..3000u32)
-            .map(|i| format!("item-{}", i % 2000).into_bytes())
-            .collect();
+    /// `n` items `prefix-0`, `prefix-1`, ... cycling over `distinct` names.
+    fn keys(prefix: &str, n: u32, distinct: u32) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| format!("{prefix}-{}", i % distinct).into_bytes())
+            .collect()
+    }
+
+    /// Adds `added` items (`distinct` different ones) one by one to a filter
+    /// and as one batch to another of capacity `cap`, and checks they answer
+    /// alike; then checks `contains_many` against `contains` on the batch
+    /// filter for the first `n` of `probed` items, for each `n` of `lens`.
+    /// Returns the batch filter and its probe items.
+    fn check_batches(
+        cap: u64,
+        prefix: &str,
+        added: u32,
+        distinct: u32,
+        probed: u32,
+        lens: &[usize],
+    ) -> (Filter, Vec<Vec<u8>>) {
+        let a = anon(cap, 0.01);
+        let b = anon(cap, 0.01);
+        let items = keys(prefix, added, distinct);
         let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
         let single: Vec<u8> = refs.iter().map(|i| a.add(i).unwrap() as u8).collect();
         let mut batch = vec![9u8; refs.len()];
         let n = b.add_many(&refs, Some(&mut batch)).unwrap();
         assert_eq!(single, batch);
         assert_eq!(n, single.iter().map(|&x| x as u64).sum::<u64>());
-        let probe: Vec<Vec<u8>> = (0..4000u32).map(|i| format!("item-{i}").into_bytes()).collect();
+        let probe = keys(prefix, probed, probed);
+        let prefs: Vec<&[u8]> = probe.iter().map(|v| v.as_slice()).collect();
+        for &n in lens {
+            let mut res = vec![9u8; n];
+            let present = b.contains_many(&prefs[..n], Some(&mut res));
+            let expect: Vec<u8> = prefs[..n].iter().map(|p| b.contains(p) as u8).collect();
+            assert_eq!(res, expect, "batch of {n}");
+            assert_eq!(present, expect.iter().map(|&x| x as u64).sum::<u64>());
+        }
+        (b, probe)
+    }
+
+    #[test]
+    fn batches_match_single_calls() {
+        // Every length below the lookahead, and the whole probe list.
+        let lens: Vec<usize> = (0..10).chain([4000]).collect();
+        let (b, probe) = check_batches(5000, "item", 3000, 2000, 4000, &lens);
         let prefs: Vec<&[u8]> = probe.iter().map(|v| v.as_slice()).collect();
         let mut res = vec![9u8; prefs.len()];
-        let present = b.contains_many(&prefs, Some(&mut res));
-        for (i, p) in prefs.iter().enumerate() {
-            assert_eq!(res[i], b.contains(p) as u8);
-        }
+        b.contains_many(&prefs, Some(&mut res));
         assert!(res[..2000].iter().all(|&x| x == 1));
-        assert_eq!(present, res.iter().map(|&x| x as u64).sum::<u64>());
         // Batches shorter than the lookahead.
         for n in 0..10 {
             let mut r = vec![9u8; n];
@@ -802,7 +830,7 @@ mod tests {
     #[test]
     fn piped_and_item_by_item_runs_agree() {
         let f = anon(12_000_000, 0.01);
-        let items: Vec<Vec<u8>> = (0..5_000u32).map(|i| format!("p-{i}").into_bytes()).collect();
+        let items = keys("p", 5_000, 5_000);
         let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
         f.add_many(&refs[..2_500], None).unwrap();
         for all_words in [false, true] {
@@ -826,26 +854,9 @@ mod tests {
     /// exactly the results of single calls.
     #[test]
     fn pipelined_batches_match_single_calls() {
-        let a = anon(12_000_000, 0.01);
-        let b = anon(12_000_000, 0.01);
-        assert!(a.geometry().bytes() >= PIPELINE_MIN_BYTES);
-        let items: Vec<Vec<u8>> = (0..30_000u32)
-            .map(|i| format!("big-{}", i % 20_000).into_bytes())
-            .collect();
-        let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
-        let single: Vec<u8> = refs.iter().map(|i| a.add(i).unwrap() as u8).collect();
-        let mut batch = vec![9u8; refs.len()];
-        b.add_many(&refs, Some(&mut batch)).unwrap();
-        assert_eq!(single, batch);
-        let probe: Vec<Vec<u8>> = (0..40_000u32).map(|i| format!("big-{i}").into_bytes()).collect();
-        let prefs: Vec<&[u8]> = probe.iter().map(|v| v.as_slice()).collect();
-        for n in [0, 1, 2 * DISTANCE - 1, 2 * DISTANCE, 2 * DISTANCE + 1, prefs.len()] {
-            let mut res = vec![9u8; n];
-            let present = b.contains_many(&prefs[..n], Some(&mut res));
-            let expect: Vec<u8> = prefs[..n].iter().map(|p| b.contains(p) as u8).collect();
-            assert_eq!(res, expect, "batch of {n}");
-            assert_eq!(present, expect.iter().map(|&x| x as u64).sum::<u64>());
-        }
+        assert!(anon(12_000_000, 0.01).geometry().bytes() >= PIPELINE_MIN_BYTES);
+        let lens = [0, 1, 2 * DISTANCE - 1, 2 * DISTANCE, 2 * DISTANCE + 1, 40_000];
+        check_batches(12_000_000, "big", 30_000, 20_000, 40_000, &lens);
     }
 
     #[test]
