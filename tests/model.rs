@@ -90,6 +90,27 @@ impl State {
         self.done[p] = Some(r);
     }
 
+    /// One step of `drain` for process `p`, whose next state is `n`: go on
+    /// at `next` when the stripe is free, clear it when its owner is dead;
+    /// false when blocked on a live owner.
+    fn drain_step(&self, n: &mut State, p: usize, next: u8) -> bool {
+        if self.stripe == 0 {
+            n.pc[p] = next;
+        } else if self.owner_dead(self.stripe) {
+            n.stripe = 0;
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// Dropping the exclusive guard: no pending clear, an even epoch, no owner.
+    fn release_exclusive(&mut self) {
+        self.pending = false;
+        self.epoch += self.epoch % 2;
+        self.excl = 0;
+    }
+
     fn invoke(&mut self, p: usize) {
         if !self.invoked[p] {
             self.invoked[p] = true;
@@ -217,11 +238,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 }
             }
             A_RECOVER_DRAIN => {
-                if s.stripe == 0 {
-                    n.pc[p] = A_RECOVER_CLEAR;
-                } else if s.owner_dead(s.stripe) {
-                    n.stripe = 0;
-                } else {
+                if !s.drain_step(&mut n, p, A_RECOVER_CLEAR) {
                     return vec![];
                 }
             }
@@ -232,9 +249,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 n.pc[p] = A_RECOVER_RELEASE;
             }
             A_RECOVER_RELEASE => {
-                n.pending = false;
-                n.epoch += n.epoch % 2;
-                n.excl = 0;
+                n.release_exclusive();
                 n.pc[p] = A_TAKE_STRIPE;
             }
             _ => unreachable!(),
@@ -257,11 +272,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 n.pc[p] = C_DRAIN;
             }
             C_DRAIN => {
-                if s.stripe == 0 {
-                    n.pc[p] = C_PENDING;
-                } else if s.owner_dead(s.stripe) {
-                    n.stripe = 0;
-                } else {
+                if !s.drain_step(&mut n, p, C_PENDING) {
                     return vec![];
                 }
             }
@@ -274,9 +285,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 n.pc[p] += 1;
             }
             C_RELEASE => {
-                n.pending = false;
-                n.epoch += n.epoch % 2;
-                n.excl = 0;
+                n.release_exclusive();
                 n.respond(p, false);
             }
             _ => unreachable!(),
