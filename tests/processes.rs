@@ -169,13 +169,20 @@ fn stall(op: impl FnOnce()) -> Duration {
     t.elapsed()
 }
 
-fn killed_holding_a_stripe() {
-    let f = anon(1000);
+/// A child that takes the stripe of the item `victim` and keeps it (for a
+/// minute), once it has had the time to take it.
+fn child_holding_victims_stripe(f: &Filter) -> libc::pid_t {
     let k = spawn(|| {
-        testing::hold_stripe(&f, b"victim");
+        testing::hold_stripe(f, b"victim");
         std::thread::sleep(Duration::from_secs(60));
     });
     std::thread::sleep(Duration::from_millis(100));
+    k
+}
+
+fn killed_holding_a_stripe() {
+    let f = anon(1000);
+    let k = child_holding_victims_stripe(&f);
     kill9(k);
     // Unreaped: a zombie owner must count as dead.
     let d = stall(|| assert!(f.add(b"victim").unwrap()));
@@ -190,11 +197,7 @@ fn killed_holding_a_stripe() {
 /// one that took the lock (its start time differs). It counts as dead.
 fn recycled_pid_counts_as_dead() {
     let f = anon(1000);
-    let k = spawn(|| {
-        testing::hold_stripe(&f, b"victim");
-        std::thread::sleep(Duration::from_secs(60));
-    });
-    std::thread::sleep(Duration::from_millis(100));
+    let k = child_holding_victims_stripe(&f);
     // The holder is alive and well: an add of the item must wait for it...
     let waiter = spawn(|| {
         f.add(b"victim").unwrap();
