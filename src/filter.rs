@@ -61,7 +61,32 @@ pub struct Filter {
     mask: u64,
     bits: *const AtomicU64,
     words: usize,
-    claim: Cell<Option<(Claim, u32)>>,
+    /// This handle's slot, with the fork generation and thread it was
+    /// claimed in (a slot belongs to the thread holding its mutex).
+    claim: Cell<Option<(Claim, u32, usize)>>,
+}
+
+/// An address unique to the running thread (a thread-local's), cheap to get.
+#[inline(always)]
+fn thread_key() -> usize {
+    thread_local!(static KEY: u8 = const { 0 });
+    KEY.with(|k| k as *const u8 as usize)
+}
+
+/// The slot a call runs under: the handle's own, or the overflow slot,
+/// which is given back when the call ends (also on an early return).
+struct Held<'a> {
+    f: &'a Filter,
+    c: Claim,
+}
+
+impl Drop for Held<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.c.idx == sync::OVERFLOW {
+            self.f.shared().release_slot(self.c);
+        }
+    }
 }
 
 // SAFETY: the handle owns its mapping; moving it to another thread moves the
@@ -102,6 +127,25 @@ impl Filter {
         }
     }
 
+    /// Check what an existing region's header cannot vouch for: the slot
+    /// mutexes another process initialised (the file may be anyone's).
+    fn attached(self) -> Result<Filter> {
+        if self.region.readonly || self.frozen() {
+            return Ok(self); // takes no slot, ever
+        }
+        if let Some(i) = self.shared().slots.iter().position(|s| !s.well_formed()) {
+            let what = self
+                .region
+                .path()
+                .map_or_else(|| "descriptor".into(), |p| p.to_string_lossy().into_owned());
+            return Err(Error::new(
+                ErrorKind::Format,
+                format!("{what}: the process slot table is corrupt (slot {i})"),
+            ));
+        }
+        Ok(self)
+    }
+
     fn header_for(capacity: u64, fp_rate: f64, seed: u64) -> Result<Header> {
         let g = Geometry::for_capacity(capacity, fp_rate).map_err(|e| Error::arg(e.to_string()))?;
         Ok(region::new_header(g, seed))
@@ -120,11 +164,7 @@ impl Filter {
         if opts.mode & !0o7777 != 0 {
             return Err(Error::arg(format!("mode {:#o} is not a file mode", opts.mode)));
         }
-        Ok(Self::from_region(region::open_or_create_file(
-            path_bytes(path.as_ref()),
-            &h,
-            opts.mode,
-        )?))
+        Self::from_region(region::open_or_create_file(path_bytes(path.as_ref()), &h, opts.mode)?).attached()
     }
 
     /// A filter in a new memfd.
@@ -135,7 +175,7 @@ impl Filter {
 
     /// Attach through a descriptor (duplicated; the caller keeps its own).
     pub fn from_fd(fd: i32) -> Result<Filter> {
-        Ok(Self::from_region(region::open_fd(fd)?))
+        Self::from_region(region::open_fd(fd)?).attached()
     }
 
     /// Map a frozen filter file read-only.
@@ -228,30 +268,32 @@ impl Filter {
         unsafe { &*self.at::<AtomicU32>(OFF_FLAGS) }
     }
 
-    /// This handle's process slot, claimed on first use in each process.
+    /// This handle's slot, claimed on first use in each process and thread;
+    /// when the table is full, the overflow slot for this one call.
     #[inline]
-    fn claim(&self) -> Result<Claim> {
+    fn claim(&self) -> Result<Held<'_>> {
         let gen = sync::fork_generation();
         match self.claim.get() {
-            Some((c, g)) if g == gen => Ok(c),
+            Some((c, g, t)) if g == gen && t == thread_key() => Ok(Held { f: self, c }),
             _ => self.claim_slow(gen),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn claim_slow(&self, gen: u32) -> Result<Claim> {
-        let c = self
-            .shared()
-            .claim_slot(std::process::id(), sync::own_start_time())
-            .map_err(|_| {
-                Error::new(
-                    ErrorKind::Busy,
-                    format!("too many processes attached ({SLOTS} slots in use)"),
-                )
-            })?;
-        self.claim.set(Some((c, gen)));
-        Ok(c)
+    fn claim_slow(&self, gen: u32) -> Result<Held<'_>> {
+        let sh = self.shared();
+        let busy = |_| Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken");
+        match sh.claim_slot(std::process::id()) {
+            Ok(c) => {
+                self.claim.set(Some((c, gen, thread_key())));
+                Ok(Held { f: self, c })
+            }
+            Err(_) => Ok(Held {
+                f: self,
+                c: sh.claim_overflow().map_err(busy)?,
+            }),
+        }
     }
 
     #[inline]
@@ -356,7 +398,8 @@ impl Filter {
     /// Add an item: true if it was probably new (some bit was 0).
     pub fn add(&self, item: &[u8]) -> Result<bool> {
         self.writable()?;
-        let c = self.claim()?;
+        let held = self.claim()?;
+        let c = held.c;
         let h = hash_item(self.seed, item);
         let r = self.add_hashed(&h, c);
         self.shared().count_ops(c, 1);
@@ -447,7 +490,8 @@ impl Filter {
     /// item. Returns how many were new.
     pub fn add_many(&self, items: &[&[u8]], mut results: Option<&mut [u8]>) -> Result<u64> {
         self.writable()?;
-        let c = self.claim()?;
+        let held = self.claim()?;
+        let c = held.c;
         let mut new = 0u64;
         let mut done = 0u64;
         let r = self.pipelined(items, self.pipelines(items.len()), true, |i, h| {
@@ -526,7 +570,8 @@ impl Filter {
     /// Run an exclusive operation.
     fn exclusive<R>(&self, pending: u32, f: impl FnOnce(&[AtomicU64]) -> R) -> Result<R> {
         self.writable()?;
-        let c = self.claim()?;
+        let held = self.claim()?;
+        let c = held.c;
         let sh = self.shared();
         let g = sh.lock_exclusive(c);
         if sh.frozen() {
@@ -548,7 +593,8 @@ impl Filter {
         if self.same_filter(other) {
             return Ok(());
         }
-        let c = self.claim()?;
+        let held = self.claim()?;
+        let c = held.c;
         let sh = self.shared();
         if !sh.begin_merge(c) {
             return Err(Error::frozen());
@@ -676,7 +722,7 @@ pub mod testing {
 
     /// Take the stripe `item` hashes to and never release it.
     pub fn hold_stripe(f: &Filter, item: &[u8]) {
-        let c = f.claim().expect("slot");
+        let c = f.claim().expect("slot").c;
         let h = hash_item(f.seed, item);
         assert!(f.shared().begin_add(Filter::stripe_of(&h), c));
     }
@@ -684,7 +730,7 @@ pub mod testing {
     /// Take the exclusive lock, mark a clear pending, zero half the words,
     /// and never release it (a clear killed midway).
     pub fn hold_half_clear(f: &Filter) {
-        let c = f.claim().expect("slot");
+        let c = f.claim().expect("slot").c;
         let sh = f.shared();
         let g = sh.lock_exclusive(c);
         g.set_pending(PENDING_CLEAR);
@@ -695,27 +741,16 @@ pub mod testing {
         std::mem::forget(g);
     }
 
-    /// Rewrite the recorded start time of the process holding `item`'s
-    /// stripe: what a recycled PID looks like (the PID is alive, but it is
-    /// not the process that took the lock).
-    pub fn forge_stripe_owner_start(f: &Filter, item: &[u8], start: u64) {
-        let h = hash_item(f.seed, item);
-        let sh = f.shared();
-        let tok = sh.stripes[Filter::stripe_of(&h)].word.load(Ordering::Relaxed);
-        let (idx, _) = sync::untoken(tok).expect("stripe held");
-        sh.slots[idx as usize].start.store(start, Ordering::Relaxed);
-    }
-
     /// Mark this handle's slot busy (a merge killed midway).
     pub fn hold_merge(f: &Filter) {
-        let c = f.claim().expect("slot");
+        let c = f.claim().expect("slot").c;
         assert!(f.shared().begin_merge(c));
     }
 
     /// Run `during` holding the exclusive lock, then release it as an
     /// exclusive operation does (waking whoever waits).
     pub fn while_exclusive(f: &Filter, during: impl FnOnce()) {
-        let c = f.claim().expect("slot");
+        let c = f.claim().expect("slot").c;
         let g = f.shared().lock_exclusive(c);
         during();
         drop(g);
@@ -724,10 +759,13 @@ pub mod testing {
 
 impl Drop for Filter {
     fn drop(&mut self) {
-        if let Some((c, g)) = self.claim.get() {
-            // Only the process that claimed the slot gives it back: a forked
-            // child dropping an inherited handle must not free its parent's.
-            if g == sync::fork_generation() {
+        if let Some((c, g, t)) = self.claim.get() {
+            // Only the thread that claimed the slot gives it back: a forked
+            // child dropping an inherited handle must not free its parent's,
+            // and only the mutex's owner may unlock it. (A handle dropped in
+            // another thread leaves its slot to be recovered when the
+            // claiming thread ends.)
+            if g == sync::fork_generation() && t == thread_key() {
                 self.shared().release_slot(c);
             }
         }

@@ -18,7 +18,8 @@ use crate::geometry::Geometry;
 use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: process slots carry a robust mutex (liveness without `/proc`).
+pub const FORMAT_VERSION: u32 = 2;
 /// Written in native order; reads back as this value only on a machine of
 /// the same byte order.
 pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
@@ -40,7 +41,8 @@ pub const OFF_PENDING: u64 = 140;
 /// Flag bit: the filter is sealed; no mutator may run again.
 pub const FLAG_FROZEN: u32 = 1;
 
-/// Process slots (one per attached process handle).
+/// Process slots (one per attached process and thread; the last one is
+/// shared, a call at a time, by processes that find the others taken).
 pub const SLOTS: u32 = 1024;
 /// Add stripes: adders of one item serialize on the stripe of its hash.
 pub const STRIPES: u32 = 4096;
@@ -293,8 +295,8 @@ mod tests {
         c[0] = b'X';
         assert_eq!(decode(&c, total), Err(FormatError::Magic));
         let mut c = b;
-        c[8] = 2;
-        assert_eq!(decode(&c, total), Err(FormatError::Version(2)));
+        c[8] = 3;
+        assert_eq!(decode(&c, total), Err(FormatError::Version(3)));
         let mut c = b;
         c[12..16].copy_from_slice(&BYTE_ORDER_MARK.swap_bytes().to_ne_bytes());
         assert_eq!(decode(&c, total), Err(FormatError::ByteOrder));

@@ -197,6 +197,9 @@ fn write_header(map: &MmapRaw, h: &Header) {
     // SAFETY: the mapping is fresh (only we know of it yet) and larger than
     // the header.
     unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), map.as_mut_ptr(), b.len()) };
+    // SAFETY: as above; the slot table lies inside every region's control
+    // area (CONTROL_END <= total), zeroed by the kernel.
+    unsafe { crate::sync::init_slots(map.as_mut_ptr().add(format::SLOTS_OFF as usize) as *mut crate::sync::Slot) };
 }
 
 fn advise_huge(map: &MmapRaw, l: &Layout) {

@@ -16,16 +16,29 @@
 //!   (Dekker), so at least one of them sees the other and backs off.
 //!
 //! Every lock word holds an owner *token*: the owner's slot index and that
-//! slot's claim generation. A token whose slot has since been released or
-//! re-claimed, or whose process is gone, a zombie, or a different process with
-//! a recycled PID (the slot records the process start time), belongs to a dead
-//! owner, and any waiter may clear it. Waiters for the exclusive word sleep on
-//! the non-private futex (the words live in a `MAP_SHARED` mapping used by
-//! several processes); stripe waiters, whose owners hold a stripe for about a
-//! hundred nanoseconds, spin and then poll. Both re-check the owner's
-//! liveness every `WAIT_SLICE`, which bounds the stall a `SIGKILL`ed owner
-//! causes.
+//! slot's claim generation. Liveness comes from the kernel, never from
+//! looking at other processes: each slot carries a robust, process-shared
+//! pthread mutex (as LMDB's lock file does), which its owning thread holds
+//! for as long as it owns the slot. When a thread dies holding it — killed,
+//! exited, in whatever PID namespace, whether or not `/proc` shows it — the
+//! kernel walks the thread's robust list and marks the mutex "owner died".
+//! A token is dead when its slot's generation moved on (released or taken
+//! over), or when a `trylock` of the slot's mutex succeeds or reports the
+//! owner dead. A stopped owner (SIGSTOP, a debugger, a frozen cgroup) still
+//! holds its mutex: it is alive, and whoever needs what it holds waits.
+//!
+//! Waiters for the exclusive word sleep on the non-private futex (the words
+//! live in a `MAP_SHARED` mapping used by several processes); stripe
+//! waiters, whose owners hold a stripe for about a hundred nanoseconds, spin
+//! and then poll. Both re-check the owner's liveness every `WAIT_SLICE`,
+//! which bounds the stall a `SIGKILL`ed owner causes.
+//!
+//! The last slot is the *overflow* slot: a process that finds every other
+//! slot taken claims it for the length of one call (its mutex is then an
+//! ordinary lock), so any number of processes can write; those past the
+//! table serialize with one another.
 
+use std::cell::UnsafeCell;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -37,12 +50,9 @@ const IDX_BITS: u32 = 11;
 const IDX_MASK: u32 = (1 << IDX_BITS) - 1;
 const GEN_MASK: u32 = (1 << (31 - IDX_BITS)) - 1;
 
-/// Set in a slot's claim word while its owner is still filling the slot in.
-const CLAIM_PENDING: u64 = 1 << 63;
-
 /// How long a waiter sleeps before it re-checks whether the lock owner lives.
-/// A dead owner is detected after at most about this long (plus a `/proc`
-/// read), far inside the 1 s the crash contract allows.
+/// A dead owner is detected after at most about this long (plus a
+/// `trylock`), far inside the 1 s the crash contract allows.
 const WAIT_SLICE: Duration = Duration::from_millis(20);
 /// How often a stripe waiter re-reads the stripe once it stops spinning.
 const POLL: Duration = Duration::from_micros(50);
@@ -61,16 +71,25 @@ pub struct Control {
 /// process taking it over from a dead owner).
 #[repr(C, align(64))]
 pub struct Slot {
-    /// `gen << 32 | pid`; pid 0 means free (the generation is kept).
-    pub claim: AtomicU64,
-    /// Start time of the owning process (clock ticks after boot, from
-    /// `/proc/<pid>/stat`), to tell a recycled PID from the owner.
-    pub start: AtomicU64,
-    /// Operations performed through this slot, over all its owners.
-    pub ops: AtomicU64,
+    /// Held by the owning thread while it owns the slot; robust and
+    /// process-shared (see `init_slots`). Only pthread calls touch it.
+    owner: OwnerMutex,
+    /// Claim generation: changed, by the holder of `owner`, whenever the slot
+    /// is claimed or given back, so every token of an earlier claim is dead.
+    pub gen: AtomicU32,
     /// Owner token while a merge is in flight, else 0.
     pub busy: AtomicU32,
+    /// Operations performed through this slot, over all its owners.
+    pub ops: AtomicU64,
 }
+
+/// A pthread mutex that lives in the shared mapping.
+#[repr(transparent)]
+struct OwnerMutex(UnsafeCell<libc::pthread_mutex_t>);
+
+// SAFETY: the mutex is only ever used through pthread calls, which are
+// thread- and process-safe for a PTHREAD_PROCESS_SHARED mutex.
+unsafe impl Sync for OwnerMutex {}
 
 /// One add stripe, alone on its cache line (DESIGN C5).
 #[repr(C, align(64))]
@@ -105,57 +124,140 @@ pub fn untoken(tok: u32) -> Option<(u32, u32)> {
     Some((idx - 1, tok >> IDX_BITS))
 }
 
-fn claim_gen(claim: u64) -> u32 {
-    ((claim & !CLAIM_PENDING) >> 32) as u32
-}
-fn claim_pid(claim: u64) -> u32 {
-    claim as u32
-}
+/// The slot that processes finding the table full share, one call at a time.
+pub const OVERFLOW: u32 = SLOTS - 1;
 
-// ---------------------------------------------------------------- processes
+// ---------------------------------------------------------------- slot mutexes
 
-/// What `/proc/<pid>/stat` says of a process: its state letter and start time.
-pub fn parse_stat(stat: &str) -> Option<(char, u64)> {
-    // The command name is in parentheses and may itself contain ") ", so
-    // the fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?.chars().next()?;
-    // After the state, starttime is the 19th field (field 22 overall).
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
+/// What a `trylock` of a slot's mutex found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Try {
+    /// We hold it now; it was free.
+    Free,
+    /// We hold it now; its owner had died holding it (the kernel said so).
+    OwnerDied,
+    /// A live thread holds it (running or stopped).
+    Held,
+    /// Not a mutex we initialised (a corrupt or foreign slot table).
+    Broken,
 }
 
-fn read_stat(pid: u32) -> std::io::Result<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-}
+/// The byte offset of glibc's `__kind` in a `pthread_mutex_t` (the same on
+/// every 64-bit glibc target), and the value `init_slots` leaves there.
+const KIND_OFF: usize = 16;
 
-/// This process's start time, or 0 when `/proc` cannot tell.
-pub fn own_start_time() -> u64 {
-    read_stat(std::process::id())
-        .ok()
-        .and_then(|s| parse_stat(&s))
-        .map_or(0, |(_, t)| t)
-}
-
-/// Whether `pid` is a live process started at `start` (0: unknown, any start).
-/// A zombie or dying process counts as dead: it will never release anything.
-pub fn process_alive(pid: u32, start: u64) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
+fn robust_attr() -> libc::pthread_mutexattr_t {
+    // SAFETY: a zeroed attr is initialised by pthread_mutexattr_init before
+    // any other use; the setters only fail for invalid values, which these
+    // are not.
+    unsafe {
+        let mut a: libc::pthread_mutexattr_t = std::mem::zeroed();
+        libc::pthread_mutexattr_init(&mut a);
+        libc::pthread_mutexattr_setpshared(&mut a, libc::PTHREAD_PROCESS_SHARED);
+        libc::pthread_mutexattr_setrobust(&mut a, libc::PTHREAD_MUTEX_ROBUST);
+        a
     }
-    match read_stat(pid) {
-        Ok(s) => match parse_stat(&s) {
-            Some((state, t)) => !matches!(state, 'Z' | 'X' | 'x') && (start == 0 || t == start),
-            None => true,
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(_) => {
-            // No /proc: kill(pid, 0) tells existence (not zombies, not reuse).
-            // SAFETY: signal 0 performs only the existence and permission check.
-            let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-            !(r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH))
+}
+
+/// The `__kind` word of a robust, process-shared mutex on this libc.
+fn expected_kind() -> i32 {
+    static KIND: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *KIND.get_or_init(|| {
+        let a = robust_attr();
+        // SAFETY: a private, zeroed mutex initialised with valid attributes;
+        // the read is within its 40 bytes.
+        unsafe {
+            let mut m: libc::pthread_mutex_t = std::mem::zeroed();
+            libc::pthread_mutex_init(&mut m, &a);
+            let k = std::ptr::read((&m as *const libc::pthread_mutex_t as *const u8).add(KIND_OFF) as *const i32);
+            libc::pthread_mutex_destroy(&mut m);
+            k
         }
+    })
+}
+
+/// Initialise the slot mutexes of a region nobody else can see yet.
+///
+/// # Safety
+/// `slots` points to `SLOTS` zeroed, writable `Slot`s that no other thread
+/// or process uses.
+pub unsafe fn init_slots(slots: *mut Slot) {
+    let a = robust_attr();
+    for i in 0..SLOTS as usize {
+        // SAFETY: in bounds and unshared (the caller's promise).
+        unsafe { libc::pthread_mutex_init((*slots.add(i)).owner.0.get(), &a) };
+    }
+}
+
+impl Slot {
+    fn mutex(&self) -> *mut libc::pthread_mutex_t {
+        self.owner.0.get()
+    }
+
+    /// Whether the mutex's kind is the one `init_slots` writes. The bytes
+    /// come from a file another user may write; glibc is handed only
+    /// mutexes of the kind it expects.
+    pub fn well_formed(&self) -> bool {
+        // SAFETY: the kind word is inside the mutex; after initialisation
+        // nothing writes it, and an atomic load is fine on shared memory.
+        let kind = unsafe { &*((self.mutex() as *const u8).add(KIND_OFF) as *const AtomicU32) };
+        kind.load(Ordering::Relaxed) as i32 == expected_kind()
+    }
+
+    /// Try to take the slot's mutex without waiting.
+    pub fn try_own(&self) -> Try {
+        if !self.well_formed() {
+            return Try::Broken;
+        }
+        // SAFETY: a robust, process-shared mutex (checked above) inside our
+        // mapping, which outlives this call.
+        match unsafe { libc::pthread_mutex_trylock(self.mutex()) } {
+            0 => Try::Free,
+            libc::EBUSY => Try::Held,
+            libc::EOWNERDEAD => {
+                // The dead owner's state is repaired by our caller (a new
+                // generation); the mutex itself is usable again.
+                // SAFETY: we hold it (EOWNERDEAD hands it to us).
+                unsafe { libc::pthread_mutex_consistent(self.mutex()) };
+                Try::OwnerDied
+            }
+            _ => Try::Broken, // ENOTRECOVERABLE, EINVAL: never usable
+        }
+    }
+
+    /// Take the slot's mutex, waiting for its holder (the overflow slot).
+    pub fn own_blocking(&self) -> Try {
+        if !self.well_formed() {
+            return Try::Broken;
+        }
+        // SAFETY: as in try_own.
+        match unsafe { libc::pthread_mutex_lock(self.mutex()) } {
+            0 => Try::Free,
+            libc::EOWNERDEAD => {
+                // SAFETY: we hold it.
+                unsafe { libc::pthread_mutex_consistent(self.mutex()) };
+                Try::OwnerDied
+            }
+            _ => Try::Broken,
+        }
+    }
+
+    /// Start a new claim of a slot whose mutex we hold: every older token
+    /// is dead from here on. Returns the new generation.
+    fn new_generation(&self) -> u32 {
+        let gen = self.gen.load(Ordering::Relaxed).wrapping_add(1) & GEN_MASK;
+        // A dead owner may have died with a merge mark set.
+        self.busy.store(0, Ordering::Relaxed);
+        // Release: pairs with the Acquire in owner_dead; with the mutex's
+        // own release on unlock, a later holder sees our ops writes too.
+        self.gen.store(gen, Ordering::Release);
+        gen
+    }
+
+    /// Give up the mutex (held by this thread).
+    fn disown(&self) {
+        // SAFETY: this thread holds the mutex (every caller took it).
+        unsafe { libc::pthread_mutex_unlock(self.mutex()) };
     }
 }
 
@@ -257,82 +359,69 @@ impl<'a> Shared<'a> {
             return true; // not a token we write: corruption, never released
         };
         let slot = &self.slots[idx as usize];
-        // Acquire: pairs with the Release store that completed the claim, so
-        // `start` below is the claimant's.
-        let claim = slot.claim.load(Ordering::Acquire);
-        if claim_pid(claim) == 0 || claim_gen(claim) & GEN_MASK != gen {
-            return true; // released or taken over since the token was made
+        // Acquire: pairs with the Release store of a new generation.
+        if slot.gen.load(Ordering::Acquire) != gen {
+            return true; // given back or taken over since the token was made
         }
-        let start = if claim & CLAIM_PENDING != 0 {
-            0
-        } else {
-            slot.start.load(Ordering::Relaxed)
-        };
-        !process_alive(claim_pid(claim), start)
+        match slot.try_own() {
+            Try::Held => false,
+            Try::Broken => true,
+            Try::Free | Try::OwnerDied => {
+                // We hold the mutex, so nobody owns the slot: a token of the
+                // current generation has a dead owner (an owner that gives
+                // the slot back changes the generation first). Retire the
+                // generation for everyone, then let the slot go.
+                if slot.gen.load(Ordering::Relaxed) == gen {
+                    slot.new_generation();
+                }
+                slot.disown();
+                true
+            }
+        }
     }
 
-    /// Claim a free slot, or one whose owner is dead, for process `pid`.
-    pub fn claim_slot(&self, pid: u32, start: u64) -> Result<Claim, SyncError> {
-        let n = self.slots.len() as u32;
-        let first = pid % n;
-        // Two passes: free slots first (cheap), then dead owners (a /proc read
-        // each), so a busy table does not cost every newcomer 1024 reads.
-        for pass in 0..2 {
-            for i in 0..n {
-                let idx = (first + i) % n;
-                let slot = &self.slots[idx as usize];
-                let cur = slot.claim.load(Ordering::Acquire);
-                let free = claim_pid(cur) == 0;
-                if !free {
-                    if pass == 0 {
-                        continue;
-                    }
-                    let st = if cur & CLAIM_PENDING != 0 {
-                        0
-                    } else {
-                        slot.start.load(Ordering::Relaxed)
-                    };
-                    if process_alive(claim_pid(cur), st) {
-                        continue;
-                    }
+    /// Claim a free slot, or one whose owner died, for this thread; the
+    /// overflow slot is not among them. `hint` spreads processes over the
+    /// table.
+    pub fn claim_slot(&self, hint: u32) -> Result<Claim, SyncError> {
+        let n = OVERFLOW;
+        for i in 0..n {
+            let idx = (hint.wrapping_add(i)) % n;
+            let slot = &self.slots[idx as usize];
+            match slot.try_own() {
+                Try::Held | Try::Broken => continue,
+                Try::Free | Try::OwnerDied => {
+                    let gen = slot.new_generation();
+                    return Ok(Claim {
+                        idx,
+                        token: token(idx, gen),
+                    });
                 }
-                let gen = claim_gen(cur).wrapping_add(1) & GEN_MASK;
-                let pending = CLAIM_PENDING | (gen as u64) << 32 | pid as u64;
-                // AcqRel: Acquire pairs with the previous owner's Release
-                // (its last ops store is visible before we add to it);
-                // Release publishes the pending mark.
-                if slot
-                    .claim
-                    .compare_exchange(cur, pending, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-                {
-                    continue;
-                }
-                slot.start.store(start, Ordering::Relaxed);
-                // A dead owner may have died with a merge mark set.
-                slot.busy.store(0, Ordering::Relaxed);
-                // Release: pairs with the Acquire in owner_dead / claim_slot;
-                // the start time is visible before the pending bit clears.
-                slot.claim.store(pending & !CLAIM_PENDING, Ordering::Release);
-                return Ok(Claim {
-                    idx,
-                    token: token(idx, gen),
-                });
             }
         }
         Err(SyncError::SlotsFull)
     }
 
+    /// Claim the overflow slot for one call, waiting while another process
+    /// has it. Give it back with `release_slot` before the call returns.
+    pub fn claim_overflow(&self) -> Result<Claim, SyncError> {
+        let slot = &self.slots[OVERFLOW as usize];
+        match slot.own_blocking() {
+            Try::Free | Try::OwnerDied => Ok(Claim {
+                idx: OVERFLOW,
+                token: token(OVERFLOW, slot.new_generation()),
+            }),
+            _ => Err(SyncError::SlotsFull),
+        }
+    }
+
     /// Give a slot back (the owner holds nothing). Its ops count stays.
+    /// Only the thread that claimed it may call this.
     pub fn release_slot(&self, c: Claim) {
         let slot = &self.slots[c.idx as usize];
-        let cur = slot.claim.load(Ordering::Relaxed);
-        if untoken(c.token).map(|(_, g)| g) == Some(claim_gen(cur) & GEN_MASK) {
-            // Release: our last ops store happens-before the next claimant's
-            // AcqRel claim.
-            let _ = slot
-                .claim
-                .compare_exchange(cur, cur & 0xffff_ffff_0000_0000, Ordering::Release, Ordering::Relaxed);
+        if untoken(c.token).map(|(_, g)| g) == Some(slot.gen.load(Ordering::Relaxed)) {
+            slot.new_generation();
+            slot.disown();
         }
     }
 
@@ -640,37 +729,103 @@ mod tests {
         assert_eq!(untoken(IDX_MASK), None);
     }
 
-    #[test]
-    fn parses_proc_stat() {
-        let s = "1234 (perl) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 1 0 0 20 0 1 0 987654 1000 100";
-        assert_eq!(parse_stat(s), Some(('S', 987654)));
-        let s = "77 (a) b) c) Z 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0";
-        assert_eq!(parse_stat(s), Some(('Z', 42)));
-        assert_eq!(parse_stat("garbage"), None);
-        assert_eq!(parse_stat("1 (x) R 1 2"), None);
-        let own = read_stat(std::process::id()).unwrap();
-        let (state, start) = parse_stat(&own).unwrap();
-        assert!(matches!(state, 'R' | 'S'), "{state}");
-        assert_eq!(start, own_start_time());
+    /// A zeroed slot table, initialised as a new region's is.
+    fn table() -> (Vec<Slot>, Control) {
+        // SAFETY: Slot and Control are plain atomics and a pthread mutex,
+        // for which all-zero bytes are a valid (if uninitialised) state.
+        let mut v: Vec<Slot> = (0..SLOTS).map(|_| unsafe { std::mem::zeroed() }).collect();
+        // SAFETY: SLOTS zeroed slots that nothing else uses yet.
+        unsafe { init_slots(v.as_mut_ptr()) };
+        // SAFETY: as above.
+        (v, unsafe { std::mem::zeroed() })
+    }
+
+    fn shared<'a>(slots: &'a [Slot], ctl: &'a Control) -> Shared<'a> {
+        Shared {
+            ctl,
+            slots,
+            stripes: &[],
+            bits: &[],
+        }
     }
 
     #[test]
-    fn liveness() {
-        let me = std::process::id();
-        assert!(process_alive(me, 0));
-        assert!(process_alive(me, own_start_time()));
-        assert!(
-            !process_alive(me, own_start_time() + 1),
-            "a recycled PID is not the owner"
-        );
-        assert!(!process_alive(0, 0));
-        assert!(!process_alive(u32::MAX, 0));
-        // A reaped child is gone; an unreaped (zombie) one is dead too.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(!process_alive(pid, 0), "zombie counts as dead");
-        child.wait().unwrap();
-        assert!(!process_alive(pid, 0));
+    fn a_claim_lives_until_given_back() {
+        let (slots, ctl) = table();
+        let sh = shared(&slots, &ctl);
+        let c = sh.claim_slot(7).unwrap();
+        assert_eq!(c.idx, 7);
+        // Seen from another thread, the owner (this thread) is alive...
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(!sh.owner_dead(c.token), "live owner judged dead"));
+        });
+        // ...and a second claim takes the next slot.
+        let c2 = sh.claim_slot(7).unwrap();
+        assert_eq!(c2.idx, 8);
+        sh.release_slot(c);
+        assert!(sh.owner_dead(c.token), "a released claim's token is dead");
+        let c3 = sh.claim_slot(7).unwrap();
+        assert_eq!(c3.idx, 7);
+        assert_ne!(c3.token, c.token, "a new claim has a new generation");
+        assert!(!sh.owner_dead(c3.token));
+        sh.release_slot(c2);
+        sh.release_slot(c3);
+    }
+
+    #[test]
+    fn a_thread_that_exits_holding_a_slot_is_dead() {
+        let (slots, ctl) = table();
+        let sh = shared(&slots, &ctl);
+        let c = std::thread::scope(|s| s.spawn(|| sh.claim_slot(3).unwrap()).join().unwrap());
+        // The kernel marked the mutex "owner died" when the thread ended.
+        assert!(sh.owner_dead(c.token));
+        // Its generation is retired: later checks agree without a trylock.
+        assert_ne!(slots[3].gen.load(Ordering::Relaxed), untoken(c.token).unwrap().1);
+        assert!(sh.owner_dead(c.token));
+        // And the slot can be claimed again.
+        let again = sh.claim_slot(3).unwrap();
+        assert_eq!(again.idx, 3);
+        sh.release_slot(again);
+    }
+
+    #[test]
+    fn a_full_table_overflows_into_the_shared_slot() {
+        let (slots, ctl) = table();
+        let sh = shared(&slots, &ctl);
+        let claims: Vec<Claim> = (0..OVERFLOW).map(|_| sh.claim_slot(0).unwrap()).collect();
+        assert_eq!(sh.claim_slot(0), Err(SyncError::SlotsFull));
+        let o = sh.claim_overflow().unwrap();
+        assert_eq!(o.idx, OVERFLOW);
+        // Another thread waits for the overflow slot until it is given back.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let o2 = sh.claim_overflow().unwrap();
+                tx.send(o2).unwrap();
+                sh.release_slot(o2);
+            });
+            assert!(
+                rx.recv_timeout(Duration::from_millis(200)).is_err(),
+                "overflow slot taken twice"
+            );
+            sh.release_slot(o);
+            let o2 = rx.recv_timeout(Duration::from_secs(5)).expect("waiter got the slot");
+            assert_ne!(o2.token, o.token);
+        });
+        for c in claims {
+            sh.release_slot(c);
+        }
+    }
+
+    #[test]
+    fn a_foreign_mutex_is_never_handed_to_pthread() {
+        let (slots, ctl) = table();
+        let sh = shared(&slots, &ctl);
+        // SAFETY: overwrite slot 5's mutex bytes with junk, as a hostile file
+        // could; nobody holds it.
+        unsafe { std::ptr::write_bytes(slots[5].mutex() as *mut u8, 0xA5, 40) };
+        assert_eq!(slots[5].try_own(), Try::Broken);
+        assert_eq!(sh.claim_slot(5).unwrap().idx, 6, "a broken slot is skipped");
+        assert!(sh.owner_dead(token(5, 0)));
     }
 }

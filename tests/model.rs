@@ -17,9 +17,9 @@
 //! explains them, the killed one in or out), and no completed add is lost
 //! except to a clear ordered after it.
 //!
-//! A second model (`claims`) covers taking over a dead process's slot: two
-//! live processes race for it, and exactly one must end up owning it, with
-//! its own start time recorded.
+//! A second model (`liveness`) covers how a token's owner is judged dead:
+//! the slot's robust mutex, its generation, and the kernel marking a killed
+//! holder's mutex.
 
 use std::collections::HashSet;
 
@@ -454,89 +454,147 @@ fn model_catches_a_clear_without_drain() {
     assert!(r.is_err(), "a clear without drain passed the model");
 }
 
-// ------------------------------------------------------------ slot claims
+// ------------------------------------------------------------ liveness
 
-/// The claim of one process slot (`Shared::claim_slot`), step by step:
-/// two live processes race to take over a slot whose owner died. Without
-/// the pending mark, one of them could read the new owner's PID with the
-/// dead owner's start time, judge the new owner dead, and take the slot
-/// from under it.
-mod claims {
+/// Liveness of a token (`Shared::owner_dead`, `claim_slot`, `release_slot`),
+/// step by step, against the slot's robust mutex as the kernel keeps it:
+/// process O owns the slot (generation 1) and may give it back or be killed
+/// at any step; checker X asks whether O's token is dead; claimer Y claims
+/// the slot. Any one of them may be killed at any step (a killed holder's
+/// mutex is marked "owner died"). Checked: X never judges O dead while O
+/// still owns the slot (that would let two adders of an item both be told
+/// new); nobody changes a live owner's generation (which would make its
+/// tokens dead); no two live processes own the slot; every live process
+/// finishes.
+mod liveness {
     use std::collections::HashSet;
 
-    /// (generation, pid, pending)
-    type Claim = (u8, u8, bool);
+    const O: usize = 0;
+    const X: usize = 1;
+    const Y: usize = 2;
+
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+    enum Mutex {
+        Free,
+        Held(usize),
+        /// The kernel marked it: its holder died.
+        Died,
+    }
 
     #[derive(Clone, PartialEq, Eq, Hash, Debug)]
     struct S {
-        claim: Claim,
-        start: u8,
-        pc: [u8; 2],
-        cur: [Claim; 2],
-        seen_start: [u8; 2],
-        owns: [bool; 2],
+        mutex: Mutex,
+        gen: u8,
+        pc: [u8; 3],
+        dead: [bool; 3],
+        /// Y's claim generation, once it owns the slot.
+        y_gen: Option<u8>,
+        /// The verdict "dead" was reached while O still owned the slot.
+        wrong: bool,
     }
 
-    const DEAD_PID: u8 = 3;
-    const DEAD_START: u8 = 30;
-    fn pid(p: usize) -> u8 {
-        p as u8 + 1
-    }
-    fn true_start(p: usize) -> u8 {
-        10 * (p as u8 + 1)
+    const TOKEN: u8 = 1;
+    const DONE: u8 = 9;
+
+    fn owns(s: &S, p: usize) -> bool {
+        !s.dead[p]
+            && match p {
+                O => s.pc[O] == 0,
+                Y => s.y_gen.is_some(),
+                _ => false,
+            }
     }
 
-    /// `process_alive(pid, start)` as the real code decides it.
-    fn alive(pid_: u8, start: u8) -> bool {
-        match pid_ {
-            DEAD_PID | 0 => false,
-            p => start == 0 || start == true_start(p as usize - 1),
+    /// A trylock by `p`: it gets the mutex when free or its owner died.
+    fn trylock(s: &mut S, p: usize) -> bool {
+        match s.mutex {
+            Mutex::Held(_) => false,
+            Mutex::Free | Mutex::Died => {
+                s.mutex = Mutex::Held(p);
+                true
+            }
         }
     }
 
-    fn step(s: &S, p: usize, use_pending: bool) -> Option<S> {
+    /// One step of `p`; `broken` makes O unlock before it retires its
+    /// generation (the order `release_slot` must not have).
+    fn step(s: &S, p: usize, broken: bool) -> Option<S> {
+        if s.dead[p] || s.pc[p] == DONE {
+            return None;
+        }
         let mut n = s.clone();
-        match s.pc[p] {
-            0 => {
-                n.cur[p] = s.claim;
-                n.pc[p] = if s.claim.1 == 0 { 3 } else { 1 };
+        match (p, s.pc[p]) {
+            // O gives the slot back: a new generation, then unlock.
+            (O, 0) if broken => {
+                n.mutex = Mutex::Free;
+                n.pc[O] = 5;
             }
-            1 => {
-                // The start time is read only for a claim that is complete.
-                n.seen_start[p] = if s.cur[p].2 { 0 } else { s.start };
-                n.pc[p] = 2;
+            (O, 5) => {
+                n.gen += 1;
+                n.pc[O] = DONE;
             }
-            2 => n.pc[p] = if alive(s.cur[p].1, s.seen_start[p]) { 9 } else { 3 },
-            3 => {
-                if s.claim != s.cur[p] {
-                    n.pc[p] = 9; // CAS failed: on to the next slot
-                } else {
-                    n.claim = (s.cur[p].0 + 1, pid(p), use_pending);
-                    n.pc[p] = 4;
+            (O, 0) => {
+                n.gen += 1;
+                n.pc[O] = 1;
+            }
+            (O, 1) => {
+                n.mutex = Mutex::Free;
+                n.pc[O] = DONE;
+            }
+            // X: owner_dead(TOKEN).
+            (X, 0) => n.pc[X] = if s.gen != TOKEN { 4 } else { 1 },
+            (X, 1) => n.pc[X] = if trylock(&mut n, X) { 2 } else { DONE },
+            (X, 2) => {
+                if s.gen == TOKEN {
+                    n.gen += 1;
                 }
+                n.pc[X] = 3;
             }
-            4 => {
-                n.start = true_start(p);
-                n.pc[p] = 5;
+            (X, 3) => {
+                n.mutex = Mutex::Free;
+                n.pc[X] = 4;
             }
-            5 => {
-                n.claim.2 = false;
-                n.owns[p] = true;
-                n.pc[p] = 9;
+            (X, 4) => {
+                n.wrong = owns(s, O);
+                n.pc[X] = DONE;
             }
-            _ => return None,
+            // Y: claim_slot of this one slot, retried while it is held.
+            (Y, 0) => {
+                if !trylock(&mut n, Y) {
+                    return None;
+                }
+                n.pc[Y] = 1;
+            }
+            (Y, 1) => {
+                n.gen += 1;
+                n.y_gen = Some(n.gen);
+                n.pc[Y] = DONE;
+            }
+            _ => unreachable!("{p} at {}", s.pc[p]),
         }
         Some(n)
     }
 
-    pub fn explore(use_pending: bool) {
+    fn kill(s: &S, p: usize) -> Option<S> {
+        if s.dead.iter().any(|&d| d) {
+            return None; // one death per run
+        }
+        let mut n = s.clone();
+        n.dead[p] = true;
+        if n.mutex == Mutex::Held(p) {
+            n.mutex = Mutex::Died; // the kernel walks p's robust list
+        }
+        Some(n)
+    }
+
+    pub fn explore(broken: bool) {
         let init = S {
-            claim: (0, DEAD_PID, false),
-            start: DEAD_START,
-            pc: [0; 2],
-            cur: [(0, 0, false); 2],
-            seen_start: [0; 2],
-            owns: [false; 2],
+            mutex: Mutex::Held(O),
+            gen: TOKEN,
+            pc: [0; 3],
+            dead: [false; 3],
+            y_gen: None,
+            wrong: false,
         };
         let mut seen = HashSet::new();
         let mut stack = vec![init];
@@ -544,12 +602,22 @@ mod claims {
             if !seen.insert(s.clone()) {
                 continue;
             }
-            let next: Vec<S> = (0..2).filter_map(|p| step(&s, p, use_pending)).collect();
-            if next.is_empty() {
-                let owners: Vec<usize> = (0..2).filter(|&p| s.owns[p]).collect();
-                assert_eq!(owners.len(), 1, "slot owners at the end: {owners:?} in {s:?}");
-                let o = owners[0];
-                assert_eq!((s.claim.1, s.start), (pid(o), true_start(o)), "{s:?}");
+            assert!(!s.wrong, "a live owner was judged dead: {s:?}");
+            if owns(&s, Y) {
+                assert_eq!(s.y_gen, Some(s.gen), "a live owner's generation changed: {s:?}");
+            }
+            let owners = (0..3).filter(|&p| owns(&s, p)).count();
+            assert!(owners <= 1, "two owners of one slot: {s:?}");
+            let mut next = Vec::new();
+            for p in 0..3 {
+                next.extend(step(&s, p, broken));
+                next.extend(kill(&s, p));
+            }
+            let moves = (0..3).any(|p| step(&s, p, broken).is_some());
+            if !moves {
+                for p in 0..3 {
+                    assert!(s.dead[p] || s.pc[p] == DONE, "process {p} stuck: {s:?}");
+                }
             }
             stack.extend(next);
         }
@@ -557,11 +625,11 @@ mod claims {
 }
 
 #[test]
-fn slot_takeover_every_interleaving() {
-    claims::explore(true);
+fn liveness_every_interleaving_every_kill() {
+    liveness::explore(false);
 }
 
 #[test]
-fn model_catches_a_claim_without_the_pending_mark() {
-    assert!(std::panic::catch_unwind(|| claims::explore(false)).is_err());
+fn model_catches_a_release_that_unlocks_before_retiring_its_generation() {
+    assert!(std::panic::catch_unwind(|| liveness::explore(true)).is_err());
 }

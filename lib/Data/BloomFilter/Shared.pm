@@ -1055,10 +1055,10 @@ L</clear>, L</freeze>) of a frozen filter.
 
 A mutation through a handle from L</new_readonly>.
 
-=item too many processes attached (%d slots in use)
+=item PATH: the process slot table is corrupt (slot %d)
 
-Every process slot of the filter belongs to a live process. Slots of exited
-processes are reused; this means that many processes use the filter at once.
+The file's slot table holds something other than the lock this module
+initialises there: the file was damaged or written by something else.
 
 =item PATH: file too small to be a filter (%d bytes; truncated or not a filter file)
 
