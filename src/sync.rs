@@ -125,7 +125,7 @@ pub fn untoken(tok: u32) -> Option<(u32, u32)> {
 }
 
 /// The slot that processes finding the table full share, one call at a time.
-pub const OVERFLOW: u32 = SLOTS - 1;
+pub(crate) const OVERFLOW: u32 = SLOTS - 1;
 
 // ---------------------------------------------------------------- slot mutexes
 
