@@ -1,0 +1,113 @@
+use strict;
+use warnings;
+use Test::More;
+use File::Temp qw(tempdir);
+use File::Spec;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use BFTest qw(slurp spew);
+
+# Adders of the same items at once, in the deployments where a process
+# cannot see the others: /proc mounted hidepid=2 with two users, /proc not
+# mounted, each adder in its own PID namespace. No item may be told new
+# twice, and none may be lost. Everything is real: mount namespaces, a
+# hidepid /proc, setpriv to other uids, unshare --pid.
+
+plan skip_all => 'needs root (mount namespaces, setpriv)' if $> != 0;
+for my $tool (qw(unshare setpriv)) {
+    plan skip_all => "needs $tool" unless grep { -x "$_/$tool" } File::Spec->path;
+}
+system('unshare -m true 2>/dev/null') == 0 or plan skip_all => 'unshare -m is not permitted here';
+
+my $N = 300_000;
+my $dir = tempdir(CLEANUP => 1);
+chmod 0777, $dir;
+
+# The built module, copied where other uids can read it.
+require Data::BloomFilter::Shared;
+my ($arch) = grep { -e "$_/auto/Data/BloomFilter/Shared/Shared.so" } @INC;
+die "no built module in \@INC" unless $arch;
+my $blib = "$dir/blib";
+mkdir $blib;
+system('cp', '-r', "$arch/.", $blib) == 0 or die "cp: $?";
+my ($lib) = grep { -e "$_/Data/BloomFilter/Shared.pm" } @INC;
+system('cp', '-r', "$lib/.", $blib) == 0 or die "cp: $?";
+system('chmod', '-R', 'a+rX', $blib) == 0 or die "chmod: $?";
+
+# One adder: opens the filter, waits for the start signal, adds every item
+# in order and writes one bit per item it was told was new.
+spew("$dir/adder.pl", <<'PERL');
+use strict;
+use warnings;
+use Data::BloomFilter::Shared;
+my ($path, $n, $out, $go) = @ARGV;
+my $f = Data::BloomFilter::Shared->new($path, $n, 0.01);
+$f->add("warm-up $$");    # claim a slot before the race
+select(undef, undef, undef, 0.002) until -e $go;
+my $bits = "\0" x (($n + 7) >> 3);
+for my $i (0 .. $n - 1) {
+    vec($bits, $i, 1) = 1 if $f->add("item-$i");
+}
+open(my $fh, '>:raw', "$out.tmp") or die "$out: $!";
+print $fh $bits;
+close $fh or die "$out: $!";
+rename "$out.tmp", $out or die "$out: $!";
+PERL
+chmod 0644, "$dir/adder.pl";
+
+# Run a race: $prefix->($i) gives the command words that run adder $i.
+sub race {
+    my ($name, $procs, $outer, $prefix) = @_;
+    my $case = "$dir/$name";
+    mkdir $case;
+    chmod 0777, $case;
+    my $path = "$case/f.bf";
+    {
+        my $f = Data::BloomFilter::Shared->new($path, 2 * $N, 0.01, 0666);
+    }
+    chmod 0666, $path;
+    my $go = "$case/go";
+    my @adders = map {
+        join ' ', $prefix->($_), $^X, "-I$blib", "$dir/adder.pl", $path, $N, "$case/out$_", $go
+    } 1 .. $procs;
+    # All adders start in the background, inside the outer setting, a few
+    # clock ticks apart (so that no two share a start time); the start file
+    # is made once all have opened the filter.
+    my $script = join "\n",
+        (map { "$_ &\nsleep 0.05" } @adders),
+        'sleep 1', "touch $go", 'wait', '';
+    spew("$case/run.sh", $script);
+    my $rc = system(@$outer, 'sh', "$case/run.sh");
+    is($rc, 0, "$name: every adder exited normally") or return;
+    my @outs = map { slurp("$case/out$_") } 1 .. $procs;
+    my ($twice, $new) = (0, 0);
+    my $seen = "\0" x length $outs[0];
+    for my $o (@outs) {
+        $twice += unpack('%32b*', $seen & $o);
+        $new += unpack('%32b*', $o);
+        $seen |= $o;
+    }
+    is($twice, 0, "$name: no item told new twice ($new told new over $procs adders)");
+    my $f = Data::BloomFilter::Shared->new($path, 2 * $N, 0.01);
+    my $lost = grep { !$f->contains("item-$_") } 0 .. $N - 1;
+    is($lost, 0, "$name: no item lost");
+    cmp_ok($new, '>', $N * 0.98, "$name: the items were new to someone");
+}
+
+# /proc remounted hidepid=2 in a private mount namespace; adders of two
+# users (neither root, so neither sees the other's processes).
+SKIP: {
+    my $ok = system(q{unshare -m sh -c 'mount -t proc -o hidepid=2 proc /proc' 2>/dev/null}) == 0;
+    skip 'cannot mount /proc with hidepid=2 here', 4 unless $ok;
+    race('hidepid', 6, [qw(unshare -m --propagation private sh -c), 'mount -t proc -o hidepid=2 proc /proc && exec "$@"', 'sh'],
+        sub { my $uid = $_[0] % 2 ? 65534 : 65533; ("setpriv --reuid=$uid --regid=$uid --clear-groups") });
+}
+
+# No /proc at all.
+race('no-proc', 6, [qw(unshare -m --propagation private sh -c), 'umount -l /proc && exec "$@"', 'sh'], sub { () });
+
+# Each adder in its own PID namespace (so each is pid 1 there), sharing
+# one file: containers sharing /dev/shm.
+race('pid-namespaces', 6, [], sub { ('unshare --pid --fork --mount-proc') });
+
+done_testing;
