@@ -12,7 +12,7 @@ use crate::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, STRIPE
 use crate::geometry::{self, Geometry};
 use crate::hashing::{hash_item, ItemHash};
 use crate::region::{self, Region};
-use crate::sync::{self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR};
+use crate::sync::{self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INVERT};
 
 /// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
 /// 256 MiB filter, mostly absent items, 2-core AMD EPYC VM: with huge pages,
@@ -252,6 +252,7 @@ impl Filter {
                 slots: std::slice::from_raw_parts(self.at::<Slot>(SLOTS_OFF), SLOTS as usize),
                 stripes: std::slice::from_raw_parts(self.at::<Stripe>(STRIPES_OFF), STRIPES as usize),
                 bits: self.words_slice(),
+                scratch: std::slice::from_raw_parts(self.at::<AtomicU64>(format::SCRATCH_OFF), format::SCRATCH_WORDS),
             }
         }
     }
@@ -568,7 +569,7 @@ impl Filter {
     }
 
     /// Run an exclusive operation.
-    fn exclusive<R>(&self, pending: u32, f: impl FnOnce(&[AtomicU64]) -> R) -> Result<R> {
+    fn exclusive<R>(&self, f: impl FnOnce(&sync::Exclusive<'_>, &[AtomicU64]) -> R) -> Result<R> {
         self.writable()?;
         let held = self.claim()?;
         let c = held.c;
@@ -577,8 +578,7 @@ impl Filter {
         if sh.frozen() {
             return Err(Error::frozen()); // g drops: lock released
         }
-        g.set_pending(pending);
-        let r = f(self.words_slice());
+        let r = f(&g, self.words_slice());
         drop(g);
         sh.count_ops(c, 1);
         Ok(r)
@@ -620,7 +620,7 @@ impl Filter {
         if self.same_filter(other) {
             return Ok(());
         }
-        self.exclusive(sync::PENDING_NONE, |words| {
+        self.exclusive(|_, words| {
             for (i, w) in words.iter().enumerate() {
                 let s = other.word(i).load(Ordering::Relaxed);
                 // Relaxed: we are exclusive; the epoch/excl release publishes.
@@ -629,27 +629,21 @@ impl Filter {
         })
     }
 
-    /// Flip every bit, exclusively.
+    /// Flip every bit, exclusively. A process killed part-way leaves it to
+    /// the next exclusive owner to finish.
     pub fn invert(&self) -> Result<()> {
-        self.exclusive(sync::PENDING_NONE, |words| {
-            for w in words {
-                w.store(!w.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-        })
+        self.exclusive(|g, _| g.transform(PENDING_INVERT))
     }
 
-    /// Reset to empty, exclusively.
+    /// Reset to empty, exclusively; finished by the next exclusive owner if
+    /// this process is killed part-way.
     pub fn clear(&self) -> Result<()> {
-        self.exclusive(PENDING_CLEAR, |words| {
-            for w in words {
-                w.store(0, Ordering::Relaxed);
-            }
-        })
+        self.exclusive(|g, _| g.transform(PENDING_CLEAR))
     }
 
     /// Seal the filter for good and flush it.
     pub fn freeze(&self) -> Result<()> {
-        self.exclusive(sync::PENDING_NONE, |_| {
+        self.exclusive(|_, _| {
             // Release: pairs with the Acquire loads in `writable`/`frozen`.
             self.flags().fetch_or(format::FLAG_FROZEN, Ordering::Release);
         })?;
@@ -727,18 +721,24 @@ pub mod testing {
         assert!(f.shared().begin_add(Filter::stripe_of(&h), c));
     }
 
-    /// Take the exclusive lock, mark a clear pending, zero half the words,
-    /// and never release it (a clear killed midway).
-    pub fn hold_half_clear(f: &Filter) {
+    /// Take the exclusive lock, run `op` (`PENDING_CLEAR`, `PENDING_INVERT`)
+    /// over half the words and into the middle of the next chunk, and never
+    /// release it (an operation killed midway).
+    fn hold_half_transform(f: &Filter, op: u32) {
         let c = f.claim().expect("slot").c;
-        let sh = f.shared();
-        let g = sh.lock_exclusive(c);
-        g.set_pending(PENDING_CLEAR);
-        let words = f.words_slice();
-        for w in &words[..words.len() / 2] {
-            w.store(0, Ordering::Relaxed);
-        }
+        let g = f.shared().lock_exclusive(c);
+        g.transform_partly(op, (f.words + sync::CHUNK - 1) / sync::CHUNK / 2);
         std::mem::forget(g);
+    }
+
+    /// A `clear` killed midway (see hold_half_transform).
+    pub fn hold_half_clear(f: &Filter) {
+        hold_half_transform(f, PENDING_CLEAR);
+    }
+
+    /// An `invert` killed midway (see hold_half_transform).
+    pub fn hold_half_invert(f: &Filter) {
+        hold_half_transform(f, PENDING_INVERT);
     }
 
     /// Mark this handle's slot busy (a merge killed midway).

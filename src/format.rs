@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! offset 0        header page: immutable fields + checksum (0..128),
-//!                 control line (128..192): flags, epoch, exclusive word
+//!                 control line (128..192): flags, epoch, exclusive word,
+//!                 pending operation and its cursor;
+//!                 scratch (2048..2560): a resumable operation's saved chunk
 //! offset 4096     process slots: SLOTS x 64 bytes, one cache line each
 //! offset 69632    add stripes:   STRIPES x 64 bytes, one cache line each
 //! bits_off        the bit array, page aligned (2 MiB aligned when large)
@@ -37,6 +39,10 @@ pub const OFF_FLAGS: u64 = 128;
 pub const OFF_EPOCH: u64 = 132;
 pub const OFF_EXCL: u64 = 136;
 pub const OFF_PENDING: u64 = 140;
+/// Where a resumable exclusive operation keeps the chunk it is changing:
+/// the second half of the header page.
+pub const SCRATCH_OFF: u64 = 2048;
+pub const SCRATCH_WORDS: usize = 64;
 
 /// Flag bit: the filter is sealed; no mutator may run again.
 pub const FLAG_FROZEN: u32 = 1;

@@ -64,7 +64,12 @@ pub struct Control {
     pub flags: AtomicU32,
     pub epoch: AtomicU32,
     pub excl: AtomicU32,
+    /// The exclusive operation under way that a recoverer can finish.
     pub pending: AtomicU32,
+    /// Its progress: `2c` when chunks below `c` are done, `2c + 1` while
+    /// chunk `c` is being changed and the scratch holds its words as they
+    /// were before.
+    pub cursor: AtomicU64,
 }
 
 /// One process slot: its own cache line, written only by its owner (and by a
@@ -102,9 +107,24 @@ const _: () = assert!(std::mem::size_of::<Slot>() == 64);
 const _: () = assert!(std::mem::size_of::<Stripe>() == 64);
 const _: () = assert!(SLOTS <= IDX_MASK);
 
-/// Pending exclusive operation codes (the `pending` word).
+/// Pending exclusive operation codes (the `pending` word): the operations
+/// that map each word's value before to its value after, so that whoever
+/// finds one interrupted can finish it.
 pub const PENDING_NONE: u32 = 0;
 pub const PENDING_CLEAR: u32 = 1;
+pub const PENDING_INVERT: u32 = 2;
+
+/// Words per chunk of a resumable operation: the size of the scratch area.
+pub const CHUNK: usize = crate::format::SCRATCH_WORDS;
+
+/// A word after operation `op`.
+#[inline(always)]
+fn apply(op: u32, w: u64) -> u64 {
+    match op {
+        PENDING_INVERT => !w,
+        _ => 0,
+    }
+}
 
 // ---------------------------------------------------------------- tokens
 
@@ -343,6 +363,8 @@ pub struct Shared<'a> {
     pub slots: &'a [Slot],
     pub stripes: &'a [Stripe],
     pub bits: &'a [AtomicU64],
+    /// Where a resumable operation keeps the chunk it is changing.
+    pub scratch: &'a [AtomicU64],
 }
 
 /// A slot this handle owns in this process.
@@ -641,14 +663,57 @@ impl<'a> Shared<'a> {
         // (seqlock writer; pairs with the Acquire fence in the add fast path).
         fence(Ordering::Release);
         self.drain(me);
-        if self.ctl.pending.load(Ordering::Relaxed) == PENDING_CLEAR {
-            // A clear whose owner died part-way: finish it (idempotent), so
-            // the filter is in a state some linear history explains.
-            for w in self.bits {
-                w.store(0, Ordering::Relaxed);
+        // An operation whose owner died part-way: finish it, so that the
+        // filter is as after it, never a mix.
+        self.resume();
+        Exclusive { sh: *self }
+    }
+
+    /// Run resumable operation `op` over the words from chunk `from` on.
+    /// Before a chunk changes, its words go to the scratch and the cursor
+    /// says so; after, the cursor moves past it. A process killed anywhere
+    /// in here leaves what `resume` needs to finish the job.
+    fn run_from(&self, op: u32, from: usize) {
+        let ctl = self.ctl;
+        for (c, words) in self.bits.chunks(CHUNK).enumerate().skip(from) {
+            for (s, w) in self.scratch.iter().zip(words) {
+                s.store(w.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            // Release: the scratch is written before the cursor claims it
+            // (pairs with the Acquire in resume).
+            ctl.cursor.store(2 * c as u64 + 1, Ordering::Release);
+            for w in words {
+                // Relaxed: we are exclusive; the epoch/excl release publishes.
+                w.store(apply(op, w.load(Ordering::Relaxed)), Ordering::Relaxed);
+            }
+            // Release: the chunk's new words before the cursor passes it.
+            ctl.cursor.store(2 * c as u64 + 2, Ordering::Release);
+        }
+    }
+
+    /// Finish a resumable operation a dead owner left, doing only what it
+    /// did not: put back the chunk it was changing, then go on from there.
+    fn resume(&self) {
+        // Acquire: pairs with the Release stores of run_from.
+        let op = self.ctl.pending.load(Ordering::Acquire);
+        if op == PENDING_NONE {
+            return;
+        }
+        let chunks = (self.bits.len() + CHUNK - 1) / CHUNK;
+        let cur = self.ctl.cursor.load(Ordering::Acquire);
+        // The cursor comes from shared memory: one out of range (a damaged
+        // file) finishes nothing rather than indexing outside the bits.
+        let c = usize::try_from(cur / 2).map_or(chunks, |c| c.min(chunks));
+        if cur & 1 == 1 && c < chunks {
+            let start = c * CHUNK;
+            let end = (start + CHUNK).min(self.bits.len());
+            for (w, s) in self.bits[start..end].iter().zip(self.scratch) {
+                w.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
             }
         }
-        Exclusive { sh: *self }
+        if op == PENDING_CLEAR || op == PENDING_INVERT {
+            self.run_from(op, c);
+        }
     }
 
     fn drain(&self, me: Claim) {
@@ -687,10 +752,37 @@ pub struct Exclusive<'a> {
 }
 
 impl Exclusive<'_> {
-    /// Record that a clear is under way: a process that finds this lock's
-    /// owner dead finishes it.
-    pub fn set_pending(&self, op: u32) {
-        self.sh.ctl.pending.store(op, Ordering::Relaxed);
+    /// Run resumable operation `op` (`PENDING_CLEAR`, `PENDING_INVERT`) over
+    /// every word; whoever finds this lock's owner dead finishes it.
+    pub fn transform(&self, op: u32) {
+        self.begin(op);
+        self.sh.run_from(op, 0);
+    }
+
+    /// Record that `op` starts at the first chunk.
+    pub fn begin(&self, op: u32) {
+        self.sh.ctl.cursor.store(0, Ordering::Relaxed);
+        // Release: the reset cursor is seen with the op (resume's Acquire).
+        self.sh.ctl.pending.store(op, Ordering::Release);
+    }
+
+    /// Run `op` over the first `chunks` chunks, then change half of the
+    /// next one, and stop there: an operation killed in the middle of a
+    /// chunk. For the crash tests.
+    #[doc(hidden)]
+    pub fn transform_partly(&self, op: u32, chunks: usize) {
+        self.begin(op);
+        let part = &self.sh.bits[..(chunks * CHUNK).min(self.sh.bits.len())];
+        Shared { bits: part, ..self.sh }.run_from(op, 0);
+        let next = &self.sh.bits[part.len()..];
+        let next = &next[..next.len().min(CHUNK)];
+        for (s, w) in self.sh.scratch.iter().zip(next) {
+            s.store(w.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        self.sh.ctl.cursor.store(2 * chunks as u64 + 1, Ordering::Release);
+        for w in &next[..next.len() / 2] {
+            w.store(apply(op, w.load(Ordering::Relaxed)), Ordering::Relaxed);
+        }
     }
 }
 
@@ -746,6 +838,7 @@ mod tests {
             slots,
             stripes: &[],
             bits: &[],
+            scratch: &[],
         }
     }
 
