@@ -495,7 +495,7 @@ impl Filter {
     }
 
     fn same_filter(&self, other: &Filter) -> bool {
-        self.region.header.instance == other.region.header.instance && self.is_compatible(other)
+        self.region.same_object(&other.region)
     }
 
     fn check_compatible(&self, other: &Filter) -> Result<()> {
