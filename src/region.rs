@@ -778,3 +778,161 @@ pub fn unlink(raw: &[u8]) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::Geometry;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// A fresh directory of this test's own.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("bfs-region-{}-{name}-{:x}", std::process::id(), random_u64()));
+        std::fs::create_dir(&d).unwrap();
+        d
+    }
+
+    fn header() -> Header {
+        new_header(Geometry::for_capacity(1000, 0.01).unwrap(), 0)
+    }
+
+    fn bytes(p: &std::path::Path) -> &[u8] {
+        use std::os::unix::ffi::OsStrExt;
+        p.as_os_str().as_bytes()
+    }
+
+    fn open_path(p: &std::path::Path) -> Region {
+        open_or_create_file(bytes(p), &header(), 0o600).unwrap()
+    }
+
+    fn fd_of(p: &std::path::Path, write: bool) -> std::fs::File {
+        std::fs::OpenOptions::new().read(true).write(write).open(p).unwrap()
+    }
+
+    #[test]
+    fn same_object_is_the_mapped_file_not_the_stored_id() {
+        let d = scratch("same");
+        let a = d.join("a.bf");
+        let r1 = open_path(&a);
+        let r2 = open_path(&a);
+        assert!(r1.same_object(&r2), "two opens of one path");
+        let f = fd_of(&a, true);
+        assert!(
+            r1.same_object(&open_fd(f.as_raw_fd()).unwrap()),
+            "the file through a descriptor"
+        );
+        let ro = fd_of(&a, false);
+        assert!(
+            r1.same_object(&open_fd(ro.as_raw_fd()).unwrap()),
+            "... a read-only one too"
+        );
+        std::fs::copy(&a, d.join("b.bf")).unwrap();
+        let b = open_path(&d.join("b.bf"));
+        assert_eq!(b.header.instance, r1.header.instance, "a copy carries the stored id");
+        assert!(!r1.same_object(&b), "but is another filter");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn same_object_of_memfds_and_anonymous_regions() {
+        let h = header();
+        let m = create_memfd("same", &h).unwrap();
+        assert!(
+            m.same_object(&open_fd(m.memfd()).unwrap()),
+            "a memfd through its descriptor"
+        );
+        assert!(!m.same_object(&create_memfd("same", &h).unwrap()), "another memfd");
+        let a = create_anonymous(&h).unwrap();
+        assert!(a.same_object(&a));
+        assert!(
+            !a.same_object(&create_anonymous(&h).unwrap()),
+            "another anonymous region"
+        );
+        assert!(!a.same_object(&m));
+    }
+
+    #[test]
+    fn created_files_have_their_space_allocated() {
+        let d = scratch("space");
+        let p = d.join("f.bf");
+        let r = open_path(&p);
+        let md = std::fs::metadata(&p).unwrap();
+        assert_eq!(md.len(), r.len() as u64);
+        // A sparse file (ftruncate only) would have almost no blocks.
+        assert!(
+            md.blocks() * 512 >= md.len(),
+            "{} blocks for {} bytes",
+            md.blocks(),
+            md.len()
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_empty_file_of_ours_is_replaced_by_a_complete_filter() {
+        let d = scratch("adopt");
+        let p = d.join("e.bf");
+        std::fs::File::create(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let ino = std::fs::metadata(&p).unwrap().ino();
+        let r = open_path(&p);
+        let md = std::fs::metadata(&p).unwrap();
+        assert_ne!(md.ino(), ino, "renamed over, not grown in place");
+        assert_eq!(md.mode() & 0o7777, 0o640, "mode kept");
+        assert_eq!(md.len(), r.len() as u64);
+        assert!(r.same_object(&open_path(&p)));
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no temporary name left");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_empty_file_of_another_uid_is_not_adopted() {
+        // SAFETY: geteuid always succeeds.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // only root can make a file of another uid
+        }
+        let d = scratch("foreign");
+        let p = d.join("planted.bf");
+        std::fs::File::create(&p).unwrap();
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        let e = open_or_create_file(bytes(&p), &header(), 0o600).err().expect("refused");
+        assert_eq!(e.kind, ErrorKind::Arg);
+        assert!(e.msg.contains("is an empty file of uid 65534"), "{}", e.msg);
+        let md = std::fs::metadata(&p).unwrap();
+        assert_eq!((md.len(), md.uid()), (0, 65534), "left as it was");
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_read_only_descriptor_of_a_live_filter_gives_a_read_only_region() {
+        let d = scratch("ro");
+        let p = d.join("live.bf");
+        let w = open_path(&p);
+        assert!(!w.frozen());
+        let f = fd_of(&p, false);
+        let r = open_fd(f.as_raw_fd()).unwrap();
+        assert!(r.readonly && !r.frozen());
+        let e = open_readonly(bytes(&p))
+            .err()
+            .expect("new_readonly wants a frozen file");
+        assert!(e.msg.contains("not frozen"), "{}", e.msg);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn non_regular_files_are_refused_before_use() {
+        let e = open_or_create_file(b"/dev/null", &header(), 0o600)
+            .err()
+            .expect("refused");
+        assert!(e.msg.contains("is a character device"), "{}", e.msg);
+        let d = scratch("fifo");
+        let p = d.join("fifo");
+        let cp = cstr(bytes(&p)).unwrap();
+        // SAFETY: cp is NUL-terminated.
+        assert_eq!(unsafe { libc::mkfifo(cp.as_ptr(), 0o600) }, 0);
+        let e = open_or_create_file(bytes(&p), &header(), 0o600).err().expect("refused");
+        assert!(e.msg.contains("is a FIFO"), "{}", e.msg);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
