@@ -7,6 +7,7 @@ use warnings;
 use Test::More;
 use File::Temp qw(tempdir);
 use POSIX ();
+use Time::HiRes ();
 use Fcntl qw(O_RDWR O_NOCTTY);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
@@ -146,6 +147,31 @@ PERL
     is(listing($sub), 'empty.bf', '... and no temporary file is left');
     my $f = $C->new($p, 1000, 0.01);
     ok($f->add('after'), 'the empty file is then adopted normally');
+}
+
+# A kill at any moment of an adoption leaves the path empty or a complete
+# filter, never a full-size file of zeros that every later open refuses.
+{
+    my $sub = "$dir/killed";
+    mkdir $sub or die;
+    my $p = "$sub/k.bf";
+    my @bad;
+    for my $round (1 .. 12) {
+        unlink $p;
+        { open(my $fh, '>', $p) or die; }
+        my $pid = fork // die;
+        if (!$pid) {
+            # 5e7 items: a 64 MiB file, some milliseconds of work.
+            eval { $C->new($p, 50_000_000, 0.01) };
+            POSIX::_exit(0);
+        }
+        Time::HiRes::sleep(($round - 1) * 0.002);
+        kill 'KILL', $pid;
+        waitpid($pid, 0);
+        next unless -s $p;
+        push @bad, "round $round: " . (-s $p) . " bytes: $@" unless eval { $C->new($p, 1000, 0.01) };
+    }
+    is("@bad", '', 'adopters killed at 12 moments leave an empty file or a filter that opens');
 }
 
 # Several processes adopting one empty file at once end up sharing one filter.
