@@ -885,6 +885,37 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// The route taken where an `O_TMPFILE` file cannot be named (a file
+    /// system without it, or neither `AT_EMPTY_PATH` nor `/proc`): a
+    /// temporary name beside the path, linked or renamed, then removed.
+    /// Other tests running meanwhile take this route too, and work as well.
+    #[test]
+    fn without_tmpfile_a_temporary_name_is_used_and_removed() {
+        TMPFILE_NAMEABLE.store(false, Ordering::Relaxed);
+        let d = scratch("tmpname");
+        let p = d.join("n.bf");
+        let r = open_path(&p);
+        assert!(r.same_object(&open_path(&p)));
+        let e = d.join("e.bf");
+        std::fs::File::create(&e).unwrap();
+        let ino = std::fs::metadata(&e).unwrap().ino();
+        let a = open_path(&e);
+        assert_ne!(std::fs::metadata(&e).unwrap().ino(), ino);
+        assert_eq!(std::fs::metadata(&e).unwrap().len(), a.len() as u64);
+        let h = header();
+        let n = create_new_file(bytes(&d.join("b.bf")), &h, 0o600, &|_| {}).unwrap();
+        assert!(create_new_file(bytes(&d.join("b.bf")), &h, 0o600, &|_| {}).is_err());
+        assert_eq!(n.len() as u64, format::layout(h.geometry.m).total);
+        let mut names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["b.bf", "e.bf", "n.bf"], "no temporary name left");
+        TMPFILE_NAMEABLE.store(true, Ordering::Relaxed);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn an_empty_file_of_another_uid_is_not_adopted() {
         // SAFETY: geteuid always succeeds.
