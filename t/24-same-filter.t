@@ -7,6 +7,9 @@ use warnings;
 use Test::More;
 use File::Temp qw(tempdir);
 use File::Copy qw(copy);
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use BFTest qw(perl5lib);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -30,6 +33,20 @@ sub present { my ($f, $items) = @_; return scalar $f->contains_many($items) }
     is(present($a, \@more), 200, '... brings in every item added to the copy');
     is(present($a, \@orig), 200, '... and keeps the original\'s');
     is($C->new("$dir/a.bf", 10_000, 0.01)->bits_set, $a->bits_set, '... in the file itself');
+}
+
+# The command-line tool's merge of a copy (cp) into its original.
+{
+    my $a = $C->new("$dir/cli-a.bf", 10_000, 0.01);
+    $a->add_many(\@orig);
+    $a->sync;
+    copy("$dir/cli-a.bf", "$dir/cli-b.bf") or die "copy: $!";
+    $C->new("$dir/cli-b.bf", 10_000, 0.01)->add_many(\@more);
+    local $ENV{PERL5LIB} = perl5lib();
+    my $cli = "$FindBin::Bin/../blib/script/bloomfilter-shared";
+    system($^X, $cli, 'merge', "$dir/cli-a.bf", "$dir/cli-b.bf");
+    is($?, 0, 'bloomfilter-shared merge ORIGINAL COPY exits 0');
+    is(present($a, \@more), 200, '... and the original has every item added to the copy');
 }
 
 # intersect with a copy that was cleared
