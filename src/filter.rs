@@ -134,6 +134,9 @@ impl Filter {
     }
 
     /// Attach through a descriptor (duplicated; the caller keeps its own).
+    /// A read-only descriptor, or a frozen filter, gives a query-only handle
+    /// (`readonly()`: mapped `PROT_READ`, no slot, every mutator fails with
+    /// `ErrorKind::ReadOnly`), also of a live filter others still change.
     pub fn from_fd(fd: i32) -> Result<Filter> {
         Ok(Self::from_region(region::open_fd(fd)?))
     }
