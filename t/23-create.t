@@ -133,14 +133,19 @@ SKIP: {
     mkdir $sub or die;
     my $p = "$sub/empty.bf";
     { open(my $fh, '>', $p) or die; }
-    # 200e6 items at 0.01: a 256 MiB bit array, which a 64 MiB address space
-    # cannot map (perl and the module take about 11 MiB).
+    # 200e6 items at 0.01: a 256 MiB bit array, which an address space of
+    # this process's size plus 64 MiB cannot map.
+    my $vm = 0;
+    if (open(my $st, '<', '/proc/self/status')) {
+        ($vm) = map { /^VmSize:\s*(\d+)/ ? $1 : () } <$st>;
+    }
+    my $limit = ($vm || 32768) + 65536;
     my $script = <<'PERL';
 use strict; use warnings; use Data::BloomFilter::Shared;
 my $f = eval { Data::BloomFilter::Shared->new($ARGV[0], 200_000_000, 0.01) };
 print $f ? "made\n" : "new: $@";
 PERL
-    my ($out, $status) = run_sh("ulimit -v 65536 || exit 98; exec \"\$@\" '$p'", $script);
+    my ($out, $status) = run_sh("ulimit -v $limit || exit 98; exec \"\$@\" '$p'", $script);
     like($out, qr/^new: .*->new: .*mmap: Cannot allocate memory/m, 'adopting under a too-small RLIMIT_AS croaks at mmap')
         or diag("status $status: $out");
     is(-s $p, 0, '... and the file is still empty (not a full-size file of zeros)');
