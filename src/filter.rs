@@ -174,6 +174,9 @@ impl Filter {
     }
 
     /// Attach through a descriptor (duplicated; the caller keeps its own).
+    /// A read-only descriptor, or a frozen filter, gives a query-only handle
+    /// (`readonly()`: mapped `PROT_READ`, no slot, every mutator fails with
+    /// `ErrorKind::ReadOnly`), also of a live filter others still change.
     pub fn from_fd(fd: i32) -> Result<Filter> {
         Self::from_region(region::open_fd(fd)?).attached()
     }
@@ -540,7 +543,7 @@ impl Filter {
     }
 
     fn same_filter(&self, other: &Filter) -> bool {
-        self.region.header.instance == other.region.header.instance && self.is_compatible(other)
+        self.region.same_object(&other.region)
     }
 
     fn check_compatible(&self, other: &Filter) -> Result<()> {

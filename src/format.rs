@@ -89,7 +89,9 @@ pub fn layout(m: u64) -> Layout {
 pub struct Header {
     pub geometry: Geometry,
     pub seed: u64,
-    /// Random at creation; lets two handles tell they map the same filter.
+    /// Random at creation, and decides nothing: a copy of the file carries
+    /// it along. Whether two handles map the same filter is asked of the
+    /// mapped object (`Region::same_object`).
     pub instance: u64,
 }
 

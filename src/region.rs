@@ -14,6 +14,7 @@
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -39,6 +40,12 @@ pub struct Region {
     pub header: Header,
     pub backing: Backing,
     pub readonly: bool,
+    /// Device and inode of what is mapped (for an anonymous region, of the
+    /// memfd behind it): "the same filter" is the same mapped object, never
+    /// an id stored in the bytes, which a copy of the file carries along.
+    /// The mapping keeps the inode alive, so no other object can take the
+    /// number while this region exists.
+    id: (u64, u64),
 }
 
 impl Region {
@@ -53,6 +60,13 @@ impl Region {
 
     pub fn is_empty(&self) -> bool {
         self.map.len() == 0
+    }
+
+    /// Whether both regions map the same object: the same file (by device
+    /// and inode, whichever path or descriptor reached it), the same memfd,
+    /// or the same anonymous region.
+    pub fn same_object(&self, other: &Region) -> bool {
+        self.id == other.id
     }
 
     pub fn layout(&self) -> Layout {
@@ -120,7 +134,8 @@ fn shown(raw: &[u8]) -> String {
 fn random_u64() -> u64 {
     let mut v = 0u64;
     // SAFETY: writes at most 8 bytes into `v`. A short or failed read leaves
-    // a weaker instance id, which only affects self-merge detection speed.
+    // a guessable value: temporary names are created with O_EXCL and the
+    // header's instance id decides nothing, so that costs nothing.
     unsafe {
         libc::getrandom(&mut v as *mut u64 as *mut libc::c_void, 8, 0);
     }
@@ -214,7 +229,51 @@ fn advise_huge(map: &MmapRaw, l: &Layout) {
     }
 }
 
-fn memfd(name: &str, size: u64, seal: bool) -> Result<OwnedFd> {
+/// Device and inode of a descriptor's file: the region's identity.
+fn ident(st: &libc::stat) -> (u64, u64) {
+    (st.st_dev, st.st_ino)
+}
+
+/// Give `fd` all of its `len` bytes of storage now. A file system (or a
+/// tmpfs such as `/dev/shm`) without room for them then fails here with
+/// ENOSPC, where an unbacked page would otherwise kill whoever touches it
+/// later with `SIGBUS`. The file size limit is checked first: growing a file
+/// past `RLIMIT_FSIZE` sends `SIGXFSZ`, which kills the process.
+fn reserve(fd: &OwnedFd, len: u64, what: &str) -> Result<()> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } == 0
+        && lim.rlim_cur != libc::RLIM_INFINITY
+        && len > lim.rlim_cur
+    {
+        return Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "{what}: the filter needs {len} bytes, more than the file size limit \
+                 (RLIMIT_FSIZE, {} bytes)",
+                lim.rlim_cur
+            ),
+        ));
+    }
+    loop {
+        // SAFETY: plain syscall on our descriptor.
+        match unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len as libc::off_t) } {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            e => {
+                return Err(Error::io(
+                    format!("{what}: cannot reserve {len} bytes"),
+                    std::io::Error::from_raw_os_error(e),
+                ))
+            }
+        }
+    }
+}
+
+fn memfd(name: &str, size: u64) -> Result<(OwnedFd, (u64, u64))> {
     let cname = cstr(name)?;
     // SAFETY: cname is NUL-terminated.
     let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
@@ -223,45 +282,43 @@ fn memfd(name: &str, size: u64, seal: bool) -> Result<OwnedFd> {
     }
     // SAFETY: fd is a fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: plain syscall on our descriptor.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
-        return Err(Error::last_os("ftruncate"));
-    }
-    if seal {
-        // Sealed against resizing: a receiver of the descriptor can then
-        // never shrink it under another process's mapping (SIGBUS).
-        // SAFETY: plain fcntl on our descriptor.
-        unsafe {
-            libc::fcntl(
-                fd.as_raw_fd(),
-                libc::F_ADD_SEALS,
-                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
-            )
-        };
-    }
-    Ok(fd)
+    reserve(&fd, size, "memfd")?;
+    // Sealed against resizing: a receiver of the descriptor can then never
+    // shrink it under another process's mapping (SIGBUS).
+    // SAFETY: plain fcntl on our descriptor.
+    unsafe {
+        libc::fcntl(
+            fd.as_raw_fd(),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+        )
+    };
+    let id = ident(&fstat(fd.as_raw_fd(), "memfd")?);
+    Ok((fd, id))
 }
 
 /// A new filter in shared anonymous memory (inherited across `fork`).
 pub fn create_anonymous(h: &Header) -> Result<Region> {
     let l = format::layout(h.geometry.m);
-    let fd = memfd("bloomfilter-shared", l.total, true)?;
+    let (fd, id) = memfd("bloomfilter-shared", l.total)?;
     let map = map(&fd, l.total, false)?;
     write_header(&map, h);
     advise_huge(&map, &l);
-    // The descriptor is closed here: the mapping keeps the memory alive.
+    // The descriptor is closed here: the mapping keeps the memory (and so
+    // the inode number in `id`) alive.
     Ok(Region {
         map,
         header: *h,
         backing: Backing::Anonymous,
         readonly: false,
+        id,
     })
 }
 
 /// A new filter in a memfd whose descriptor can be passed to other processes.
 pub fn create_memfd(name: &str, h: &Header) -> Result<Region> {
     let l = format::layout(h.geometry.m);
-    let fd = memfd(name, l.total, true)?;
+    let (fd, id) = memfd(name, l.total)?;
     let map = map(&fd, l.total, false)?;
     write_header(&map, h);
     advise_huge(&map, &l);
@@ -270,19 +327,21 @@ pub fn create_memfd(name: &str, h: &Header) -> Result<Region> {
         header: *h,
         backing: Backing::Memfd(fd),
         readonly: false,
+        id,
     })
 }
 
 /// Open without following a final symlink. `Ok(None)` when the file does
 /// not exist.
 fn open_nofollow(path: &CStr, flags: libc::c_int, shown: &str) -> Result<Option<OwnedFd>> {
-    // O_NONBLOCK: opening a FIFO must not wait for a writer; we refuse it
-    // right after, on fstat.
+    // O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOCTTY: opening
+    // a terminal must not make it our controlling terminal. Both are refused
+    // right after, on fstat, before anything else touches them.
     // SAFETY: path is NUL-terminated.
     let fd = unsafe {
         libc::open(
             path.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY,
         )
     };
     if fd < 0 {
@@ -295,6 +354,13 @@ fn open_nofollow(path: &CStr, flags: libc::c_int, shown: &str) -> Result<Option<
     }
     // SAFETY: fd is a fresh descriptor we own.
     Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+fn lstat(path: &CStr) -> Option<libc::stat> {
+    // SAFETY: an all-zero stat is a valid value; lstat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: path is NUL-terminated, `st` a valid out-pointer.
+    (unsafe { libc::lstat(path.as_ptr(), &mut st) } == 0).then_some(st)
 }
 
 struct Flock<'a>(&'a OwnedFd);
@@ -319,9 +385,110 @@ impl Drop for Flock<'_> {
     }
 }
 
-/// Create a fully initialised file under a name nobody sees yet, then link
-/// it to `path`. Returns Ok(false) if `path` appeared meanwhile.
-fn create_file(path: &CStr, shown: &str, h: &Header, mode: u32, fill: Option<&dyn Fn(*mut u8)>) -> Result<bool> {
+/// How a file built by `create_file` takes its final name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Publish {
+    /// `link`ed to a path that must not exist: `EEXIST` means another
+    /// process created it first.
+    Link,
+    /// `rename`d over the path (an empty file being adopted).
+    Replace,
+}
+
+/// Permission bits and, for an adopted file, the group to keep.
+#[derive(Clone, Copy)]
+struct Perm {
+    mode: u32,
+    gid: Option<libc::gid_t>,
+}
+
+/// Whether an `O_TMPFILE` file can be given a name in this process. Cleared
+/// the first time one could not (neither `AT_EMPTY_PATH`, which needs
+/// `CAP_DAC_READ_SEARCH`, nor `/proc/self/fd`, which needs `/proc`): later
+/// creations go straight to a temporary name.
+static TMPFILE_NAMEABLE: AtomicBool = AtomicBool::new(true);
+
+/// A temporary name beside the final one, removed when dropped unless
+/// `keep` was called (after it was renamed away).
+struct TempName(Option<CString>);
+impl TempName {
+    fn beside(raw: &[u8]) -> Result<CString> {
+        let mut tmp = raw.to_vec();
+        tmp.extend_from_slice(format!(".tmp.{}.{:x}", std::process::id(), random_u64()).as_bytes());
+        cstr(tmp)
+    }
+    fn keep(&mut self) {
+        self.0 = None;
+    }
+}
+impl Drop for TempName {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            // SAFETY: t is NUL-terminated.
+            unsafe { libc::unlink(t.as_ptr()) };
+        }
+    }
+}
+
+/// Give the `O_TMPFILE` file `fd` the name `target`. `AT_EMPTY_PATH` first:
+/// it needs no `/proc` (but `CAP_DAC_READ_SEARCH`, which root has); else the
+/// descriptor's `/proc/self/fd` link.
+fn link_tmpfile(fd: &OwnedFd, target: &CStr) -> std::io::Result<()> {
+    let empty = b"\0";
+    // SAFETY: both paths are NUL-terminated.
+    let r = unsafe {
+        libc::linkat(
+            fd.as_raw_fd(),
+            empty.as_ptr() as *const libc::c_char,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EPERM)) {
+        return Err(e);
+    }
+    let proc_path = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL");
+    // SAFETY: both paths are NUL-terminated.
+    let r = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_path.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether `link_tmpfile` failed because this process cannot name an
+/// `O_TMPFILE` file at all (rather than because of the target).
+fn unnameable(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EPERM))
+}
+
+/// Build a complete filter file where nobody sees it (an `O_TMPFILE` file,
+/// or a temporary name beside `path`), with all of its space reserved, then
+/// give it the name `path` as `how` says. Nothing is left behind when this
+/// fails, and `path` never names a half-built file. `Ok(None)`: `path`
+/// appeared meanwhile (`Publish::Link` only).
+fn create_file(
+    path: &CStr,
+    shown: &str,
+    h: &Header,
+    perm: Perm,
+    fill: Option<&dyn Fn(*mut u8)>,
+    how: Publish,
+) -> Result<Option<Region>> {
     let l = format::layout(h.geometry.m);
     let raw = path.to_bytes();
     let dir: &[u8] = match raw.iter().rposition(|&c| c == b'/') {
@@ -330,92 +497,111 @@ fn create_file(path: &CStr, shown: &str, h: &Header, mode: u32, fill: Option<&dy
         None => b".",
     };
     let cdir = cstr(dir)?;
-    // SAFETY: cdir is NUL-terminated.
-    let tmpfd = unsafe {
-        libc::open(
-            cdir.as_ptr(),
-            libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
-            mode as libc::c_uint,
-        )
+    // Relaxed: a hint only; a stale `true` costs one failed attempt.
+    let tmpfd = if TMPFILE_NAMEABLE.load(Ordering::Relaxed) {
+        // SAFETY: cdir is NUL-terminated.
+        unsafe {
+            libc::open(
+                cdir.as_ptr(),
+                libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
+                perm.mode as libc::c_uint,
+            )
+        }
+    } else {
+        -1
     };
-    let (fd, tmpname) = if tmpfd >= 0 {
+    let (fd, mut temp) = if tmpfd >= 0 {
         // SAFETY: fresh descriptor we own.
-        (unsafe { OwnedFd::from_raw_fd(tmpfd) }, None)
+        (unsafe { OwnedFd::from_raw_fd(tmpfd) }, TempName(None))
     } else {
         // No O_TMPFILE on this filesystem: a private temporary name instead.
-        let mut tmp = raw.to_vec();
-        tmp.extend_from_slice(format!(".tmp.{}.{:x}", std::process::id(), random_u64()).as_bytes());
-        let tmp = cstr(tmp)?;
+        let tmp = TempName::beside(raw)?;
         // SAFETY: tmp is NUL-terminated.
         let fd = unsafe {
             libc::open(
                 tmp.as_ptr(),
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                mode as libc::c_uint,
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC,
+                perm.mode as libc::c_uint,
             )
         };
         if fd < 0 {
             return Err(Error::last_os(format!("create {shown}")));
         }
         // SAFETY: fresh descriptor we own.
-        (unsafe { OwnedFd::from_raw_fd(fd) }, Some(tmp))
+        (unsafe { OwnedFd::from_raw_fd(fd) }, TempName(Some(tmp)))
     };
-    let cleanup = |tmp: &Option<CString>| {
-        if let Some(t) = tmp {
-            // SAFETY: t is NUL-terminated.
-            unsafe { libc::unlink(t.as_ptr()) };
-        }
-    };
-    let init = || -> Result<()> {
-        // The mode exactly as asked, whatever the umask.
-        // SAFETY: plain syscalls on our descriptor.
-        if unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) } != 0 {
-            return Err(Error::last_os(format!("chmod {shown}")));
-        }
-        // SAFETY: as above.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), l.total as libc::off_t) } != 0 {
-            return Err(Error::last_os(format!("ftruncate {shown}")));
-        }
-        let m = map(&fd, l.total, false)?;
-        write_header(&m, h);
-        if let Some(f) = fill {
-            f(m.as_mut_ptr());
-        }
-        Ok(())
-    };
-    if let Err(e) = init() {
-        cleanup(&tmpname);
-        return Err(e);
+    // The mode exactly as asked, whatever the umask.
+    // SAFETY: plain syscall on our descriptor.
+    if unsafe { libc::fchmod(fd.as_raw_fd(), perm.mode as libc::mode_t) } != 0 {
+        return Err(Error::last_os(format!("chmod {shown}")));
     }
-    let linked = match &tmpname {
-        None => {
-            let proc_path = cstr(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
-            // SAFETY: both paths are NUL-terminated.
-            unsafe {
-                libc::linkat(
-                    libc::AT_FDCWD,
-                    proc_path.as_ptr(),
-                    libc::AT_FDCWD,
-                    path.as_ptr(),
-                    libc::AT_SYMLINK_FOLLOW,
-                )
+    let st = fstat(fd.as_raw_fd(), shown)?;
+    if let Some(gid) = perm.gid.filter(|&g| g != st.st_gid) {
+        // SAFETY: as above; uid -1 leaves the owner alone.
+        if unsafe { libc::fchown(fd.as_raw_fd(), libc::uid_t::MAX, gid) } != 0 {
+            return Err(Error::last_os(format!("chown {shown}")));
+        }
+    }
+    reserve(&fd, l.total, shown)?;
+    let m = map(&fd, l.total, false)?;
+    write_header(&m, h);
+    if let Some(f) = fill {
+        f(m.as_mut_ptr());
+    }
+    if temp.0.is_none() {
+        let target = match how {
+            Publish::Link => path.to_owned(),
+            Publish::Replace => TempName::beside(raw)?,
+        };
+        match link_tmpfile(&fd, &target) {
+            Ok(()) if how == Publish::Link => return Ok(Some(file_region(m, h, path, &st))),
+            Ok(()) => temp = TempName(Some(target)),
+            Err(e) if how == Publish::Link && e.raw_os_error() == Some(libc::EEXIST) => return Ok(None),
+            Err(e) if unnameable(&e) => {
+                // Relaxed: see the load above.
+                TMPFILE_NAMEABLE.store(false, Ordering::Relaxed);
+                drop((m, fd));
+                return create_file(path, shown, h, perm, fill, how);
             }
+            Err(e) => return Err(Error::io(format!("link {shown}"), e)),
         }
-        // SAFETY: both paths are NUL-terminated.
-        Some(t) => unsafe { libc::link(t.as_ptr(), path.as_ptr()) },
-    };
-    let err = std::io::Error::last_os_error();
-    cleanup(&tmpname);
-    if linked == 0 {
-        return Ok(true);
     }
-    if err.raw_os_error() == Some(libc::EEXIST) {
-        return Ok(false); // lost the race: open the winner's file
+    let t = temp.0.as_ref().expect("a temporary name");
+    match how {
+        Publish::Link => {
+            // SAFETY: both paths are NUL-terminated.
+            if unsafe { libc::link(t.as_ptr(), path.as_ptr()) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EEXIST) {
+                    return Ok(None); // lost the race: open the winner's file
+                }
+                return Err(Error::io(format!("link {shown}"), e));
+            }
+            // `temp` drops: the temporary name goes, `path` stays.
+        }
+        Publish::Replace => {
+            // SAFETY: both paths are NUL-terminated.
+            if unsafe { libc::rename(t.as_ptr(), path.as_ptr()) } != 0 {
+                return Err(Error::last_os(format!("rename {shown}")));
+            }
+            temp.keep();
+        }
     }
-    Err(Error::io(format!("link {shown}"), err))
+    Ok(Some(file_region(m, h, path, &st)))
+}
+
+fn file_region(map: MmapRaw, h: &Header, path: &CStr, st: &libc::stat) -> Region {
+    Region {
+        map,
+        header: *h,
+        backing: Backing::File(path.to_owned()),
+        readonly: false,
+        id: ident(st),
+    }
 }
 
 /// Map an existing filter file read-write (adopting an empty one).
+/// `Ok(None)`: there is no file at `path` (any more), try again.
 fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>> {
     let Some(fd) = open_nofollow(path, libc::O_RDWR, shown)? else {
         return Ok(None);
@@ -423,7 +609,7 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
     let st = fstat(fd.as_raw_fd(), shown)?;
     require_regular(&st, shown)?;
     // Shared lock while validating: an adopter of an empty file holds the
-    // exclusive lock until its header is complete.
+    // exclusive lock until it has renamed its filter over it.
     let mut lock = Flock::take(&fd, libc::LOCK_SH)?;
     let mut st = fstat(fd.as_raw_fd(), shown)?;
     if st.st_size == 0 {
@@ -431,21 +617,7 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
         lock = Flock::take(&fd, libc::LOCK_EX)?;
         st = fstat(fd.as_raw_fd(), shown)?;
         if st.st_size == 0 {
-            // An empty file (touch, mktemp) is adopted as a new filter.
-            let l = format::layout(h.geometry.m);
-            // SAFETY: plain syscall on our descriptor.
-            if unsafe { libc::ftruncate(fd.as_raw_fd(), l.total as libc::off_t) } != 0 {
-                return Err(Error::last_os(format!("ftruncate {shown}")));
-            }
-            let m = map(&fd, l.total, false)?;
-            write_header(&m, h);
-            drop(lock);
-            return Ok(Some(Region {
-                map: m,
-                header: *h,
-                backing: Backing::File(path.to_owned()),
-                readonly: false,
-            }));
+            return adopt(path, shown, h, &st);
         }
     }
     let m = map(&fd, st.st_size as u64, false)?;
@@ -456,6 +628,7 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
         header,
         backing: Backing::File(path.to_owned()),
         readonly: false,
+        id: ident(&st),
     };
     if r.frozen() {
         return Err(Error::new(
@@ -466,6 +639,32 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
     Ok(Some(r))
 }
 
+/// Turn the empty file `st` at `path` (locked exclusively by the caller)
+/// into a filter: only a file of our own effective uid, and by renaming a
+/// complete filter over it, keeping its mode and group.
+fn adopt(path: &CStr, shown: &str, h: &Header, st: &libc::stat) -> Result<Option<Region>> {
+    // Another adopter may have renamed its filter over the path while we
+    // waited for the lock: then ours is a stale, unlinked inode.
+    match lstat(path) {
+        Some(now) if ident(&now) == ident(st) => {}
+        _ => return Ok(None),
+    }
+    // SAFETY: geteuid always succeeds.
+    let euid = unsafe { libc::geteuid() };
+    if st.st_uid != euid {
+        return Err(Error::arg(format!(
+            "{shown}: is an empty file of uid {}, not of this process's uid {euid}: \
+             not adopted (remove it, or let its owner create the filter)",
+            st.st_uid
+        )));
+    }
+    let perm = Perm {
+        mode: st.st_mode & 0o7777,
+        gid: Some(st.st_gid),
+    };
+    create_file(path, shown, h, perm, None, Publish::Replace)
+}
+
 /// Open `path` as a filter, creating it with `h` and `mode` if absent.
 pub fn open_or_create_file(raw: &[u8], h: &Header, mode: u32) -> Result<Region> {
     if raw.is_empty() {
@@ -473,15 +672,14 @@ pub fn open_or_create_file(raw: &[u8], h: &Header, mode: u32) -> Result<Region> 
     }
     let path = cstr(raw)?;
     let shown = &shown(raw);
+    let perm = Perm { mode, gid: None };
     // A few rounds: a creation race lost to a file that is then removed.
     for _ in 0..8 {
         if let Some(r) = open_existing(&path, shown, h)? {
             return Ok(r);
         }
-        if create_file(&path, shown, h, mode, None)? {
-            if let Some(r) = open_existing(&path, shown, h)? {
-                return Ok(r);
-            }
+        if let Some(r) = create_file(&path, shown, h, perm, None, Publish::Link)? {
+            return Ok(r);
         }
     }
     Err(Error::new(
@@ -498,14 +696,14 @@ pub fn create_new_file(raw: &[u8], h: &Header, mode: u32, fill: &dyn Fn(*mut u8)
     }
     let path = cstr(raw)?;
     let shown = &shown(raw);
-    if !create_file(&path, shown, h, mode, Some(fill))? {
-        return Err(Error::arg(format!("{shown}: file exists")));
-    }
-    open_existing(&path, shown, h)?
-        .ok_or_else(|| Error::new(ErrorKind::Io, format!("{shown}: removed while being created")))
+    create_file(&path, shown, h, Perm { mode, gid: None }, Some(fill), Publish::Link)?
+        .ok_or_else(|| Error::arg(format!("{shown}: file exists")))
 }
 
-/// Attach to a filter through a descriptor (duplicated, close-on-exec).
+/// Attach to a filter through a descriptor (duplicated, close-on-exec). A
+/// descriptor opened read-only gives a query-only handle (`PROT_READ`, no
+/// slot, no lock), whether or not the filter is frozen; so does a frozen
+/// filter through any descriptor.
 pub fn open_fd(fd: RawFd) -> Result<Region> {
     // SAFETY: F_DUPFD_CLOEXEC on a caller-supplied number: an invalid one
     // fails with EBADF.
@@ -527,6 +725,7 @@ pub fn open_fd(fd: RawFd) -> Result<Region> {
         header,
         backing: Backing::Fd(own),
         readonly,
+        id: ident(&st),
     };
     if r.frozen() && !readonly {
         // A frozen filter is only ever queried: map it read-only.
@@ -540,13 +739,8 @@ pub fn open_fd(fd: RawFd) -> Result<Region> {
             header,
             backing: Backing::Fd(own),
             readonly: true,
+            id: ident(&st),
         });
-    }
-    if readonly && !r.frozen() {
-        return Err(Error::new(
-            ErrorKind::ReadOnly,
-            "descriptor is read-only and the filter is not frozen",
-        ));
     }
     Ok(r)
 }
@@ -566,6 +760,7 @@ pub fn open_readonly(raw: &[u8]) -> Result<Region> {
         header,
         backing: Backing::File(path),
         readonly: true,
+        id: ident(&st),
     };
     if !r.frozen() {
         return Err(Error::new(
@@ -585,4 +780,193 @@ pub fn unlink(raw: &[u8]) -> Result<()> {
         return Err(Error::last_os(format!("unlink {shown}")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::Geometry;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// A fresh directory of this test's own.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("bfs-region-{}-{name}-{:x}", std::process::id(), random_u64()));
+        std::fs::create_dir(&d).unwrap();
+        d
+    }
+
+    fn header() -> Header {
+        new_header(Geometry::for_capacity(1000, 0.01).unwrap(), 0)
+    }
+
+    fn bytes(p: &std::path::Path) -> &[u8] {
+        use std::os::unix::ffi::OsStrExt;
+        p.as_os_str().as_bytes()
+    }
+
+    fn open_path(p: &std::path::Path) -> Region {
+        open_or_create_file(bytes(p), &header(), 0o600).unwrap()
+    }
+
+    fn fd_of(p: &std::path::Path, write: bool) -> std::fs::File {
+        std::fs::OpenOptions::new().read(true).write(write).open(p).unwrap()
+    }
+
+    #[test]
+    fn same_object_is_the_mapped_file_not_the_stored_id() {
+        let d = scratch("same");
+        let a = d.join("a.bf");
+        let r1 = open_path(&a);
+        let r2 = open_path(&a);
+        assert!(r1.same_object(&r2), "two opens of one path");
+        let f = fd_of(&a, true);
+        assert!(
+            r1.same_object(&open_fd(f.as_raw_fd()).unwrap()),
+            "the file through a descriptor"
+        );
+        let ro = fd_of(&a, false);
+        assert!(
+            r1.same_object(&open_fd(ro.as_raw_fd()).unwrap()),
+            "... a read-only one too"
+        );
+        std::fs::copy(&a, d.join("b.bf")).unwrap();
+        let b = open_path(&d.join("b.bf"));
+        assert_eq!(b.header.instance, r1.header.instance, "a copy carries the stored id");
+        assert!(!r1.same_object(&b), "but is another filter");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn same_object_of_memfds_and_anonymous_regions() {
+        let h = header();
+        let m = create_memfd("same", &h).unwrap();
+        assert!(
+            m.same_object(&open_fd(m.memfd()).unwrap()),
+            "a memfd through its descriptor"
+        );
+        assert!(!m.same_object(&create_memfd("same", &h).unwrap()), "another memfd");
+        let a = create_anonymous(&h).unwrap();
+        assert!(a.same_object(&a));
+        assert!(
+            !a.same_object(&create_anonymous(&h).unwrap()),
+            "another anonymous region"
+        );
+        assert!(!a.same_object(&m));
+    }
+
+    #[test]
+    fn created_files_have_their_space_allocated() {
+        let d = scratch("space");
+        let p = d.join("f.bf");
+        let r = open_path(&p);
+        let md = std::fs::metadata(&p).unwrap();
+        assert_eq!(md.len(), r.len() as u64);
+        // A sparse file (ftruncate only) would have almost no blocks.
+        assert!(
+            md.blocks() * 512 >= md.len(),
+            "{} blocks for {} bytes",
+            md.blocks(),
+            md.len()
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_empty_file_of_ours_is_replaced_by_a_complete_filter() {
+        let d = scratch("adopt");
+        let p = d.join("e.bf");
+        std::fs::File::create(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let ino = std::fs::metadata(&p).unwrap().ino();
+        let r = open_path(&p);
+        let md = std::fs::metadata(&p).unwrap();
+        assert_ne!(md.ino(), ino, "renamed over, not grown in place");
+        assert_eq!(md.mode() & 0o7777, 0o640, "mode kept");
+        assert_eq!(md.len(), r.len() as u64);
+        assert!(r.same_object(&open_path(&p)));
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no temporary name left");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The route taken where an `O_TMPFILE` file cannot be named (a file
+    /// system without it, or neither `AT_EMPTY_PATH` nor `/proc`): a
+    /// temporary name beside the path, linked or renamed, then removed.
+    /// Other tests running meanwhile take this route too, and work as well.
+    #[test]
+    fn without_tmpfile_a_temporary_name_is_used_and_removed() {
+        TMPFILE_NAMEABLE.store(false, Ordering::Relaxed);
+        let d = scratch("tmpname");
+        let p = d.join("n.bf");
+        let r = open_path(&p);
+        assert!(r.same_object(&open_path(&p)));
+        let e = d.join("e.bf");
+        std::fs::File::create(&e).unwrap();
+        let ino = std::fs::metadata(&e).unwrap().ino();
+        let a = open_path(&e);
+        assert_ne!(std::fs::metadata(&e).unwrap().ino(), ino);
+        assert_eq!(std::fs::metadata(&e).unwrap().len(), a.len() as u64);
+        let h = header();
+        let n = create_new_file(bytes(&d.join("b.bf")), &h, 0o600, &|_| {}).unwrap();
+        assert!(create_new_file(bytes(&d.join("b.bf")), &h, 0o600, &|_| {}).is_err());
+        assert_eq!(n.len() as u64, format::layout(h.geometry.m).total);
+        let mut names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["b.bf", "e.bf", "n.bf"], "no temporary name left");
+        TMPFILE_NAMEABLE.store(true, Ordering::Relaxed);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_empty_file_of_another_uid_is_not_adopted() {
+        // SAFETY: geteuid always succeeds.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // only root can make a file of another uid
+        }
+        let d = scratch("foreign");
+        let p = d.join("planted.bf");
+        std::fs::File::create(&p).unwrap();
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        let e = open_or_create_file(bytes(&p), &header(), 0o600).err().expect("refused");
+        assert_eq!(e.kind, ErrorKind::Arg);
+        assert!(e.msg.contains("is an empty file of uid 65534"), "{}", e.msg);
+        let md = std::fs::metadata(&p).unwrap();
+        assert_eq!((md.len(), md.uid()), (0, 65534), "left as it was");
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_read_only_descriptor_of_a_live_filter_gives_a_read_only_region() {
+        let d = scratch("ro");
+        let p = d.join("live.bf");
+        let w = open_path(&p);
+        assert!(!w.frozen());
+        let f = fd_of(&p, false);
+        let r = open_fd(f.as_raw_fd()).unwrap();
+        assert!(r.readonly && !r.frozen());
+        let e = open_readonly(bytes(&p))
+            .err()
+            .expect("new_readonly wants a frozen file");
+        assert!(e.msg.contains("not frozen"), "{}", e.msg);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn non_regular_files_are_refused_before_use() {
+        let e = open_or_create_file(b"/dev/null", &header(), 0o600)
+            .err()
+            .expect("refused");
+        assert!(e.msg.contains("is a character device"), "{}", e.msg);
+        let d = scratch("fifo");
+        let p = d.join("fifo");
+        let cp = cstr(bytes(&p)).unwrap();
+        // SAFETY: cp is NUL-terminated.
+        assert_eq!(unsafe { libc::mkfifo(cp.as_ptr(), 0o600) }, 0);
+        let e = open_or_create_file(bytes(&p), &header(), 0o600).err().expect("refused");
+        assert!(e.msg.contains("is a FIFO"), "{}", e.msg);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

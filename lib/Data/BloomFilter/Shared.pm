@@ -301,6 +301,24 @@ integer); C<$fp_rate> the false positive rate wanted at that many items
 stored geometry wins; the arguments are still range-checked. A frozen file is
 refused (see L</new_readonly>).
 
+A new file is built complete where no other process can see it (an
+C<O_TMPFILE> file, or a temporary name beside C<$path> where the file
+system has no C<O_TMPFILE>), and only then given its name; this needs no
+F</proc>. All of its space is reserved then (L<posix_fallocate(3)>): when
+the file system has no room for it, C<new> croaks with C<No space left on
+device>, and when it is larger than the file size limit (C<ulimit -f>,
+C<RLIMIT_FSIZE>) C<new> croaks naming the limit; either way no file is left
+behind, and no later access can die of C<SIGBUS> for want of space. When two
+processes create the same file at once, one creates it and the other opens
+it.
+
+An existing empty file at C<$path> (made by C<touch> or C<mktemp>, say) is
+adopted: only when it is a regular file owned by the process's effective uid
+(an empty file of another user croaks, root included), and by renaming a
+complete filter, built beside it, over it. The filter keeps the empty file's
+mode and group. A failure or a kill while it is built leaves the empty file
+as it was.
+
 The last argument is either a file mode (a number such as C<0660>, not the
 string C<"0660">) or a hash reference with the keys C<mode> and C<seed>.
 C<seed> is a non-negative integer below 2**64 (a decimal string is accepted
@@ -314,7 +332,9 @@ not compatible. See L</SEEDS>.
 
 A new filter in a memfd (an anonymous file, see L<memfd_create(2)>). C<$name>
 is only a label (undef for a default one); C<$fp_rate> defaults to 0.01; the
-only option is C<seed>. Its file descriptor is L</memfd>: pass it to another
+only option is C<seed>. Its memory is reserved at once, as for a file (see
+L</new>), and so is an anonymous filter's: one larger than C<RLIMIT_FSIZE>
+croaks naming the limit. Its file descriptor is L</memfd>: pass it to another
 process (over a UNIX socket, or to an C<exec>ed child) to share the filter.
 
 =head3 new_from_fd
@@ -327,13 +347,26 @@ handle whose C<fileno> is taken): a memfd received from another process, or a
 filter file. The descriptor is duplicated (close-on-exec); the caller keeps
 and closes its own.
 
+A descriptor opened read-only (C<O_RDONLY>) gives a query-only handle, also
+of a live filter that other processes still change: this is how a process
+that may only read a filter file (a monitor running as another user, say)
+queries it. The mapping is C<PROT_READ> and the handle takes no process slot
+and no lock: L</contains>, L</contains_many>, L</count>, L</bits_set>,
+L</stats> and the other accessors work and see other processes' adds as
+they happen, while every mutator (L</add>, L</add_many>, L</merge>,
+L</intersect>, L</invert>, L</clear>, L</freeze>) croaks with
+C<filter handle is read-only>. A frozen filter gives a query-only handle
+whatever the descriptor's access mode.
+
 =head3 new_readonly
 
     my $bf = Data::BloomFilter::Shared->new_readonly($path);
 
 Opens a L<frozen|/freeze> filter file read-only: the mapping is C<PROT_READ>,
 no lock is ever taken, and it works on a read-only file system. Only queries
-and accessors work; mutations croak.
+and accessors work; mutations croak. A file that is not frozen croaks; to
+query a live filter without write access, give L</new_from_fd> a descriptor
+opened read-only.
 
 =head3 deserialize
 
@@ -342,7 +375,9 @@ and accessors work; mutations croak.
         { path => $path, mode => 0600 });
 
 A new filter from the output of L</serialize>: anonymous, or at C<path>
-(created with C<mode>, default C<0600>). The bytes are treated as hostile:
+(created with C<mode>, default C<0600>, built and reserved as by L</new>,
+so that a full file system or C<RLIMIT_FSIZE> croaks and leaves no file).
+The bytes are treated as hostile:
 every length and field is checked. The seed is taken from the bytes, so
 C<seed> is not an option here. An existing C<path> is refused, never
 replaced. The result is an ordinary read-write filter; see
@@ -401,14 +436,19 @@ changed once, in the parent, for all.
     $bf->merge($other);
 
 Union: ORs C<$other>'s bits into this filter. Both must be L</is_compatible>.
-Merging a filter into itself does nothing.
+Merging a filter into itself does nothing. "Itself" means the same mapped
+object: the same file (by device and inode, through any path, handle or
+descriptor), the same memfd, the same anonymous filter. A copy of a filter
+file (C<cp>) is another filter, and merging it brings in what was added to
+the copy.
 
 =head3 intersect
 
     $bf->intersect($other);
 
 Intersection: ANDs C<$other>'s bits into this filter. Both must be compatible.
-Items in only one of the two may then be reported absent.
+Items in only one of the two may then be reported absent. With itself (in
+the sense of L</merge>) it does nothing; with a copy it takes effect.
 
 =head3 invert
 
@@ -499,7 +539,8 @@ The false positive probability now: C<fill_ratio ** hashes>.
 
 =head3 readonly
 
-1 for a handle from L</new_readonly>, else 0.
+1 for a handle from L</new_readonly>, or from L</new_from_fd> of a
+read-only descriptor or of a frozen filter; else 0.
 
 =head3 path
 
@@ -771,7 +812,9 @@ larger C<fp_rate> or several filters.
 
 A filter file is untrusted input. It is opened without following a final
 symbolic link (C<O_NOFOLLOW>), without blocking (a FIFO is refused, not
-waited on), and only a regular file is accepted: directories, FIFOs,
+waited on), without becoming the controlling terminal (C<O_NOCTTY>: a
+terminal device given as the path is refused and never acquired), and its
+type is checked first: only a regular file is accepted; directories, FIFOs,
 sockets and devices croak, and so do descriptors of them given to
 L</new_from_fd>. Every field of the header is checked against what this
 module would have written for the stored geometry, with a checksum over the
@@ -783,13 +826,19 @@ read or write outside its mapping.
 
 =head2 Other users' files
 
-Ownership is not checked: the kernel's permission check on L<open(2)> is the
-policy. L</new> opens the file read-write, L</new_readonly> read-only, so a
-file of another owner opens when its mode lets us, and croaks with
-C<Permission denied> when it does not (a C<0600> file of another user, say).
-Sharing a filter between users through a group and mode C<0660> is a feature;
-a frozen file of mode C<0644> or C<0640> can be queried by others with
-L</new_readonly>. Root opens any filter file, whoever owns it.
+Ownership of a filter file is not checked: the kernel's permission check on
+L<open(2)> is the policy. L</new> opens the file read-write, L</new_readonly>
+read-only, so a file of another owner opens when its mode lets us, and
+croaks with C<Permission denied> when it does not (a C<0600> file of another
+user, say). Sharing a filter between users through a group and mode C<0660>
+is a feature; a frozen file of mode C<0644> or C<0640> can be queried by
+others with L</new_readonly>, and a live one through L</new_from_fd> of a
+descriptor they open read-only. Root opens any filter file, whoever owns it.
+
+An I<empty> file is different: it is adopted (turned into a filter) only
+when the process's effective uid owns it, so that nobody can plant an empty
+C<0666> file where a privileged process will create its filter and then
+share it. See L</new>.
 
 Whoever can write a filter file can change its bits, freeze it, or hold its
 locks, and truncating a file while it is mapped makes every process that
@@ -998,9 +1047,11 @@ target yourself if you trust it.
 
 =item chmod PATH: ...
 
-=item ftruncate PATH: ...
+=item chown PATH: ...
 
 =item link PATH: ...
+
+=item rename PATH: ...
 
 =item unlink PATH: ...
 
@@ -1014,12 +1065,31 @@ target yourself if you trust it.
 
 =item memfd_create: ...
 
-=item ftruncate: ...
-
 =item dup fd N: ...
 
 A system call failed; its message says why (permissions, a missing
-directory, no space left, too many open files, a bad descriptor...).
+directory, too many open files, a bad descriptor...).
+
+=item PATH: cannot reserve %d bytes: No space left on device (os error 28)
+
+=item memfd: cannot reserve %d bytes: ...
+
+The file system (or, for a memfd or anonymous filter, shared memory) has no
+room for the filter. Nothing was created. Free some space, use a larger
+file system (Docker's F</dev/shm> is 64 MiB by default), or make the filter
+smaller.
+
+=item PATH: the filter needs %d bytes, more than the file size limit (RLIMIT_FSIZE, %d bytes)
+
+=item memfd: the filter needs %d bytes, more than the file size limit (RLIMIT_FSIZE, %d bytes)
+
+The filter is larger than the process may make a file (C<ulimit -f>).
+Nothing was created.
+
+=item PATH: is an empty file of uid %d, not of this process's uid %d: not adopted (remove it, or let its owner create the filter)
+
+An empty file is turned into a filter only by its owner (see L</new>):
+someone else may have put it there.
 
 =item PATH: file exists
 
@@ -1041,11 +1111,6 @@ A frozen filter can only be queried: use L</new_readonly>.
 L</new_readonly> maps a filter that can no longer change; L</freeze> it
 first, or open it with L</new>.
 
-=item descriptor is read-only and the filter is not frozen
-
-L</new_from_fd> was given a descriptor opened read-only: a filter that can
-still change must be opened read-write.
-
 =item filter is frozen
 
 A mutation (L</add>, L</add_many>, L</merge>, L</intersect>, L</invert>,
@@ -1053,7 +1118,8 @@ L</clear>, L</freeze>) of a frozen filter.
 
 =item filter handle is read-only
 
-A mutation through a handle from L</new_readonly>.
+A mutation through a handle from L</new_readonly>, or from L</new_from_fd>
+of a read-only descriptor.
 
 =item PATH: the process slot table is corrupt (slot %d)
 

@@ -1,0 +1,139 @@
+# Space is reserved when a filter is made: a file system without room for
+# it, or a file size limit (RLIMIT_FSIZE) below its size, croaks there and
+# then, leaves no file behind and the process alive; it never ends in a
+# SIGBUS or SIGXFSZ later.
+use strict;
+use warnings;
+use Test::More;
+use File::Temp qw(tempdir);
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use BFTest qw(perl5lib spew);
+use Data::BloomFilter::Shared;
+
+my $dir = tempdir(CLEANUP => 1);
+my $outside = tempdir(CLEANUP => 1);
+
+# 1e6 items at 0.01: a 2 MiB bit array, a 2.3 MiB file.
+my $BIG = 1_000_000;
+# 1e4 items: a 340 KiB file.
+my $SMALL = 10_000;
+# What deserialize is given, made here, where no limit applies.
+$ENV{BFS_BYTES} = "$outside/big.bytes";
+spew($ENV{BFS_BYTES}, Data::BloomFilter::Shared->new(undef, $BIG, 0.01)->serialize);
+
+# The child's part: every case prints one line; the last line is "alive".
+my $script = <<'PERL';
+use strict; use warnings; use Data::BloomFilter::Shared;
+my ($dir, $big, $small) = @ARGV;
+my $C = 'Data::BloomFilter::Shared';
+$| = 1;
+sub try_ {
+    my ($name, $code) = @_;
+    my $f = eval { $code->() };
+    if ($f) {
+        # Touch every page, as users will: on an unreserved file this is
+        # where SIGBUS strikes.
+        $f->add("probe-$_") for 1 .. 20_000;
+        print "$name: made ", $f->bits_set > 0 ? 'and used' : 'empty', "\n";
+    } else {
+        (my $e = $@) =~ s/\n//g;
+        print "$name: $e\n";
+    }
+}
+sub listing {
+    opendir(my $dh, $dir) or die "$dir: $!";
+    return join(',', map { $_ . '=' . (-s "$dir/$_") } sort grep { !/^\.\.?$/ } readdir $dh);
+}
+try_('new', sub { $C->new("$dir/big.bf", $big, 0.01) });
+print 'after new: [', listing(), "]\n";
+my $bytes = do { local $/; open(my $fh, '<:raw', $ENV{BFS_BYTES}) or die "$ENV{BFS_BYTES}: $!"; <$fh> };
+try_('deserialize', sub { $C->deserialize($bytes, { path => "$dir/bytes.bf" }) });
+print 'after deserialize: [', listing(), "]\n";
+{ open(my $fh, '>', "$dir/empty.bf") or die; }
+try_('adopt', sub { $C->new("$dir/empty.bf", $big, 0.01) });
+print 'after adopt: [', listing(), "]\n";
+unlink "$dir/empty.bf";
+if (grep { $_ eq 'memfd' } @ARGV) {
+    try_('new_memfd', sub { $C->new_memfd('big', $big, 0.01) });
+    try_('anonymous', sub { $C->new(undef, $big, 0.01) });
+}
+try_('small', sub { $C->new("$dir/small.bf", $small, 0.01) });
+print "alive\n";
+PERL
+
+# Run the script under sh -c "$prelude" (which ends by exec'ing it).
+sub run {
+    my ($prelude, @args) = @_;
+    local $ENV{PERL5LIB} = perl5lib();
+    local $SIG{ALRM} = sub { die "timeout\n" };
+    alarm 60;
+    my $out = eval {
+        open(my $ph, '-|', @args, 'sh', '-c', $prelude, 'sh', $^X, '-e', $script)
+            or die "sh: $!";
+        local $/;
+        my $o = <$ph> // '';
+        close $ph;
+        $o;
+    };
+    alarm 0;
+    return ($out // "timed out\n", $?);
+}
+
+sub line {
+    my ($out, $name) = @_;
+    return $out =~ /^\Q$name\E: (.*)$/m ? $1 : "(no line for $name)";
+}
+
+# --- a file system too small for the filter: a 1 MiB tmpfs ----------------------------------
+SKIP: {
+    my $ns = ($> == 0) && system('unshare -m true >/dev/null 2>&1') == 0;
+    skip 'needs root and mount namespaces (unshare -m) to mount a small tmpfs', 11 unless $ns;
+    my $mnt = "$dir/tiny";
+    mkdir $mnt or die;
+    my ($out, $status) = run(
+        "mount -t tmpfs -o size=1m tmpfs '$mnt' || exit 98; exec \"\$@\" '$mnt' $BIG $SMALL",
+        'unshare', '-m');
+    skip "cannot mount a tmpfs here (status $status)", 11 if $status >> 8 == 98;
+    like($out, qr/^alive$/m, 'the process lives through all of it')
+        or diag("status $status\n$out");
+    is($status, 0, '... and exits normally (no SIGBUS)') or diag($out);
+    like(line($out, 'new'), qr/->new: .*big\.bf: .*No space left on device/,
+        'new of a 2.3 MiB filter on a 1 MiB tmpfs croaks with ENOSPC');
+    is(line($out, 'after new'), '[]', '... and leaves no file, under any name');
+    like(line($out, 'deserialize'), qr/->deserialize: .*bytes\.bf: .*No space left on device/,
+        'deserialize to a path there croaks with ENOSPC');
+    is(line($out, 'after deserialize'), '[]', '... and leaves no file');
+    like(line($out, 'adopt'), qr/->new: .*empty\.bf: .*No space left on device/,
+        'adopting an empty file there croaks with ENOSPC');
+    is(line($out, 'after adopt'), '[empty.bf=0]', '... and leaves the empty file as it was, nothing else');
+    is(line($out, 'small'), 'made and used', 'a filter that fits is made and works');
+    unlike($out, qr/^(new|deserialize|adopt): made/m, 'no filter too large was made');
+    ok(!-e "$mnt/big.bf", 'the tmpfs was private to the child');
+}
+
+# --- a file size limit below the filter's size (ulimit -f) ----------------------------------
+{
+    my $sub = "$dir/limited";
+    mkdir $sub or die;
+    # 1024 blocks is at most 1 MiB, whatever the shell's block size.
+    my ($out, $status) = run('ulimit -f 1024 || exit 98; exec "$@" ' . "'$sub' $BIG $SMALL memfd");
+    like($out, qr/^alive$/m, 'under ulimit -f, the process lives through all of it')
+        or diag("status $status\n$out");
+    is($status, 0, '... and exits normally (no SIGXFSZ)') or diag($out);
+    like(line($out, 'new'), qr/->new: .*big\.bf: .*file size limit \(RLIMIT_FSIZE/,
+        'new of a file larger than RLIMIT_FSIZE croaks naming the limit');
+    is(line($out, 'after new'), '[]', '... and leaves no file');
+    like(line($out, 'deserialize'), qr/->deserialize: .*RLIMIT_FSIZE/,
+        'deserialize to a path croaks naming the limit');
+    is(line($out, 'after deserialize'), '[]', '... and leaves no file');
+    like(line($out, 'adopt'), qr/->new: .*RLIMIT_FSIZE/, 'adopting an empty file croaks naming the limit');
+    is(line($out, 'after adopt'), '[empty.bf=0]', '... and leaves the empty file as it was');
+    like(line($out, 'new_memfd'), qr/->new_memfd: memfd: .*RLIMIT_FSIZE/,
+        'a memfd larger than RLIMIT_FSIZE croaks naming the limit');
+    like(line($out, 'anonymous'), qr/->new: memfd: .*RLIMIT_FSIZE/,
+        'so does an anonymous filter (a memfd inside)');
+    is(line($out, 'small'), 'made and used', 'a filter under the limit is made and works');
+}
+
+done_testing;
