@@ -67,6 +67,25 @@ typedef struct BfsInfo {
   uint8_t readonly;
 } BfsInfo;
 
+/**
+ * The geometry of a filter kept outside our mappings.
+ */
+typedef struct BfsRemoteGeometry {
+  /**
+   * m, the number of bits.
+   */
+  uint64_t bits;
+  /**
+   * k, the number of probes per item.
+   */
+  uint32_t hashes;
+  /**
+   * The aligned range (in bits) that holds all of one item's bits: the
+   * smallest piece a filter can be cut into.
+   */
+  uint64_t span_bits;
+} BfsRemoteGeometry;
+
 #define BFS_OK 0
 
 /**
@@ -328,6 +347,50 @@ uint64_t bfs_serialized_size(const struct BfsFilter *h);
  * BFS_ERRBUF_LEN bytes.
  */
 BfsStatus bfs_serialize(const struct BfsFilter *h, uint8_t *buf, size_t len, char *err);
+
+/**
+ * The geometry `layout` ("standard", ...) gives `capacity` and `fp_rate`.
+ *
+ * # Safety
+ * `layout`: NUL-terminated. `out`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_geometry(const char *layout, uint64_t capacity, double fp_rate, struct BfsRemoteGeometry *out, char *err);
+
+/**
+ * For each of the `n` items, the offsets of its `hashes` probe bits within
+ * the piece of `piece_bits` bits that holds it (`offsets`: `n * hashes`
+ * values), counted as remote stores count (bit 0 is the most significant bit
+ * of byte 0), and the piece's number (`pieces`: `n` values, or NULL).
+ *
+ * # Safety
+ * `layout`: NUL-terminated. `items`: `n` valid slices. `offsets`: valid for
+ * `n * hashes` values; `pieces`: NULL or valid for `n`. `err`: NULL or
+ * BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_offsets(const char *layout, uint64_t seed, uint64_t bits, uint32_t hashes, uint64_t piece_bits, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *pieces, char *err);
+
+/**
+ * Fold `len` old probe bits (`'0'`/`'1'` or 0/1 bytes, `hashes` per item)
+ * into one 0/1 per item in `was_new` (NULL: not wanted; else `len / hashes`
+ * bytes): 1 when any of the item's bits was 0. `*count` = how many were.
+ *
+ * # Safety
+ * `old`: valid for `len` bytes. `was_new`: NULL or valid for `len / hashes`
+ * bytes. `count`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_fold(const uint8_t *old, size_t len, uint32_t hashes, uint8_t *was_new, uint64_t *count, char *err);
+
+/**
+ * A new local filter (anonymous when `path` is NULL, else a new file at
+ * `path`, created with `opts->mode`; an existing path is refused) with the
+ * geometry `layout` gives `capacity` and `fp_rate`, `opts->seed`, and the
+ * bit array `bits` (`len` must be bits / 8: a remote copy's bytes).
+ *
+ * # Safety
+ * `layout`: NUL-terminated. `bits`: valid for `len` bytes. Others as
+ * `bfs_new`.
+ */
+BfsStatus bfs_new_from_bits(const char *path, uint64_t capacity, double fp_rate, const struct BfsOptions *opts, const char *layout, const uint8_t *bits, size_t len, struct BfsFilter **out, char *err);
 
 #ifdef __cplusplus
 }  // extern "C"

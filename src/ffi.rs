@@ -10,6 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, ErrorKind};
 use crate::filter::{Filter, Options};
+use crate::remote;
 use crate::serial;
 
 /// Status of a call: `BFS_OK` or one of the `BFS_ERR_*` codes.
@@ -607,6 +608,193 @@ pub unsafe extern "C" fn bfs_serialize(h: *const BfsFilter, buf: *mut u8, len: u
         // SAFETY: buf is valid for len bytes per contract.
         f.serialize_into(unsafe { std::slice::from_raw_parts_mut(buf, len) });
         Ok(())
+    })
+}
+
+// ------------------------------------------------------------ remote copies
+//
+// A filter kept elsewhere (Redis) is addressed through these: the geometry
+// a layout gives, each item's probe offsets in the byte-string bit order
+// remote stores use, the fold of the old bits they return, and a local
+// filter built from a remote copy's bytes. See `remote`.
+
+/// The geometry of a filter kept outside our mappings.
+#[repr(C)]
+pub struct BfsRemoteGeometry {
+    /// m, the number of bits.
+    pub bits: u64,
+    /// k, the number of probes per item.
+    pub hashes: u32,
+    /// The aligned range (in bits) that holds all of one item's bits: the
+    /// smallest piece a filter can be cut into.
+    pub span_bits: u64,
+}
+
+/// # Safety
+/// `p` must be a NUL-terminated string.
+unsafe fn layout_arg(p: *const c_char) -> Result<remote::ProbeLayout, Error> {
+    // SAFETY: per the contract above.
+    let name = unsafe { opt_str(p) }
+        .map_err(|_| Error::arg("layout is not valid UTF-8"))?
+        .ok_or_else(|| Error::arg("layout is required"))?;
+    remote::ProbeLayout::from_name(name)
+}
+
+fn remote_geometry(bits: u64, hashes: u32) -> Result<crate::Geometry, Error> {
+    if !bits.is_power_of_two() || !(crate::geometry::MIN_BITS..=crate::geometry::MAX_BITS).contains(&bits) {
+        return Err(Error::arg(format!("bits {bits} is not a filter size")));
+    }
+    if !(crate::geometry::MIN_K..=crate::geometry::MAX_K).contains(&hashes) {
+        return Err(Error::arg(format!("hashes {hashes} is out of range")));
+    }
+    Ok(crate::Geometry {
+        k: hashes,
+        m: bits,
+        capacity: 0,
+        fp_rate: 0.0,
+    })
+}
+
+/// The geometry `layout` ("standard", ...) gives `capacity` and `fp_rate`.
+///
+/// # Safety
+/// `layout`: NUL-terminated. `out`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_remote_geometry(
+    layout: *const c_char,
+    capacity: u64,
+    fp_rate: f64,
+    out: *mut BfsRemoteGeometry,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let l = unsafe { layout_arg(layout) }?;
+        let g = l.geometry(capacity, fp_rate)?;
+        // SAFETY: out is valid per contract.
+        let o = unsafe { out.as_mut() }.ok_or_else(|| Error::arg("null output pointer"))?;
+        *o = BfsRemoteGeometry {
+            bits: g.m,
+            hashes: g.k,
+            span_bits: l.span_bits(g.m),
+        };
+        Ok(())
+    })
+}
+
+/// For each of the `n` items, the offsets of its `hashes` probe bits within
+/// the piece of `piece_bits` bits that holds it (`offsets`: `n * hashes`
+/// values), counted as remote stores count (bit 0 is the most significant bit
+/// of byte 0), and the piece's number (`pieces`: `n` values, or NULL).
+///
+/// # Safety
+/// `layout`: NUL-terminated. `items`: `n` valid slices. `offsets`: valid for
+/// `n * hashes` values; `pieces`: NULL or valid for `n`. `err`: NULL or
+/// BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn bfs_remote_offsets(
+    layout: *const c_char,
+    seed: u64,
+    bits: u64,
+    hashes: u32,
+    piece_bits: u64,
+    items: *const BfsSlice,
+    n: usize,
+    offsets: *mut u64,
+    pieces: *mut u64,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let l = unsafe { layout_arg(layout) }?;
+        let g = remote_geometry(bits, hashes)?;
+        let total = n
+            .checked_mul(hashes as usize)
+            .ok_or_else(|| Error::arg("too many items"))?;
+        if offsets.is_null() && total > 0 {
+            return Err(Error::arg("null output pointer"));
+        }
+        // SAFETY: per the function's contract.
+        let it = unsafe { slices(items, n) };
+        let off: &mut [u64] = if total == 0 {
+            &mut []
+        } else {
+            // SAFETY: offsets is valid for n * hashes values per contract.
+            unsafe { std::slice::from_raw_parts_mut(offsets, total) }
+        };
+        let pc: Option<&mut [u64]> = if pieces.is_null() {
+            None
+        } else if n == 0 {
+            Some(&mut [])
+        } else {
+            // SAFETY: pieces is valid for n values per contract.
+            Some(unsafe { std::slice::from_raw_parts_mut(pieces, n) })
+        };
+        remote::offsets(l, seed, &g, piece_bits, &it, off, pc)
+    })
+}
+
+/// Fold `len` old probe bits (`'0'`/`'1'` or 0/1 bytes, `hashes` per item)
+/// into one 0/1 per item in `was_new` (NULL: not wanted; else `len / hashes`
+/// bytes): 1 when any of the item's bits was 0. `*count` = how many were.
+///
+/// # Safety
+/// `old`: valid for `len` bytes. `was_new`: NULL or valid for `len / hashes`
+/// bytes. `count`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_remote_fold(
+    old: *const u8,
+    len: usize,
+    hashes: u32,
+    was_new: *mut u8,
+    count: *mut u64,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let o = unsafe { bytes(old, len) };
+        let per = if hashes == 0 { 0 } else { len / hashes as usize };
+        // SAFETY: was_new is NULL or valid for len / hashes bytes.
+        let w = unsafe { out_bytes(was_new, per) };
+        let c = remote::fold_new(o, hashes, w)?;
+        // SAFETY: count is valid per contract.
+        let out = unsafe { count.as_mut() }.ok_or_else(|| Error::arg("null output pointer"))?;
+        *out = c;
+        Ok(())
+    })
+}
+
+/// A new local filter (anonymous when `path` is NULL, else a new file at
+/// `path`, created with `opts->mode`; an existing path is refused) with the
+/// geometry `layout` gives `capacity` and `fp_rate`, `opts->seed`, and the
+/// bit array `bits` (`len` must be bits / 8: a remote copy's bytes).
+///
+/// # Safety
+/// `layout`: NUL-terminated. `bits`: valid for `len` bytes. Others as
+/// `bfs_new`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn bfs_new_from_bits(
+    path: *const c_char,
+    capacity: u64,
+    fp_rate: f64,
+    opts: *const BfsOptions,
+    layout: *const c_char,
+    bits: *const u8,
+    len: usize,
+    out: *mut *mut BfsFilter,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let l = unsafe { layout_arg(layout) }?;
+        // SAFETY: per the function's contract.
+        let b = unsafe { bytes(bits, len) };
+        // SAFETY: per the function's contract.
+        let p = unsafe { opt_path(path) };
+        let o = options(opts);
+        publish(out, Filter::from_bit_bytes(capacity, fp_rate, o.seed, l, b, p, o.mode)?)
     })
 }
 

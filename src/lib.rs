@@ -15,7 +15,8 @@
 //! Modules, one idea each: `geometry` (sizing math), `hashing` (item to
 //! probes), `format` (the shared header), `region` (mapping), `sync` (the
 //! process-shared lock protocol), `filter` (operations), `serial` (portable
-//! bytes), `ffi` (the C API, no logic).
+//! bytes), `remote` (probe offsets for copies kept elsewhere, e.g. Redis),
+//! `ffi` (the C API, no logic).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -26,6 +27,7 @@ pub mod format;
 pub mod geometry;
 pub mod hashing;
 pub mod region;
+pub mod remote;
 pub mod serial;
 pub mod sync;
 

@@ -1,0 +1,322 @@
+//! Where an item's bits are, for a copy of a filter kept outside our own
+//! mappings (the Perl module's Redis mode keeps the bits in a Redis string).
+//!
+//! A remote copy must set exactly the bits a local filter of the same
+//! geometry, seed and layout sets, so the probe positions come from here and
+//! nowhere else. Remote stores address bits in a byte string whose bit 0 is
+//! the most significant bit of byte 0 (Redis `SETBIT`, `BITFIELD` and
+//! `BITCOUNT` count that way), while a local filter keeps bit `i` in bit
+//! `i % 64` of little-endian word `i / 64`, that is bit `i % 8` (least
+//! significant first) of byte `i / 8`. The same byte string serves both when
+//! every offset is mapped with [`msb_first`].
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::filter::Filter;
+use crate::geometry::Geometry;
+use crate::hashing::hash_item;
+use crate::region;
+
+/// Where an item's probes fall. Every layout a local filter can have gets a
+/// variant here, so that the remote code never knows which one it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeLayout {
+    /// `bloom.h`'s double hashing over the whole array.
+    Standard,
+}
+
+impl ProbeLayout {
+    /// The layout a name (as the Perl option `layout`) stands for.
+    pub fn from_name(name: &str) -> Result<ProbeLayout> {
+        match name {
+            "standard" => Ok(ProbeLayout::Standard),
+            _ => Err(Error::arg(format!(
+                "unknown layout '{}' (this build has: standard)",
+                name.escape_default()
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeLayout::Standard => "standard",
+        }
+    }
+
+    /// The geometry this layout gives `capacity` and `fp_rate`.
+    pub fn geometry(self, capacity: u64, fp_rate: f64) -> Result<Geometry> {
+        match self {
+            ProbeLayout::Standard => Geometry::for_capacity(capacity, fp_rate).map_err(|e| Error::arg(e.to_string())),
+        }
+    }
+
+    /// The size of the aligned range that holds all of one item's bits: a
+    /// filter can be cut into pieces of at least this many bits with every
+    /// item inside one piece. The whole array for the standard layout.
+    pub fn span_bits(self, m: u64) -> u64 {
+        match self {
+            ProbeLayout::Standard => m,
+        }
+    }
+
+    /// Append the bit indexes of `item`'s `g.k` probes to `out`, in the
+    /// local filter's numbering.
+    pub fn positions(self, seed: u64, g: &Geometry, item: &[u8], out: &mut Vec<u64>) {
+        match self {
+            ProbeLayout::Standard => out.extend(hash_item(seed, item).probes(g.k, g.m - 1)),
+        }
+    }
+}
+
+/// The byte-string offset (bit 0 = most significant bit of byte 0) of local
+/// bit `i`: the same byte, the other end of it.
+#[inline]
+pub fn msb_first(i: u64) -> u64 {
+    i ^ 7
+}
+
+/// Check a geometry received from outside (a remote store's metadata).
+pub fn check_geometry(layout: ProbeLayout, g: &Geometry) -> Result<()> {
+    let want = layout.geometry(g.capacity, g.fp_rate)?;
+    if want.m != g.m || want.k != g.k {
+        return Err(Error::format(format!(
+            "bits {} and hashes {} do not match capacity {} and fp_rate {} (expected bits {}, hashes {})",
+            g.m, g.k, g.capacity, g.fp_rate, want.m, want.k
+        )));
+    }
+    Ok(())
+}
+
+/// For each item, the byte-string offsets of its probes within the piece of
+/// `piece_bits` bits holding it, and that piece's number. `piece_bits` must
+/// be a power of two, at least the layout's span and at most `m`.
+pub fn offsets(
+    layout: ProbeLayout,
+    seed: u64,
+    g: &Geometry,
+    piece_bits: u64,
+    items: &[&[u8]],
+    offsets: &mut [u64],
+    pieces: Option<&mut [u64]>,
+) -> Result<()> {
+    if !piece_bits.is_power_of_two() || piece_bits > g.m || piece_bits < layout.span_bits(g.m) || piece_bits < 8 {
+        return Err(Error::arg(format!(
+            "a piece of {piece_bits} bits cannot hold whole items of a {}-bit {} filter",
+            g.m,
+            layout.name()
+        )));
+    }
+    let k = g.k as usize;
+    if offsets.len() != items.len() * k {
+        return Err(Error::arg("offset buffer has the wrong length"));
+    }
+    let mut pieces = pieces;
+    if let Some(p) = &pieces {
+        if p.len() != items.len() {
+            return Err(Error::arg("piece buffer has the wrong length"));
+        }
+    }
+    let shift = piece_bits.trailing_zeros();
+    let mut pos = Vec::with_capacity(k);
+    for (n, item) in items.iter().enumerate() {
+        pos.clear();
+        layout.positions(seed, g, item, &mut pos);
+        let piece = pos[0] >> shift;
+        for (j, &p) in pos.iter().enumerate() {
+            // The layout promised one piece per item; a broken promise would
+            // send a bit to the wrong key, so it is checked, not assumed.
+            if p >> shift != piece {
+                return Err(Error::new(
+                    ErrorKind::Mismatch,
+                    "an item's bits span two pieces (a layout bug)",
+                ));
+            }
+            offsets[n * k + j] = msb_first(p & (piece_bits - 1));
+        }
+        if let Some(p) = pieces.as_deref_mut() {
+            p[n] = piece;
+        }
+    }
+    Ok(())
+}
+
+/// Fold the old probe bits a remote store returned (one byte per probe,
+/// `k` per item, `b'0'`/`b'1'` or 0/1) into one flag per item: 1 when any of
+/// its bits was 0 before, that is, the item was new. Returns how many were.
+pub fn fold_new(old: &[u8], k: u32, was_new: Option<&mut [u8]>) -> Result<u64> {
+    let k = k as usize;
+    if k == 0 || old.len() % k != 0 {
+        return Err(Error::arg(format!(
+            "{} probe bits are not a whole number of items of {k}",
+            old.len()
+        )));
+    }
+    if let Some(w) = &was_new {
+        if w.len() != old.len() / k {
+            return Err(Error::arg("result buffer has the wrong length"));
+        }
+    }
+    let mut was_new = was_new;
+    let mut count = 0;
+    for (n, bits) in old.chunks_exact(k).enumerate() {
+        let mut new = false;
+        for &b in bits {
+            match b {
+                b'0' | 0 => new = true,
+                b'1' | 1 => {}
+                _ => {
+                    return Err(Error::format(format!(
+                        "probe bit {} of item {n} is not 0 or 1",
+                        b.escape_ascii()
+                    )))
+                }
+            }
+        }
+        count += new as u64;
+        if let Some(w) = was_new.as_deref_mut() {
+            w[n] = new as u8;
+        }
+    }
+    Ok(count)
+}
+
+impl Filter {
+    /// A new local filter (anonymous, or a new file at `path`) whose bit
+    /// array is `bits`, the byte string a remote copy holds: `m / 8` bytes in
+    /// the local byte order (which is also the remote one, see the module
+    /// documentation).
+    pub fn from_bit_bytes(
+        capacity: u64,
+        fp_rate: f64,
+        seed: u64,
+        layout: ProbeLayout,
+        bits: &[u8],
+        path: Option<&std::path::Path>,
+        mode: u32,
+    ) -> Result<Filter> {
+        let g = layout.geometry(capacity, fp_rate)?;
+        if bits.len() as u64 != g.m / 8 {
+            return Err(Error::format(format!(
+                "{} bytes of bits for a filter of {} bits (need {})",
+                bits.len(),
+                g.m,
+                g.m / 8
+            )));
+        }
+        if mode & !0o7777 != 0 {
+            return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));
+        }
+        let h = region::new_header(g, seed);
+        Filter::with_bits(h, path, mode, &|put| {
+            for (i, w) in bits.chunks_exact(8).enumerate() {
+                put(i, u64::from_le_bytes(w.try_into().expect("chunks of 8")));
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::Options;
+
+    fn bit_of(bytes: &[u8], msb_offset: u64) -> bool {
+        bytes[(msb_offset / 8) as usize] & (0x80 >> (msb_offset % 8)) != 0
+    }
+
+    /// The offsets address, in the MSB-first view of the local filter's own
+    /// bytes, exactly the bits the local filter set.
+    #[test]
+    fn offsets_address_the_local_bits() {
+        for (cap, rate, seed) in [(1000u64, 0.01, 0u64), (50, 0.3, 7), (20_000, 0.001, u64::MAX)] {
+            let f = Filter::new_anonymous(cap, rate, Options { mode: 0o600, seed }).unwrap();
+            let g = f.geometry();
+            let items: Vec<Vec<u8>> = (0..300u32).map(|i| format!("item-{i}").into_bytes()).collect();
+            let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+            f.add_many(&refs, None).unwrap();
+            let ser = f.serialize();
+            let bytes = &ser[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (g.m / 8) as usize];
+            let mut off = vec![0u64; refs.len() * g.k as usize];
+            offsets(ProbeLayout::Standard, seed, &g, g.m, &refs, &mut off, None).unwrap();
+            let mut union = vec![0u8; bytes.len()];
+            for &o in &off {
+                assert!(bit_of(bytes, o), "offset {o} not set locally");
+                union[(o / 8) as usize] |= 0x80 >> (o % 8);
+            }
+            assert_eq!(union, bytes, "the local filter has bits no offset names");
+        }
+    }
+
+    #[test]
+    fn msb_first_mirrors_within_the_byte() {
+        assert_eq!(msb_first(0), 7);
+        assert_eq!(msb_first(7), 0);
+        assert_eq!(msb_first(8), 15);
+        assert_eq!(msb_first(63), 56);
+        for i in 0..1000 {
+            assert_eq!(msb_first(msb_first(i)), i);
+            assert_eq!(msb_first(i) / 8, i / 8);
+        }
+    }
+
+    #[test]
+    fn pieces_and_bad_piece_sizes() {
+        let g = ProbeLayout::Standard.geometry(1000, 0.01).unwrap();
+        let items: [&[u8]; 2] = [b"a", b"b"];
+        let mut off = vec![0u64; 2 * g.k as usize];
+        let mut pc = vec![9u64; 2];
+        offsets(ProbeLayout::Standard, 0, &g, g.m, &items, &mut off, Some(&mut pc)).unwrap();
+        assert_eq!(pc, [0, 0]);
+        // Standard spreads an item over the whole array: no smaller piece.
+        for bad in [g.m / 2, 64, 3, 0, g.m * 2] {
+            let e = offsets(ProbeLayout::Standard, 0, &g, bad, &items, &mut off, None).unwrap_err();
+            assert!(e.msg.contains("cannot hold whole items"), "{}", e.msg);
+        }
+        let e = offsets(ProbeLayout::Standard, 0, &g, g.m, &items, &mut off[1..], None).unwrap_err();
+        assert!(e.msg.contains("wrong length"));
+    }
+
+    #[test]
+    fn fold_counts_items_with_a_zero_bit() {
+        let mut w = [9u8; 3];
+        assert_eq!(fold_new(b"111011111", 3, Some(&mut w)).unwrap(), 1);
+        assert_eq!(w, [0, 1, 0]);
+        assert_eq!(fold_new(&[0, 0, 1, 1], 2, None).unwrap(), 1);
+        assert_eq!(fold_new(b"", 4, None).unwrap(), 0);
+        assert!(fold_new(b"1101", 3, None).unwrap_err().msg.contains("whole number"));
+        assert!(fold_new(b"12", 2, None).unwrap_err().msg.contains("not 0 or 1"));
+        assert!(fold_new(b"11", 0, None).is_err());
+    }
+
+    #[test]
+    fn geometry_check_and_layout_names() {
+        let g = ProbeLayout::Standard.geometry(1000, 0.01).unwrap();
+        check_geometry(ProbeLayout::Standard, &g).unwrap();
+        let bad = Geometry { m: g.m * 2, ..g };
+        assert!(check_geometry(ProbeLayout::Standard, &bad)
+            .unwrap_err()
+            .msg
+            .contains("do not match"));
+        assert_eq!(ProbeLayout::from_name("standard").unwrap().name(), "standard");
+        assert!(ProbeLayout::from_name("Standard")
+            .unwrap_err()
+            .msg
+            .contains("unknown layout"));
+    }
+
+    #[test]
+    fn from_bit_bytes_round_trips_and_checks_length() {
+        let f = Filter::new_anonymous(500, 0.01, Options { mode: 0o600, seed: 5 }).unwrap();
+        for i in 0..200u32 {
+            f.add(&i.to_le_bytes()).unwrap();
+        }
+        let g = f.geometry();
+        let ser = f.serialize();
+        let bits = &ser[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (g.m / 8) as usize];
+        let c = Filter::from_bit_bytes(500, 0.01, 5, ProbeLayout::Standard, bits, None, 0o600).unwrap();
+        assert_eq!(c.serialize(), ser);
+        let e = Filter::from_bit_bytes(500, 0.01, 5, ProbeLayout::Standard, &bits[1..], None, 0o600)
+            .err()
+            .unwrap();
+        assert!(e.msg.contains("bytes of bits"), "{}", e.msg);
+    }
+}
