@@ -898,3 +898,177 @@ unlink(self, ...)
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
     XSRETURN_YES;
+
+ # ---------------------------------------------------------------- remote copies
+ #
+ # Helpers of Data::BloomFilter::Shared::Redis (lib/.../Shared/Redis.pm): the
+ # Rust core's probe offsets and fold for a filter kept in Redis, and a local
+ # filter built from its bytes. Cold argument checks live in the .pm; these
+ # take plain values. Items go through bfs_items like add_many's.
+
+MODULE = Data::BloomFilter::Shared    PACKAGE = Data::BloomFilter::Shared::Redis
+
+void
+_xs_geometry(layout, capacity, fp_rate)
+    const char *layout
+    UV capacity
+    NV fp_rate
+  PREINIT:
+    BfsRemoteGeometry g;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    err[0] = '\0';
+    st = bfs_remote_geometry(layout, (uint64_t)capacity, (double)fp_rate, &g, err);
+    if (st != BFS_OK)
+        BFS_RETURN_ERROR(err[0] ? err : "bad geometry");
+    EXTEND(SP, 3);
+    mPUSHu((UV)g.bits);
+    mPUSHu((UV)g.hashes);
+    mPUSHu((UV)g.span_bits);
+
+void
+_xs_args(verb, layout, seed, bits, hashes, piece_bits, items_ref, pieces_out)
+    IV verb
+    const char *layout
+    UV seed
+    UV bits
+    UV hashes
+    UV piece_bits
+    SV *items_ref
+    SV *pieces_out
+  PREINIT:
+    BfsSlice *slices;
+    SSize_t n, i, total;
+    bool ran_perl = FALSE;
+    uint64_t *offsets, *pieces = NULL;
+    AV *pav = NULL;
+    SV *op, *u1, *one;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    /* The BITFIELD arguments for each item's probes, in item order:
+       verb 1: SET u1 OFFSET 1 (k times per item); verb 0: GET u1 OFFSET.
+       pieces_out, an array ref or undef, gets each item's piece number. */
+    if (hashes < 1 || hashes > 32)
+        bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
+    if (SvROK(pieces_out) && SvTYPE(SvRV(pieces_out)) == SVt_PVAV)
+        pav = (AV *)SvRV(pieces_out);
+    n = bfs_items(aTHX_ cv, items_ref, &slices, NULL, &ran_perl);
+    total = n * (SSize_t)hashes;
+    Newx(offsets, total + (pav ? n : 0) + 1, uint64_t);
+    SAVEFREEPV(offsets);
+    if (pav)
+        pieces = offsets + total;
+    err[0] = '\0';
+    st = bfs_remote_offsets(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes,
+                            (uint64_t)piece_bits, slices, (size_t)n, offsets, pieces, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    if (pav) {
+        av_clear(pav);
+        av_extend(pav, n);
+        for (i = 0; i < n; i++)
+            av_push(pav, newSVuv((UV)pieces[i]));
+    }
+    SP = PL_stack_base + ax - 1; /* Perl code may have moved the stack */
+    op = sv_2mortal(verb ? newSVpvs_share("SET") : newSVpvs_share("GET"));
+    u1 = sv_2mortal(newSVpvs_share("u1"));
+    one = sv_2mortal(newSVpvs_share("1"));
+    EXTEND(SP, total * (verb ? 4 : 3));
+    for (i = 0; i < total; i++) {
+        /* decimal strings: the client sends them as they are, where an
+           integer SV would be stringified (and upgraded) there */
+        char dec[24], *e = dec + sizeof dec, *d = e;
+        uint64_t v = offsets[i];
+        do {
+            *--d = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        PUSHs(op);
+        PUSHs(u1);
+        mPUSHp(d, (STRLEN)(e - d));
+        if (verb)
+            PUSHs(one);
+    }
+
+UV
+_xs_fold(old_ref, hashes, out_ref)
+    SV *old_ref
+    UV hashes
+    SV *out_ref
+  PREINIT:
+    AV *av, *out = NULL;
+    SSize_t n, i;
+    U8 *old, *was_new;
+    uint64_t count = 0;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  CODE:
+    /* A BITFIELD reply (one 0/1 per probe, hashes per item) to the number of
+       items with a 0 among their bits; out_ref, an array ref or undef, gets
+       one 0/1 per item appended. */
+    if (!SvROK(old_ref) || SvTYPE(SvRV(old_ref)) != SVt_PVAV)
+        bfs_croak(aTHX_ cv, "reply is not an array reference");
+    if (hashes < 1 || hashes > 32)
+        bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
+    if (SvROK(out_ref) && SvTYPE(SvRV(out_ref)) == SVt_PVAV)
+        out = (AV *)SvRV(out_ref);
+    av = (AV *)SvRV(old_ref);
+    n = av_top_index(av) + 1;
+    Newx(old, 2 * n + 1, U8);
+    SAVEFREEPV(old);
+    was_new = old + n;
+    for (i = 0; i < n; i++) {
+        SV **e = av_fetch(av, i, 0);
+        /* anything but an integer 0 or 1 is refused by the fold */
+        old[i] = (e && SvIOK(*e) && (SvIVX(*e) == 0 || SvIVX(*e) == 1)) ? (U8)SvIVX(*e) : 2;
+    }
+    err[0] = '\0';
+    st = bfs_remote_fold(old, (size_t)n, (uint32_t)hashes, out ? was_new : NULL, &count, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    if (out) {
+        SSize_t items_n = n / (SSize_t)hashes;
+        av_extend(out, av_top_index(out) + 1 + items_n);
+        for (i = 0; i < items_n; i++)
+            av_push(out, newSViv(was_new[i]));
+    }
+    RETVAL = (UV)count;
+  OUTPUT:
+    RETVAL
+
+void
+_xs_from_bits(klass, path, capacity, fp_rate, mode, seed, layout, bytes)
+    SV *klass
+    SV *path
+    UV capacity
+    NV fp_rate
+    UV mode
+    UV seed
+    const char *layout
+    SV *bytes
+  PREINIT:
+    const char *p, *bad, *b;
+    STRLEN len;
+    BfsOptions opts;
+    BfsFilter *h = NULL;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    if (!SvPOK(bytes) || SvUTF8(bytes))
+        BFS_RETURN_ERROR("bits must be a byte string");
+    b = SvPV_nomg(bytes, len);
+    p = bfs_cstr(aTHX_ path, &bad);
+    if (bad)
+        BFS_RETURN_ERROR(bad);
+    if (mode > 07777)
+        BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
+    opts.mode = (uint32_t)mode;
+    opts.seed = (uint64_t)seed;
+    err[0] = '\0';
+    st = bfs_new_from_bits(p, (uint64_t)capacity, (double)fp_rate, &opts, layout,
+                           (const uint8_t *)b, len, &h, err);
+    if (st != BFS_OK || !h)
+        BFS_RETURN_ERROR(err[0] ? err : "cannot build the filter");
+    BFS_RETURN_OBJECT(klass, h);
