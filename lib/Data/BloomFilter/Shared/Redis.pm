@@ -1,0 +1,1108 @@
+package Data::BloomFilter::Shared::Redis;
+
+use 5.022;
+use strict;
+use warnings;
+
+use Carp ();
+use Scalar::Util ();
+use POSIX ();
+use overload ();
+
+use Data::BloomFilter::Shared ();    # the XS: hashing and local filters
+
+our $VERSION = $Data::BloomFilter::Shared::VERSION;
+
+# Items per BITFIELD command in a batch. Each command is atomic on its own,
+# so an item's bits are always set by one command; larger commands carry
+# less per-command overhead but hold the server longer. Measured with
+# bench/redis.pl against a local redis-server 7.0: 50 to 250 items per
+# command give the same throughput (within 5%); 100 keeps each command under
+# about 150 microseconds of server time at k = 10.
+my $CHUNK = 100;
+
+# Bytes per GETRANGE / APPEND when whole bit strings travel (to_filter,
+# merge): large enough to amortise the round trip, small enough not to stall
+# the server or need its proto-max-bulk-len raised.
+my $XFER = 4 << 20;
+
+# Redirections followed for one command before giving up.
+my $MAX_REDIRECTS = 5;
+
+# A Redis string holds at most 512 MiB: 2^32 bits.
+my $MAX_KEY_BITS = 4294967296;
+
+# The value of the metadata's `format` field: what owns the keys.
+my $FORMAT = 'Data::BloomFilter::Shared::Redis 1';
+
+my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shard);
+
+sub _croak {
+    my ($method, $message) = @_;
+    Carp::croak(__PACKAGE__ . "->$method: $message");
+}
+
+# ------------------------------------------------------------------ slots
+
+# CRC16-XMODEM (polynomial 0x1021, initial value 0), as Redis Cluster hashes
+# keys to slots: slot = crc16(tag) mod 16384.
+my @CRC16 = map {
+    my $c = $_ << 8;
+    $c = ($c & 0x8000 ? ($c << 1) ^ 0x1021 : $c << 1) & 0xffff for 1 .. 8;
+    $c;
+} 0 .. 255;
+
+sub _crc16 {
+    my ($bytes) = @_;
+    my $crc = 0;
+    $crc = (($crc << 8) & 0xff00) ^ $CRC16[(($crc >> 8) ^ $_) & 0xff]
+        for unpack 'C*', $bytes;
+    return $crc;
+}
+
+# The slot of a key: its hash tag (the bytes between the first '{' and the
+# next '}', when not empty) or else the whole key.
+sub key_slot {
+    my (undef, $key) = @_;
+    my $s = index $key, '{';
+    if ($s >= 0) {
+        my $e = index $key, '}', $s + 1;
+        $key = substr $key, $s + 1, $e - $s - 1 if $e > $s + 1;
+    }
+    return _crc16($key) % 16384;
+}
+
+# ------------------------------------------------------------------ arguments
+
+sub _connect_address {
+    my ($method, $address) = @_;
+    require Redis::Fast;
+    my %args = (reconnect => 0);
+    if ($address =~ m{\Aunix:(?://)?(/.+)\z}) {
+        $args{sock} = $1;
+    }
+    elsif ($address =~ m{\Aredis://(?:([^:@/]*):([^@/]*)@)?([^:/]+|\[[^\]/]+\])(?::(\d+))?(?:/(\d+))?/?\z}) {
+        my ($user, $pass, $host, $port, $db) = ($1, $2, $3, $4 // 6379, $5);
+        $host =~ s/\A\[(.*)\]\z/$1/;
+        $args{server} = "$host:$port";
+        $args{password} = $pass if defined $pass && length $pass;
+        $args{username} = $user if defined $user && length $user;
+        my $r = _try_connect($method, $address, \%args);
+        $r->select($db) if defined $db && $db != 0;
+        return $r;
+    }
+    elsif ($address =~ /\A[^\s\/]+:\d+\z/) {
+        $args{server} = $address;
+    }
+    else {
+        _croak($method, "cannot parse address '$address' (expected host:port, redis://host:port/db or unix:/path)");
+    }
+    return _try_connect($method, $address, \%args);
+}
+
+sub _try_connect {
+    my ($method, $address, $args) = @_;
+    my $r = eval { Redis::Fast->new(%$args) };
+    if (!$r) {
+        (my $e = $@ // 'unknown error') =~ s/ at \S+ line \d+.*//s;
+        _croak($method, "cannot connect to $address: $e");
+    }
+    return $r;
+}
+
+sub _is_client {
+    my ($r) = @_;
+    return Scalar::Util::blessed($r) && ($r->can('ping') || $r->can('AUTOLOAD'));
+}
+
+sub _number {
+    my ($method, $what, $v) = @_;
+    _croak($method, "$what must be a number")
+        if !defined $v || (ref $v && !overload::Method($v, '0+') && !overload::Method($v, '""'))
+        || !Scalar::Util::looks_like_number($v);
+    return 0 + $v;
+}
+
+sub _capacity {
+    my ($method, $v) = @_;
+    my $n = _number($method, 'capacity', $v);
+    _croak($method, 'capacity must be a positive integer') if !($n > 0) || $n == 9**9**9;
+    _croak($method, 'capacity is too large') if $n >= 18446744073709551615;
+    return POSIX::ceil($n);
+}
+
+sub _fp_rate {
+    my ($method, $v) = @_;
+    return 0.01 if !defined $v;
+    my $n = eval { _number($method, 'fp_rate', $v) };
+    _croak($method, 'fp_rate must be between 0 and 1 (exclusive)')
+        if !defined $n || !($n > 0 && $n < 1);
+    return $n;
+}
+
+sub _seed {
+    my ($method, $v) = @_;
+    my $s = defined $v ? "$v" : '';
+    $s =~ s/\A0+(?=[0-9])//;
+    _croak($method, 'seed must be a non-negative integer that fits in 64 bits')
+        if !defined $v || (ref $v && !overload::Method($v, '""'))
+        || $s !~ /\A[0-9]{1,20}\z/
+        || (length $s == 20 && $s gt '18446744073709551615');
+    return $s;
+}
+
+sub _name {
+    my ($method, $name) = @_;
+    _croak($method, 'undefined name') if !defined $name;
+    _croak($method, 'name must be a string') if ref $name && !overload::Method($name, '""');
+    my $copy = "$name";
+    utf8::downgrade($copy, 1) or _croak($method, 'Wide character in name');
+    _croak($method, 'name must not be empty') if $copy eq '';
+    _croak($method, "name must not contain '{' or '}' (it becomes the keys' hash tag)")
+        if $copy =~ /[{}]/;
+    return $copy;
+}
+
+sub _geometry {
+    my ($method, $layout, $capacity, $fp_rate) = @_;
+    my ($bits, $hashes, $span) = _xs_geometry($layout, $capacity, $fp_rate);
+    _croak($method, $hashes) if !defined $bits;
+    return ($bits, $hashes, $span);
+}
+
+# ------------------------------------------------------------------ creation
+
+# Creates a piece's metadata and its zeroed bit string in one script, or
+# reports what is there. The bit string comes first: under maxmemory, the
+# first write is the one refused, so a refusal leaves nothing behind.
+my $ATTACH_LUA = <<'LUA';
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+  local b = redis.call('TYPE', KEYS[2])['ok']
+  if b ~= 'none' then return {'orphan', b} end
+  redis.call('SETRANGE', KEYS[2], tonumber(ARGV[1]) - 1, '\0')
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  return {'created'}
+end
+if t ~= 'hash' then return {'type', t} end
+local b = redis.call('TYPE', KEYS[2])['ok']
+local len = -1
+if b == 'string' then len = redis.call('STRLEN', KEYS[2]) end
+return {'exists', b, len, redis.call('HGETALL', KEYS[1])}
+LUA
+
+# Zero a piece's bits, only while its metadata and bit string are intact.
+my $CLEAR_LUA = <<'LUA';
+if redis.call('HGET', KEYS[1], 'format') ~= ARGV[2] then return 'meta' end
+if redis.call('TYPE', KEYS[2])['ok'] ~= 'string' or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return 'bits' end
+redis.call('DEL', KEYS[2])
+redis.call('SETRANGE', KEYS[2], tonumber(ARGV[1]) - 1, '\0')
+return 'ok'
+LUA
+
+# OR an uploaded string into a piece's bits and drop it, atomically, only
+# while the piece is intact and the upload complete.
+my $MERGE_LUA = <<'LUA';
+if redis.call('HGET', KEYS[1], 'format') ~= ARGV[2] then return 'meta' end
+if redis.call('TYPE', KEYS[2])['ok'] ~= 'string' or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return 'bits' end
+if redis.call('TYPE', KEYS[3])['ok'] ~= 'string' or redis.call('STRLEN', KEYS[3]) ~= tonumber(ARGV[1]) then
+  redis.call('DEL', KEYS[3])
+  return 'upload'
+end
+redis.call('BITOP', 'OR', KEYS[2], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[3])
+return 'ok'
+LUA
+
+sub new {
+    my $class = $_[0];
+    $class = ref $class || $class;
+    _croak('new', 'usage: ' . __PACKAGE__
+            . '->new($redis_or_address, $name, $capacity, $fp_rate, \%options)')
+        if @_ < 4 || @_ > 6;
+    my (undef, $redis, $name, $capacity, $fp_rate, $opts) = @_;
+    _croak('new', 'options must be a hash reference') if defined $opts && ref $opts ne 'HASH';
+    $opts = {%{ $opts // {} }};
+    for my $k (sort keys %$opts) {
+        _croak('new', "unknown option '$k'") if $k !~ /\A(?:seed|layout|shards|connect)\z/;
+    }
+    $name = _name('new', $name);
+    $capacity = _capacity('new', $capacity);
+    $fp_rate = _fp_rate('new', $fp_rate);
+    my $seed = defined $opts->{seed} ? _seed('new', $opts->{seed}) : undef;
+    my $layout = $opts->{layout};
+    _croak('new', 'layout must be a string') if defined $layout && (ref $layout || $layout !~ /\A\w+\z/);
+    my $shards = $opts->{shards};
+    if (defined $shards) {
+        _croak('new', 'shards must be a power of two from 1 to 65536')
+            if ref $shards || $shards !~ /\A[0-9]+\z/ || $shards < 1 || $shards > 65536
+            || ($shards & ($shards - 1));
+        $shards = 0 + $shards;
+    }
+    my $connect = $opts->{connect};
+    _croak('new', 'connect must be a code reference') if defined $connect && ref $connect ne 'CODE';
+    _croak('new', 'undefined redis client or address') if !defined $redis;
+
+    my $conn;
+    if (ref $redis) {
+        _croak('new', 'first argument must be a Redis client object or an address string')
+            if !_is_client($redis);
+        $conn = $redis;
+    }
+    else {
+        $conn = _connect_address('new', "$redis");
+    }
+
+    my $self = bless {
+        name => $name,
+        conns => { '' => $conn },    # '' is the client we were given
+        slot_node => {},              # slot => "host:port", learned from MOVED
+        connect => $connect,
+    }, $class;
+
+    # Validate the arguments as a creator would, even when the filter exists.
+    my $want = {
+        capacity => $capacity, fp_rate => $fp_rate, seed => $seed // '0',
+        layout => $layout // 'standard', shards => $shards // 1,
+    };
+    $self->_set_geometry('new', $want);
+
+    # Piece 0 decides: whoever creates it first fixes the geometry, and every
+    # later piece is created (or checked) from what it holds.
+    my $first = $self->_attach_piece(0, $want, { seed => $seed, layout => $layout, shards => $shards });
+    if ($first) {
+        $self->_set_geometry('new', $first);
+    }
+    for my $i (1 .. $self->{shards} - 1) {
+        $self->_attach_piece($i, $self->_meta_of_self, {});
+    }
+    return $self;
+}
+
+sub _set_geometry {
+    my ($self, $method, $g) = @_;
+    my ($bits, $hashes, $span) = _geometry($method, $g->{layout}, $g->{capacity}, $g->{fp_rate});
+    my $shards = $g->{shards};
+    my $piece = $bits / $shards;
+    if ($shards > 1 && $piece < $span) {
+        _croak($method, "shards need layout 'blocked' (layout '$g->{layout}' spreads an item's bits over the whole array)")
+            if $span == $bits;
+        _croak($method, "shards => $shards cut $bits bits into pieces smaller than an item's $span bits");
+    }
+    if ($piece > $MAX_KEY_BITS) {
+        my $need = $bits / $MAX_KEY_BITS;
+        _croak($method, "the filter needs $bits bits but a Redis string holds at most 2^32: use shards => $need or more"
+                . ($span == $bits ? " (with layout 'blocked')" : ''));
+    }
+    @$self{qw(capacity fp_rate seed layout shards bits hashes span piece)}
+        = (@$g{qw(capacity fp_rate seed layout shards)}, $bits, $hashes, $span, $piece);
+    my $n = $self->{name};
+    $self->{tags} = [map { $shards == 1 ? $n : "$n:$_" } 0 .. $shards - 1];
+    $self->{slots} = [map { __PACKAGE__->key_slot("{$_}") } @{ $self->{tags} }];
+    return;
+}
+
+sub _meta_of_self {
+    my ($self) = @_;
+    return { map { $_ => $self->{$_} } qw(capacity fp_rate seed layout shards) };
+}
+
+sub _keys {
+    my ($self, $i) = @_;
+    my $t = $self->{tags}[$i];
+    return ("{$t}:meta", "{$t}:bits");
+}
+
+# Attach to piece $i, creating it from $g when absent. Returns the stored
+# geometry (a hash) when the piece existed, undef when we created it.
+sub _attach_piece {
+    my ($self, $i, $g, $explicit) = @_;
+    my ($mk, $bk) = $self->_keys($i);
+    my $bytes = $self->{piece} / 8;
+    my @meta = (
+        format => $FORMAT, capacity => $g->{capacity}, fp_rate => sprintf('%.17g', $g->{fp_rate}),
+        bits => $self->{bits}, hashes => $self->{hashes}, seed => $g->{seed}, layout => $g->{layout},
+        shards => $g->{shards}, shard => $i,
+    );
+    my $r = $self->_call('new', $i, 'eval', $ATTACH_LUA, 2, $mk, $bk, $bytes, @meta);
+    _croak('new', "unexpected reply to the attach script") if ref $r ne 'ARRAY';
+    my ($what, @rest) = @$r;
+    return undef if $what eq 'created';
+    _croak('new', "key $bk exists without $mk (not a filter of this module; nothing was changed)")
+        if $what eq 'orphan';
+    _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
+        if $what eq 'type';
+    my ($btype, $blen, $pairs) = @rest;
+    my %m = @{ $pairs // [] };
+    _croak('new', "key $mk is not a filter of this module (format '"
+            . ($m{format} // '') . "', expected '$FORMAT')")
+        if ($m{format} // '') ne $FORMAT;
+    for my $f (@META_FIELDS) {
+        _croak('new', "key $mk: field '$f' is missing") if !defined $m{$f};
+    }
+    _croak('new', "key $mk: field '$_' is not a non-negative integer ('$m{$_}')")
+        for grep { $m{$_} !~ /\A[0-9]{1,20}\z/ } qw(capacity bits hashes seed shards shard);
+    _croak('new', "key $mk: field 'fp_rate' is not a number ('$m{fp_rate}')")
+        if !Scalar::Util::looks_like_number($m{fp_rate});
+    _croak('new', "key $mk: field 'layout' is not a layout name ('$m{layout}')")
+        if $m{layout} !~ /\A\w+\z/;
+    my ($bits, $hashes) = eval { _geometry('new', $m{layout}, $m{capacity}, $m{fp_rate}) };
+    _croak('new', "key $mk: " . _strip($@)) if !defined $bits;
+    _croak('new', "key $mk: bits $m{bits} and hashes $m{hashes} do not match capacity $m{capacity} and fp_rate $m{fp_rate} (expected $bits and $hashes)")
+        if $bits != $m{bits} || $hashes != $m{hashes};
+    for my $f (qw(seed layout shards)) {
+        my $asked = $explicit->{$f};
+        _croak('new', "$f mismatch: the filter in Redis has $f $m{$f}, asked for $asked")
+            if defined $asked && $asked ne $m{$f};
+    }
+    if ($i > 0) {
+        for my $f (qw(capacity seed layout shards bits hashes)) {
+            _croak('new', "key $mk: field '$f' is $m{$f}, piece 0 has $self->{$f}")
+                if $m{$f} ne $self->{$f};
+        }
+    }
+    _croak('new', "key $mk: it is piece $m{shard}, expected piece $i") if $m{shard} != $i;
+    _croak('new', "key $bk holds a $btype, not a filter's bits") if $btype ne 'string';
+    my $piece_bytes = $m{bits} / $m{shards} / 8;
+    _croak('new', "key $bk has $blen bytes, expected $piece_bytes") if $blen != $piece_bytes;
+    return { %m, fp_rate => 0 + $m{fp_rate} };
+}
+
+sub _strip {
+    my ($e) = @_;
+    $e =~ s/\A\S+->\w+: //;
+    $e =~ s/ at \S+ line \d+\.?\n\z//;
+    return $e;
+}
+
+# ------------------------------------------------------------------ routing
+
+# The connection for piece $i (or for a node "host:port").
+sub _conn_for {
+    my ($self, $method, $node) = @_;
+    return $self->{conns}{''} if !defined $node;
+    return $self->{conns}{$node} //= do {
+        my ($host, $port) = $node =~ /\A(.*):(\d+)\z/;
+        my $c;
+        if ($self->{connect}) {
+            $c = eval { $self->{connect}->($host, $port) };
+            _croak($method, "connect callback failed for $node: " . _strip($@ // '')) if !$c;
+            _croak($method, "connect callback returned no client for $node") if !_is_client($c);
+        }
+        else {
+            $c = _connect_address($method, $node);
+        }
+        $c;
+    };
+}
+
+sub _piece_node {
+    my ($self, $i) = @_;
+    return $self->{slot_node}{ $self->{slots}[$i] };
+}
+
+# Run commands, each [piece, method, args, on_reply], pipelined per
+# connection; follow MOVED (remember the slot's node) and ASK (ASKING, then
+# the command, once) and send again what was redirected. A command that
+# failed otherwise, or a connection that broke, croaks after every reply
+# that did come has been handled; $on_fail (if any) is called first with
+# the error.
+sub _run {
+    my ($self, $method, $cmds, $on_fail) = @_;
+    my @todo = map { [@$_, undef] } @$cmds;    # last: ASK target
+    for my $round (0 .. $MAX_REDIRECTS) {
+        my (%used, @again, $error);
+        for my $c (@todo) {
+            my ($i, $cmd, $args, $cb, $ask) = @$c;
+            my $node = $ask // $self->_piece_node($i);
+            my $conn = $self->_conn_for($method, $node);
+            $used{$node // ''} = $conn;
+            my $sent = eval {
+                $conn->asking(sub { }) if defined $ask;
+                $conn->$cmd(@$args, sub {
+                    my ($reply, $err) = @_;
+                    if (!defined $err) {
+                        $cb->($reply) if $cb;
+                    }
+                    elsif ($err =~ /\A(MOVED|ASK) (\d+) (\S+)\z/) {
+                        $self->{slot_node}{$2} = $3 if $1 eq 'MOVED';
+                        push @again, [$i, $cmd, $args, $cb, $1 eq 'ASK' ? $3 : undef];
+                    }
+                    else {
+                        $error //= $err;
+                    }
+                });
+                1;
+            };
+            if (!$sent) {
+                $error //= $@;
+                last;
+            }
+        }
+        for my $conn (values %used) {
+            eval { $conn->wait_all_responses; 1 } or $error //= $@;
+        }
+        if (defined $error) {
+            $error = _strip_client_error($error);
+            $on_fail->($error) if $on_fail;
+            _croak($method, $error);
+        }
+        return if !@again;
+        @todo = @again;
+    }
+    _croak($method, "still redirected after $MAX_REDIRECTS redirections (the cluster is resharding?)");
+}
+
+sub _strip_client_error {
+    my ($e) = @_;
+    $e =~ s/\A\[\w+\] //;
+    $e =~ s/,? at \S+ line \d+\.?\n.*\z//s;
+    $e =~ s/\s+\z//;
+    return $e;
+}
+
+# One command, its reply.
+sub _call {
+    my ($self, $method, $i, $cmd, @args) = @_;
+    my $reply;
+    $self->_run($method, [[$i, $cmd, \@args, sub { $reply = $_[0] }]]);
+    return $reply;
+}
+
+# ------------------------------------------------------------------ items
+
+# Probe arguments of a batch: for each piece, [item indexes, BITFIELD args].
+sub _plan {
+    my ($self, $method, $verb, $items) = @_;
+    my @pieces;
+    my @args = eval {
+        _xs_args($verb, $self->{layout}, $self->{seed}, $self->{bits}, $self->{hashes},
+            $self->{piece}, $items, $self->{shards} > 1 ? \@pieces : undef);
+    };
+    _croak($method, _strip($@)) if $@;
+    return \@args, \@pieces;
+}
+
+# The batch engine of add/add_many/contains/contains_many: BITFIELD per
+# chunk of $CHUNK items of one piece, pipelined. Returns the count; fills
+# @$out (when given) with one 0/1 per item.
+sub _batch {
+    my ($self, $method, $verb, $items, $out) = @_;
+    my ($args, $pieces) = $self->_plan($method, $verb, $items);
+    my $n = @$items;
+    my $k = $self->{hashes};
+    my $per = $verb ? 4 * $k : 3 * $k;
+    my ($count, $known) = (0, 0);
+    my @each;
+    # One command: the item indexes it covers (undef: $s .. $e) and its args.
+    my $command = sub {
+        my ($p, $ix, $s, $e, @a) = @_;
+        return [$p, 'bitfield', ["{$self->{tags}[$p]}:bits", @a], sub {
+            my @r;
+            my $c = _xs_fold($_[0], $k, $out ? \@r : undef);
+            my $got = @{ $_[0] } / $k;
+            $count += $verb ? $c : $got - $c;
+            $known += $got;
+            return if !$out;
+            @r = map { 1 - $_ } @r if !$verb;
+            if ($ix) { @each[@$ix] = @r } else { @each[$s .. $e] = @r }
+        }];
+    };
+    my @cmds;
+    if ($self->{shards} == 1) {
+        for (my $s = 0; $s < $n; $s += $CHUNK) {
+            my $e = ($s + $CHUNK < $n ? $s + $CHUNK : $n) - 1;
+            push @cmds, $command->(0, undef, $s, $e, @$args[$s * $per .. ($e + 1) * $per - 1]);
+        }
+    }
+    else {
+        my @by;
+        push @{ $by[$pieces->[$_]] }, $_ for 0 .. $n - 1;
+        for my $p (0 .. $#by) {
+            my $idx = $by[$p] or next;
+            for (my $s = 0; $s < @$idx; $s += $CHUNK) {
+                my @ix = @$idx[$s .. ($s + $CHUNK < @$idx ? $s + $CHUNK : @$idx) - 1];
+                push @cmds, $command->($p, \@ix, 0, 0,
+                    map { @$args[$_ * $per .. ($_ + 1) * $per - 1] } @ix);
+            }
+        }
+    }
+    $self->_run($method, \@cmds, sub {
+        my ($e) = @_;
+        my $what = $verb
+            ? "$known of $n items known added; the other " . ($n - $known) . ' may or may not have been added'
+            : "$known of $n items known checked";
+        if ($out) {
+            $#each = $n - 1;
+            @$out = @each;
+            $what .= ' (their entries in the results are undef)' if $verb;
+        }
+        Carp::croak(__PACKAGE__ . "->$method: $e: $what");
+    }) if @cmds;
+    @$out = @each if $out;
+    return $count;
+}
+
+sub _out_array {
+    my ($method, $out) = @_;
+    return undef if !defined $out;
+    _croak($method, 'results must be an array reference') if ref $out ne 'ARRAY';
+    return $out;
+}
+
+sub add {
+    my $self = shift;
+    _croak('add', 'usage: $filter->add($item)') if @_ != 1;
+    return $self->_batch('add', 1, [$_[0]]);
+}
+
+sub contains {
+    my $self = shift;
+    _croak('contains', 'usage: $filter->contains($item)') if @_ != 1;
+    return $self->_batch('contains', 0, [$_[0]]);
+}
+
+sub add_many {
+    my $self = shift;
+    _croak('add_many', 'usage: $filter->add_many(\@items, \@was_new)') if @_ < 1 || @_ > 2;
+    my ($items, $out) = @_;
+    $out = _out_array('add_many', $out);
+    @$out = () if $out;
+    return $self->_batch('add_many', 1, $items, $out);
+}
+
+sub contains_many {
+    my $self = shift;
+    _croak('contains_many', 'usage: $filter->contains_many(\@items, \@results)') if @_ < 1 || @_ > 2;
+    my ($items, $out) = @_;
+    $out = _out_array('contains_many', $out);
+    @$out = () if $out;
+    return $self->_batch('contains_many', 0, $items, $out) if !wantarray;
+    my @each;
+    $self->_batch('contains_many', 0, $items, \@each);
+    @$out = @each if $out;
+    return @each;
+}
+
+# ------------------------------------------------------------------ facts
+
+sub capacity { $_[0]{capacity} }
+sub fp_rate  { $_[0]{fp_rate} }
+sub bits     { $_[0]{bits} }
+sub hashes   { $_[0]{hashes} }
+sub seed     { $_[0]{seed} }
+sub layout   { $_[0]{layout} }
+sub shards   { $_[0]{shards} }
+sub name     { $_[0]{name} }
+
+sub bits_set {
+    my ($self) = @_;
+    my $total = 0;
+    $self->_run('bits_set', [map {
+        my $i = $_;
+        [$i, 'bitcount', ["{$self->{tags}[$i]}:bits"], sub { $total += $_[0] }]
+    } 0 .. $self->{shards} - 1]);
+    return $total;
+}
+
+sub _count_of {
+    my ($self, $x) = @_;
+    my ($m, $k) = @$self{qw(bits hashes)};
+    return $self->{capacity} if $x >= $m;
+    my $c = -($m / $k) * log(1 - $x / $m);
+    return int($c + 0.5);
+}
+
+sub count         { $_[0]->_count_of($_[0]->bits_set) }
+sub fill_ratio    { $_[0]->bits_set / $_[0]{bits} }
+sub estimated_fpp { ($_[0]->bits_set / $_[0]{bits})**$_[0]{hashes} }
+sub is_empty      { $_[0]->bits_set == 0 ? 1 : 0 }
+
+sub stats {
+    my ($self) = @_;
+    my $x = $self->bits_set;
+    my $fill = $x / $self->{bits};
+    return {
+        (map { $_ => $self->{$_} } qw(name capacity fp_rate bits hashes seed layout shards)),
+        bits_set => $x,
+        count => $self->_count_of($x),
+        fill_ratio => $fill,
+        estimated_fpp => $fill**$self->{hashes},
+    };
+}
+
+# ------------------------------------------------------------------ whole filter
+
+sub _piece_script {
+    my ($self, $method, $i, $lua, @extra) = @_;
+    my ($mk, $bk) = $self->_keys($i);
+    my $st = $self->_call($method, $i, 'eval', $lua, 2 + @extra, $mk, $bk, @extra,
+        $self->{piece} / 8, $FORMAT);
+    return if $st eq 'ok';
+    _croak($method, "key $mk is gone or no longer this filter's metadata (nothing was changed)")
+        if $st eq 'meta';
+    _croak($method, "key $bk is gone or no longer $self->{piece} bits (nothing was changed)")
+        if $st eq 'bits';
+    _croak($method, "the upload of piece $i was incomplete or changed (nothing was changed)");
+}
+
+sub clear {
+    my ($self) = @_;
+    _croak('clear', 'takes no arguments') if @_ != 1;
+    $self->_piece_script('clear', $_, $CLEAR_LUA) for 0 .. $self->{shards} - 1;
+    return;
+}
+
+# The whole bit array, fetched piece by piece in slices of $XFER bytes.
+sub _fetch_bits {
+    my ($self, $method) = @_;
+    my $bytes = $self->{piece} / 8;
+    my $all = '';
+    for my $i (0 .. $self->{shards} - 1) {
+        my $key = "{$self->{tags}[$i]}:bits";
+        my @cmds;
+        my @parts;
+        for (my $o = 0, my $j = 0; $o < $bytes; $o += $XFER, $j++) {
+            my $e = ($o + $XFER < $bytes ? $o + $XFER : $bytes) - 1;
+            my $slot = $j;
+            push @cmds, [$i, 'getrange', [$key, $o, $e], sub { $parts[$slot] = $_[0] }];
+        }
+        $self->_run($method, \@cmds);
+        my $piece = join '', map { $_ // '' } @parts;
+        _croak($method, "key $key holds " . length($piece) . " bytes, expected $bytes (deleted or replaced?)")
+            if length $piece != $bytes;
+        $all .= $piece;
+    }
+    return $all;
+}
+
+sub to_filter {
+    my $self = shift;
+    _croak('to_filter', 'usage: $filter->to_filter($path_or_undef, \%options)') if @_ > 2;
+    my ($path, $opts) = @_;
+    _croak('to_filter', 'options must be a hash reference') if defined $opts && ref $opts ne 'HASH';
+    for my $k (sort keys %{ $opts // {} }) {
+        _croak('to_filter', "unknown option '$k'") if $k ne 'mode';
+    }
+    my $mode = $opts->{mode} // 0600;
+    _croak('to_filter', 'mode must be an integer between 0 and 07777')
+        if ref $mode || $mode !~ /\A[0-9]+\z/ || $mode > 07777;
+    if (defined $path) {
+        _croak('to_filter', 'path must be a string') if ref $path && !overload::Method($path, '""');
+        $path = "$path";
+        utf8::downgrade($path, 1) or _croak('to_filter', 'Wide character in path');
+        _croak('to_filter', 'path contains a NUL byte') if index($path, "\0") >= 0;
+        _croak('to_filter', 'path must not be empty') if $path eq '';
+    }
+    my $bits = $self->_fetch_bits('to_filter');
+    my ($f, $e) = _xs_from_bits('Data::BloomFilter::Shared', $path, $self->{capacity},
+        $self->{fp_rate}, 0 + $mode, $self->{seed}, $self->{layout}, $bits);
+    _croak('to_filter', $e) if !$f;
+    return $f;
+}
+
+# The bit bytes of a local filter, from its portable image (whose layout is
+# documented under serialize): header 56 bytes, the bits, an 8-byte checksum.
+sub _local_bits {
+    my ($self, $other) = @_;
+    my $img = $other->serialize;
+    my ($magic, $version, undef, $k, undef, $m, undef, undef, $seed) = unpack 'a8 V V V V Q< Q< Q< Q<', $img;
+    _croak('merge', "the local filter's portable image is not version 1")
+        if $magic ne 'BLOOMSER' || $version != 1;
+    _croak('merge', "geometry mismatch (bits $self->{bits} vs $m, hashes $self->{hashes} vs $k)")
+        if $m != $self->{bits} || $k != $self->{hashes};
+    _croak('merge', 'seed mismatch (the filters hash with different seeds)') if "$seed" ne "$self->{seed}";
+    _croak('merge', "layout mismatch (this filter's layout is '$self->{layout}')")
+        if $other->can('layout') ? $other->layout ne $self->{layout} : $self->{layout} ne 'standard';
+    return substr $img, 56, $m / 8;
+}
+
+sub merge {
+    my $self = shift;
+    _croak('merge', 'usage: $filter->merge($other)') if @_ != 1;
+    my ($other) = @_;
+    my $bits;
+    if (Scalar::Util::blessed($other) && $other->isa('Data::BloomFilter::Shared')) {
+        $bits = $self->_local_bits($other);
+    }
+    elsif (Scalar::Util::blessed($other) && $other->isa(__PACKAGE__)) {
+        for my $f (qw(bits hashes seed layout)) {
+            _croak('merge', "$f mismatch ($self->{$f} vs $other->{$f})") if "$self->{$f}" ne "$other->{$f}";
+        }
+        $bits = $other->_fetch_bits('merge');
+    }
+    else {
+        _croak('merge', 'other filter is not a Data::BloomFilter::Shared or ' . __PACKAGE__ . ' object');
+    }
+    my $bytes = $self->{piece} / 8;
+    my $tmpname = sprintf 'merge:%d.%d.%08x', $$, time, int rand 0xffffffff;
+    for my $i (0 .. $self->{shards} - 1) {
+        my $part = substr $bits, $i * $bytes, $bytes;
+        next if $part !~ /[^\0]/;
+        my $tmp = "{$self->{tags}[$i]}:$tmpname";
+        my @cmds;
+        for (my $o = 0; $o < $bytes; $o += $XFER) {
+            my $slice = substr $part, $o, $XFER;
+            # The first slice sets a time limit: an upload cut short by a
+            # crash disappears on its own.
+            push @cmds, [$i, $o == 0 ? 'set' : 'append', [$tmp, $slice, $o == 0 ? ('PX', 600_000) : ()], undef];
+        }
+        my $ok = eval { $self->_run('merge', \@cmds); 1 };
+        if (!$ok) {
+            my $e = $@;
+            eval { $self->_call('merge', $i, 'del', $tmp) };
+            die $e;
+        }
+        $self->_piece_script('merge', $i, $MERGE_LUA, $tmp);
+    }
+    return;
+}
+
+
+1;
+
+__END__
+
+=encoding utf8
+
+=head1 NAME
+
+Data::BloomFilter::Shared::Redis - the same Bloom filter in plain Redis, for a fleet of hosts
+
+=head1 SYNOPSIS
+
+    use Data::BloomFilter::Shared::Redis;
+
+    my $seen = Data::BloomFilter::Shared::Redis->new(
+        'redis.internal:6379', 'events', 100_000_000, 0.001);
+    # or with your own connected client (auth, TLS, timeouts are yours):
+    #   Data::BloomFilter::Shared::Redis->new($redis_fast, 'events', ...);
+
+    handle($event) if $seen->add($event->{id});        # exactly once, fleet-wide
+
+    my $new = $seen->add_many(\@ids, \my @was_new);    # pipelined
+    my @hit = $seen->contains_many(\@ids);
+
+    # A snapshot to query at memory speed, freeze and ship:
+    my $local = $seen->to_filter('/dev/shm/events.bf');
+
+=head1 DESCRIPTION
+
+The filter of L<Data::BloomFilter::Shared>, with the same hashing (the Rust
+core computes every probe position), the same geometry and the same bits,
+kept in a Redis string instead of a local mapping, so that processes on many
+hosts share it. Each item's probe bits are set by one atomic C<BITFIELD>
+command that returns the old bits, so among all clients and hosts adding the
+same item at the same moment exactly one is told "new" (an add is
+linearizable, as under one global lock). Batches are pipelined, many items
+per command.
+
+It needs nothing beyond plain Redis 6.2 or later (no module): Debian 12's
+C<redis-server> 7.0 does. Connections are made with L<Redis::Fast> (Debian:
+C<libredis-fast-perl>); a client object passed in may be anything with the
+L<Redis>/L<Redis::Fast> method API.
+
+=head2 Keys
+
+A filter named C<events> is two keys in one hash slot: C<{events}:meta>, a
+hash holding the geometry, seed and layout (validated on every attach, like a
+file header), and C<{events}:bits>, a string of C<bits / 8> bytes. Unsharded,
+that string's bytes are exactly the bit array of a local filter of the same
+geometry and seed (its C<serialize> image between the 56-byte header and the
+checksum): local bit I<i> is Redis bit C<i ^ 7>, because Redis counts bits
+from the most significant end of each byte and the local filter from the
+least. With C<< shards => N >>, piece I<i> is C<{events:i}:meta> and
+C<{events:i}:bits>, and the pieces concatenated are that bit array.
+
+Creating a piece is one script: its zeroed bit string (allocated in full, so
+a full Redis refuses at creation rather than mid-stream) and its metadata
+appear together or not at all. A key of another type, a hash that is not
+ours, an orphan bit string, a geometry that does not match its capacity and
+fp_rate, or bits of the wrong length croak with what is wrong and change
+nothing.
+
+=head1 METHODS
+
+=head2 new
+
+    my $f = Data::BloomFilter::Shared::Redis->new($redis_or_address, $name,
+        $capacity, $fp_rate, \%options);
+
+C<$redis_or_address> is a connected client object (L<Redis::Fast> or
+anything with its method API and callbacks for pipelining), or an address
+from which the module connects with L<Redis::Fast>: C<host:port>,
+C<redis://[user:password@]host[:port][/db]> or C<unix:/path/to/socket>.
+C<$name> is a non-empty byte string without C<{> or C<}>. C<$capacity> and
+C<$fp_rate> (default 0.01) size the filter as locally. When the filter
+exists, its stored geometry wins (the arguments are still range-checked), as
+when a local file is reopened.
+
+Options: C<seed> (a secret 64-bit hash seed, as locally; default 0, which is
+C<bloom.h>-compatible), C<layout> (the local filter's layouts; C<standard>,
+the default, is the one this build has), C<shards> (a power of two; see
+L</Cluster>), C<connect> (a code reference C<< ($host, $port) >> returning a
+connected client, used for the other nodes of a cluster; default: a
+L<Redis::Fast> connection to C<host:port>). An explicit C<seed>, C<layout> or
+C<shards> that differs from the stored one croaks.
+
+=head2 add, contains
+
+C<< $f->add($item) >> returns 1 when the item was new (at least one of its
+bits was 0 before this client's atomic command), else 0. C<contains> returns
+1 when all of its bits are set.
+
+=head2 add_many, contains_many
+
+C<< $f->add_many(\@items, \@was_new) >> returns how many were new, in every
+context; the optional C<@was_new> is emptied first, then gets one 0/1 per
+item. C<< $f->contains_many(\@items) >> returns one 0/1 per item in list
+context and how many are present in scalar context; it takes the same
+optional out array.
+
+An item's bits are set by one command; a batch is many commands (one per
+C<$CHUNK> = 100 items), pipelined: each item is exactly-once on its own, the
+batch is not one transaction. Within one batch, a repeated item is new at
+most once.
+
+=head2 count, bits_set, fill_ratio, estimated_fpp, is_empty, stats
+
+As locally, computed from C<BITCOUNT> of the bit string(s). C<stats> returns
+a hash reference with C<name capacity fp_rate bits hashes seed layout shards
+bits_set count fill_ratio estimated_fpp>.
+
+=head2 capacity, fp_rate, bits, hashes, seed, layout, shards, name
+
+The stored geometry and options.
+
+=head2 clear
+
+Zero the bits (per piece, one atomic script that first checks the piece is
+still this filter).
+
+=head2 merge
+
+    $f->merge($local_filter);     # a Data::BloomFilter::Shared
+    $f->merge($other_redis);      # another Data::BloomFilter::Shared::Redis
+
+OR another filter of the same bits, hashes, seed and layout in. The other
+filter's bits are uploaded into a temporary key beside each piece (it expires
+by itself after 10 minutes if the upload is cut short) and ORed in with one
+atomic C<BITOP OR> per piece.
+
+=head2 to_filter
+
+    my $local = $f->to_filter($path_or_undef, { mode => 0600 });
+
+A new local L<Data::BloomFilter::Shared> (anonymous when C<$path> is undef,
+else a new file; an existing path croaks) with the same geometry, seed and
+bits: a snapshot to query at memory speed, C<freeze> and ship. The bits are
+read in slices of 4 MiB, so a snapshot taken while others add holds every
+add that completed before it started and perhaps some later ones; it is
+exact when the filter is quiet. The whole bit array is held in memory once
+while the local filter is built.
+
+=head2 key_slot
+
+    my $slot = Data::BloomFilter::Shared::Redis->key_slot($key);
+
+The Redis Cluster slot of a key: CRC16-XMODEM of its hash tag (or the whole
+key) mod 16384.
+
+=head1 CLUSTER
+
+C<< shards => N >> cuts the bit array into N contiguous pieces, each its own
+pair of keys with its own hash tag (C<{name:i}>), so a filter spreads over a
+Redis Cluster's masters and can exceed one string's 2^32 bits. Every item's
+bits must fall in one piece, so that every add stays one single-key atomic
+command: that needs a layout that keeps an item's bits together (the
+C<blocked> layout, where all of an item's bits lie in one 64-bit word). The
+C<standard> layout spreads an item over the whole array, so C<shards> above 1
+with it croaks "shards need layout 'blocked'".
+
+Any filter, sharded or not, works on a cluster: commands go to the node
+that serves the key's slot, learned from C<MOVED> redirections (remembered)
+and C<ASK> redirections (C<ASKING>, then the command, once, not
+remembered), so the first command to a piece may take one extra round trip.
+The connection you pass (or the address) is the first node asked; the
+others are connected with the C<connect> option or L<Redis::Fast>.
+
+=head1 FAILURES
+
+Every failure croaks with the method's name and what was wrong. When a batch
+fails part-way (a dropped connection, a server error), the message says how
+many of its items are known to have been added (their replies arrived) and
+that the others may or may not have been; C<add_many>'s out array then holds
+0/1 for the known items and undef for the others. A client that reconnects
+and re-sends by itself may report an item whose first attempt did set its
+bits as "seen" (0): the bits are never lost, but that item may then have been
+told "new" to nobody. Connections this module makes do not reconnect by
+themselves.
+
+With C<appendonly yes> and C<appendfsync always>, every add acknowledged to a
+client survives a crash or restart of the server; with weaker persistence, an
+acknowledged add can be lost with the server's last second of writes, and a
+later add of the same item is then told "new" again.
+
+=head1 LIMITS
+
+A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
+limited to that; more needs C<shards> (and a layout that allows them). The
+filter is allocated in full on the server at creation. Throughput is bound by
+the server's parsing of C<BITFIELD>'s arguments (four per probe bit); see
+C<bench/redis.pl> and the README for measured numbers.
+
+=head1 DIAGNOSTICS
+
+All messages begin C<< Data::BloomFilter::Shared::Redis->METHOD: >>.
+
+=over
+
+=item usage: ...
+
+Wrong number of arguments.
+
+=item undefined redis client or address
+
+=item first argument must be a Redis client object or an address string
+
+=item cannot parse address '%s' (expected host:port, redis://host:port/db or unix:/path)
+
+=item cannot connect to %s: %s
+
+=item connect callback failed for %s: %s
+
+=item connect callback returned no client for %s
+
+=item connect must be a code reference
+
+=item options must be a hash reference
+
+=item unknown option '%s'
+
+=item undefined name
+
+=item name must be a string
+
+=item Wide character in name
+
+=item name must not be empty
+
+=item name must not contain '{' or '}' (it becomes the keys' hash tag)
+
+=item capacity must be a number
+
+=item capacity must be a positive integer
+
+=item capacity is too large
+
+=item fp_rate must be between 0 and 1 (exclusive)
+
+=item seed must be a non-negative integer that fits in 64 bits
+
+=item layout must be a string
+
+=item unknown layout '%s' (this build has: standard)
+
+=item shards must be a power of two from 1 to 65536
+
+=item shards need layout 'blocked' (layout '%s' spreads an item's bits over the whole array)
+
+=item shards => %d cut %d bits into pieces smaller than an item's %d bits
+
+=item the filter needs %d bits but a Redis string holds at most 2^32: use shards => %d or more
+
+=item capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters
+
+=item key %s exists without %s (not a filter of this module; nothing was changed)
+
+=item key %s holds a %s, not a filter's metadata (nothing was changed)
+
+=item key %s is not a filter of this module (format '%s', expected '%s')
+
+=item key %s: field '%s' is missing
+
+=item key %s: field '%s' is not a non-negative integer ('%s')
+
+=item key %s: field 'fp_rate' is not a number ('%s')
+
+=item key %s: field 'layout' is not a layout name ('%s')
+
+=item key %s: bits %d and hashes %d do not match capacity %d and fp_rate %s (expected %d and %d)
+
+=item key %s: field '%s' is %s, piece 0 has %s
+
+=item key %s: it is piece %d, expected piece %d
+
+=item key %s holds a %s, not a filter's bits
+
+=item key %s has %d bytes, expected %d
+
+=item %s mismatch: the filter in Redis has %s %s, asked for %s
+
+For C<seed>, C<layout> and C<shards>.
+
+=item unexpected reply to the attach script
+
+=item argument is not an array reference
+
+=item undefined item
+
+=item Wide character
+
+With C<at index N> for a batch.
+
+=item results must be an array reference
+
+=item %s: %d of %d items known added; the other %d may or may not have been added
+
+A batch failed part-way: C<%s> is the server's or the client's error (for
+example C<OOM command not allowed when used memory > 'maxmemory'.> or a
+dropped connection).
+
+=item %s: %d of %d items known checked
+
+=item still redirected after 5 redirections (the cluster is resharding?)
+
+=item key %s is gone or no longer this filter's metadata (nothing was changed)
+
+=item key %s is gone or no longer %d bits (nothing was changed)
+
+=item the upload of piece %d was incomplete or changed (nothing was changed)
+
+=item key %s holds %d bytes, expected %d (deleted or replaced?)
+
+=item other filter is not a Data::BloomFilter::Shared or Data::BloomFilter::Shared::Redis object
+
+=item geometry mismatch (bits %d vs %d, hashes %d vs %d)
+
+=item seed mismatch (the filters hash with different seeds)
+
+=item layout mismatch (this filter's layout is '%s')
+
+=item %s mismatch (%s vs %s)
+
+For C<merge> of two Redis filters: C<bits>, C<hashes>, C<seed> or C<layout>.
+
+=item the local filter's portable image is not version 1
+
+=item path must be a string
+
+=item Wide character in path
+
+=item path contains a NUL byte
+
+=item path must not be empty
+
+=item mode must be an integer between 0 and 07777
+
+=item %s
+
+Any other error of the server or the client, as it reported it.
+
+=back
+
+=head1 SEE ALSO
+
+L<Data::BloomFilter::Shared>, the README's "Many hosts" section.
+
+=cut
