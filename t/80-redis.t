@@ -1,0 +1,254 @@
+# Data::BloomFilter::Shared::Redis against a real redis-server: the same bits
+# as a local filter, the local methods' meanings, validation on attach, bad
+# input, and several processes adding the same items at once.
+use strict;
+use warnings;
+use Test::More;
+use File::Temp qw(tempdir);
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use RedisServer qw(redis_or_skip);
+use Data::BloomFilter::Shared;
+
+redis_or_skip();
+require Data::BloomFilter::Shared::Redis;
+
+my $R = 'Data::BloomFilter::Shared::Redis';
+my $L = 'Data::BloomFilter::Shared';
+$SIG{ALRM} = sub { die "80-redis: global timeout\n" };
+alarm 60;
+
+my $srv = RedisServer->new;
+my $rc = $srv->client;
+my $dir = tempdir(CLEANUP => 1);
+
+# The local filter's bit bytes: its portable image between header and checksum.
+sub local_bits {
+    my ($f) = @_;
+    return substr $f->serialize, 56, $f->bits / 8;
+}
+
+sub dies_like(&$$) {
+    my ($code, $re, $name) = @_;
+    local $@;
+    eval { $code->(); 1 } and return fail("$name: did not croak");
+    like $@, $re, $name;
+}
+
+my @items = map { "item-$_" } 1 .. 3000;
+
+# --- the Redis string is the local bit array ----------------------------------------------------
+for my $seed (0, 12345, '18446744073709551615') {
+    my $r = $R->new($srv->address, "same-$seed", 5000, 0.01, { seed => $seed });
+    my $l = $L->new(undef, 5000, 0.01, { seed => $seed });
+    is $r->add_many(\@items), $l->add_many(\@items), "seed $seed: the same items are new";
+    is $r->bits, $l->bits, "seed $seed: same bits";
+    is $r->hashes, $l->hashes, "seed $seed: same hashes";
+    is $r->seed, $seed, "seed $seed: seed";
+    my $got = $rc->get("{same-$seed}:bits");
+    ok $got eq local_bits($l), "seed $seed: GET of the bits key is the local filter's bit array"
+        or diag sprintf 'redis %d bytes, local %d bytes', length $got, length local_bits($l);
+    is $r->bits_set, $l->bits_set, "seed $seed: bits_set";
+    is $r->count, $l->count, "seed $seed: count";
+    is $r->fill_ratio, $l->fill_ratio, "seed $seed: fill_ratio";
+    is $r->estimated_fpp, $l->estimated_fpp, "seed $seed: estimated_fpp";
+    my $snap = $r->to_filter(undef);
+    isa_ok $snap, $L;
+    is $snap->serialize, $l->serialize, "seed $seed: to_filter is byte-identical to the local filter";
+}
+
+# --- the local methods' meanings -----------------------------------------------------------------
+{
+    my $r = $R->new($srv->address, 'ops', 2000, 0.001);
+    ok $r->is_empty, 'new filter is empty';
+    is $r->capacity, 2000, 'capacity';
+    is $r->fp_rate, 0.001, 'fp_rate';
+    is $r->layout, 'standard', 'layout';
+    is $r->add('a'), 1, 'add: new';
+    is $r->add('a'), 0, 'add: seen';
+    ok !$r->is_empty, 'not empty after an add';
+    is $r->contains('a'), 1, 'contains: present';
+    is $r->contains('b'), 0, 'contains: absent';
+
+    my @w = (9, 9, 9, 9, 9);
+    my ($n) = $r->add_many([qw(a b c b)], \@w);
+    is $n, 2, 'add_many in list context returns the count';
+    is_deeply \@w, [0, 1, 1, 0], 'the out array is emptied first, then one 0/1 per item; a repeat is new once';
+    is sprintf('%d', $r->add_many([qw(d e)])), 2, 'add_many count in scalar context';
+    is $r->add_many([]), 0, 'empty add_many';
+    is_deeply [$r->contains_many([qw(a b zz e)])], [1, 1, 0, 1], 'contains_many in list context';
+    is scalar $r->contains_many([qw(a b zz e)]), 3, 'contains_many in scalar context';
+    my @o = (7);
+    $r->contains_many([qw(zz a)], \@o);
+    is_deeply \@o, [0, 1], 'contains_many fills an out array';
+
+    my $st = $r->stats;
+    is $st->{bits_set}, $r->bits_set, 'stats bits_set';
+    is $st->{count}, 5, 'stats count';
+    is $st->{$_}, $r->$_, "stats $_" for qw(capacity fp_rate bits hashes seed layout shards);
+
+    my $l = $L->new(undef, 2000, 0.001);
+    $l->add_many([qw(local-1 local-2)]);
+    $r->merge($l);
+    is_deeply [$r->contains_many([qw(local-1 local-2 a)])], [1, 1, 1], 'merge of a local filter';
+    my $r2 = $R->new($rc, 'ops2', 2000, 0.001);
+    $r2->add('other');
+    $r->merge($r2);
+    is $r->contains('other'), 1, 'merge of another Redis filter';
+    is_deeply [sort grep { /merge/ } $rc->keys('*')], [], 'no upload key left behind';
+    dies_like { $r->merge($L->new(undef, 100, 0.01)) } qr/\A\Q$R\E->merge: geometry mismatch/, 'merge: geometry mismatch';
+    dies_like { $r->merge($L->new(undef, 2000, 0.001, { seed => 1 })) } qr/->merge: seed mismatch/, 'merge: seed mismatch';
+    dies_like { $r->merge({}) } qr/->merge: other filter is not/, 'merge: not a filter';
+
+    my $path = "$dir/snap.bf";
+    my $snap = $r->to_filter($path, { mode => 0640 });
+    ok -f $path, 'to_filter with a path makes the file';
+    is((stat $path)[2] & 07777, 0640, 'with the mode asked for');
+    is $snap->contains('other'), 1, 'the snapshot finds what Redis has';
+    is local_bits($snap), $rc->get('{ops}:bits'), 'the snapshot holds the same bits';
+    undef $snap;
+    dies_like { $r->to_filter($path) } qr/->to_filter: .*exist/i, 'to_filter refuses an existing path';
+
+    $r->clear;
+    ok $r->is_empty, 'clear';
+    is $r->contains('a'), 0, 'cleared items are gone';
+    is length $rc->get('{ops}:bits'), $r->bits / 8, 'clear keeps the full-size bit string';
+}
+
+# --- attach: stored geometry wins; foreign keys croak and change nothing -------------------------
+{
+    my $r = $R->new($srv->address, 'att', 1000, 0.01, { seed => 9 });
+    $r->add('x');
+    my $again = $R->new($srv->address, 'att', 50, 0.3);
+    is $again->bits, $r->bits, 'reattach: the stored geometry wins';
+    is $again->seed, 9, 'reattach: the stored seed';
+    is $again->contains('x'), 1, 'reattach sees the items';
+    dies_like { $R->new($srv->address, 'att', 1000, 0.01, { seed => 8 }) }
+        qr/->new: seed mismatch: the filter in Redis has seed 9, asked for 8/, 'explicit seed mismatch';
+    dies_like { $R->new($srv->address, 'att', 1000, 0.01, { shards => 1, layout => 'standard', seed => 9 }) && die "ok\n" }
+        qr/\Aok/, 'matching explicit options attach';
+
+    my %snapshot = map { $_ => $rc->dump($_) } $rc->keys('*');
+    my $same = sub {
+        my %now = map { $_ => $rc->dump($_) } $rc->keys('*');
+        is_deeply \%now, \%snapshot, "$_[0]: nothing was changed";
+    };
+
+    $rc->rpush('{lst}:meta', 'a');
+    %snapshot = map { $_ => $rc->dump($_) } $rc->keys('*');
+    dies_like { $R->new($rc, 'lst', 1000, 0.01) } qr/key \{lst\}:meta holds a list, not a filter's metadata/, 'meta of another type';
+    $same->('meta of another type');
+
+    $rc->hset('{foreign}:meta', format => 'something else', bits => 64);
+    %snapshot = map { $_ => $rc->dump($_) } $rc->keys('*');
+    dies_like { $R->new($rc, 'foreign', 1000, 0.01) } qr/key \{foreign\}:meta is not a filter of this module \(format 'something else'/, 'a foreign hash';
+    $same->('a foreign hash');
+
+    $rc->set('{orphan}:bits', 'x');
+    %snapshot = map { $_ => $rc->dump($_) } $rc->keys('*');
+    dies_like { $R->new($rc, 'orphan', 1000, 0.01) } qr/key \{orphan\}:bits exists without \{orphan\}:meta/, 'orphan bits';
+    $same->('orphan bits');
+
+    # A filter whose pieces were tampered with.
+    my $t = $R->new($rc, 'tamper', 1000, 0.01);
+    $rc->hset('{tamper}:meta', bits => 128);
+    dies_like { $R->new($rc, 'tamper', 1000, 0.01) } qr/key \{tamper\}:meta: bits 128 and hashes 7 do not match capacity 1000 and fp_rate 0.01/, 'inconsistent geometry';
+    $rc->hset('{tamper}:meta', bits => $t->bits);
+    $rc->hset('{tamper}:meta', seed => '-1');
+    dies_like { $R->new($rc, 'tamper', 1000, 0.01) } qr/field 'seed' is not a non-negative integer/, 'bad seed field';
+    $rc->hset('{tamper}:meta', seed => 0);
+    $rc->hdel('{tamper}:meta', 'layout');
+    dies_like { $R->new($rc, 'tamper', 1000, 0.01) } qr/field 'layout' is missing/, 'missing field';
+    $rc->hset('{tamper}:meta', layout => 'standard');
+    $rc->append('{tamper}:bits', 'x');
+    dies_like { $R->new($rc, 'tamper', 1000, 0.01) } qr/key \{tamper\}:bits has \d+ bytes, expected \d+/, 'bits of the wrong length';
+    $rc->del('{tamper}:bits');
+    $rc->sadd('{tamper}:bits', 1);
+    dies_like { $R->new($rc, 'tamper', 1000, 0.01) } qr/key \{tamper\}:bits holds a set, not a filter's bits/, 'bits of another type';
+    dies_like { $t->add('y') } qr/\A\Q$R\E->add: WRONGTYPE/, 'an attached handle reports the broken key';
+    dies_like { $t->clear } qr/->clear: key \{tamper\}:bits is gone or no longer/, 'clear checks the piece first';
+    is $rc->type('{tamper}:bits'), 'set', 'and changes nothing';
+}
+
+# --- bad input ----------------------------------------------------------------------------------
+{
+    my $a = $srv->address;
+    my $r = $R->new($a, 'bad', 1000, 0.01);
+    my @bad = (
+        [sub { $R->new($a, 'x{y', 1000) }, qr/->new: name must not contain '\{' or '\}'/, 'brace in name'],
+        [sub { $R->new($a, '', 1000) }, qr/->new: name must not be empty/, 'empty name'],
+        [sub { $R->new($a, undef, 1000) }, qr/->new: undefined name/, 'undef name'],
+        [sub { $R->new($a, "caf\x{e9}\x{263a}", 1000) }, qr/->new: Wide character in name/, 'wide name'],
+        [sub { $R->new($a, 'n', 0) }, qr/->new: capacity must be a positive integer/, 'capacity 0'],
+        [sub { $R->new($a, 'n', 'many') }, qr/->new: capacity must be a number/, 'capacity not a number'],
+        [sub { $R->new($a, 'n', 100, 1) }, qr/->new: fp_rate must be between 0 and 1/, 'fp_rate 1'],
+        [sub { $R->new($a, 'n', 100, 0.01, { colour => 1 }) }, qr/->new: unknown option 'colour'/, 'unknown option'],
+        [sub { $R->new($a, 'n', 100, 0.01, { seed => -1 }) }, qr/->new: seed must be a non-negative integer/, 'bad seed'],
+        [sub { $R->new($a, 'n', 100, 0.01, { layout => 'fancy' }) }, qr/->new: unknown layout 'fancy'/, 'unknown layout'],
+        [sub { $R->new($a, 'n', 100, 0.01, { shards => 3 }) }, qr/->new: shards must be a power of two/, 'shards 3'],
+        [sub { $R->new($a, 'n', 100, 0.01, { shards => 2 }) }, qr/->new: shards need layout 'blocked'/, 'shards with the standard layout'],
+        [sub { $R->new($a, 'n', 1e9, 0.001) }, qr/->new: the filter needs 17179869184 bits but a Redis string holds at most 2\^32/, 'over 2^32 bits unsharded'],
+        [sub { $R->new($a, 'n', 1e12, 0.001) }, qr/->new: capacity and fp_rate need more than 2\^38 bits/, 'over 2^38 bits'],
+        [sub { $R->new('no address', 'n', 100) }, qr/->new: cannot parse address 'no address'/, 'bad address'],
+        [sub { $R->new('127.0.0.1:1', 'n', 100) }, qr/->new: cannot connect to 127.0.0.1:1/, 'nothing listening'],
+        [sub { $R->new(bless({}, 'Nope'), 'n', 100) }, qr/->new: first argument must be a Redis client/, 'not a client'],
+        [sub { $r->add("\x{263a}") }, qr/\A\Q$R\E->add: Wide character/, 'wide item'],
+        [sub { $r->add(undef) }, qr/\A\Q$R\E->add: undefined item/, 'undef item'],
+        [sub { $r->add_many(['ok', undef]) }, qr/\A\Q$R\E->add_many: undefined item at index 1/, 'undef item in a batch'],
+        [sub { $r->add_many('x') }, qr/->add_many: argument is not an array reference/, 'not an array'],
+        [sub { $r->add_many(['x'], {}) }, qr/->add_many: results must be an array reference/, 'bad out array'],
+        [sub { $r->add() }, qr/->add: usage/, 'add without an item'],
+        [sub { $r->to_filter(undef, { mode => 'rw' }) }, qr/->to_filter: mode must be an integer/, 'bad mode'],
+    );
+    for my $b (@bad) {
+        dies_like { $b->[0]->() } $b->[1], $b->[2];
+    }
+    is $r->is_empty, 1, 'a batch with a bad element adds nothing';
+    is_deeply [sort grep { /\{n\}/ } $rc->keys('*')], [], 'refused creations left no keys';
+}
+
+# --- several processes on separate connections add the same items at once ----------------------
+{
+    my $name = 'race';
+    $R->new($srv->address, $name, 40_000, 0.001);
+    my @same = map { "ev-$_" } 1 .. 20_000;
+    my $procs = 4;
+    my @pids;
+    for my $p (1 .. $procs) {
+        pipe my $rd, my $wr or die "pipe: $!";
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            close $rd;
+            my $f = $R->new($srv->address, $name, 40_000, 0.001);    # its own connection
+            # each process in its own order, singles and batches mixed
+            my @mine = $p % 2 ? reverse @same : @same;
+            my @new;
+            while (@mine) {
+                my @batch = splice @mine, 0, 1 + int rand 300;
+                if (@batch < 5) { push @new, grep { $f->add($_) } @batch; next }
+                $f->add_many(\@batch, \my @w);
+                push @new, @batch[grep { $w[$_] } 0 .. $#batch];
+            }
+            print {$wr} "$_\n" for @new;
+            close $wr;
+            POSIX::_exit(0);
+        }
+        close $wr;
+        push @pids, [$pid, $rd];
+    }
+    my %told;
+    for (@pids) {
+        my ($pid, $rd) = @$_;
+        while (my $l = <$rd>) { chomp $l; $told{$l}++ }
+        waitpid $pid, 0;
+        is $?, 0, "adder $pid exited cleanly";
+    }
+    my @twice = grep { $told{$_} > 1 } keys %told;
+    is scalar @twice, 0, 'no item was told new twice' or diag "@twice[0..9]";
+    my $f = $R->new($srv->address, $name, 40_000, 0.001);
+    is scalar $f->contains_many(\@same), scalar @same, 'no item was lost';
+    # Items told new to nobody are false positives of items added before them.
+    cmp_ok scalar keys %told, '>=', @same * (1 - 0.01), 'nearly every item was told new once';
+}
+
+done_testing;

@@ -1,0 +1,111 @@
+package RedisServer;
+
+# Real redis-server processes for the Redis tests: each on a free loopback
+# port in its own temporary directory, started and stopped by the test.
+
+use strict;
+use warnings;
+use Exporter 'import';
+use File::Temp qw(tempdir);
+use IO::Socket::INET ();
+use POSIX ();
+use Time::HiRes qw(sleep time);
+
+our @EXPORT_OK = qw(redis_or_skip);
+
+# skip_all unless redis-server and Redis::Fast are here; returns the server's path.
+sub redis_or_skip {
+    require Test::More;
+    my $bin;
+    for my $d ((split /:/, $ENV{PATH} // '', -1), '/usr/sbin', '/usr/bin') {
+        next if !length $d;
+        if (-x "$d/redis-server") { $bin = "$d/redis-server"; last }
+    }
+    Test::More::plan(skip_all => 'redis-server is not installed (Debian: redis-server)') if !$bin;
+    Test::More::plan(skip_all => 'Redis::Fast is not installed (Debian: libredis-fast-perl)')
+        if !eval { require Redis::Fast; 1 };
+    return $bin;
+}
+
+sub free_port {
+    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1', LocalPort => 0, ReuseAddr => 1)
+        or die "no free port: $!";
+    my $p = $s->sockport;
+    close $s;
+    return $p;
+}
+
+# RedisServer->new(%config): config directives as redis.conf names.
+sub new {
+    my ($class, %conf) = @_;
+    my $self = bless {
+        dir => tempdir('redis-XXXXXX', TMPDIR => 1, CLEANUP => 1),
+        port => free_port(),
+        owner => $$,
+        conf => { save => '', appendonly => 'no', %conf },
+    }, $class;
+    $self->start;
+    return $self;
+}
+
+sub port    { $_[0]{port} }
+sub dir     { $_[0]{dir} }
+sub address { "127.0.0.1:$_[0]{port}" }
+sub pid     { $_[0]{pid} }
+
+sub start {
+    my ($self) = @_;
+    my @args = (
+        '--port', $self->{port}, '--bind', '127.0.0.1', '--dir', $self->{dir},
+        '--daemonize', 'no', '--logfile', "$self->{dir}/log",
+        map { ("--$_", $self->{conf}{$_}) } sort keys %{ $self->{conf} },
+    );
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        open STDIN, '<', '/dev/null';
+        open STDOUT, '>', '/dev/null';
+        exec 'redis-server', @args or POSIX::_exit(127);
+    }
+    $self->{pid} = $pid;
+    my $until = time + 10;
+    while (time < $until) {
+        my $r = eval { Redis::Fast->new(server => $self->address, reconnect => 0) };
+        if ($r && eval { $r->ping }) {
+            # Loading the AOF answers LOADING: wait until it is done.
+            return $self if eval { $r->dbsize; 1 };
+        }
+        die "redis-server exited: " . $self->log_tail if waitpid($pid, POSIX::WNOHANG()) == $pid;
+        sleep 0.02;
+    }
+    die "redis-server on port $self->{port} did not start: " . $self->log_tail;
+}
+
+sub log_tail {
+    my ($self) = @_;
+    open my $fh, '<', "$self->{dir}/log" or return '(no log)';
+    my @l = <$fh>;
+    return join '', @l > 10 ? @l[-10 .. -1] : @l;
+}
+
+sub client {
+    my ($self) = @_;
+    return Redis::Fast->new(server => $self->address, reconnect => 0);
+}
+
+# Stop with $signal (TERM: a clean shutdown; KILL: a crash) and wait.
+sub stop {
+    my ($self, $signal) = @_;
+    my $pid = delete $self->{pid} or return;
+    kill $signal // 'TERM', $pid;
+    waitpid $pid, 0;
+    return;
+}
+
+sub DESTROY {
+    my ($self) = @_;
+    local ($!, $?);
+    # forked children inherit the object: only its creator stops the server
+    $self->stop('KILL') if $self->{pid} && $$ == $self->{owner};
+}
+
+1;
