@@ -1,0 +1,167 @@
+# Data::BloomFilter::Shared::Redis on a real 3-master Redis Cluster: slots
+# computed as the servers compute them, MOVED and ASK followed, racing adders
+# connected to different nodes, and (when the build has the blocked layout)
+# a filter sharded over the masters.
+use strict;
+use warnings;
+use Test::More;
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use RedisServer qw(redis_or_skip);
+use Time::HiRes qw(sleep time);
+use Data::BloomFilter::Shared;
+
+redis_or_skip();
+require Data::BloomFilter::Shared::Redis;
+my $R = 'Data::BloomFilter::Shared::Redis';
+$SIG{ALRM} = sub { die "81-redis-cluster: global timeout\n" };
+alarm 60;
+
+# --- slots: the cluster specification's examples ------------------------------------------------
+is Data::BloomFilter::Shared::Redis::_crc16('123456789'), 0x31C3, 'CRC16-XMODEM check value';
+is $R->key_slot('123456789'), 0x31C3 % 16384, 'slot of a key without a tag';
+is $R->key_slot('{user1000}.following'), $R->key_slot('{user1000}.followers'), 'same tag, same slot';
+is $R->key_slot('{user1000}.following'), $R->key_slot('user1000'), 'the tag alone decides';
+is $R->key_slot('foo{}{bar}'), Data::BloomFilter::Shared::Redis::_crc16('foo{}{bar}') % 16384, 'an empty tag hashes the whole key';
+is $R->key_slot('foo{{bar}}zap'), $R->key_slot('{bar'), 'the tag runs from the first { to the next }';
+is $R->key_slot('foo{bar}{zap}'), $R->key_slot('bar'), 'only the first tag counts';
+
+# --- three masters, one cluster -----------------------------------------------------------------
+my @nodes = map {
+    RedisServer->new(
+        'cluster-enabled' => 'yes', 'cluster-config-file' => 'nodes.conf',
+        'cluster-node-timeout' => 5000, appendonly => 'no',
+    )
+} 1 .. 3;
+{
+    my $out = `redis-cli --cluster create @{[ map { $_->address } @nodes ]} --cluster-yes 2>&1`;
+    is $?, 0, 'redis-cli --cluster create' or diag $out;
+}
+my @c = map { $_->client } @nodes;
+my $until = time + 20;
+while (time < $until) {
+    last if !grep { $_->cluster('info') !~ /cluster_state:ok/ } @c;
+    sleep 0.1;
+}
+ok !(grep { $_->cluster('info') !~ /cluster_state:ok/ } @c), 'cluster state ok on every node';
+
+# Which node serves a slot (index into @nodes), from the servers' own map.
+my %slot_node;
+for my $range (@{ $c[0]->cluster('slots') }) {
+    my ($lo, $hi, $master) = @$range;
+    my ($n) = grep { $nodes[$_]->port == $master->[1] } 0 .. 2;
+    $slot_node{$_} = $n for $lo .. $hi;
+}
+
+# The servers agree with our slots.
+{
+    my @keys = ((map { "k$_" } 1 .. 100), (map { "x{t$_}y" } 1 .. 100), 'a{}b', '{', '}{', "\xff\x00bin{\x01}");
+    my @bad = grep { $c[0]->cluster('keyslot', $_) != $R->key_slot($_) } @keys;
+    is_deeply \@bad, [], 'key_slot agrees with CLUSTER KEYSLOT on 204 keys';
+}
+
+# A name whose tag lives on node $n.
+sub name_on {
+    my ($n, $prefix) = @_;
+    for my $i (1 .. 10_000) {
+        return "$prefix$i" if $slot_node{ $R->key_slot("$prefix$i") } == $n;
+    }
+    die "no name on node $n";
+}
+
+# --- MOVED: filters on every master, all through node 0's connection ----------------------------
+for my $n (0 .. 2) {
+    my $name = name_on($n, 'moved');
+    my $f = $R->new($nodes[0]->address, $name, 5000, 0.01);
+    is $f->add_many([map { "$name-$_" } 1 .. 500]), 500, "filter on node $n: 500 new through node 0";
+    is $f->add("$name-1"), 0, "filter on node $n: a repeat is seen";
+    is scalar $f->contains_many([map { "$name-$_" } 1 .. 500]), 500, "filter on node $n: all present";
+    is $c[$n]->exists("{$name}:meta", "{$name}:bits"), 2, "filter on node $n: its keys are on node $n";
+    is $f->bits_set, $c[$n]->bitcount("{$name}:bits"), "filter on node $n: bits_set from the right node";
+    my $local = Data::BloomFilter::Shared->new(undef, 5000, 0.01);
+    $local->add_many([map { "$name-$_" } 1 .. 500]);
+    is $f->to_filter(undef)->serialize, $local->serialize, "filter on node $n: to_filter through redirections";
+}
+
+# --- racing adders, each connected to a different node -------------------------------------------
+{
+    my $name = name_on(2, 'race');
+    $R->new($nodes[0]->address, $name, 30_000, 0.001);
+    my @same = map { "ev-$_" } 1 .. 12_000;
+    my @kids;
+    for my $p (0 .. 2) {
+        pipe my $rd, my $wr or die "pipe: $!";
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            close $rd;
+            my $f = $R->new($nodes[$p]->address, $name, 30_000, 0.001);
+            my @mine = $p == 1 ? reverse @same : @same;
+            my @new;
+            while (@mine) {
+                my @batch = splice @mine, 0, 1 + int rand 250;
+                $f->add_many(\@batch, \my @w);
+                push @new, @batch[grep { $w[$_] } 0 .. $#batch];
+            }
+            print {$wr} "$_\n" for @new;
+            close $wr;
+            POSIX::_exit(0);
+        }
+        close $wr;
+        push @kids, [$pid, $rd];
+    }
+    my %told;
+    for (@kids) {
+        my ($pid, $rd) = @$_;
+        while (my $l = <$rd>) { chomp $l; $told{$l}++ }
+        waitpid $pid, 0;
+        is $?, 0, "cluster adder $pid exited cleanly";
+    }
+    is scalar(grep { $told{$_} > 1 } keys %told), 0, 'through the cluster: no item told new twice';
+    my $f = $R->new($nodes[1]->address, $name, 30_000, 0.001);
+    is scalar $f->contains_many(\@same), scalar @same, 'through the cluster: no item lost';
+    cmp_ok scalar keys %told, '>=', @same * 0.99, 'nearly every item told new once';
+}
+
+# --- ASK: a filter's slot migrating to another node ----------------------------------------------
+{
+    my $name = name_on(0, 'ask');
+    my $slot = $R->key_slot($name);
+    my $f = $R->new($nodes[1]->address, $name, 5000, 0.01);
+    is $f->add('before'), 1, 'added before the migration';
+    my @id = map { $_->cluster('myid') } @c;
+    # Node 0 hands the slot to node 1; the keys move first, the slot after.
+    is $c[1]->cluster('setslot', $slot, 'importing', $id[0]), 'OK', 'node 1 imports the slot';
+    is $c[0]->cluster('setslot', $slot, 'migrating', $id[1]), 'OK', 'node 0 migrates it';
+    is $c[0]->migrate('127.0.0.1', $nodes[1]->port, '', 0, 5000, 'KEYS', "{$name}:meta", "{$name}:bits"), 'OK',
+        'the keys moved to node 1';
+    # Node 0 still owns the slot: it answers ASK for the keys it no longer has.
+    is $f->add('during'), 1, 'an add during the migration follows ASK';
+    is $f->add('before'), 0, 'and sees the earlier add';
+    is_deeply [$f->contains_many([qw(before during nope)])], [1, 1, 0], 'contains_many follows ASK';
+    is $c[1]->cluster('countkeysinslot', $slot), 2, 'the keys are on node 1';
+    is $c[0]->cluster('countkeysinslot', $slot), 0, 'and no longer on node 0';
+    $_->cluster('setslot', $slot, 'node', $id[1]) for @c;
+    is $f->add('after'), 1, 'an add after the migration follows MOVED';
+    is_deeply [$f->contains_many([qw(before during after)])], [1, 1, 1], 'everything is there';
+    is $f->{slot_node}{$slot}, $nodes[1]->address, 'MOVED updated the slot map (ASK did not)';
+}
+
+# --- shards over the masters (blocked layout) ----------------------------------------------------
+SKIP: {
+    my ($bits) = Data::BloomFilter::Shared::Redis::_xs_geometry('blocked', 1000, 0.01);
+    skip "layout 'blocked' is not in this build: sharding is tested when it is", 6 if !defined $bits;
+    my $f = $R->new($nodes[0]->address, 'sharded', 200_000, 0.01, { layout => 'blocked', shards => 8 });
+    my @items = map { "s-$_" } 1 .. 20_000;
+    is $f->add_many(\@items), scalar @items, 'sharded: all new';
+    is scalar $f->contains_many(\@items), scalar @items, 'sharded: all present';
+    my %on = map { $slot_node{ $R->key_slot("{sharded:$_}") } => 1 } 0 .. 7;
+    cmp_ok scalar keys %on, '>', 1, 'sharded: the pieces are on several masters';
+    my $local = Data::BloomFilter::Shared->new(undef, 200_000, 0.01, { layout => 'blocked' });
+    $local->add_many(\@items);
+    my $cat = join '', map { $c[ $slot_node{ $R->key_slot("{sharded:$_}") } ]->get("{sharded:$_}:bits") } 0 .. 7;
+    ok $cat eq substr($local->serialize, 56, $local->bits / 8), 'sharded: the pieces concatenated are the local blocked filter';
+    is $f->to_filter(undef)->serialize, $local->serialize, 'sharded: to_filter';
+    is $f->count, $local->count, 'sharded: count';
+}
+
+done_testing;
