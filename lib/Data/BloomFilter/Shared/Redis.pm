@@ -180,6 +180,13 @@ local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'none' then
   local b = redis.call('TYPE', KEYS[2])['ok']
   if b ~= 'none' then return {'orphan', b} end
+  -- Redis checks maxmemory before a command, not after: one SETRANGE would
+  -- take the server far past it. Refuse what does not fit, as a full
+  -- filesystem refuses a local filter at creation.
+  local info = redis.call('INFO', 'memory')
+  local max = tonumber(string.match(info, 'maxmemory:(%d+)') or '0')
+  local used = tonumber(string.match(info, 'used_memory:(%d+)') or '0')
+  if max > 0 and used + tonumber(ARGV[1]) > max then return {'full', used, max} end
   redis.call('SETRANGE', KEYS[2], tonumber(ARGV[1]) - 1, '\0')
   redis.call('HSET', KEYS[1], unpack(ARGV, 2))
   return {'created'}
@@ -330,6 +337,8 @@ sub _attach_piece {
     return undef if $what eq 'created';
     _croak('new', "key $bk exists without $mk (not a filter of this module; nothing was changed)")
         if $what eq 'orphan';
+    _croak('new', "OOM: the filter needs $bytes bytes but the server uses $rest[0] of its maxmemory $rest[1] (nothing was changed)")
+        if $what eq 'full';
     _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
         if $what eq 'type';
     my ($btype, $blen, $pairs) = @rest;
@@ -401,7 +410,7 @@ sub _piece_node {
     return $self->{slot_node}{ $self->{slots}[$i] };
 }
 
-# Run commands, each [piece, method, args, on_reply], pipelined per
+# Run commands, each [piece, method, args, on_reply, on_refused], pipelined per
 # connection; follow MOVED (remember the slot's node) and ASK (ASKING, then
 # the command, once) and send again what was redirected. A command that
 # failed otherwise, or a connection that broke, croaks after every reply
@@ -409,26 +418,34 @@ sub _piece_node {
 # the error.
 sub _run {
     my ($self, $method, $cmds, $on_fail) = @_;
-    my @todo = map { [@$_, undef] } @$cmds;    # last: ASK target
+    # [piece, method, args, on_reply, on_refused, ASK target]
+    my @todo = map { [@$_[0 .. 4], undef] } @$cmds;
     for my $round (0 .. $MAX_REDIRECTS) {
         my (%used, @again, $error);
         for my $c (@todo) {
-            my ($i, $cmd, $args, $cb, $ask) = @$c;
+            my ($i, $cmd, $args, $cb, $refused, $ask) = @$c;
             my $node = $ask // $self->_piece_node($i);
             my $conn = $self->_conn_for($method, $node);
             $used{$node // ''} = $conn;
             my $sent = eval {
                 $conn->asking(sub { }) if defined $ask;
-                $conn->$cmd(@$args, sub {
+                my @send = $cmd eq 'bitfield_ro' ? _bitfield_ro($conn) : ($cmd);
+                my $m = shift @send;
+                $conn->$m(@send, @$args, sub {
                     my ($reply, $err) = @_;
                     if (!defined $err) {
                         $cb->($reply) if $cb;
                     }
                     elsif ($err =~ /\A(MOVED|ASK) (\d+) (\S+)\z/) {
                         $self->{slot_node}{$2} = $3 if $1 eq 'MOVED';
-                        push @again, [$i, $cmd, $args, $cb, $1 eq 'ASK' ? $3 : undef];
+                        push @again, [$i, $cmd, $args, $cb, $refused, $1 eq 'ASK' ? $3 : undef];
                     }
                     else {
+                        # An error reply (an upper-case code: OOM, WRONGTYPE,
+                        # ERR, ...) means the server refused the command
+                        # without running it; anything else is the client's
+                        # (a closed connection): the command may have run.
+                        $refused->() if $refused && $err =~ /\A[A-Z][A-Z_-]* /;
                         $error //= $err;
                     }
                 });
@@ -451,6 +468,17 @@ sub _run {
         @todo = @again;
     }
     _croak($method, "still redirected after $MAX_REDIRECTS redirections (the cluster is resharding?)");
+}
+
+# Queries use BITFIELD_RO: read-only, so a full server (maxmemory) and a
+# read-only replica still answer them. The method APIs turn a method name's
+# underscores into separate words (bitfield_ro would send "BITFIELD RO"), so
+# Redis::Fast is given the command name through its own dispatcher; other
+# clients send BITFIELD with GETs only.
+sub _bitfield_ro {
+    my ($conn) = @_;
+    return ('__std_cmd', 'BITFIELD_RO') if $conn->isa('Redis::Fast') && $conn->can('__std_cmd');
+    return ('bitfield');
 }
 
 sub _strip_client_error {
@@ -492,12 +520,12 @@ sub _batch {
     my $n = @$items;
     my $k = $self->{hashes};
     my $per = $verb ? 4 * $k : 3 * $k;
-    my ($count, $known) = (0, 0);
+    my ($count, $known, $refused) = (0, 0, 0);
     my @each;
     # One command: the item indexes it covers (undef: $s .. $e) and its args.
     my $command = sub {
         my ($p, $ix, $s, $e, @a) = @_;
-        return [$p, 'bitfield', ["{$self->{tags}[$p]}:bits", @a], sub {
+        return [$p, $verb ? 'bitfield' : 'bitfield_ro', ["{$self->{tags}[$p]}:bits", @a], sub {
             my @r;
             my $c = _xs_fold($_[0], $k, $out ? \@r : undef);
             my $got = @{ $_[0] } / $k;
@@ -506,7 +534,7 @@ sub _batch {
             return if !$out;
             @r = map { 1 - $_ } @r if !$verb;
             if ($ix) { @each[@$ix] = @r } else { @each[$s .. $e] = @r }
-        }];
+        }, sub { $refused += $ix ? @$ix : $e - $s + 1 }];
     };
     my @cmds;
     if ($self->{shards} == 1) {
@@ -530,12 +558,13 @@ sub _batch {
     $self->_run($method, \@cmds, sub {
         my ($e) = @_;
         my $what = $verb
-            ? "$known of $n items known added; the other " . ($n - $known) . ' may or may not have been added'
+            ? "$known of $n items known added; $refused refused by the server (not added); the other "
+                . ($n - $known - $refused) . ' may or may not have been added'
             : "$known of $n items known checked";
         if ($out) {
             $#each = $n - 1;
             @$out = @each;
-            $what .= ' (their entries in the results are undef)' if $verb;
+            $what .= ' (the results are undef for items not known added)' if $verb;
         }
         Carp::croak(__PACKAGE__ . "->$method: $e: $what");
     }) if @cmds;
@@ -930,9 +959,10 @@ others are connected with the C<connect> option or L<Redis::Fast>.
 
 Every failure croaks with the method's name and what was wrong. When a batch
 fails part-way (a dropped connection, a server error), the message says how
-many of its items are known to have been added (their replies arrived) and
-that the others may or may not have been; C<add_many>'s out array then holds
-0/1 for the known items and undef for the others. A client that reconnects
+many of its items are known to have been added (their replies arrived), how
+many the server refused (an error reply: not added), and that the others may
+or may not have been; C<add_many>'s out array then holds 0/1 for the known
+items and undef for the others. A client that reconnects
 and re-sends by itself may report an item whose first attempt did set its
 bits as "seen" (0): the bits are never lost, but that item may then have been
 told "new" to nobody. Connections this module makes do not reconnect by
@@ -1015,6 +1045,11 @@ Wrong number of arguments.
 
 =item key %s exists without %s (not a filter of this module; nothing was changed)
 
+=item OOM: the filter needs %d bytes but the server uses %d of its maxmemory %d (nothing was changed)
+
+Creation checks the server's C<maxmemory> first (Redis itself checks it
+only before a command, so one command could take it far past the limit).
+
 =item key %s holds a %s, not a filter's metadata (nothing was changed)
 
 =item key %s is not a filter of this module (format '%s', expected '%s')
@@ -1053,11 +1088,14 @@ With C<at index N> for a batch.
 
 =item results must be an array reference
 
-=item %s: %d of %d items known added; the other %d may or may not have been added
+=item %s: %d of %d items known added; %d refused by the server (not added); the other %d may or may not have been added
 
-A batch failed part-way: C<%s> is the server's or the client's error (for
-example C<OOM command not allowed when used memory > 'maxmemory'.> or a
-dropped connection).
+A batch failed part-way: C<%s> is the server's or the client's first error
+(for example C<OOM command not allowed when used memory > 'maxmemory'.> or
+C<Server closed the connection>). Items whose command got a reply are known
+added; items whose command got an error reply were refused before it ran;
+the others' commands may or may not have run. With an out array, its
+entries are undef for every item not known added.
 
 =item %s: %d of %d items known checked
 

@@ -1,0 +1,153 @@
+# Data::BloomFilter::Shared::Redis when things go wrong, for real: the server
+# killed and restarted mid-stream (appendfsync always: no acknowledged add
+# lost), a connection dropped mid-batch (the croak says how much of the batch
+# is known applied), a full server (maxmemory: creation and adds croak and
+# leave nothing half-made).
+use strict;
+use warnings;
+use Test::More;
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use RedisServer qw(redis_or_skip);
+use Time::HiRes qw(sleep time);
+use Data::BloomFilter::Shared;
+
+redis_or_skip();
+require Data::BloomFilter::Shared::Redis;
+my $R = 'Data::BloomFilter::Shared::Redis';
+$SIG{ALRM} = sub { die "82-redis-faults: global timeout\n" };
+alarm 60;
+
+my $BATCH_RE = qr/\A\Q$R\E->add_many: .+: (\d+) of (\d+) items known added; (\d+) refused by the server \(not added\); the other (\d+) may or may not have been added \(the results are undef for items not known added\) at /;
+
+# An adder in a child: batches of $size items "$tag-N", reporting on a pipe
+# every item whose add was acknowledged (whatever its 0/1), then the croak.
+sub adder {
+    my ($address, $name, $tag, $size, $batches) = @_;
+    pipe my $rd, my $wr or die "pipe: $!";
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        close $rd;
+        $wr->autoflush(1);
+        my $f = $R->new($address, $name, 2_000_000, 0.01);
+        my $i = 0;
+        for (1 .. $batches) {
+            my @batch = map { "$tag-" . $i++ } 1 .. $size;
+            my @w;
+            my $ok = eval { $f->add_many(\@batch, \@w); 1 };
+            print {$wr} "ACK $batch[$_]\n" for grep { defined $w[$_] } 0 .. $#batch;
+            if (!$ok) {
+                (my $e = $@) =~ s/\n/ /g;
+                print {$wr} "ERR $e\n";
+                my $undef = grep { !defined } @w;
+                print {$wr} "UNDEF $undef\n";
+                last;
+            }
+            print {$wr} "BATCH\n";
+        }
+        close $wr;
+        POSIX::_exit(0);
+    }
+    close $wr;
+    return ($pid, $rd);
+}
+
+# --- the server killed mid-stream and restarted: no acknowledged add lost ------------------------
+{
+    my $srv = RedisServer->new(appendonly => 'yes', appendfsync => 'always');
+    $R->new($srv->address, 'durable', 2_000_000, 0.01);
+    my ($pid, $rd) = adder($srv->address, 'durable', 'd', 500, 100_000);
+    my (@acked, $err, $undef, $batches);
+    while (my $l = <$rd>) {
+        chomp $l;
+        if ($l eq 'BATCH') {
+            # Kill once a stream of batches is flowing.
+            $srv->stop('KILL') if ++$batches == 20;
+        }
+        elsif ($l =~ /\AACK (.*)/) { push @acked, $1 }
+        elsif ($l =~ /\AERR (.*)/) { $err = $1 }
+        elsif ($l =~ /\AUNDEF (\d+)/) { $undef = $1 }
+    }
+    waitpid $pid, 0;
+    ok defined $err, 'the adder croaked when the server died' or diag "after $batches batches";
+    like $err, $BATCH_RE, 'saying how much of the batch is known added';
+    my ($known, $n, $refused, $rest) = ($err // '') =~ $BATCH_RE;
+    is $refused + $rest, $undef, 'the out array has undef exactly for the items not known added';
+    cmp_ok scalar @acked, '>=', 20 * 500, 'at least 20 batches acknowledged before the kill';
+    $srv->start;    # same directory: it replays its append-only file
+    my $f = $R->new($srv->address, 'durable', 2_000_000, 0.01);
+    is scalar $f->contains_many(\@acked), scalar @acked, 'after the restart every acknowledged add is there';
+    is $f->add($acked[-1]), 0, 'and is seen';
+}
+
+# --- a connection dropped mid-batch ---------------------------------------------------------------
+{
+    my $srv = RedisServer->new;
+    my $admin = $srv->client;
+    $R->new($srv->address, 'dropped', 2_000_000, 0.01);
+    my ($pid, $rd) = adder($srv->address, 'dropped', 'x', 400_000, 1);
+    # Wait until a good part of the batch has run, then cut the adder off.
+    my $until = time + 20;
+    while (time < $until) {
+        my ($calls) = ($admin->info('commandstats')->{cmdstat_bitfield} // '') =~ /calls=(\d+)/;
+        last if ($calls // 0) >= 300;
+        sleep 0.005;
+    }
+    my $killed = $admin->client_kill('TYPE', 'normal', 'SKIPME', 'yes');
+    cmp_ok $killed, '>=', 1, 'the adder connection was killed';
+    my (@acked, $err, $undef);
+    while (my $l = <$rd>) {
+        chomp $l;
+        if ($l =~ /\AACK (.*)/) { push @acked, $1 }
+        elsif ($l =~ /\AERR (.*)/) { $err = $1 }
+        elsif ($l =~ /\AUNDEF (\d+)/) { $undef = $1 }
+    }
+    waitpid $pid, 0;
+    like $err, $BATCH_RE, 'a dropped connection croaks with how much of the batch is known added';
+    my ($known, $n, $refused, $rest) = ($err // '') =~ $BATCH_RE;
+    is $n, 400_000, 'of the whole batch';
+    is $refused, 0, 'none refused: the connection broke';
+    cmp_ok $known, '>', 0, 'the replies that came are counted';
+    cmp_ok $known, '<', $n, 'and the rest is not claimed';
+    is $known, scalar @acked, 'the out array has a result for each known item';
+    is $rest, $undef, 'and undef for each other';
+    like $err, qr/->add_many: (?:Server closed the connection|Connection reset by peer): /, "the client's error is given";
+    my $f = $R->new($srv->address, 'dropped', 2_000_000, 0.01);
+    is scalar $f->contains_many(\@acked), scalar @acked, 'every item known added is there';
+}
+
+# --- a full server (maxmemory) --------------------------------------------------------------------
+{
+    my $srv = RedisServer->new(maxmemory => '4mb', 'maxmemory-policy' => 'noeviction');
+    my $rc = $srv->client;
+    # 2^26 bits = 8 MiB: more than the server may hold.
+    my $e = eval { $R->new($srv->address, 'huge', 6_000_000, 0.01); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->new: OOM: the filter needs 8388608 bytes but the server uses \d+ of its maxmemory 4194304 \(nothing was changed\)/,
+        'creating a filter larger than maxmemory croaks (OOM)';
+    is $rc->exists('{huge}:meta', '{huge}:bits'), 0, 'and leaves neither key: nothing half-made';
+
+    my $f = $R->new($srv->address, 'small', 50_000, 0.01);
+    is $f->add('first'), 1, 'a filter that fits works';
+    my $i = 0;
+    1 while eval { $rc->set('junk:' . $i++, 'j' x 100_000); 1 } && $i < 1000;
+    like $@, qr/OOM/, 'the server is full';
+    # Redis checks maxmemory before each command against the memory in use,
+    # which moves with its buffers: set the limit well below what is in use.
+    my $used = $rc->info('memory')->{used_memory};
+    $rc->config_set('maxmemory', $used - 500_000);
+    my @items = map { "full-$_" } 1 .. 250;
+    my @w;
+    $e = eval { $f->add_many(\@items, \@w); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->add_many: OOM command not allowed.*: 0 of 250 items known added; 250 refused by the server \(not added\); the other 0 may or may not have been added/,
+        'adds to a full server croak, saying all were refused';
+    is scalar(grep { defined } @w), 0, 'no result claimed';
+    $e = eval { $f->add('one'); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->add: OOM/, 'a single add croaks too';
+    is $f->contains('first'), 1, 'queries still work on a full server (BITFIELD_RO)';
+    is_deeply [$f->contains_many(['first', 'nope'])], [1, 0], 'batches of queries too';
+    $rc->flushdb;
+    $f = $R->new($srv->address, 'again', 50_000, 0.01);
+    is $f->add_many(\@items), 250, 'with memory freed, adds work again';
+}
+
+done_testing;
