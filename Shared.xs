@@ -927,6 +927,19 @@ _xs_geometry(layout, capacity, fp_rate)
     mPUSHu((UV)g.hashes);
     mPUSHu((UV)g.span_bits);
 
+UV
+_xs_items(items_ref)
+    SV *items_ref
+  PREINIT:
+    BfsSlice *slices;
+    bool ran_perl = FALSE;
+  CODE:
+    /* Validate a batch (every element a byte string) before any of it is
+       sent: the count, or the croak add_many would give. */
+    RETVAL = (UV)bfs_items(aTHX_ cv, items_ref, &slices, NULL, &ran_perl);
+  OUTPUT:
+    RETVAL
+
 void
 _xs_args(verb, layout, seed, bits, hashes, piece_bits, items_ref, pieces_out)
     IV verb

@@ -431,7 +431,7 @@ sub _run {
                 $conn->asking(sub { }) if defined $ask;
                 my @send = $cmd eq 'bitfield_ro' ? _bitfield_ro($conn) : ($cmd);
                 my $m = shift @send;
-                $conn->$m(@send, @$args, sub {
+                $conn->$m(@send, (ref $args eq 'CODE' ? $args->() : @$args), sub {
                     my ($reply, $err) = @_;
                     if (!defined $err) {
                         $cb->($reply) if $cb;
@@ -516,6 +516,62 @@ sub _plan {
 # @$out (when given) with one 0/1 per item.
 sub _batch {
     my ($self, $method, $verb, $items, $out) = @_;
+    _croak($method, 'argument is not an array reference')
+        if ref $items ne 'ARRAY' && !(Scalar::Util::blessed($items) && overload::Method($items, '@{}'));
+    # One copy: each element's magic or overloading runs once, and every
+    # element is checked before anything is sent.
+    my @plain = map { ref ? "$_" : $_ } @$items;
+    eval { _xs_items(\@plain) } // _croak($method, _strip($@));
+    return $self->_batch_sharded($method, $verb, \@plain, $out) if $self->{shards} > 1;
+    my $n = @plain;
+    my $k = $self->{hashes};
+    my ($count, $known, $refused) = (0, 0, 0);
+    my @each;
+    my @cmds;
+    my @geo = ($self->{layout}, $self->{seed}, $self->{bits}, $self->{hashes}, $self->{piece});
+    my $key = "{$self->{tags}[0]}:bits";
+    for (my $from = 0; $from < $n; $from += $CHUNK) {
+        my ($s, $e) = ($from, ($from + $CHUNK < $n ? $from + $CHUNK : $n) - 1);    # per closure
+        # The arguments are made when sent (again if redirected), straight
+        # onto the stack: copying thousands of them costs more than sending.
+        push @cmds, [0, $verb ? 'bitfield' : 'bitfield_ro',
+            sub { ($key, _xs_args($verb, @geo, [@plain[$s .. $e]], undef)) },
+            sub {
+                my @r;
+                my $c = _xs_fold($_[0], $k, $out ? \@r : undef);
+                my $got = @{ $_[0] } / $k;
+                $count += $verb ? $c : $got - $c;
+                $known += $got;
+                @each[$s .. $e] = $verb ? @r : map { 1 - $_ } @r if $out;
+            },
+            sub { $refused += $e - $s + 1 }];
+    }
+    $self->_run($method, \@cmds, $self->_batch_failed($method, $verb, $n, $out, \@each, \$known, \$refused))
+        if @cmds;
+    @$out = @each if $out;
+    return $count;
+}
+
+sub _batch_failed {
+    my ($self, $method, $verb, $n, $out, $each, $known, $refused) = @_;
+    return sub {
+        my ($e) = @_;
+        my $what = $verb
+            ? "$$known of $n items known added; $$refused refused by the server (not added); the other "
+                . ($n - $$known - $$refused) . ' may or may not have been added'
+            : "$$known of $n items known checked";
+        if ($out) {
+            $#$each = $n - 1;
+            @$out = @$each;
+            $what .= ' (the results are undef for items not known added)' if $verb;
+        }
+        Carp::croak(__PACKAGE__ . "->$method: $e: $what");
+    };
+}
+
+# The batch engine for a sharded filter: the items grouped by piece.
+sub _batch_sharded {
+    my ($self, $method, $verb, $items, $out) = @_;
     my ($args, $pieces) = $self->_plan($method, $verb, $items);
     my $n = @$items;
     my $k = $self->{hashes};
@@ -537,13 +593,7 @@ sub _batch {
         }, sub { $refused += $ix ? @$ix : $e - $s + 1 }];
     };
     my @cmds;
-    if ($self->{shards} == 1) {
-        for (my $s = 0; $s < $n; $s += $CHUNK) {
-            my $e = ($s + $CHUNK < $n ? $s + $CHUNK : $n) - 1;
-            push @cmds, $command->(0, undef, $s, $e, @$args[$s * $per .. ($e + 1) * $per - 1]);
-        }
-    }
-    else {
+    {
         my @by;
         push @{ $by[$pieces->[$_]] }, $_ for 0 .. $n - 1;
         for my $p (0 .. $#by) {
@@ -555,19 +605,8 @@ sub _batch {
             }
         }
     }
-    $self->_run($method, \@cmds, sub {
-        my ($e) = @_;
-        my $what = $verb
-            ? "$known of $n items known added; $refused refused by the server (not added); the other "
-                . ($n - $known - $refused) . ' may or may not have been added'
-            : "$known of $n items known checked";
-        if ($out) {
-            $#each = $n - 1;
-            @$out = @each;
-            $what .= ' (the results are undef for items not known added)' if $verb;
-        }
-        Carp::croak(__PACKAGE__ . "->$method: $e: $what");
-    }) if @cmds;
+    $self->_run($method, \@cmds, $self->_batch_failed($method, $verb, $n, $out, \@each, \$known, \$refused))
+        if @cmds;
     @$out = @each if $out;
     return $count;
 }
@@ -579,16 +618,54 @@ sub _out_array {
     return $out;
 }
 
+# One item, one synchronous command: the common unsharded case skips the
+# batch engine's pipelining (a single add then costs little more than the
+# round trip). A redirection goes through the batch engine, which follows
+# it; the command did not run. Any other failure croaks as a batch's would.
+sub _single {
+    my ($self, $method, $verb, $item) = @_;
+    return $self->_batch($method, $verb, [$item])
+        if $self->{shards} > 1 || %{ $self->{slot_node} };
+    my ($args) = $self->_plan($method, $verb, [$item]);
+    my $conn = $self->{conns}{''};
+    my $key = "{$self->{tags}[0]}:bits";
+    my $reply = eval {
+        $verb ? $conn->bitfield($key, @$args)
+            : do {
+                my ($m, @c) = _bitfield_ro($conn);
+                if ($m eq '__std_cmd') {    # returns (reply, error)
+                    my ($r, $e) = $conn->__std_cmd(@c, $key, @$args);
+                    die "$e\n" if defined $e;
+                    $r;
+                }
+                else {
+                    scalar $conn->bitfield($key, @$args);
+                }
+            }
+    };
+    if (ref $reply eq 'ARRAY') {
+        my $new = _xs_fold($reply, $self->{hashes}, undef);
+        return $verb ? $new : 1 - $new;
+    }
+    my $e = _strip_client_error($@ // 'no reply');
+    return $self->_batch($method, $verb, [$item]) if $e =~ /\A(?:MOVED|ASK) \d+ \S+\z/;
+    my $refused = $e =~ /\A[A-Z][A-Z_-]* / ? 1 : 0;
+    _croak($method, $verb
+        ? "$e: 0 of 1 items known added; $refused refused by the server (not added); the other "
+            . (1 - $refused) . ' may or may not have been added'
+        : "$e: 0 of 1 items known checked");
+}
+
 sub add {
     my $self = shift;
     _croak('add', 'usage: $filter->add($item)') if @_ != 1;
-    return $self->_batch('add', 1, [$_[0]]);
+    return $self->_single('add', 1, $_[0]);
 }
 
 sub contains {
     my $self = shift;
     _croak('contains', 'usage: $filter->contains($item)') if @_ != 1;
-    return $self->_batch('contains', 0, [$_[0]]);
+    return $self->_single('contains', 0, $_[0]);
 }
 
 sub add_many {

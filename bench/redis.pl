@@ -1,0 +1,115 @@
+#!/usr/bin/perl
+# Data::BloomFilter::Shared::Redis through one Perl client (Redis::Fast)
+# against one redis-server:
+#   - a single add / contains as a ratio to a PING round trip through the
+#     same client, timed in the same run (goal: add <= 1.5x PING);
+#   - adds and contains of new items in batches of 1000 (add_many,
+#     contains_many), in items per second, and as a ratio to pipelined ECHOs
+#     in batches of 1000 (the client's and server's ceiling for the
+#     cheapest command). Goals: 300 000 adds/s and 500 000 contains/s.
+#
+#   perl -Mblib bench/redis.pl [--quick] [--server HOST:PORT]
+#
+# Without --server it starts redis-server (Debian: redis-server) on a free
+# loopback port in a temporary directory, without persistence, and stops it.
+# Each row is timed $REPS times, rows interleaved, the median printed.
+# Times are wall-clock: the server is another process, whose time counts.
+use 5.022;
+use strict;
+use warnings;
+
+use File::Temp qw(tempdir);
+use Getopt::Long;
+use IO::Socket::INET ();
+use POSIX ();
+use Time::HiRes qw(time sleep);
+
+use Data::BloomFilter::Shared::Redis;
+use Redis::Fast;
+
+$| = 1;
+GetOptions('quick' => \my $quick, 'server=s' => \my $server)
+    or die "usage: perl -Mblib bench/redis.pl [--quick] [--server HOST:PORT]\n";
+
+my $REPS   = $quick ? 3 : 5;
+my $SINGLE = $quick ? 5_000 : 20_000;     # single calls per row
+my $ITEMS  = $quick ? 50_000 : 200_000;   # items per batch row
+my $BATCH  = 1000;
+
+my $pid;
+if (!defined $server) {
+    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1', LocalPort => 0) or die "port: $!";
+    my $port = $s->sockport;
+    close $s;
+    my $dir = tempdir(CLEANUP => 1);
+    $pid = fork // die "fork: $!";
+    if (!$pid) {
+        open STDOUT, '>', '/dev/null';
+        { exec 'redis-server', '--port', $port, '--bind', '127.0.0.1', '--dir', $dir,
+            '--save', '', '--appendonly', 'no', '--logfile', "$dir/log" }
+        POSIX::_exit(127);
+    }
+    $server = "127.0.0.1:$port";
+    my $until = time + 10;
+    until (eval { Redis::Fast->new(server => $server, reconnect => 0)->ping }) {
+        die "redis-server did not start\n" if time > $until;
+        sleep 0.05;
+    }
+}
+END { if ($pid) { kill 'TERM', $pid; waitpid $pid, 0 } }
+
+my $redis = Redis::Fast->new(server => $server, reconnect => 0);
+my $version = $redis->info('server')->{redis_version};
+say "redis-server $version at $server; Perl $^V; ", `nproc` =~ s/\s+//r, ' CPUs; load ',
+    (split ' ', `cat /proc/loadavg`)[0];
+
+sub median { my @s = sort { $a <=> $b } @_; $s[@s / 2] }
+
+my $run = 0;
+sub items { my ($n) = @_; $run++; [map { "bench-$run-$_" } 1 .. $n] }
+
+for my $fp (0.01, 0.001) {
+    $redis->flushall;
+    my $f = Data::BloomFilter::Shared::Redis->new($redis, "bench", 2_000_000, $fp);
+    say '';
+    say sprintf 'fp_rate %s: k = %d probes, m = 2^%d bits', $fp, $f->hashes, log($f->bits) / log(2);
+
+    my %t;
+    for (1 .. $REPS) {
+        my $single = items($SINGLE);
+        my $t0 = time;
+        $redis->ping for 1 .. $SINGLE;
+        push @{ $t{ping} }, (time - $t0) / $SINGLE;
+        $t0 = time;
+        $f->add($_) for @$single;
+        push @{ $t{add} }, (time - $t0) / $SINGLE;
+        $t0 = time;
+        $f->contains($_) for @$single;
+        push @{ $t{contains} }, (time - $t0) / $SINGLE;
+
+        my @batches;
+        my $it = items($ITEMS);
+        push @batches, [splice @$it, 0, $BATCH] while @$it;
+        $t0 = time;
+        for my $b (@batches) {
+            $redis->echo('x', sub { }) for 1 .. $BATCH;
+            $redis->wait_all_responses;
+        }
+        push @{ $t{pings} }, $ITEMS / (time - $t0);
+        $t0 = time;
+        $f->add_many($_) for @batches;
+        push @{ $t{add_many} }, $ITEMS / (time - $t0);
+        $t0 = time;
+        scalar $f->contains_many($_) for @batches;
+        push @{ $t{contains_many} }, $ITEMS / (time - $t0);
+    }
+    my %m = map { $_ => median(@{ $t{$_} }) } keys %t;
+    printf "  PING round trip            %7.1f us\n", $m{ping} * 1e6;
+    printf "  add, one item              %7.1f us  %5.2fx PING  (goal <= 1.5x)\n", $m{add} * 1e6, $m{add} / $m{ping};
+    printf "  contains, one item         %7.1f us  %5.2fx PING\n", $m{contains} * 1e6, $m{contains} / $m{ping};
+    printf "  pipelined ECHOs            %9.0f /s\n", $m{pings};
+    printf "  add_many, batches of %d  %9.0f items/s  %5.2fx pipelined ECHOs  (goal 300000/s)\n",
+        $BATCH, $m{add_many}, $m{add_many} / $m{pings};
+    printf "  contains_many, batches     %9.0f items/s  %5.2fx pipelined ECHOs  (goal 500000/s)\n",
+        $m{contains_many}, $m{contains_many} / $m{pings};
+}
