@@ -626,9 +626,9 @@ sub _single {
     my ($self, $method, $verb, $item) = @_;
     return $self->_batch($method, $verb, [$item])
         if $self->{shards} > 1 || %{ $self->{slot_node} };
-    my ($args) = $self->_plan($method, $verb, [$item]);
     my $conn = $self->{conns}{''};
     my $key = "{$self->{tags}[0]}:bits";
+    my $args = [_xs_args($verb, @$self{qw(layout seed bits hashes piece)}, [$item], undef)];
     my $reply = eval {
         $verb ? $conn->bitfield($key, @$args)
             : do {
@@ -659,13 +659,21 @@ sub _single {
 sub add {
     my $self = shift;
     _croak('add', 'usage: $filter->add($item)') if @_ != 1;
-    return $self->_single('add', 1, $_[0]);
+    return eval { $self->_single('add', 1, $_[0]) } // _croak_item('add');
+}
+
+# A croak from the XS (a bad item) under the method's own name; our own
+# croaks pass through.
+sub _croak_item {
+    my ($method) = @_;
+    die $@ if $@ =~ /\A\Q${\ __PACKAGE__}\E->/;
+    _croak($method, _strip($@));
 }
 
 sub contains {
     my $self = shift;
     _croak('contains', 'usage: $filter->contains($item)') if @_ != 1;
-    return $self->_single('contains', 0, $_[0]);
+    return eval { $self->_single('contains', 0, $_[0]) } // _croak_item('contains');
 }
 
 sub add_many {
