@@ -954,7 +954,7 @@ when a local file is reopened.
 Options: C<seed> (a secret 64-bit hash seed, as locally; default 0, which is
 C<bloom.h>-compatible), C<layout> (the local filter's layouts; C<standard>,
 the default, is the one this build has), C<shards> (a power of two; see
-L</Cluster>), C<connect> (a code reference C<< ($host, $port) >> returning a
+L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
 connected client, used for the other nodes of a cluster; default: a
 L<Redis::Fast> connection to C<host:port>). An explicit C<seed>, C<layout> or
 C<shards> that differs from the stored one croaks.
