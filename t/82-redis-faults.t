@@ -116,6 +116,53 @@ sub adder {
     is scalar $f->contains_many(\@acked), scalar @acked, 'every item known added is there';
 }
 
+# --- after a broken connection: ours is made afresh, the caller's is kept ------------------------
+{
+    my $srv = RedisServer->new;
+    my $admin = $srv->client;
+    my $ours = $R->new($srv->address, 'recon', 10_000, 0.01);
+    my $given = Redis::Fast->new(server => $srv->address, reconnect => 0);
+    my $theirs = $R->new($given, 'recon', 10_000, 0.01);
+    is $ours->add('a'), 1, 'before the kill';
+    $admin->client_kill('TYPE', 'normal', 'SKIPME', 'yes');
+    my $e = eval { $ours->add('b'); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->add: .+: 0 of 1 items known added; 0 refused by the server \(not added\); the other 1 may or may not have been added/,
+        'a single add on a killed connection croaks, the item unknown';
+    is $ours->add('c'), 1, 'the next call connects afresh';
+    is $ours->contains('a'), 1, 'and sees the filter';
+    $e = eval { $theirs->add('d'); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->add: /, "the caller's killed client croaks";
+    $e = eval { $theirs->add('d'); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->add: /, "and is kept: the caller decides";
+}
+
+# --- a merge cut short leaves an upload that expires ---------------------------------------------
+{
+    my $srv = RedisServer->new;
+    my $rc = $srv->client;
+    my $cap = 20_000_000;    # 2^28 bits: a 32 MiB upload, 8 slices
+    my $f = $R->new($srv->address, 'cut', $cap, 0.01);
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        my $local = Data::BloomFilter::Shared->new(undef, $cap, 0.01);
+        $local->add_many([map { "m$_" } 1 .. 1000]);
+        $R->new($srv->address, 'cut', $cap, 0.01)->merge($local);
+        POSIX::_exit(0);
+    }
+    my ($tmp, $until) = (undef, time + 20);
+    until ($tmp || time > $until) {
+        ($tmp) = grep { /\{cut\}:merge:/ } $rc->keys('{cut}:*');
+        sleep 0.001 if !$tmp;
+    }
+    kill 'KILL', $pid;
+    waitpid $pid, 0;
+    ok $tmp, 'the merge had started its upload when it was killed';
+    my $ttl = $tmp ? $rc->pttl($tmp) : -3;
+    ok $ttl > 0 && $ttl <= 600_000, "the upload key expires by itself (PTTL $ttl ms)"
+        or diag "exists: " . $rc->exists($tmp // '');
+    is $f->is_empty, 1, 'and nothing was merged';
+}
+
 # --- a full server (maxmemory) --------------------------------------------------------------------
 {
     my $srv = RedisServer->new(maxmemory => '4mb', 'maxmemory-policy' => 'noeviction');

@@ -210,11 +210,14 @@ LUA
 # OR an uploaded string into a piece's bits and drop it, atomically, only
 # while the piece is intact and the upload complete.
 my $MERGE_LUA = <<'LUA';
-if redis.call('HGET', KEYS[1], 'format') ~= ARGV[2] then return 'meta' end
-if redis.call('TYPE', KEYS[2])['ok'] ~= 'string' or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return 'bits' end
-if redis.call('TYPE', KEYS[3])['ok'] ~= 'string' or redis.call('STRLEN', KEYS[3]) ~= tonumber(ARGV[1]) then
+local st = 'ok'
+if redis.call('HGET', KEYS[1], 'format') ~= ARGV[2] then st = 'meta'
+elseif redis.call('TYPE', KEYS[2])['ok'] ~= 'string' or redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[1]) then st = 'bits'
+elseif redis.call('TYPE', KEYS[3])['ok'] ~= 'string' or redis.call('STRLEN', KEYS[3]) ~= tonumber(ARGV[1]) then st = 'upload'
+end
+if st ~= 'ok' then
   redis.call('DEL', KEYS[3])
-  return 'upload'
+  return st
 end
 redis.call('BITOP', 'OR', KEYS[2], KEYS[2], KEYS[3])
 redis.call('DEL', KEYS[3])
@@ -262,7 +265,8 @@ sub new {
 
     my $self = bless {
         name => $name,
-        conns => { '' => $conn },    # '' is the client we were given
+        conns => { '' => $conn },    # '' is the client we were given (or made)
+        address => (ref($redis) ? undef : "$redis"),    # set when '' is ours to remake
         slot_node => {},              # slot => "host:port", learned from MOVED
         connect => $connect,
     }, $class;
@@ -389,7 +393,7 @@ sub _strip {
 # The connection for piece $i (or for a node "host:port").
 sub _conn_for {
     my ($self, $method, $node) = @_;
-    return $self->{conns}{''} if !defined $node;
+    return $self->{conns}{''} //= _connect_address($method, $self->{address}) if !defined $node;
     return $self->{conns}{$node} //= do {
         my ($host, $port) = $node =~ /\A(.*):(\d+)\z/;
         my $c;
@@ -403,6 +407,19 @@ sub _conn_for {
         }
         $c;
     };
+}
+
+# Forget broken connections that are ours to remake (the ones made from an
+# address or with the connect option), so that the next call connects
+# afresh; nothing is ever sent again on its own. A client passed in is the
+# caller's: it is kept.
+sub _drop_broken {
+    my ($self, @nodes) = @_;
+    for my $node (@nodes) {
+        next if $node eq '' && !defined $self->{address};
+        delete $self->{conns}{$node};
+    }
+    return;
 }
 
 sub _piece_node {
@@ -421,7 +438,7 @@ sub _run {
     # [piece, method, args, on_reply, on_refused, ASK target]
     my @todo = map { [@$_[0 .. 4], undef] } @$cmds;
     for my $round (0 .. $MAX_REDIRECTS) {
-        my (%used, @again, $error);
+        my (%used, @again, $error, %broken);
         for my $c (@todo) {
             my ($i, $cmd, $args, $cb, $refused, $ask) = @$c;
             my $node = $ask // $self->_piece_node($i);
@@ -445,7 +462,12 @@ sub _run {
                         # ERR, ...) means the server refused the command
                         # without running it; anything else is the client's
                         # (a closed connection): the command may have run.
-                        $refused->() if $refused && $err =~ /\A[A-Z][A-Z_-]* /;
+                        if ($err =~ /\A[A-Z][A-Z_-]* /) {
+                            $refused->() if $refused;
+                        }
+                        else {
+                            $broken{$node // ''} = 1;
+                        }
                         $error //= $err;
                     }
                 });
@@ -453,12 +475,16 @@ sub _run {
             };
             if (!$sent) {
                 $error //= $@;
+                $broken{$node // ''} = 1;
                 last;
             }
         }
-        for my $conn (values %used) {
-            eval { $conn->wait_all_responses; 1 } or $error //= $@;
+        for my $node (keys %used) {
+            next if eval { $used{$node}->wait_all_responses; 1 };
+            $error //= $@;
+            $broken{$node} = 1;
         }
+        $self->_drop_broken(keys %broken);
         if (defined $error) {
             $error = _strip_client_error($error);
             $on_fail->($error) if $on_fail;
@@ -485,7 +511,7 @@ sub _strip_client_error {
     my ($e) = @_;
     $e =~ s/\A\[\w+\] //;
     $e =~ s/,? at \S+ line \d+\.?\n.*\z//s;
-    $e =~ s/\s+\z//;
+    $e =~ s/[\s,]+\z//;
     return $e;
 }
 
@@ -626,7 +652,7 @@ sub _single {
     my ($self, $method, $verb, $item) = @_;
     return $self->_batch($method, $verb, [$item])
         if $self->{shards} > 1 || %{ $self->{slot_node} };
-    my $conn = $self->{conns}{''};
+    my $conn = $self->_conn_for($method, undef);
     my $key = "{$self->{tags}[0]}:bits";
     my $args = [_xs_args($verb, @$self{qw(layout seed bits hashes piece)}, [$item], undef)];
     my $reply = eval {
@@ -650,6 +676,7 @@ sub _single {
     my $e = _strip_client_error($@ // 'no reply');
     return $self->_batch($method, $verb, [$item]) if $e =~ /\A(?:MOVED|ASK) \d+ \S+\z/;
     my $refused = $e =~ /\A[A-Z][A-Z_-]* / ? 1 : 0;
+    $self->_drop_broken('') if !$refused;
     _croak($method, $verb
         ? "$e: 0 of 1 items known added; $refused refused by the server (not added); the other "
             . (1 - $refused) . ' may or may not have been added'
@@ -1047,11 +1074,13 @@ fails part-way (a dropped connection, a server error), the message says how
 many of its items are known to have been added (their replies arrived), how
 many the server refused (an error reply: not added), and that the others may
 or may not have been; C<add_many>'s out array then holds 0/1 for the known
-items and undef for the others. A client that reconnects
+items and undef for the others. A connection this module made (from an
+address, or with the C<connect> option) that broke is dropped and made
+afresh on the next call; nothing is sent again by itself. A client you pass
+in is yours: it is kept, whatever state it is in. A client that reconnects
 and re-sends by itself may report an item whose first attempt did set its
-bits as "seen" (0): the bits are never lost, but that item may then have been
-told "new" to nobody. Connections this module makes do not reconnect by
-themselves.
+bits as "seen" (0): the bits are never lost, but that item may then have
+been told "new" to nobody.
 
 With C<appendonly yes> and C<appendfsync always>, every add acknowledged to a
 client survives a crash or restart of the server; with weaker persistence, an
