@@ -207,6 +207,27 @@ for my $seed (0, 12345, '18446744073709551615') {
     is_deeply [sort grep { /\{n\}/ } $rc->keys('*')], [], 'refused creations left no keys';
 }
 
+# --- addresses: unix socket, redis:// with a database and a password ----------------------------
+{
+    my $sock = "$dir/r.sock";
+    my $s2 = RedisServer->new(unixsocket => $sock, unixsocketperm => 700, requirepass => 'sesame');
+    my $e = eval { $R->new("unix:$sock", 'u', 1000, 0.01); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->new: .*(?:NOAUTH|auth)/i, 'a server wanting a password refuses us without one';
+    $e = eval { $R->new('redis://:wrong@' . $s2->address, 'u', 1000, 0.01); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->new: cannot connect to redis:\/\/:wrong@/, 'a wrong password croaks';
+    my $db = $R->new('redis://:sesame@' . $s2->address . '/3', 'u', 1000, 0.01);
+    is $db->add('x'), 1, 'redis://:password@host:port/db connects';
+    my $c = Redis::Fast->new(server => $s2->address, password => 'sesame');
+    $c->select(3);
+    is $c->exists('{u}:meta', '{u}:bits'), 2, 'and uses that database';
+    $c->select(0);
+    is $c->exists('{u}:meta'), 0, 'not database 0';
+    my $s3 = RedisServer->new(unixsocket => "$dir/s.sock", unixsocketperm => 700);
+    my $u = $R->new("unix:$dir/s.sock", 'u', 1000, 0.01);
+    is $u->add('y'), 1, 'unix:/path connects';
+    is $s3->client->exists('{u}:bits'), 1, 'to that server';
+}
+
 # --- several processes on separate connections add the same items at once ----------------------
 {
     my $name = 'race';

@@ -83,6 +83,22 @@ for my $n (0 .. 2) {
     is $f->to_filter(undef)->serialize, $local->serialize, "filter on node $n: to_filter through redirections";
 }
 
+# --- the connect option makes the other nodes' connections ----------------------------------------
+{
+    my $name = name_on(2, 'cb');
+    my @asked;
+    my $f = $R->new($c[0], $name, 5000, 0.01, {
+        connect => sub { push @asked, "$_[0]:$_[1]"; Redis::Fast->new(server => "$_[0]:$_[1]", reconnect => 0) },
+    });
+    is $f->add_many([1 .. 300]), 300, 'a filter on node 2 through a client of node 0';
+    $f->add(301);
+    is_deeply \@asked, [$nodes[2]->address], 'connect was called once, for node 2';
+    my $e = eval { $R->new($c[0], name_on(1, 'cbx'), 5000, 0.01, { connect => sub { die "no way\n" } }); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->new: connect callback failed for 127\.0\.0\.1:\d+: no way/, 'a failing connect callback croaks';
+    $e = eval { $R->new($c[0], name_on(1, 'cby'), 5000, 0.01, { connect => sub { 42 } }); 1 } ? '' : $@;
+    like $e, qr/->new: connect callback returned no client for /, 'so does one that returns no client';
+}
+
 # --- racing adders, each connected to a different node -------------------------------------------
 {
     my $name = name_on(2, 'race');

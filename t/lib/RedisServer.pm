@@ -69,7 +69,7 @@ sub start {
     $self->{pid} = $pid;
     my $until = time + 10;
     while (time < $until) {
-        my $r = eval { Redis::Fast->new(server => $self->address, reconnect => 0) };
+        my $r = eval { $self->client };
         if ($r && eval { $r->ping }) {
             # Loading the AOF answers LOADING: wait until it is done.
             return $self if eval { $r->dbsize; 1 };
@@ -89,7 +89,9 @@ sub log_tail {
 
 sub client {
     my ($self) = @_;
-    return Redis::Fast->new(server => $self->address, reconnect => 0);
+    my $pass = $self->{conf}{requirepass};
+    return Redis::Fast->new(server => $self->address, reconnect => 0,
+        defined $pass ? (password => $pass) : ());
 }
 
 # Stop with $signal (TERM: a clean shutdown; KILL: a crash) and wait.
