@@ -214,7 +214,10 @@ for my $seed (0, 12345, '18446744073709551615') {
     my $e = eval { $R->new("unix:$sock", 'u', 1000, 0.01); 1 } ? '' : $@;
     like $e, qr/\A\Q$R\E->new: .*(?:NOAUTH|auth)/i, 'a server wanting a password refuses us without one';
     $e = eval { $R->new('redis://:wrong@' . $s2->address, 'u', 1000, 0.01); 1 } ? '' : $@;
-    like $e, qr/\A\Q$R\E->new: cannot connect to redis:\/\/:wrong@/, 'a wrong password croaks';
+    like $e, qr/\A\Q$R\E->new: cannot connect to redis:\/\/:\*\*\*\@127/, 'a wrong password croaks, without showing it';
+    unlike $e, qr/wrong/, 'the password is not in the message';
+    $e = eval { $R->new('redis://:sesame@' . $s2->address . '/99999', 'u', 1000, 0.01); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->new: cannot select database 99999 at redis:\/\/:\*\*\*\@127\.0\.0\.1:\d+\/99999: ERR/, 'a database that is not there croaks';
     my $db = $R->new('redis://:sesame@' . $s2->address . '/3', 'u', 1000, 0.01);
     is $db->add('x'), 1, 'redis://:password@host:port/db connects';
     my $c = Redis::Fast->new(server => $s2->address, password => 'sesame');
