@@ -149,6 +149,16 @@ for my $seed (0, 12345, '18446744073709551615') {
     dies_like { $R->new($rc, 'orphan', 1000, 0.01) } qr/key \{orphan\}:bits exists without \{orphan\}:meta/, 'orphan bits';
     $same->('orphan bits');
 
+    # The same name under the other key scheme (a sharded filter's piece 0).
+    $rc->hset('{sh:0}:meta', format => 'Data::BloomFilter::Shared::Redis 1', shards => 2, layout => 'standard');
+    %snapshot = map { $_ => $rc->dump($_) } $rc->keys('*');
+    dies_like { $R->new($rc, 'sh', 1000, 0.01, { shards => 1 }) }
+        qr/->new: shards mismatch: the filter in Redis has shards 2, asked for 1/, 'unsharded attach to a sharded filter';
+    dies_like { $R->new($rc, 'sh', 1000, 0.01) } qr/->new: shards need layout 'blocked'/,
+        'without shards it adopts the stored shards (and layout)';
+    $same->('attach under the other key scheme');
+    $rc->del('{sh:0}:meta');
+
     # A filter whose pieces were tampered with.
     my $t = $R->new($rc, 'tamper', 1000, 0.01);
     $rc->hset('{tamper}:meta', bits => 128);

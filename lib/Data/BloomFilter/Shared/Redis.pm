@@ -288,6 +288,20 @@ sub new {
     };
     $self->_set_geometry('new', $want);
 
+    # The same name under the other key scheme: an unsharded filter's tag is
+    # the name, a sharded one's pieces are name:0, name:1, ... Attaching
+    # without shards to a sharded filter adopts its shards; anything else
+    # that disagrees croaks, rather than create a second filter beside it.
+    my ($other, $other_layout) = $self->_stored_shards($want->{shards} == 1 ? "$name:0" : $name);
+    if (defined $other) {
+        _croak('new', "shards mismatch: the filter in Redis has shards $other, asked for $want->{shards}")
+            if defined $shards || $want->{shards} > 1;
+        _croak('new', "layout mismatch: the filter in Redis has layout $other_layout, asked for $layout")
+            if defined $layout && $layout ne $other_layout;
+        @$want{qw(shards layout)} = ($other, $other_layout);
+        $self->_set_geometry('new', $want);
+    }
+
     # Piece 0 decides: whoever creates it first fixes the geometry, and every
     # later piece is created (or checked) from what it holds.
     my $first = $self->_attach_piece(0, $want, { seed => $seed, layout => $layout, shards => $shards });
@@ -321,6 +335,22 @@ sub _set_geometry {
     $self->{tags} = [map { $shards == 1 ? $n : "$n:$_" } 0 .. $shards - 1];
     $self->{slots} = [map { __PACKAGE__->key_slot("{$_}") } @{ $self->{tags} }];
     return;
+}
+
+# The shards and layout of a filter of ours whose metadata is at
+# {$tag}:meta, or nothing.
+sub _stored_shards {
+    my ($self, $tag) = @_;
+    my $r = eval {
+        $self->_call('new', 'slot:' . __PACKAGE__->key_slot("{$tag}"), 'eval',
+            "if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' then return false end "
+                . "return redis.call('HMGET', KEYS[1], 'format', 'shards', 'layout')",
+            1, "{$tag}:meta");
+    };
+    die $@ if !defined $r && $@ && $@ !~ /WRONGTYPE/;
+    return if ref $r ne 'ARRAY' || ($r->[0] // '') ne $FORMAT
+        || ($r->[1] // '') !~ /\A[0-9]+\z/ || ($r->[2] // '') !~ /\A\w+\z/;
+    return @$r[1, 2];
 }
 
 sub _meta_of_self {
@@ -432,9 +462,10 @@ sub _drop_broken {
     return;
 }
 
+# Where a command goes: piece $i's slot, or "slot:N".
 sub _piece_node {
     my ($self, $i) = @_;
-    return $self->{slot_node}{ $self->{slots}[$i] };
+    return $self->{slot_node}{ $i =~ /\Aslot:(\d+)\z/ ? $1 : $self->{slots}[$i] };
 }
 
 # Run commands, each [piece, method, args, on_reply, on_refused], pipelined per
