@@ -333,6 +333,7 @@ sub _set_geometry {
         = (@$g{qw(capacity fp_rate seed layout shards)}, $bits, $hashes, $span, $piece);
     my $n = $self->{name};
     $self->{tags} = [map { $shards == 1 ? $n : "$n:$_" } 0 .. $shards - 1];
+    $self->{bitskey} = "{$self->{tags}[0]}:bits";
     $self->{slots} = [map { __PACKAGE__->key_slot("{$_}") } @{ $self->{tags} }];
     return;
 }
@@ -693,28 +694,26 @@ sub _single {
     my ($self, $method, $verb, $item) = @_;
     return $self->_batch($method, $verb, [$item])
         if $self->{shards} > 1 || %{ $self->{slot_node} };
-    my $conn = $self->_conn_for($method, undef);
-    my $key = "{$self->{tags}[0]}:bits";
-    my $args = [_xs_args($verb, @$self{qw(layout seed bits hashes piece)}, [$item], undef)];
-    my $reply = eval {
-        $verb ? $conn->bitfield($key, @$args)
-            : do {
-                my ($m, @c) = _bitfield_ro($conn);
-                if ($m eq '__std_cmd') {    # returns (reply, error)
-                    my ($r, $e) = $conn->__std_cmd(@c, $key, @$args);
-                    die "$e\n" if defined $e;
-                    $r;
-                }
-                else {
-                    scalar $conn->bitfield($key, @$args);
-                }
-            }
-    };
-    if (ref $reply eq 'ARRAY') {
+    my $conn = $self->{conns}{''} // $self->_conn_for($method, undef);
+    # Redis::Fast's own dispatcher takes the command name as given and
+    # returns (reply, error); other clients get the method call.
+    my $fast = $self->{fast}{$conn} //= $conn->isa('Redis::Fast') && $conn->can('__std_cmd') ? 1 : 0;
+    my ($reply, $err);
+    if ($fast) {
+        ($reply, $err) = $conn->__std_cmd($verb ? 'BITFIELD' : 'BITFIELD_RO', $self->{bitskey},
+            _xs_args($verb, @$self{qw(layout seed bits hashes piece)}, [$item], undef));
+        $err //= 'no reply' if ref $reply ne 'ARRAY';
+    }
+    else {
+        my @args = _xs_args($verb, @$self{qw(layout seed bits hashes piece)}, [$item], undef);
+        $reply = eval { scalar $conn->bitfield($self->{bitskey}, @args) };
+        $err = $@ || 'no reply' if ref $reply ne 'ARRAY';
+    }
+    if (!defined $err) {
         my $new = _xs_fold($reply, $self->{hashes}, undef);
         return $verb ? $new : 1 - $new;
     }
-    my $e = _strip_client_error($@ // 'no reply');
+    my $e = _strip_client_error($err);
     return $self->_batch($method, $verb, [$item]) if $e =~ /\A(?:MOVED|ASK) \d+ \S+\z/;
     my $refused = $e =~ /\A[A-Z][A-Z_-]* / ? 1 : 0;
     $self->_drop_broken('') if !$refused;
