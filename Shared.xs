@@ -1034,8 +1034,13 @@ _xs_fold(old_ref, hashes, out_ref)
     was_new = old + n;
     for (i = 0; i < n; i++) {
         SV **e = av_fetch(av, i, 0);
-        /* anything but an integer 0 or 1 is refused by the fold */
-        old[i] = (e && SvIOK(*e) && (SvIVX(*e) == 0 || SvIVX(*e) == 1)) ? (U8)SvIVX(*e) : 2;
+        /* an integer 0 or 1 (Redis::Fast) or the string "0" or "1" (Redis.pm);
+           anything else is refused by the fold */
+        old[i] = 2;
+        if (e && SvIOK(*e) && (SvIVX(*e) == 0 || SvIVX(*e) == 1))
+            old[i] = (U8)SvIVX(*e);
+        else if (e && SvPOK(*e) && SvCUR(*e) == 1 && (SvPVX(*e)[0] == '0' || SvPVX(*e)[0] == '1'))
+            old[i] = (U8)(SvPVX(*e)[0] - '0');
     }
     err[0] = '\0';
     st = bfs_remote_fold(old, (size_t)n, (uint32_t)hashes, out ? was_new : NULL, &count, err);

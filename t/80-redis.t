@@ -115,6 +115,21 @@ for my $seed (0, 12345, '18446744073709551615') {
     is length $rc->get('{ops}:bits'), $r->bits / 8, 'clear keeps the full-size bit string';
 }
 
+# --- a Redis.pm client (the other method API) -------------------------------------------------
+SKIP: {
+    skip 'Redis.pm is not installed (Debian: libredis-perl)', 7 if !eval { require Redis; 1 };
+    my $c = Redis->new(server => $srv->address, reconnect => 0);
+    my $r = $R->new($c, 'pm', 2000, 0.01);
+    my $l = $L->new(undef, 2000, 0.01);
+    is $r->add('a'), 1, 'Redis.pm: add';
+    is $r->add('a'), 0, 'Redis.pm: add again';
+    is $r->add_many(\@items, \my @w), $l->add_many([@items, 'a']) - 1, 'Redis.pm: add_many';
+    is scalar @w, scalar @items, 'Redis.pm: the out array';
+    is_deeply [$r->contains_many(['a', $items[0], 'zz'])], [1, 1, 0], 'Redis.pm: contains_many (BITFIELD with GETs)';
+    is $r->contains('zz'), 0, 'Redis.pm: contains';
+    is $r->to_filter(undef)->serialize, $l->serialize, 'Redis.pm: the same bits';
+}
+
 # --- attach: stored geometry wins; foreign keys croak and change nothing -------------------------
 {
     my $r = $R->new($srv->address, 'att', 1000, 0.01, { seed => 9 });

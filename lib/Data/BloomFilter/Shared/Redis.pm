@@ -1041,7 +1041,7 @@ context and how many are present in scalar context; it takes the same
 optional out array.
 
 An item's bits are set by one command; a batch is many commands (one per
-C<$CHUNK> = 100 items), pipelined: each item is exactly-once on its own, the
+100 items), pipelined: each item is exactly-once on its own, the
 batch is not one transaction. Within one batch, a repeated item is new at
 most once.
 
