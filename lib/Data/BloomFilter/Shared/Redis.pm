@@ -1145,6 +1145,10 @@ All messages begin C<< Data::BloomFilter::Shared::Redis->METHOD: >>.
 
 Wrong number of arguments.
 
+=item takes no arguments
+
+C<clear> with arguments.
+
 =item undefined redis client or address
 
 =item first argument must be a Redis client object or an address string
