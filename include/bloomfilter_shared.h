@@ -80,8 +80,9 @@ typedef struct BfsRemoteGeometry {
    */
   uint32_t hashes;
   /**
-   * The aligned range (in bits) that holds all of one item's bits: the
-   * smallest piece a filter can be cut into.
+   * The aligned range (in bits) that holds all of one item's bits: a
+   * filter can be cut into pieces of any multiple of it. 0 when an item's
+   * bits can fall anywhere in the array (it cannot be cut).
    */
   uint64_t span_bits;
 } BfsRemoteGeometry;

@@ -625,8 +625,9 @@ pub struct BfsRemoteGeometry {
     pub bits: u64,
     /// k, the number of probes per item.
     pub hashes: u32,
-    /// The aligned range (in bits) that holds all of one item's bits: the
-    /// smallest piece a filter can be cut into.
+    /// The aligned range (in bits) that holds all of one item's bits: a
+    /// filter can be cut into pieces of any multiple of it. 0 when an item's
+    /// bits can fall anywhere in the array (it cannot be cut).
     pub span_bits: u64,
 }
 
@@ -641,7 +642,9 @@ unsafe fn layout_arg(p: *const c_char) -> Result<remote::ProbeLayout, Error> {
 }
 
 fn remote_geometry(bits: u64, hashes: u32) -> Result<crate::Geometry, Error> {
-    if !bits.is_power_of_two() || !(crate::geometry::MIN_BITS..=crate::geometry::MAX_BITS).contains(&bits) {
+    // A multiple of 64: the standard layout's sizes are powers of two, a
+    // blocked layout's are whole words or blocks.
+    if bits % 64 != 0 || !(crate::geometry::MIN_BITS..=crate::geometry::MAX_BITS).contains(&bits) {
         return Err(Error::arg(format!("bits {bits} is not a filter size")));
     }
     if !(crate::geometry::MIN_K..=crate::geometry::MAX_K).contains(&hashes) {
@@ -676,7 +679,7 @@ pub unsafe extern "C" fn bfs_remote_geometry(
         *o = BfsRemoteGeometry {
             bits: g.m,
             hashes: g.k,
-            span_bits: l.span_bits(g.m),
+            span_bits: l.span_bits(&g).unwrap_or(0),
         };
         Ok(())
     })

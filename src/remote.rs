@@ -50,11 +50,14 @@ impl ProbeLayout {
     }
 
     /// The size of the aligned range that holds all of one item's bits: a
-    /// filter can be cut into pieces of at least this many bits with every
-    /// item inside one piece. The whole array for the standard layout.
-    pub fn span_bits(self, m: u64) -> u64 {
+    /// filter can be cut into pieces of any multiple of this many bits with
+    /// every item inside one piece. None when an item's bits can fall
+    /// anywhere (the standard layout spreads its probes over the whole
+    /// array), except that a single bit (`k` = 1) stays in one word.
+    pub fn span_bits(self, g: &Geometry) -> Option<u64> {
         match self {
-            ProbeLayout::Standard => m,
+            ProbeLayout::Standard if g.k == 1 => Some(64),
+            ProbeLayout::Standard => None,
         }
     }
 
@@ -87,8 +90,10 @@ pub fn check_geometry(layout: ProbeLayout, g: &Geometry) -> Result<()> {
 }
 
 /// For each item, the byte-string offsets of its probes within the piece of
-/// `piece_bits` bits holding it, and that piece's number. `piece_bits` must
-/// be a power of two, at least the layout's span and at most `m`.
+/// `piece_bits` bits holding it, and that piece's number: piece `i` is bits
+/// `i * piece_bits ..` of the array (the last one may be shorter).
+/// `piece_bits` must be a multiple of the layout's span (or hold the whole
+/// array) and of 8 (pieces are whole bytes).
 pub fn offsets(
     layout: ProbeLayout,
     seed: u64,
@@ -98,7 +103,12 @@ pub fn offsets(
     offsets: &mut [u64],
     pieces: Option<&mut [u64]>,
 ) -> Result<()> {
-    if !piece_bits.is_power_of_two() || piece_bits > g.m || piece_bits < layout.span_bits(g.m) || piece_bits < 8 {
+    let cut_ok = match layout.span_bits(g) {
+        _ if piece_bits >= g.m => true,
+        Some(span) => piece_bits % span == 0,
+        None => false,
+    };
+    if piece_bits == 0 || piece_bits % 8 != 0 || !cut_ok {
         return Err(Error::arg(format!(
             "a piece of {piece_bits} bits cannot hold whole items of a {}-bit {} filter",
             g.m,
@@ -115,22 +125,21 @@ pub fn offsets(
             return Err(Error::arg("piece buffer has the wrong length"));
         }
     }
-    let shift = piece_bits.trailing_zeros();
     let mut pos = Vec::with_capacity(k);
     for (n, item) in items.iter().enumerate() {
         pos.clear();
         layout.positions(seed, g, item, &mut pos);
-        let piece = pos[0] >> shift;
+        let piece = pos[0] / piece_bits;
         for (j, &p) in pos.iter().enumerate() {
             // The layout promised one piece per item; a broken promise would
             // send a bit to the wrong key, so it is checked, not assumed.
-            if p >> shift != piece {
+            if p / piece_bits != piece {
                 return Err(Error::new(
                     ErrorKind::Mismatch,
                     "an item's bits span two pieces (a layout bug)",
                 ));
             }
-            offsets[n * k + j] = msb_first(p & (piece_bits - 1));
+            offsets[n * k + j] = msb_first(p % piece_bits);
         }
         if let Some(p) = pieces.as_deref_mut() {
             p[n] = piece;
@@ -267,12 +276,41 @@ mod tests {
         offsets(ProbeLayout::Standard, 0, &g, g.m, &items, &mut off, Some(&mut pc)).unwrap();
         assert_eq!(pc, [0, 0]);
         // Standard spreads an item over the whole array: no smaller piece.
-        for bad in [g.m / 2, 64, 3, 0, g.m * 2] {
+        for bad in [g.m / 2, 64, 3, 0] {
             let e = offsets(ProbeLayout::Standard, 0, &g, bad, &items, &mut off, None).unwrap_err();
             assert!(e.msg.contains("cannot hold whole items"), "{}", e.msg);
         }
+        offsets(ProbeLayout::Standard, 0, &g, g.m * 2, &items, &mut off, Some(&mut pc)).unwrap();
+        assert_eq!(pc, [0, 0], "a piece larger than the array holds it all");
         let e = offsets(ProbeLayout::Standard, 0, &g, g.m, &items, &mut off[1..], None).unwrap_err();
         assert!(e.msg.contains("wrong length"));
+    }
+
+    /// One probe per item: any cut into whole words keeps items whole, and
+    /// piece `i`, offset `o` is byte-string bit `i * piece + o` of the array.
+    #[test]
+    fn single_probe_filters_cut_into_pieces() {
+        let g = ProbeLayout::Standard.geometry(1000, 0.5).unwrap();
+        assert_eq!(g.k, 1);
+        assert_eq!(ProbeLayout::Standard.span_bits(&g), Some(64));
+        let g7 = ProbeLayout::Standard.geometry(1000, 0.01).unwrap();
+        assert_eq!(ProbeLayout::Standard.span_bits(&g7), None);
+        let items: Vec<Vec<u8>> = (0..500u32).map(|i| i.to_le_bytes().to_vec()).collect();
+        let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+        let mut whole = vec![0u64; refs.len()];
+        offsets(ProbeLayout::Standard, 3, &g, g.m, &refs, &mut whole, None).unwrap();
+        // pieces of 3 words: not a power of two, the last one shorter
+        for piece in [64, 192, g.m / 4] {
+            let mut off = vec![0u64; refs.len()];
+            let mut pc = vec![0u64; refs.len()];
+            offsets(ProbeLayout::Standard, 3, &g, piece, &refs, &mut off, Some(&mut pc)).unwrap();
+            for n in 0..refs.len() {
+                assert!(off[n] < piece);
+                assert_eq!(pc[n] * piece + off[n], whole[n], "piece {piece}, item {n}");
+            }
+        }
+        let e = offsets(ProbeLayout::Standard, 3, &g, 32, &refs, &mut whole, None).unwrap_err();
+        assert!(e.msg.contains("cannot hold whole items"), "{}", e.msg);
     }
 
     #[test]

@@ -130,6 +130,51 @@ SKIP: {
     is $r->to_filter(undef)->serialize, $l->serialize, 'Redis.pm: the same bits';
 }
 
+# --- shards: pieces that concatenate to the local bit array ---------------------------------------
+{
+    # One probe per item (fp_rate 0.5): the standard layout's items then
+    # stay whole in any cut into words. Three pieces: not a power of two,
+    # the last one shorter.
+    my $r = $R->new($srv->address, 'pieces', 20_000, 0.5, { shards => 3 });
+    my $l = $L->new(undef, 20_000, 0.5);
+    is $r->hashes, 1, 'one probe per item';
+    is $r->shards, 3, 'three shards';
+    is $r->add_many(\@items, \my @w), $l->add_many(\@items), 'sharded: the same items are new';
+    is scalar(grep { defined } @w), scalar @items, 'sharded: a result for every item';
+    my @len = map { length $rc->get("{pieces:$_}:bits") } 0 .. 2;
+    is $len[0] + $len[1] + $len[2], $r->bits / 8, 'the pieces hold the whole array';
+    cmp_ok $len[2], '<', $len[0], 'the last piece is the shorter';
+    my $cat = join '', map { $rc->get("{pieces:$_}:bits") } 0 .. 2;
+    ok $cat eq local_bits($l), 'the pieces concatenated are the local bit array';
+    is_deeply [$r->contains_many([@items[0, 1], 'zz-not-there'])], [$l->contains_many([@items[0, 1], 'zz-not-there'])], 'sharded contains_many';
+    is $r->contains($items[7]), 1, 'sharded contains';
+    is $r->add($items[7]), 0, 'sharded add of a present item';
+    is $r->bits_set, $l->bits_set, 'sharded bits_set';
+    is $r->count, $l->count, 'sharded count';
+    is $r->to_filter(undef)->serialize, $l->serialize, 'sharded to_filter';
+    my $m = $L->new(undef, 20_000, 0.5);
+    $m->add('merged-in');
+    $r->merge($m);
+    $l->merge($m);
+    ok join('', map { $rc->get("{pieces:$_}:bits") } 0 .. 2) eq local_bits($l), 'sharded merge';
+    my $again = $R->new($rc, 'pieces', 20_000, 0.5);
+    is $again->shards, 3, 'attaching without shards adopts the stored shards';
+    is $again->contains('merged-in'), 1, 'and finds the items';
+    dies_like { $R->new($rc, 'pieces', 20_000, 0.5, { shards => 2 }) }
+        qr/->new: shards mismatch: the filter in Redis has shards 3, asked for 2/, 'another shard count croaks';
+    dies_like { $R->new($rc, 'pieces', 20_000, 0.5, { shards => 1 }) }
+        qr/->new: shards mismatch: the filter in Redis has shards 3, asked for 1/, 'so does shards => 1';
+    $rc->append('{pieces:2}:bits', 'x');
+    dies_like { $R->new($rc, 'pieces', 20_000, 0.5) } qr/key \{pieces:2\}:bits has \d+ bytes, expected \d+/, 'a piece of the wrong length';
+    $rc->hset('{pieces:1}:meta', shard => 2);
+    dies_like { $R->new($rc, 'pieces', 20_000, 0.5) } qr/key \{pieces:1\}:meta: it is piece 2, expected piece 1/, 'a piece in the wrong place';
+    $rc->del('{pieces:1}:meta', '{pieces:1}:bits', '{pieces:2}:meta', '{pieces:2}:bits');
+    my $healed = $R->new($rc, 'pieces', 20_000, 0.5);
+    is $rc->exists('{pieces:1}:meta', '{pieces:2}:bits'), 2, 'missing pieces are created on attach';
+    $healed->clear;
+    is $healed->is_empty, 1, 'sharded clear';
+}
+
 # --- attach: stored geometry wins; foreign keys croak and change nothing -------------------------
 {
     my $r = $R->new($srv->address, 'att', 1000, 0.01, { seed => 9 });
@@ -210,7 +255,9 @@ SKIP: {
         [sub { $R->new($a, 'n', 100, 0.01, { colour => 1 }) }, qr/->new: unknown option 'colour'/, 'unknown option'],
         [sub { $R->new($a, 'n', 100, 0.01, { seed => -1 }) }, qr/->new: seed must be a non-negative integer/, 'bad seed'],
         [sub { $R->new($a, 'n', 100, 0.01, { layout => 'fancy' }) }, qr/->new: unknown layout 'fancy'/, 'unknown layout'],
-        [sub { $R->new($a, 'n', 100, 0.01, { shards => 3 }) }, qr/->new: shards must be a power of two/, 'shards 3'],
+        [sub { $R->new($a, 'n', 100, 0.01, { shards => 0 }) }, qr/->new: shards must be an integer from 1 to 65536/, 'shards 0'],
+        [sub { $R->new($a, 'n', 100, 0.01, { shards => 70_000 }) }, qr/->new: shards must be an integer from 1 to 65536/, 'shards 70000'],
+        [sub { $R->new($a, 'n', 100, 0.5, { shards => 3 }) }, qr/->new: shards => 3 leave a piece empty \(256 bits cut into equal pieces of whole 64-bit spans\)/, 'more pieces than words'],
         [sub { $R->new($a, 'n', 100, 0.01, { shards => 2 }) }, qr/->new: shards need layout 'blocked'/, 'shards with the standard layout'],
         [sub { $R->new($a, 'n', 1e9, 0.001) }, qr/->new: the filter needs 17179869184 bits but a Redis string holds at most 2\^32/, 'over 2^32 bits unsharded'],
         [sub { $R->new($a, 'n', 1e12, 0.001) }, qr/->new: capacity and fp_rate need more than 2\^38 bits/, 'over 2^38 bits'],

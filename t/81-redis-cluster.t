@@ -1,7 +1,8 @@
 # Data::BloomFilter::Shared::Redis on a real 3-master Redis Cluster: slots
 # computed as the servers compute them, MOVED and ASK followed, racing adders
-# connected to different nodes, and (when the build has the blocked layout)
-# a filter sharded over the masters.
+# connected to different nodes, and filters sharded over the masters (one
+# probe per item with the standard layout; the blocked layout when the build
+# has it).
 use strict;
 use warnings;
 use Test::More;
@@ -160,6 +161,52 @@ for my $n (0 .. 2) {
     is $f->add('after'), 1, 'an add after the migration follows MOVED';
     is_deeply [$f->contains_many([qw(before during after)])], [1, 1, 1], 'everything is there';
     is $f->{slot_node}{$slot}, $nodes[1]->address, 'MOVED updated the slot map (ASK did not)';
+}
+
+# --- shards over the masters --------------------------------------------------------------------
+{
+    # One probe per item (fp_rate 0.5): the standard layout can be cut.
+    my $cap = 100_000;
+    my $f = $R->new($nodes[0]->address, 'spread', $cap, 0.5, { shards => 6 });
+    my %on = map { $slot_node{ $R->key_slot("{spread:$_}") } => 1 } 0 .. 5;
+    cmp_ok scalar keys %on, '>', 1, 'the six pieces are on ' . scalar(keys %on) . ' masters';
+    my @same = map { "sp-$_" } 1 .. 12_000;
+    my @kids;
+    for my $p (0 .. 2) {
+        pipe my $rd, my $wr or die "pipe: $!";
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            close $rd;
+            my $g = $R->new($nodes[$p]->address, 'spread', $cap, 0.5);
+            my @mine = $p == 2 ? reverse @same : @same;
+            my @new;
+            while (@mine) {
+                my @batch = splice @mine, 0, 1 + int rand 400;
+                $g->add_many(\@batch, \my @w);
+                push @new, @batch[grep { $w[$_] } 0 .. $#batch];
+            }
+            print {$wr} "$_\n" for @new;
+            close $wr;
+            POSIX::_exit(0);
+        }
+        close $wr;
+        push @kids, [$pid, $rd];
+    }
+    my %told;
+    for (@kids) {
+        my ($pid, $rd) = @$_;
+        while (my $l = <$rd>) { chomp $l; $told{$l}++ }
+        waitpid $pid, 0;
+        is $?, 0, "sharded adder $pid exited cleanly";
+    }
+    is scalar(grep { $told{$_} > 1 } keys %told), 0, 'sharded, through the cluster: no item told new twice';
+    is scalar $f->contains_many(\@same), scalar @same, 'sharded, through the cluster: no item lost';
+    my $local = Data::BloomFilter::Shared->new(undef, $cap, 0.5);
+    $local->add_many(\@same);
+    my $cat = join '', map { $c[ $slot_node{ $R->key_slot("{spread:$_}") } ]->get("{spread:$_}:bits") } 0 .. 5;
+    ok $cat eq substr($local->serialize, 56, $local->bits / 8), 'the pieces, read from their masters, concatenated are the local bit array';
+    is $f->to_filter(undef)->serialize, $local->serialize, 'sharded to_filter through the cluster';
+    is $f->bits_set, $local->bits_set, 'sharded bits_set through the cluster';
 }
 
 # --- shards over the masters (blocked layout) ----------------------------------------------------

@@ -260,9 +260,8 @@ sub new {
     _croak('new', 'layout must be a string') if defined $layout && (ref $layout || $layout !~ /\A\w+\z/);
     my $shards = $opts->{shards};
     if (defined $shards) {
-        _croak('new', 'shards must be a power of two from 1 to 65536')
-            if ref $shards || $shards !~ /\A[0-9]+\z/ || $shards < 1 || $shards > 65536
-            || ($shards & ($shards - 1));
+        _croak('new', 'shards must be an integer from 1 to 65536')
+            if ref $shards || $shards !~ /\A[0-9]+\z/ || $shards < 1 || $shards > 65536;
         $shards = 0 + $shards;
     }
     my $connect = $opts->{connect};
@@ -323,25 +322,44 @@ sub new {
 sub _set_geometry {
     my ($self, $method, $g) = @_;
     my ($bits, $hashes, $span) = _geometry($method, $g->{layout}, $g->{capacity}, $g->{fp_rate});
-    my $shards = $g->{shards};
-    my $piece = $bits / $shards;
-    if ($shards > 1 && $piece < $span) {
-        _croak($method, "shards need layout 'blocked' (layout '$g->{layout}' spreads an item's bits over the whole array)")
-            if $span == $bits;
-        _croak($method, "shards => $shards cut $bits bits into pieces smaller than an item's $span bits");
-    }
-    if ($piece > $MAX_KEY_BITS) {
-        my $need = $bits / $MAX_KEY_BITS;
-        _croak($method, "the filter needs $bits bits but a Redis string holds at most 2^32: use shards => $need or more"
-                . ($span == $bits ? " (with layout 'blocked')" : ''));
-    }
+    my $piece = _cut($method, $g->{layout}, $bits, $g->{shards}, $span);
     @$self{qw(capacity fp_rate seed layout shards bits hashes span piece)}
         = (@$g{qw(capacity fp_rate seed layout shards)}, $bits, $hashes, $span, $piece);
-    my $n = $self->{name};
+    my ($n, $shards) = ($self->{name}, $g->{shards});
     $self->{tags} = [map { $shards == 1 ? $n : "$n:$_" } 0 .. $shards - 1];
     $self->{bitskey} = "{$self->{tags}[0]}:bits";
     $self->{slots} = [map { __PACKAGE__->key_slot("{$_}") } @{ $self->{tags} }];
     return;
+}
+
+# The size of each piece (the last may be shorter) when $bits bits are cut
+# into $shards pieces of a whole number of spans (an item's bits never
+# straddle two pieces), or a croak saying why they cannot be.
+sub _cut {
+    my ($method, $layout, $bits, $shards, $span) = @_;
+    if ($span == 0) {    # an item's bits may be anywhere: no cut
+        _croak($method, "shards need layout 'blocked' (layout '$layout' spreads an item's bits over the whole array)")
+            if $shards > 1;
+        $span = $bits;
+    }
+    my $spans = $bits / $span;
+    my $per = $shards > 1 ? POSIX::ceil($spans / $shards) : $spans;
+    my $piece = $per * $span;
+    _croak($method, "shards => $shards leave a piece empty ($bits bits cut into equal pieces of whole $span-bit spans)")
+        if $shards > 1 && ($shards - 1) * $per >= $spans;
+    if ($piece > $MAX_KEY_BITS) {
+        my $need = POSIX::ceil($bits / $MAX_KEY_BITS);
+        _croak($method, "the filter needs $bits bits but a Redis string holds at most 2^32: use shards => $need or more"
+                . ($span == $bits ? " (with layout 'blocked')" : ''));
+    }
+    return $piece;
+}
+
+# The bits of piece $i.
+sub _piece_bits {
+    my ($self, $i) = @_;
+    my $rest = $self->{bits} - $i * $self->{piece};
+    return $rest < $self->{piece} ? $rest : $self->{piece};
 }
 
 # The shards and layout of a filter of ours whose metadata is at
@@ -376,7 +394,7 @@ sub _keys {
 sub _attach_piece {
     my ($self, $i, $g, $explicit) = @_;
     my ($mk, $bk) = $self->_keys($i);
-    my $bytes = $self->{piece} / 8;
+    my $bytes = $self->_piece_bits($i) / 8;
     my @meta = (
         format => $FORMAT, capacity => $g->{capacity}, fp_rate => sprintf('%.17g', $g->{fp_rate}),
         bits => $self->{bits}, hashes => $self->{hashes}, seed => $g->{seed}, layout => $g->{layout},
@@ -406,7 +424,7 @@ sub _attach_piece {
         if !Scalar::Util::looks_like_number($m{fp_rate});
     _croak('new', "key $mk: field 'layout' is not a layout name ('$m{layout}')")
         if $m{layout} !~ /\A\w+\z/;
-    my ($bits, $hashes) = eval { _geometry('new', $m{layout}, $m{capacity}, $m{fp_rate}) };
+    my ($bits, $hashes, $span) = eval { _geometry('new', $m{layout}, $m{capacity}, $m{fp_rate}) };
     _croak('new', "key $mk: " . _strip($@)) if !defined $bits;
     _croak('new', "key $mk: bits $m{bits} and hashes $m{hashes} do not match capacity $m{capacity} and fp_rate $m{fp_rate} (expected $bits and $hashes)")
         if $bits != $m{bits} || $hashes != $m{hashes};
@@ -423,7 +441,10 @@ sub _attach_piece {
     }
     _croak('new', "key $mk: it is piece $m{shard}, expected piece $i") if $m{shard} != $i;
     _croak('new', "key $bk holds a $btype, not a filter's bits") if $btype ne 'string';
-    my $piece_bytes = $m{bits} / $m{shards} / 8;
+    my $piece = eval { _cut('new', $m{layout}, $bits, $m{shards}, $span) };
+    _croak('new', "key $mk: " . _strip($@)) if !defined $piece;
+    my $rest = $bits - $i * $piece;
+    my $piece_bytes = ($rest < $piece ? $rest : $piece) / 8;
     _croak('new', "key $bk has $blen bytes, expected $piece_bytes") if $blen != $piece_bytes;
     return { %m, fp_rate => 0 + $m{fp_rate} };
 }
@@ -846,11 +867,11 @@ sub _piece_script {
     my ($self, $method, $i, $lua, @extra) = @_;
     my ($mk, $bk) = $self->_keys($i);
     my $st = $self->_call($method, $i, 'eval', $lua, 2 + @extra, $mk, $bk, @extra,
-        $self->{piece} / 8, $FORMAT);
+        $self->_piece_bits($i) / 8, $FORMAT);
     return if $st eq 'ok';
     _croak($method, "key $mk is gone or no longer this filter's metadata (nothing was changed)")
         if $st eq 'meta';
-    _croak($method, "key $bk is gone or no longer $self->{piece} bits (nothing was changed)")
+    _croak($method, "key $bk is gone or no longer " . $self->_piece_bits($i) . ' bits (nothing was changed)')
         if $st eq 'bits';
     _croak($method, "the upload of piece $i was incomplete or changed (nothing was changed)");
 }
@@ -865,9 +886,9 @@ sub clear {
 # The whole bit array, fetched piece by piece in slices of $XFER bytes.
 sub _fetch_bits {
     my ($self, $method) = @_;
-    my $bytes = $self->{piece} / 8;
     my $all = '';
     for my $i (0 .. $self->{shards} - 1) {
+        my $bytes = $self->_piece_bits($i) / 8;
         my $key = "{$self->{tags}[$i]}:bits";
         my @cmds;
         my @parts;
@@ -943,10 +964,10 @@ sub merge {
     else {
         _croak('merge', 'other filter is not a Data::BloomFilter::Shared or ' . __PACKAGE__ . ' object');
     }
-    my $bytes = $self->{piece} / 8;
     my $tmpname = sprintf 'merge:%d.%d.%08x', $$, time, int rand 0xffffffff;
     for my $i (0 .. $self->{shards} - 1) {
-        my $part = substr $bits, $i * $bytes, $bytes;
+        my $bytes = $self->_piece_bits($i) / 8;
+        my $part = substr $bits, $i * $self->{piece} / 8, $bytes;
         next if $part !~ /[^\0]/;
         my $tmp = "{$self->{tags}[$i]}:$tmpname";
         my @cmds;
@@ -1048,8 +1069,7 @@ when a local file is reopened.
 
 Options: C<seed> (a secret 64-bit hash seed, as locally; default 0, which is
 C<bloom.h>-compatible), C<layout> (the local filter's layouts; C<standard>,
-the default, is the one this build has), C<shards> (a power of two; see
-L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
+the default, is the one this build has), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
 connected client, used for the other nodes of a cluster; default: a
 L<Redis::Fast> connection to C<host:port>). An explicit C<seed>, C<layout> or
 C<shards> that differs from the stored one croaks.
@@ -1125,8 +1145,11 @@ Redis Cluster's masters and can exceed one string's 2^32 bits. Every item's
 bits must fall in one piece, so that every add stays one single-key atomic
 command: that needs a layout that keeps an item's bits together (the
 C<blocked> layout, where all of an item's bits lie in one 64-bit word). The
-C<standard> layout spreads an item over the whole array, so C<shards> above 1
-with it croaks "shards need layout 'blocked'".
+C<standard> layout spreads an item's bits over the whole array, so C<shards>
+above 1 with it croaks "shards need layout 'blocked'" -- unless an item has
+only one bit (C<hashes> 1: an C<fp_rate> of 0.36 or more), which any cut
+keeps whole. Pieces are equal whole numbers of 64-bit words (the last may
+be shorter), and N need not be a power of two.
 
 Any filter, sharded or not, works on a cluster: commands go to the node
 that serves the key's slot, learned from C<MOVED> redirections (remembered)
@@ -1223,11 +1246,13 @@ The address as given, but for a password (shown as C<***>).
 
 =item unknown layout '%s' (this build has: standard)
 
-=item shards must be a power of two from 1 to 65536
+=item shards must be an integer from 1 to 65536
 
 =item shards need layout 'blocked' (layout '%s' spreads an item's bits over the whole array)
 
-=item shards => %d cut %d bits into pieces smaller than an item's %d bits
+=item shards => %d leave a piece empty (%d bits cut into equal pieces of whole %d-bit spans)
+
+A span is the aligned range that holds all of one item's bits.
 
 =item the filter needs %d bits but a Redis string holds at most 2^32: use shards => %d or more
 
