@@ -927,6 +927,27 @@ _xs_geometry(layout, capacity, fp_rate)
     mPUSHu((UV)g.hashes);
     mPUSHu((UV)g.span_bits);
 
+void
+_xs_estimates(layout, capacity, fp_rate, bits_set)
+    const char *layout
+    UV capacity
+    NV fp_rate
+    UV bits_set
+  PREINIT:
+    uint64_t count;
+    double fpp;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    err[0] = '\0';
+    st = bfs_remote_estimates(layout, (uint64_t)capacity, (double)fp_rate, (uint64_t)bits_set,
+                              &count, &fpp, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    EXTEND(SP, 2);
+    mPUSHu((UV)count);
+    mPUSHn((NV)fpp);
+
 UV
 _xs_items(items_ref)
     SV *items_ref

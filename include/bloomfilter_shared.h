@@ -371,6 +371,16 @@ BfsStatus bfs_remote_geometry(const char *layout, uint64_t capacity, double fp_r
 BfsStatus bfs_remote_offsets(const char *layout, uint64_t seed, uint64_t bits, uint32_t hashes, uint64_t piece_bits, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *pieces, char *err);
 
 /**
+ * The count and estimated false-positive rate a filter of `layout`,
+ * `capacity` and `fp_rate` reports with `bits_set` bits set.
+ *
+ * # Safety
+ * `layout`: NUL-terminated. `count`, `fpp`: valid. `err`: NULL or
+ * BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_estimates(const char *layout, uint64_t capacity, double fp_rate, uint64_t bits_set, uint64_t *count, double *fpp, char *err);
+
+/**
  * Fold `len` old probe bits (`'0'`/`'1'` or 0/1 bytes, `hashes` per item)
  * into one 0/1 per item in `was_new` (NULL: not wanted; else `len / hashes`
  * bytes): 1 when any of the item's bits was 0. `*count` = how many were.

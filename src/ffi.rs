@@ -738,6 +738,38 @@ pub unsafe extern "C" fn bfs_remote_offsets(
     })
 }
 
+/// The count and estimated false-positive rate a filter of `layout`,
+/// `capacity` and `fp_rate` reports with `bits_set` bits set.
+///
+/// # Safety
+/// `layout`: NUL-terminated. `count`, `fpp`: valid. `err`: NULL or
+/// BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_remote_estimates(
+    layout: *const c_char,
+    capacity: u64,
+    fp_rate: f64,
+    bits_set: u64,
+    count: *mut u64,
+    fpp: *mut f64,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let l = unsafe { layout_arg(layout) }?;
+        let (c, p) = remote::estimates(l, capacity, fp_rate, bits_set)?;
+        // SAFETY: count and fpp are valid per contract.
+        match unsafe { (count.as_mut(), fpp.as_mut()) } {
+            (Some(c_out), Some(p_out)) => {
+                *c_out = c;
+                *p_out = p;
+                Ok(())
+            }
+            _ => Err(Error::arg("null output pointer")),
+        }
+    })
+}
+
 /// Fold `len` old probe bits (`'0'`/`'1'` or 0/1 bytes, `hashes` per item)
 /// into one 0/1 per item in `was_new` (NULL: not wanted; else `len / hashes`
 /// bytes): 1 when any of the item's bits was 0. `*count` = how many were.

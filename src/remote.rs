@@ -148,6 +148,19 @@ pub fn offsets(
     Ok(())
 }
 
+/// The count and false-positive estimates of a filter of this layout with
+/// `bits_set` of its bits set: what a local filter with those bits reports.
+pub fn estimates(layout: ProbeLayout, capacity: u64, fp_rate: f64, bits_set: u64) -> Result<(u64, f64)> {
+    let g = layout.geometry(capacity, fp_rate)?;
+    if bits_set > g.m {
+        return Err(Error::arg(format!("{bits_set} bits set in a filter of {} bits", g.m)));
+    }
+    Ok((
+        g.count_from_bits_set(bits_set),
+        crate::geometry::estimated_fpp(g.m, g.k, bits_set),
+    ))
+}
+
 /// Fold the old probe bits a remote store returned (one byte per probe,
 /// `k` per item, `b'0'`/`b'1'` or 0/1) into one flag per item: 1 when any of
 /// its bits was 0 before, that is, the item was new. Returns how many were.
@@ -323,6 +336,26 @@ mod tests {
         assert!(fold_new(b"1101", 3, None).unwrap_err().msg.contains("whole number"));
         assert!(fold_new(b"12", 2, None).unwrap_err().msg.contains("not 0 or 1"));
         assert!(fold_new(b"11", 0, None).is_err());
+    }
+
+    #[test]
+    fn estimates_are_the_local_filters() {
+        let f = Filter::new_anonymous(3000, 0.01, Options::default()).unwrap();
+        for i in 0..2500u32 {
+            f.add(&i.to_le_bytes()).unwrap();
+            if i % 500 == 0 {
+                let (c, p) = estimates(ProbeLayout::Standard, 3000, 0.01, f.bits_set()).unwrap();
+                assert_eq!(c, f.count());
+                assert_eq!(p, f.estimated_fpp());
+            }
+        }
+        let m = f.geometry().m;
+        assert_eq!(
+            estimates(ProbeLayout::Standard, 3000, 0.01, m).unwrap().0,
+            3000,
+            "saturated: capacity"
+        );
+        assert!(estimates(ProbeLayout::Standard, 3000, 0.01, m + 1).is_err());
     }
 
     #[test]

@@ -835,29 +835,28 @@ sub bits_set {
     return $total;
 }
 
-sub _count_of {
+# The count and estimated false-positive rate for $x bits set, as the core
+# computes them for a local filter of this layout.
+sub _estimates {
     my ($self, $x) = @_;
-    my ($m, $k) = @$self{qw(bits hashes)};
-    return $self->{capacity} if $x >= $m;
-    my $c = -($m / $k) * log(1 - $x / $m);
-    return int($c + 0.5);
+    return _xs_estimates(@$self{qw(layout capacity fp_rate)}, $x);
 }
 
-sub count         { $_[0]->_count_of($_[0]->bits_set) }
+sub count         { ($_[0]->_estimates($_[0]->bits_set))[0] }
 sub fill_ratio    { $_[0]->bits_set / $_[0]{bits} }
-sub estimated_fpp { ($_[0]->bits_set / $_[0]{bits})**$_[0]{hashes} }
+sub estimated_fpp { ($_[0]->_estimates($_[0]->bits_set))[1] }
 sub is_empty      { $_[0]->bits_set == 0 ? 1 : 0 }
 
 sub stats {
     my ($self) = @_;
     my $x = $self->bits_set;
-    my $fill = $x / $self->{bits};
+    my ($count, $fpp) = $self->_estimates($x);
     return {
         (map { $_ => $self->{$_} } qw(name capacity fp_rate bits hashes seed layout shards)),
         bits_set => $x,
-        count => $self->_count_of($x),
-        fill_ratio => $fill,
-        estimated_fpp => $fill**$self->{hashes},
+        count => $count,
+        fill_ratio => $x / $self->{bits},
+        estimated_fpp => $fpp,
     };
 }
 
