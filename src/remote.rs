@@ -77,18 +77,6 @@ pub fn msb_first(i: u64) -> u64 {
     i ^ 7
 }
 
-/// Check a geometry received from outside (a remote store's metadata).
-pub fn check_geometry(layout: ProbeLayout, g: &Geometry) -> Result<()> {
-    let want = layout.geometry(g.capacity, g.fp_rate)?;
-    if want.m != g.m || want.k != g.k {
-        return Err(Error::format(format!(
-            "bits {} and hashes {} do not match capacity {} and fp_rate {} (expected bits {}, hashes {})",
-            g.m, g.k, g.capacity, g.fp_rate, want.m, want.k
-        )));
-    }
-    Ok(())
-}
-
 /// For each item, the byte-string offsets of its probes within the piece of
 /// `piece_bits` bits holding it, and that piece's number: piece `i` is bits
 /// `i * piece_bits ..` of the array (the last one may be shorter).
@@ -359,14 +347,7 @@ mod tests {
     }
 
     #[test]
-    fn geometry_check_and_layout_names() {
-        let g = ProbeLayout::Standard.geometry(1000, 0.01).unwrap();
-        check_geometry(ProbeLayout::Standard, &g).unwrap();
-        let bad = Geometry { m: g.m * 2, ..g };
-        assert!(check_geometry(ProbeLayout::Standard, &bad)
-            .unwrap_err()
-            .msg
-            .contains("do not match"));
+    fn layout_names() {
         assert_eq!(ProbeLayout::from_name("standard").unwrap().name(), "standard");
         assert!(ProbeLayout::from_name("Standard")
             .unwrap_err()
