@@ -99,6 +99,9 @@ for my $seed (0, 12345, '18446744073709551615') {
     dies_like { $r->merge($L->new(undef, 100, 0.01)) } qr/\A\Q$R\E->merge: geometry mismatch/, 'merge: geometry mismatch';
     dies_like { $r->merge($L->new(undef, 2000, 0.001, { seed => 1 })) } qr/->merge: seed mismatch/, 'merge: seed mismatch';
     dies_like { $r->merge({}) } qr/->merge: other filter is not/, 'merge: not a filter';
+    my $gone = $L->new(undef, 2000, 0.001);
+    $gone->DESTROY;
+    dies_like { $r->merge($gone) } qr/\A\Q$R\E->merge: other filter: destroyed handle/, 'merge: a destroyed local handle';
 
     my $path = "$dir/snap.bf";
     my $snap = $r->to_filter($path, { mode => 0640 });

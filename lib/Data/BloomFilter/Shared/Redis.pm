@@ -934,7 +934,7 @@ sub to_filter {
 # documented under serialize): header 56 bytes, the bits, an 8-byte checksum.
 sub _local_bits {
     my ($self, $other) = @_;
-    my $img = $other->serialize;
+    my $img = eval { $other->serialize } // _croak('merge', 'other filter: ' . _strip($@));
     my ($magic, $version, undef, $k, undef, $m, undef, undef, $seed) = unpack 'a8 V V V V Q< Q< Q< Q<', $img;
     _croak('merge', "the local filter's portable image is not version 1")
         if $magic ne 'BLOOMSER' || $version != 1;
@@ -1115,7 +1115,8 @@ still this filter).
 OR another filter of the same bits, hashes, seed and layout in. The other
 filter's bits are uploaded into a temporary key beside each piece (it expires
 by itself after 10 minutes if the upload is cut short) and ORed in with one
-atomic C<BITOP OR> per piece.
+atomic C<BITOP OR> per piece; pieces whose bits are all 0 are skipped. The
+other filter's bits are held in memory (twice, for a local one) meanwhile.
 
 =head2 to_filter
 
@@ -1338,6 +1339,10 @@ entries are undef for every item not known added.
 For C<merge> of two Redis filters: C<bits>, C<hashes>, C<seed> or C<layout>.
 
 =item the local filter's portable image is not version 1
+
+=item other filter: %s
+
+The local filter could not be read (for example, a destroyed handle).
 
 =item path must be a string
 
