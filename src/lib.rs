@@ -19,6 +19,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod claims;
 pub mod error;
 pub mod ffi;
 pub mod filter;

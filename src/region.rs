@@ -69,6 +69,11 @@ impl Region {
         self.id == other.id
     }
 
+    /// Device and inode of the mapped object.
+    pub fn id(&self) -> (u64, u64) {
+        self.id
+    }
+
     pub fn layout(&self) -> Layout {
         format::layout(self.header.geometry.m)
     }

@@ -319,42 +319,75 @@ fn long_messages_fit_the_buffer() {
     );
 }
 
-/// Every process slot taken by a live owner (here: handles of this process):
-/// the next handles write through the shared overflow slot, one call at a
-/// time, and nothing is refused.
+/// Every process slot taken by a live owner (here: threads of this process,
+/// each holding its own): the next writers go through the shared overflow
+/// slot, one call at a time, and nothing is refused. Handles of one filter
+/// in one thread share a slot, so handles alone never fill the table.
 #[test]
 fn writers_past_the_slot_table_share_the_overflow_slot() {
     let p = tmp("busy", "busy.bf");
     let _ = std::fs::remove_file(p.to_str().unwrap());
     let mut err = errbuf();
-    let mut handles = Vec::new();
+    const THREADS: usize = 1100;
     // SAFETY: valid pointers throughout; every handle is freed once.
     unsafe {
-        for _ in 0..1100 {
+        // One thread, many handles: one slot between them.
+        let mut handles = Vec::new();
+        for i in 0..THREADS {
             let mut h = null_mut();
             assert_eq!(bfs_new(p.as_ptr(), 100, 0.01, null(), &mut h, err.as_mut_ptr()), BFS_OK);
+            let item = format!("handle {i}");
+            assert_eq!(
+                bfs_add(h, item.as_ptr(), item.len(), null_mut(), err.as_mut_ptr()),
+                BFS_OK
+            );
             handles.push(h);
         }
-        for (i, &h) in handles.iter().enumerate() {
-            let item = format!("item {i}");
-            let mut new = 0;
-            assert_eq!(
-                bfs_add(h, item.as_ptr(), item.len(), &mut new, err.as_mut_ptr()),
-                BFS_OK,
-                "handle {i}: {}",
-                msg(&err)
-            );
-        }
-        let last = handles[1099];
-        for i in 0..1100 {
-            let item = format!("item {i}");
-            assert_eq!(bfs_contains(last, item.as_ptr(), item.len()), 1, "{item}");
-        }
-        assert_eq!(bfs_clear(last, err.as_mut_ptr()), BFS_OK, "{}", msg(&err));
-        assert_eq!(bfs_contains(handles[0], b"item 0".as_ptr(), 6), 0);
-        for &h in &handles {
+        for h in handles {
             bfs_free(h);
         }
+    }
+    // Many threads, each with a handle that keeps its slot until all wrote.
+    let barrier = std::sync::Barrier::new(THREADS + 1);
+    std::thread::scope(|s| {
+        for i in 0..THREADS {
+            let (barrier, p) = (&barrier, &p);
+            std::thread::Builder::new()
+                .stack_size(256 << 10)
+                .spawn_scoped(s, move || {
+                    let mut err = errbuf();
+                    let item = format!("thread {i}");
+                    // SAFETY: valid pointers; the handle is freed once.
+                    unsafe {
+                        let mut h = null_mut();
+                        assert_eq!(bfs_new(p.as_ptr(), 100, 0.01, null(), &mut h, err.as_mut_ptr()), BFS_OK);
+                        let rc = bfs_add(h, item.as_ptr(), item.len(), null_mut(), err.as_mut_ptr());
+                        assert_eq!(rc, BFS_OK, "thread {i}: {}", msg(&err));
+                        barrier.wait(); // every thread holds its slot here
+                        barrier.wait();
+                        bfs_free(h);
+                    }
+                })
+                .unwrap();
+        }
+        barrier.wait();
+        // SAFETY: as above.
+        unsafe {
+            let mut h = null_mut();
+            assert_eq!(bfs_new(p.as_ptr(), 100, 0.01, null(), &mut h, err.as_mut_ptr()), BFS_OK);
+            for i in 0..THREADS {
+                let item = format!("thread {i}");
+                assert_eq!(bfs_contains(h, item.as_ptr(), item.len()), 1, "{item}");
+            }
+            // The table is full: this thread writes through the overflow slot.
+            assert_eq!(bfs_clear(h, err.as_mut_ptr()), BFS_OK, "{}", msg(&err));
+            assert_eq!(bfs_contains(h, b"thread 0".as_ptr(), 8), 0);
+            bfs_free(h);
+        }
+        barrier.wait();
+    });
+    // SAFETY: a valid path.
+    unsafe {
         assert_eq!(bfs_unlink_path(p.as_ptr(), null_mut()), BFS_OK);
     }
     let _ = std::fs::remove_dir(tmp_dir("busy"));
