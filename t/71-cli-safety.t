@@ -294,6 +294,41 @@ sub user_of {
     unlink glob('.out.bytes.*.tmp'), glob('.new.bytes.*.tmp'), 'out.bytes', 'x.bf', 'y.bf';
 }
 
+# --- a name that appears while the output is built is not overwritten ----------------------
+{
+    my $big = $C->new('bigm.bf', 5_000_000, 0.01);    # 8 MiB of bits: each merge takes a while
+    $big->add('m-item');
+    undef $big;
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        open(STDERR, '>', "$dir/race.err") or POSIX::_exit(126);
+        { exec $^X, $script, 'merge', 'race.bf', ('bigm.bf') x 200 }
+        POSIX::_exit(127);
+    }
+    my ($caught, $done) = (0, 0);
+    my $deadline = time + 30;
+    while (time < $deadline) {
+        if (my @tmp = glob('.race.bf.*.tmp')) {
+            kill 'STOP', $pid;
+            $caught = 1;
+            last;
+        }
+        last if ($done = waitpid($pid, POSIX::WNOHANG()) == $pid);
+        sleep 0.001;
+    }
+    ok($caught, 'merge into a new OUT builds it under a temporary name');
+    ok(!-e 'race.bf', '... and the name does not exist meanwhile');
+    spew('race.bf', 'mine') if !-e 'race.bf';
+    kill 'CONT', $pid;
+    my ($status) = $done ? ($?) : reap($pid, 60);
+    is($status >> 8, 2, 'when the name appears meanwhile, the merge fails');
+    like(slurp("$dir/race.err"), qr/\Abloomfilter-shared: race\.bf: file exists \(use --force to replace it\)\n\z/,
+        '... saying so');
+    is(slurp('race.bf'), 'mine', '... and leaves the file that appeared as it is');
+    is_deeply([glob('.race.bf.*.tmp')], [], '... removing its temporary file');
+    unlink 'race.bf', 'bigm.bf', "$dir/race.err";
+}
+
 # --- symbolic links and other kinds of files are refused as outputs ------------------------
 {
     spew('target.txt', 'target');
@@ -318,6 +353,15 @@ sub user_of {
     refused_ok([qw(export a.bf -o fifo --force)], qr/fifo: is not a regular file/,
         'a FIFO as output (without waiting for a reader)');
     ok(-p 'fifo', '... stays a FIFO');
+    refused_ok([qw(export a.bf -o /dev/null --force)], qr{/dev/null: is not a regular file},
+        'a device as output');
+    ok(-c '/dev/null', '... stays a device');
+    require IO::Socket::UNIX;
+    my $sock = IO::Socket::UNIX->new(Local => 'sock', Listen => 1) or die "socket: $!";
+    refused_ok([qw(create sock -n 10 --force)], qr/sock: is not a regular file/, 'a socket as output');
+    ok(-S 'sock', '... stays a socket');
+    close $sock;
+    unlink 'sock';
     unlink 'target.txt', 'link.out', 'dangling.out', 'fifo';
     rmdir 'adir';
 }
