@@ -228,10 +228,13 @@ sub json_info {
 #
 # The tool's stdout is a pipe nobody reads, so it blocks printing once the pipe
 # is full: then exactly the batches it has begun to print are in the filter.
+# $expect->($pipe_size): how many lines that is; the filter is watched until
+# it holds that many (10 s at most), then a while longer to see no more come.
 sub added_before_blocking {
-    my ($file, $lines, $batch_opt) = @_;
+    my ($file, $lines, $batch_opt, $expect) = @_;
     pipe(my $r, my $w) or die "pipe: $!";
     my $pipe_size = fcntl($w, 1032, 0) // 65536;    # F_GETPIPE_SZ
+    my $want = $expect->($pipe_size);
     my $pid = fork // die "fork: $!";
     if (!$pid) {
         close $r;
@@ -242,18 +245,17 @@ sub added_before_blocking {
     }
     close $w;
     my $f = $C->new_from_fd(do { open(my $fh, '+<', $file) or die; $fh });
-    my ($present, $stable_since) = (-1, time);
-    for (1 .. 200) {    # until nothing changes for 0.5 s (10 s at most)
-        my $now = scalar $f->contains_many($lines);
-        ($present, $stable_since) = ($now, time) if $now != $present;
-        last if time - $stable_since >= 0.5 && $present > 0;
+    for (1 .. 200) {
+        last if $f->contains_many($lines) >= $want;
         select(undef, undef, undef, 0.05);
     }
+    select(undef, undef, undef, 0.5);
+    my $present = $f->contains_many($lines);
     my $first_absent = 0;
     $first_absent++ while $first_absent < @$lines && $f->contains($lines->[$first_absent]);
     my $out = do { local $/; <$r> };    # now let it finish
     waitpid $pid, 0;
-    return ($present, $first_absent, $pipe_size, $?, $out);
+    return ($present, $first_absent, $want, $?, $out);
 }
 {
     require POSIX;
@@ -263,23 +265,29 @@ sub added_before_blocking {
     print {$fh} map { "$_\n" } @lines;
     close $fh or die;
     run('bloomfilter-shared create long.bf -n 1000');
-    my ($present, $first_absent, $pipe, $status, $out) =
-        added_before_blocking('long.bf', \@lines, ['--batch', 7]);
     # A batch's output starts only once the previous batch's was written
     # whole: with $pipe bytes of pipe, that is every batch that fits and one.
-    my $expect = 7 * (int($pipe / (7 * $len)) + 1);
-    $expect = 60 if $expect > 60;
+    my $whole_batches = sub {
+        my ($size) = @_;
+        return sub {
+            my ($pipe) = @_;
+            my $n = $size * (int($pipe / ($size * $len)) + 1);
+            return $n > 60 ? 60 : $n;
+        };
+    };
+    my ($present, $first_absent, $expect, $status, $out) =
+        added_before_blocking('long.bf', \@lines, ['--batch', 7], $whole_batches->(7));
     is($present, $expect, "--batch 7: blocked on a full pipe, $expect lines added (whole batches)");
     is($first_absent, $present, '... the first ones, in input order');
     is($status, 0, '... and it exits 0 once its output is read');
     is($out, join('', map { "$_\n" } @lines), '... having printed every new line');
 
     run('bloomfilter-shared create long1.bf -n 1000');
-    ($present, $first_absent) = added_before_blocking('long1.bf', \@lines, ['--batch', 1]);
-    $expect = int($pipe / $len) + 1;
+    ($present, $first_absent, $expect) =
+        added_before_blocking('long1.bf', \@lines, ['--batch', 1], $whole_batches->(1));
     is($present, $expect, "--batch 1: a line is printed before the next is added ($expect lines added)");
     run('bloomfilter-shared create long2.bf -n 1000');
-    ($present, $first_absent) = added_before_blocking('long2.bf', \@lines, []);
+    ($present, $first_absent) = added_before_blocking('long2.bf', \@lines, [], sub { 60 });
     is($present, 60, 'by default (batches of 1000) all 60 lines are added before the first is printed');
     unlink 'long.txt', 'long.bf', 'long1.bf', 'long2.bf';
 

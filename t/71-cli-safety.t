@@ -264,7 +264,7 @@ sub user_of {
     $y->add_many([map { "y$_" } 1 .. 20_000]);
     my ($xb, $yb) = ($x->serialize, $y->serialize);
     spew('out.bytes', $xb);
-    my (%seen, @bad);
+    my (%seen, @bad, %status_early);
     srand(71);
     for my $round (1 .. 16) {
         my $from = $round % 2 ? 'y.bf' : 'x.bf';
@@ -277,9 +277,19 @@ sub user_of {
                 $round % 4 < 2 ? ('out.bytes', '--force') : ('new.bytes') }
             POSIX::_exit(127);
         }
-        sleep rand 0.08;
+        # Kill it once its temporary file exists (while it writes), a little
+        # later, or (the rounds where it finished first) not at all.
+        my $deadline = time + 10;
+        until (glob('.out.bytes.*.tmp') || glob('.new.bytes.*.tmp') || time > $deadline) {
+            if (waitpid($pid, POSIX::WNOHANG()) == $pid) {
+                $status_early{$round} = $?;
+                last;
+            }
+            sleep 0.0005;
+        }
+        sleep rand 0.01;
         kill 'KILL', $pid;
-        my ($status) = reap($pid, 30);
+        my ($status) = exists $status_early{$round} ? ($status_early{$round}) : reap($pid, 30);
         my $out = slurp('out.bytes');
         push @bad, "round $round: out.bytes is neither" if $out ne $xb && $out ne $yb;
         if (-e 'new.bytes') {
@@ -288,6 +298,8 @@ sub user_of {
             unlink 'new.bytes';
         }
         $seen{($status & 127) ? 'killed' : 'finished'}++;
+        $seen{'killed with a temporary file'}++ if glob('.out.bytes.*.tmp') || glob('.new.bytes.*.tmp');
+        unlink glob('.out.bytes.*.tmp'), glob('.new.bytes.*.tmp');
     }
     is_deeply(\@bad, [], 'an export killed at any moment leaves the old or the new bytes, never a mix');
     note('rounds: ' . join ', ', map { "$_ $seen{$_}" } sort keys %seen);
