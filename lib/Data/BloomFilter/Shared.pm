@@ -4,11 +4,13 @@ use 5.022;
 use strict;
 use warnings;
 
+use B ();
 use Carp ();
+use POSIX ();
 use Scalar::Util ();
 use overload ();
 
-our $VERSION = '0.01';
+our $VERSION = '0.06';
 
 require XSLoader;
 XSLoader::load(__PACKAGE__, $VERSION);
@@ -42,15 +44,30 @@ sub _uint64 {
     return $s;
 }
 
+# Capacity: whatever Perl takes as a number ("1e6", "1000\n", " 1000",
+# "1000.0", 1500.5), rounded up to a whole number of items. Integers written
+# out in full stay exact up to 2**64-1; others go through a double.
 sub _capacity {
     my ($method, $capacity) = @_;
-    my $c = _uint64($capacity);
-    if (!defined $c || $c eq '0') {
-        _croak($method, 'capacity is too large')
-            if defined $capacity && !ref $capacity && $capacity =~ /\A0*[1-9][0-9]*\z/;
-        _croak($method, 'capacity must be a positive integer');
+    _croak($method, 'capacity must be a positive number')
+        if !defined $capacity
+        || (ref $capacity && !overload::Method($capacity, '""')
+            && !overload::Method($capacity, '0+'));
+    my $s = "$capacity";
+    if ($s =~ /\A\s*\+?([0-9]+)\s*\z/) {
+        my $c = _uint64($1);
+        _croak($method, 'capacity is too large') if !defined $c;
+        _croak($method, 'capacity must be a positive number') if $c eq '0';
+        return $c;
     }
-    return $c;
+    _croak($method, 'capacity must be a positive number')
+        if !Scalar::Util::looks_like_number($s);
+    my $n = 0 + $s;
+    _croak($method, 'capacity must be a positive number')
+        if !($n > 0) || $n == 9**9**9;    # also refuses NaN and inf
+    $n = POSIX::ceil($n);
+    _croak($method, 'capacity is too large') if $n >= 18446744073709551616;
+    return sprintf '%.0f', $n;
 }
 
 sub _fp_rate {
@@ -64,13 +81,28 @@ sub _fp_rate {
     return 0 + $fp_rate;
 }
 
+# The file-type bits (S_IFMT) of a mode from stat, and the types they name.
+my $S_IFMT = 0170000;
+my %FILE_TYPE = map { $_ << 12 => 1 } 001, 002, 004, 006, 010, 012, 014;
+
 sub _mode {
     my ($method, $mode) = @_;
     return $DEFAULT_MODE if !defined $mode;
+    # A string such as "0660" would be read as decimal 660 (mode 01224):
+    # refuse strings outright, and let the caller say oct().
+    if (!ref $mode) {
+        my $flags = B::svref_2object(\$mode)->FLAGS;
+        _croak($method, "mode must be a number, not the string '$mode' (use oct('$mode'))")
+            if $flags & B::SVf_POK && !($flags & (B::SVf_IOK | B::SVf_NOK));
+    }
     my $m = _uint64($mode);
     _croak($method, 'mode must be an integer between 0 and 07777')
-        if !defined $m || length $m > 4 || $m > 07777;
-    return 0 + $m;
+        if !defined $m || length $m > 7;
+    $m = 0 + $m;
+    # (stat $file)[2] carries the file type too: keep the permission bits.
+    $m &= 07777 if $m > 07777 && $m <= 0177777 && $FILE_TYPE{$m & $S_IFMT};
+    _croak($method, 'mode must be an integer between 0 and 07777') if $m > 07777;
+    return $m;
 }
 
 sub _seed {
@@ -82,16 +114,17 @@ sub _seed {
     return $s;    # a decimal string: the XS converts it exactly
 }
 
-# A path (or memfd name) as bytes: a copy, never the caller's scalar.
+# A path (or memfd name): a copy, never the caller's scalar. Its bytes are
+# the scalar's own, UTF-8 flag and all, which is what Perl's open and -e use
+# for the same scalar; the XS takes them as they are.
 sub _bytes_string {
     my ($method, $what, $value) = @_;
     _croak($method, "undefined $what") if !defined $value;
     _croak($method, "$what must be a string")
         if ref $value && !overload::Method($value, '""');
     my $copy = "$value";
-    utf8::downgrade($copy, 1) or _croak($method, "Wide character in $what");
     _croak($method, "$what contains a NUL byte") if index($copy, "\0") >= 0;
-    _croak($method, "$what must not be empty") if $copy eq '';
+    _croak($method, "$what must not be empty") if $copy eq '' && $what ne 'name';
     return $copy;
 }
 
@@ -145,8 +178,16 @@ sub new {
     $capacity = _capacity('new', $capacity);
     $fp_rate = _fp_rate('new', $fp_rate);
     $mode = _mode('new', $mode);
+    my $explicit_seed = defined $seed;
     $seed = _seed('new', $seed);
-    return _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed));
+    my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed));
+    # An existing file keeps its seed; a different one asked for explicitly
+    # would otherwise be dropped without a word (and a secret seed with it).
+    # The message does not show either seed.
+    _croak('new', "the file's seed differs from the seed option"
+            . " (a filter's seed cannot change)")
+        if $explicit_seed && $self->seed ne $seed;
+    return $self;
 }
 
 sub new_memfd {
@@ -188,8 +229,17 @@ sub new_readonly {
     my $class = _class('new_readonly', $_[0]);
     _croak('new_readonly', 'usage: ' . __PACKAGE__ . '->new_readonly($path)')
         if @_ != 2;
+    _croak('new_readonly', 'path required') if !defined $_[1];
     my $path = _bytes_string('new_readonly', 'path', $_[1]);
     return _made('new_readonly', _xs_new_readonly($class, $path));
+}
+
+sub upgrade {
+    my $class = _class('upgrade', $_[0]);
+    _croak('upgrade', 'usage: ' . __PACKAGE__ . '->upgrade($path)') if @_ != 2;
+    _croak('upgrade', 'path required') if !defined $_[1];
+    my $path = _bytes_string('upgrade', 'path', $_[1]);
+    return _made('upgrade', _xs_upgrade($class, $path));
 }
 
 sub deserialize {
