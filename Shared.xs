@@ -871,7 +871,8 @@ stats(h, ...)
     (void)hv_stores(hv, "mmap_size", newSVuv((UV)info.mmap_size));
     (void)hv_stores(hv, "frozen", newSViv(info.frozen != 0));
     (void)hv_stores(hv, "readonly", newSViv(info.readonly != 0));
-    (void)hv_stores(hv, "overfull", newSViv(count > info.capacity));
+    /* past capacity; a saturated filter's count stops at capacity */
+    (void)hv_stores(hv, "overfull", newSViv(count > info.capacity || set == info.bits));
   OUTPUT:
     RETVAL
 
