@@ -6,7 +6,8 @@ use strict;
 use warnings;
 use Test::More;
 use File::Temp qw(tempdir);
-use Fcntl qw(:mode);
+use Fcntl qw(:mode F_GETFD F_SETFD FD_CLOEXEC);
+use POSIX ();
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -250,6 +251,29 @@ part('an overfull filter says so in stats', sub {
     $full->add_many([ 1 .. 1000 ]);
     is($full->bits_set, $full->bits, 'test setup: every bit set (count is then capacity)');
     is($full->stats->{overfull}, 1, 'saturated: overfull');
+});
+
+part('a memfd handed to an exec\'ed child, as documented', sub {
+    my $m = $C->new_memfd('exec', 1000, 0.01);
+    my $fd = $m->memfd;
+    my @cmd = ($^X, (map { "-I$_" } grep { !ref } @INC), '-MData::BloomFilter::Shared', '-e',
+        'Data::BloomFilter::Shared->new_from_fd($ARGV[0])->add("from-child")', $fd);
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        open STDERR, '>', '/dev/null';
+        exec @cmd or POSIX::_exit(9);
+    }
+    waitpid $pid, 0;
+    isnt($?, 0, 'the descriptor is close-on-exec: an exec\'ed child does not get it by itself');
+    $pid = fork // die "fork: $!";
+    if (!$pid) {
+        open my $fh, '<&=', $fd or POSIX::_exit(8);
+        fcntl($fh, F_SETFD, fcntl($fh, F_GETFD, 0) & ~FD_CLOEXEC) or POSIX::_exit(7);
+        exec @cmd or POSIX::_exit(9);
+    }
+    waitpid $pid, 0;
+    is($?, 0, 'with FD_CLOEXEC cleared in the child, it does');
+    ok($m->contains('from-child'), '... and adds to the same filter');
 });
 
 done_testing;
