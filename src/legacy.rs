@@ -58,9 +58,16 @@ pub enum LegacyError {
     BadCapacity,
     BadFpRate,
     /// total_size is not the file's size.
-    SizeMismatch { header: u64, actual: u64 },
+    SizeMismatch {
+        header: u64,
+        actual: u64,
+    },
     /// The bit array does not lie after the header and inside the file.
-    BitsOutOfRange { bits_off: u64, bytes: u64, total: u64 },
+    BitsOutOfRange {
+        bits_off: u64,
+        bytes: u64,
+        total: u64,
+    },
 }
 
 impl std::fmt::Display for LegacyError {
@@ -318,7 +325,10 @@ mod tests {
             (LegacyError::BadBits(100), "bit count 100"),
             (LegacyError::BadCapacity, "capacity"),
             (LegacyError::BadFpRate, "fp_rate"),
-            (LegacyError::SizeMismatch { header: 5, actual: 6 }, "6 bytes, header says 5"),
+            (
+                LegacyError::SizeMismatch { header: 5, actual: 6 },
+                "6 bytes, header says 5",
+            ),
             (
                 LegacyError::BitsOutOfRange {
                     bits_off: 7,

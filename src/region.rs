@@ -237,7 +237,11 @@ const MEMFD_NAME_MAX: usize = 249;
 pub const DEFAULT_MEMFD_NAME: &str = "bloomfilter-shared";
 
 fn memfd(name: &[u8], size: u64, seal: bool) -> Result<OwnedFd> {
-    let name = if name.is_empty() { DEFAULT_MEMFD_NAME.as_bytes() } else { name };
+    let name = if name.is_empty() {
+        DEFAULT_MEMFD_NAME.as_bytes()
+    } else {
+        name
+    };
     let cname = cstr(&name[..name.len().min(MEMFD_NAME_MAX)])?;
     // SAFETY: cname is NUL-terminated.
     let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };

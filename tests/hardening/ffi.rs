@@ -289,7 +289,10 @@ fn files_through_the_c_api() {
         assert_eq!(bfs_unlink_path(p.as_ptr(), &mut removed, err.as_mut_ptr()), BFS_OK);
         assert_eq!(removed, 0);
         let root = CString::new("/").unwrap();
-        assert_eq!(bfs_unlink_path(root.as_ptr(), &mut removed, err.as_mut_ptr()), BFS_ERR_IO);
+        assert_eq!(
+            bfs_unlink_path(root.as_ptr(), &mut removed, err.as_mut_ptr()),
+            BFS_ERR_IO
+        );
         assert!(msg(&err).starts_with("unlink /: "), "{}", msg(&err));
         assert_eq!(bfs_unlink_path(q.as_ptr(), null_mut(), null_mut()), BFS_OK);
     }
