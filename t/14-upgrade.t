@@ -274,6 +274,16 @@ part('a memfd handed to an exec\'ed child, as documented', sub {
     waitpid $pid, 0;
     is($?, 0, 'with FD_CLOEXEC cleared in the child, it does');
     ok($m->contains('from-child'), '... and adds to the same filter');
+    $m->clear;
+    $pid = fork // die "fork: $!";
+    if (!$pid) {
+        $^F = $fd;
+        open my $fh, '<&=', $fd or POSIX::_exit(8);
+        exec @cmd or POSIX::_exit(9);
+    }
+    waitpid $pid, 0;
+    is($?, 0, 'with $^F raised to it before opening it anew in the child, too');
+    ok($m->contains('from-child'), '... and adds to the same filter');
 });
 
 done_testing;

@@ -409,8 +409,9 @@ you C<exec>, clear the flag in the child between C<fork> and C<exec>:
     }
 
 and in the C<exec>ed program, C<< Data::BloomFilter::Shared->new_from_fd($fd) >>.
-(Perl's C<$^F> does not help here: it applies to descriptors Perl itself
-opens, not to this one.)
+Or let Perl clear the flag: it does so for a descriptor it opens that is not
+above C<$^F>, and opening this one anew (C<< open my $fh, '<&=', $fd >>)
+counts, so in the child C<$^F = $fd;> before that C<open> does the same.
 
 =head3 new_from_fd
 
