@@ -81,6 +81,8 @@ part('stats ops counts write calls, not items', sub {
     $f->contains_many([qw(a b)]);
     $f->contains('a');
     is($f->stats->{ops}, $ops, 'queries are not counted');
+    $f->freeze;
+    is($f->stats->{ops}, $ops + 1, 'freeze: one operation');
 });
 
 part("the original's wording and handles", sub {

@@ -62,7 +62,10 @@ sub build {
     my ($st, $out) = build(bin_with('cpan'), PERL5_CPAN_IS_RUNNING => 1);
     like($out, qr/^NA: .*\(OS unsupported\)$/m, 'under a CPAN client: the same NA message');
     # `&&` then runs make, which finds no Makefile: the client grades NA from the message.
-    like($out, qr/No targets specified|no makefile found/i, '... and an exit status of 0, as CPAN testers expect');
+  SKIP: {
+        skip 'no make on PATH', 1 if !-e "$dir/bin-cpan/make";
+        like($out, qr/No targets specified|no makefile found/i, '... and an exit status of 0, as CPAN testers expect');
+    }
 }
 
 done_testing;

@@ -365,7 +365,7 @@ takes as a positive number (C<1000>, C<1e6>, C<"1e6">, C<"1000\n">,
 C<" 1000">, C<"1000.0">), rounded up to a whole number (C<1500.5> gives
 1501); a non-number, zero or less, infinity and NaN croak, and so does a
 capacity above 2**64-1 or one that needs more than 2**38 bits (C<too
-large>). Integers written out in full are exact up to 2**64-1. C<$fp_rate>
+large>). C<$fp_rate>
 is the false positive rate wanted at that many items (strictly between 0 and
 1, default 0.01). When an existing file is opened its stored geometry wins;
 the arguments are still checked in the same way. A frozen file is refused
