@@ -167,10 +167,11 @@ impl Filter {
         Self::from_region(region::open_or_create_file(path_bytes(path.as_ref()), &h, opts.mode)?).attached()
     }
 
-    /// A filter in a new memfd.
-    pub fn new_memfd(name: &str, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
+    /// A filter in a new memfd. `name` is only a label: any bytes but NUL,
+    /// cut to the kernel's 249; empty gives a default name.
+    pub fn new_memfd(name: impl AsRef<[u8]>, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
         let h = Self::header_for(capacity, fp_rate, opts.seed)?;
-        Ok(Self::from_region(region::create_memfd(name, &h)?))
+        Ok(Self::from_region(region::create_memfd(name.as_ref(), &h)?))
     }
 
     /// Attach through a descriptor (duplicated; the caller keeps its own).
@@ -498,23 +499,22 @@ impl Filter {
     }
 
     /// Add many items; `results[i]` (if given) is 1 for each probably-new
-    /// item. Returns how many were new.
+    /// item. Returns how many were new. One operation in `ops`, however
+    /// many items (none too), as the original counted write calls.
     pub fn add_many(&self, items: &[&[u8]], mut results: Option<&mut [u8]>) -> Result<u64> {
         self.writable()?;
         let held = self.claim()?;
         let c = held.c;
         let mut new = 0u64;
-        let mut done = 0u64;
         let r = self.pipelined(items, self.pipelines(items.len()), true, |i, h| {
             let n = self.add_hashed(h, c)?;
-            done += 1;
             new += n as u64;
             if let Some(r) = results.as_deref_mut() {
                 r[i] = n as u8;
             }
             Ok(())
         });
-        self.shared().count_ops(c, done);
+        self.shared().count_ops(c, 1);
         r.map(|_| new)
     }
 
@@ -600,12 +600,13 @@ impl Filter {
     pub fn merge(&self, other: &Filter) -> Result<()> {
         self.writable()?;
         self.check_compatible(other)?;
-        if self.same_filter(other) {
-            return Ok(());
-        }
         let held = self.claim()?;
         let c = held.c;
         let sh = self.shared();
+        if self.same_filter(other) {
+            sh.count_ops(c, 1); // a write call all the same
+            return Ok(());
+        }
         if !sh.begin_merge(c) {
             return Err(Error::frozen());
         }
@@ -628,6 +629,8 @@ impl Filter {
         self.writable()?;
         self.check_compatible(other)?;
         if self.same_filter(other) {
+            let c = self.claim()?.c;
+            self.shared().count_ops(c, 1); // a write call all the same
             return Ok(());
         }
         self.exclusive(|_, words| {
@@ -669,8 +672,10 @@ impl Filter {
     pub fn seed(&self) -> u64 {
         self.seed
     }
+    /// Whether nothing can change the filter through this handle: a
+    /// read-only mapping, or a frozen filter (the freezing handle too).
     pub fn readonly(&self) -> bool {
-        self.region.readonly
+        self.region.readonly || self.region.frozen()
     }
     pub fn frozen(&self) -> bool {
         self.region.frozen()
@@ -705,7 +710,8 @@ impl Filter {
         geometry::estimated_fpp(self.geometry.m, self.geometry.k, self.bits_set())
     }
 
-    /// Operations (items added, merges, exclusive ops) over all processes.
+    /// Write calls (add, add_many, merge, intersect, invert, clear, freeze)
+    /// over all processes.
     pub fn ops(&self) -> u64 {
         self.shared().total_ops()
     }

@@ -15,7 +15,8 @@
 //! Modules, one idea each: `geometry` (sizing math), `hashing` (item to
 //! probes), `format` (the shared header), `region` (mapping), `sync` (the
 //! process-shared lock protocol), `filter` (operations), `serial` (portable
-//! bytes), `ffi` (the C API, no logic).
+//! bytes), `legacy` (the original C module's file header: pure), `upgrade`
+//! (converting such a file in place), `ffi` (the C API, no logic).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -26,9 +27,11 @@ pub mod filter;
 pub mod format;
 pub mod geometry;
 pub mod hashing;
+pub mod legacy;
 pub mod region;
 pub mod serial;
 pub mod sync;
+pub mod upgrade;
 
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{Filter, Options};
