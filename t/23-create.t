@@ -11,7 +11,7 @@ use Time::HiRes ();
 use Fcntl qw(O_RDWR O_NOCTTY);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child perl5lib child_status_text);
+use BFTest qw(in_child perl5lib child_status_text readable_build);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -28,7 +28,8 @@ sub listing {
 # appended; returns (output, status).
 sub run_sh {
     my ($prelude, $script, @cmd) = @_;
-    local $ENV{PERL5LIB} = perl5lib();
+    # The built module where every uid can read it (children run as nobody).
+    local $ENV{PERL5LIB} = (readable_build($dir))[0];
     local $SIG{ALRM} = sub { die "timeout\n" };
     alarm 60;
     my $out = eval {
