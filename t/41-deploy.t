@@ -6,6 +6,7 @@ use File::Spec;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use BFTest qw(slurp spew readable_build);
+use Data::BloomFilter::Shared;
 
 # Adders of the same items at once, in the deployments where a process
 # cannot see the others: /proc mounted hidepid=2 with two users, /proc not
