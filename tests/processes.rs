@@ -271,6 +271,132 @@ fn killed_mid_invert() {
     assert_eq!(wrong, 0, "words not inverted exactly once");
 }
 
+/// Run `f` in a grandchild that is pid 1 of a new PID namespace (a process
+/// in a container); returns its pid as this process sees it, or None where
+/// new PID namespaces are not permitted.
+fn spawn_in_pid_namespace(f: impl FnOnce()) -> Option<libc::pid_t> {
+    let mut fds = [0; 2];
+    // SAFETY: a valid two-int array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let middle = spawn(|| {
+        // SAFETY: the intermediate child only forks and reports; unshare
+        // affects the children it makes from here on.
+        unsafe {
+            let pid = if libc::unshare(libc::CLONE_NEWPID) == 0 {
+                libc::fork()
+            } else {
+                -1
+            };
+            if pid == 0 {
+                assert_eq!(libc::getpid(), 1, "pid 1 of the new namespace");
+                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_ok();
+                libc::_exit(if ok { 0 } else { 1 });
+            }
+            let b = pid.to_ne_bytes();
+            libc::write(fds[1], b.as_ptr() as *const libc::c_void, b.len());
+            if pid > 0 {
+                let mut st = 0;
+                libc::waitpid(pid, &mut st, 0);
+            }
+        }
+    });
+    let mut b = [0u8; 4];
+    // SAFETY: reading our pipe into a 4-byte buffer.
+    let n = unsafe { libc::read(fds[0], b.as_mut_ptr() as *mut libc::c_void, 4) };
+    // SAFETY: closing our pipe's ends.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    assert_eq!(n, 4);
+    let pid = libc::pid_t::from_ne_bytes(b);
+    if pid <= 0 {
+        reap(middle);
+        return None;
+    }
+    // The middle child ends when the grandchild does; nobody waits on it
+    // before then, and it is reaped with the grandchild by the caller's kill.
+    std::mem::forget(middle);
+    Some(pid)
+}
+
+/// An invert's holder that is pid 1 of its own PID namespace, stopped in the
+/// middle: a clear from this namespace waits for it (it is alive); killed,
+/// its invert is finished and then the clear runs, never a mix.
+fn exclusive_holder_in_a_pid_namespace() {
+    let f = anon(1_000_000);
+    for i in 0..100_000 {
+        f.add(&item(i)).unwrap();
+    }
+    let Some(k) = spawn_in_pid_namespace(|| {
+        testing::hold_half_invert(&f);
+        std::thread::sleep(Duration::from_secs(60));
+    }) else {
+        println!("# skipped: new PID namespaces are not permitted here");
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: stopping the grandchild we made.
+    assert_eq!(unsafe { libc::kill(k, libc::SIGSTOP) }, 0);
+    let clearer = spawn(|| f.clear().unwrap());
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut st = 0;
+    // SAFETY: polling our own child.
+    assert_eq!(
+        unsafe { libc::waitpid(clearer, &mut st, libc::WNOHANG) },
+        0,
+        "clear did not wait for a stopped exclusive owner in another PID namespace"
+    );
+    kill9(k);
+    let d = stall(|| assert_eq!(reap(clearer), 0));
+    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    println!("# invert's holder, pid 1 of its namespace: stopped, waited for; killed, the clear ended {d:?} later");
+    assert_eq!(f.bits_set(), 0, "the clear ran after the finished invert");
+}
+
+/// A process whose main thread has exited while another of its threads
+/// holds a stripe is alive (its /proc state reads as a zombie's).
+fn main_thread_exited_owner_is_alive() {
+    let f = anon(1000);
+    let addr = &f as *const Filter as usize;
+    // A bare fork, and the main thread ends with the raw exit system call:
+    // no unwinding, no exit handlers, the other thread runs on.
+    // SAFETY: single-threaded process; the child never returns into the
+    // parent's code (its main thread exits, its other thread sleeps).
+    let k = unsafe { libc::fork() };
+    assert!(k >= 0, "fork failed");
+    if k == 0 {
+        std::thread::spawn(move || {
+            // SAFETY: the filter lives in the parent's frame, which this
+            // forked child never leaves (its main thread exits below).
+            let f = unsafe { &*(addr as *const Filter) };
+            testing::hold_stripe(f, b"victim");
+            std::thread::sleep(Duration::from_secs(60));
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        // SAFETY: ends only the calling (main) thread; the holder runs on.
+        unsafe { libc::syscall(libc::SYS_exit, 0) };
+        unreachable!();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let waiter = spawn(|| {
+        f.add(b"victim").unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut st = 0;
+    // SAFETY: polling our own child.
+    assert_eq!(
+        unsafe { libc::waitpid(waiter, &mut st, libc::WNOHANG) },
+        0,
+        "add did not wait for an owner whose main thread exited"
+    );
+    kill9(k);
+    let d = stall(|| assert_eq!(reap(waiter), 0));
+    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    println!("# owner with its main thread gone: waited for; killed, the waiter finished {d:?} later");
+    reap(k);
+}
+
 fn killed_mid_merge() {
     let f = anon(1000);
     let k = spawn(|| {
@@ -360,6 +486,11 @@ fn main() {
         ("stopped_holder_is_alive", stopped_holder_is_alive),
         ("killed_mid_clear", killed_mid_clear),
         ("killed_mid_invert", killed_mid_invert),
+        (
+            "exclusive_holder_in_a_pid_namespace",
+            exclusive_holder_in_a_pid_namespace,
+        ),
+        ("main_thread_exited_owner_is_alive", main_thread_exited_owner_is_alive),
         ("killed_mid_merge", killed_mid_merge),
         ("sigkill_storm", sigkill_storm),
     ];
