@@ -272,9 +272,10 @@ fn killed_mid_invert() {
 }
 
 /// Run `f` in a grandchild that is pid 1 of a new PID namespace (a process
-/// in a container); returns its pid as this process sees it, or None where
-/// new PID namespaces are not permitted.
-fn spawn_in_pid_namespace(f: impl FnOnce()) -> Option<libc::pid_t> {
+/// in a container); returns its pid as this process sees it and the pid of
+/// the child between them (which ends with it), or None where new PID
+/// namespaces are not permitted.
+fn spawn_in_pid_namespace(f: impl FnOnce()) -> Option<(libc::pid_t, libc::pid_t)> {
     let mut fds = [0; 2];
     // SAFETY: a valid two-int array.
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
@@ -314,10 +315,7 @@ fn spawn_in_pid_namespace(f: impl FnOnce()) -> Option<libc::pid_t> {
         reap(middle);
         return None;
     }
-    // The middle child ends when the grandchild does; nobody waits on it
-    // before then, and it is reaped with the grandchild by the caller's kill.
-    std::mem::forget(middle);
-    Some(pid)
+    Some((pid, middle))
 }
 
 /// An invert's holder that is pid 1 of its own PID namespace, stopped in the
@@ -328,7 +326,7 @@ fn exclusive_holder_in_a_pid_namespace() {
     for i in 0..100_000 {
         f.add(&item(i)).unwrap();
     }
-    let Some(k) = spawn_in_pid_namespace(|| {
+    let Some((k, middle)) = spawn_in_pid_namespace(|| {
         testing::hold_half_invert(&f);
         std::thread::sleep(Duration::from_secs(60));
     }) else {
@@ -352,6 +350,7 @@ fn exclusive_holder_in_a_pid_namespace() {
     assert!(d < Duration::from_secs(1), "stalled {d:?}");
     println!("# invert's holder, pid 1 of its namespace: stopped, waited for; killed, the clear ended {d:?} later");
     assert_eq!(f.bits_set(), 0, "the clear ran after the finished invert");
+    reap(middle);
 }
 
 /// A process whose main thread has exited while another of its threads
