@@ -1038,6 +1038,44 @@ larger C<fp_rate> or several filters.
 
 =back
 
+=head1 CONCURRENCY AND CRASH SAFETY
+
+An add sets bits with atomic OR while holding only the lock of its item's
+stripe (one of 4096); C<clear>, C<intersect>, C<invert> and C<freeze> take the
+filter exclusively and wait for in-flight adds. Every lock word names its
+owner's process slot, and each slot holds a robust process-shared mutex that
+its owner keeps locked while it uses the filter. When a process dies, however
+it dies, the kernel marks its mutexes "owner died"; a waiter that finds the
+mark takes the lock over, within about 20 ms. Nothing depends on seeing the
+other process: it works the same across PID namespaces (containers sharing
+F</dev/shm> or a memfd), with F</proc> mounted C<hidepid=2> or not mounted,
+between users, and in a process whose main thread has exited.
+
+What waits on what: an adder waits only for another adder of the same stripe
+(a few hundred nanoseconds), or for an exclusive operation to end; an
+exclusive operation waits for adds and merges in flight. A process that is
+stopped (SIGSTOP, a debugger, a frozen cgroup) is alive: whoever needs what it
+holds waits until it runs again or dies. Queries never wait.
+
+A C<clear> or C<invert> interrupted by a crash is finished by the next
+process that writes (an add, a merge, any exclusive operation): before each
+chunk of 64 words changes, the operation saves the chunk and records where it
+is, so the next process puts back the chunk it was changing and does only the
+rest. That process waits for the death to be noticed (at most 20 ms) plus the
+rest of the operation, at most one pass over the bits (about 5 ms per 32 MiB
+of bits on the machine of the README's performance figures;
+F<t/51-crash-exclusive.t> prints both). C<freeze> sets one flag, so it is done or not. Limits: a killed
+C<intersect> or C<merge> has changed a prefix of the words (the other filter
+it was reading may be gone, so nobody can finish it); a killed C<add_many>
+has added a prefix of its items. Nothing another process completed is lost.
+
+A process takes one slot per filter on its first write, however many handles
+of the filter it has open (a threaded program: one per thread that writes);
+the table has 1023. Processes past the table still write, through one shared
+overflow slot that they take for one call at a time: they wait for one
+another (one more lock and unlock per call), never for the processes that
+have slots.
+
 =head1 SECURITY
 
 =head2 Files
