@@ -193,6 +193,26 @@ fn killed_holding_a_stripe() {
     assert!(d < Duration::from_secs(1), "stalled {d:?}");
 }
 
+/// Run `op` in a child while process `k` holds what it needs: the child
+/// must still be waiting 1.5 s later (`k` is alive, `what` says how); then
+/// `k` is killed, and the child must end within the crash bound. Returns
+/// how long it took after the kill.
+fn waits_until_killed(k: libc::pid_t, op: impl FnOnce(), what: &str) -> Duration {
+    let waiter = spawn(op);
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut st = 0;
+    // SAFETY: polling our own child.
+    assert_eq!(
+        unsafe { libc::waitpid(waiter, &mut st, libc::WNOHANG) },
+        0,
+        "did not wait for {what}"
+    );
+    kill9(k);
+    let d = stall(|| assert_eq!(reap(waiter), 0));
+    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    d
+}
+
 /// A stopped owner (SIGSTOP, a debugger, a frozen cgroup) is alive: the
 /// adder of its item waits for it, however long; once it is killed, the
 /// adder goes on within the crash bound.
@@ -201,20 +221,13 @@ fn stopped_holder_is_alive() {
     let k = child_holding_victims_stripe(&f);
     // SAFETY: stopping our own child.
     assert_eq!(unsafe { libc::kill(k, libc::SIGSTOP) }, 0);
-    let waiter = spawn(|| {
-        f.add(b"victim").unwrap();
-    });
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut st = 0;
-    // SAFETY: polling our own child.
-    assert_eq!(
-        unsafe { libc::waitpid(waiter, &mut st, libc::WNOHANG) },
-        0,
-        "add did not wait for a stopped owner"
+    let d = waits_until_killed(
+        k,
+        || {
+            f.add(b"victim").unwrap();
+        },
+        "a stopped owner",
     );
-    kill9(k);
-    let d = stall(|| assert_eq!(reap(waiter), 0));
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
     println!("# stopped owner: waited 1.5 s; killed, the waiter finished {d:?} later");
     assert!(f.contains(b"victim"));
     reap(k);
@@ -336,18 +349,11 @@ fn exclusive_holder_in_a_pid_namespace() {
     std::thread::sleep(Duration::from_millis(200));
     // SAFETY: stopping the grandchild we made.
     assert_eq!(unsafe { libc::kill(k, libc::SIGSTOP) }, 0);
-    let clearer = spawn(|| f.clear().unwrap());
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut st = 0;
-    // SAFETY: polling our own child.
-    assert_eq!(
-        unsafe { libc::waitpid(clearer, &mut st, libc::WNOHANG) },
-        0,
-        "clear did not wait for a stopped exclusive owner in another PID namespace"
+    let d = waits_until_killed(
+        k,
+        || f.clear().unwrap(),
+        "a stopped exclusive owner in another PID namespace",
     );
-    kill9(k);
-    let d = stall(|| assert_eq!(reap(clearer), 0));
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
     println!("# invert's holder, pid 1 of its namespace: stopped, waited for; killed, the clear ended {d:?} later");
     assert_eq!(f.bits_set(), 0, "the clear ran after the finished invert");
     reap(middle);
@@ -378,20 +384,13 @@ fn main_thread_exited_owner_is_alive() {
         unreachable!();
     }
     std::thread::sleep(Duration::from_millis(300));
-    let waiter = spawn(|| {
-        f.add(b"victim").unwrap();
-    });
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut st = 0;
-    // SAFETY: polling our own child.
-    assert_eq!(
-        unsafe { libc::waitpid(waiter, &mut st, libc::WNOHANG) },
-        0,
-        "add did not wait for an owner whose main thread exited"
+    let d = waits_until_killed(
+        k,
+        || {
+            f.add(b"victim").unwrap();
+        },
+        "an owner whose main thread exited",
     );
-    kill9(k);
-    let d = stall(|| assert_eq!(reap(waiter), 0));
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
     println!("# owner with its main thread gone: waited for; killed, the waiter finished {d:?} later");
     reap(k);
 }

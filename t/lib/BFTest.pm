@@ -8,7 +8,7 @@ use Time::HiRes qw(time sleep);
 use IO::Select ();
 use Exporter 'import';
 
-our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew readable_build);
+our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew readable_build run_sh);
 
 # A whole file's bytes; write bytes to a file.
 sub slurp {
@@ -145,6 +145,24 @@ sub readable_build {
     system('chmod', '-R', 'a+rX', $to) == 0 or die "chmod: $?";
     chmod((stat $dir)[2] & 07777 | 0711, $dir);
     return ("$to/lib", "$to/bloomfilter-shared");
+}
+
+# Run `@cmd sh -c $prelude sh perl -e $script` (the prelude ends by
+# exec'ing "$@", to which it may append arguments), for at most 60 s.
+# Returns (its output, its status). The caller sets PERL5LIB.
+sub run_sh {
+    my ($prelude, $script, @cmd) = @_;
+    local $SIG{ALRM} = sub { die "timeout\n" };
+    alarm 60;
+    my $out = eval {
+        open(my $ph, '-|', @cmd, 'sh', '-c', $prelude, 'sh', $^X, '-e', $script) or die "sh: $!";
+        local $/;
+        my $o = <$ph> // '';
+        close $ph;
+        $o;
+    };
+    alarm 0;
+    return ($out // "timed out\n", $?);
 }
 
 # fork + exec perl with @args (a script given with -e, say); returns the pid.
