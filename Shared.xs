@@ -11,9 +11,13 @@
  * Nothing Rust hands out (other than the handle itself) outlives a call, so a
  * croak can never leak a Rust allocation or leave a lock held.
  *
- * The object is a blessed, read-only scalar holding the BfsFilter pointer as an IV.
- * Read-only so that Perl code cannot plant a pointer of its choosing; DESTROY sets
- * the IV to 0, which every later call reports as "destroyed handle".
+ * The object is a blessed scalar carrying ext magic whose vtable is ours
+ * (bfs_vtbl): the BfsFilter pointer is the magic's mg_ptr. Perl code cannot
+ * attach or copy such magic, so a handle cannot be forged, and the scalar
+ * itself stays an ordinary one (it can be re-blessed into a subclass).
+ * DESTROY, or the vtable's free hook when the scalar goes without DESTROY
+ * (re-blessed into a class that has none), frees the handle and clears
+ * mg_ptr, which every later call reports as "destroyed handle".
  */
 #define PERL_NO_GET_CONTEXT
 #include "EXTERN.h"
@@ -30,13 +34,6 @@
 #ifndef G_LIST
 #  define G_LIST G_ARRAY
 #endif
-
-/* The stash is cached per interpreter (ithreads clone it) for the hot handle check. */
-#define MY_CXT_KEY BFS_CLASS "::_guts" XS_VERSION
-typedef struct {
-    HV *stash;
-} my_cxt_t;
-START_MY_CXT
 
 /* ---------------------------------------------------------------- croaking */
 
@@ -78,6 +75,9 @@ bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
     bfs_croak(aTHX_ cv, "error (status %u)", (unsigned)st);
 }
 
+/* The advice every wide-character croak about items ends with. */
+#define BFS_ENCODE_FIRST "encode first (e.g. Encode::encode_utf8)"
+
 /* An item that cannot be used; idx < 0 for a single-item method. */
 static void bfs_croak_item(pTHX_ CV *cv, const char *what, SSize_t idx)
     __attribute__noreturn__;
@@ -85,9 +85,11 @@ static void bfs_croak_item(pTHX_ CV *cv, const char *what, SSize_t idx)
 static void
 bfs_croak_item(pTHX_ CV *cv, const char *what, SSize_t idx)
 {
+    /* A wide character is a character string where bytes are wanted: say how. */
+    const char *hint = strEQ(what, "Wide character") ? ": " BFS_ENCODE_FIRST : "";
     if (idx < 0)
-        bfs_croak(aTHX_ cv, "%s", what);
-    bfs_croak(aTHX_ cv, "%s at index %" IVdf, what, (IV)idx);
+        bfs_croak(aTHX_ cv, "%s%s", what, hint);
+    bfs_croak(aTHX_ cv, "%s at index %" IVdf "%s", what, (IV)idx, hint);
 }
 
 static void bfs_croak_usage(pTHX_ CV *cv, const char *usage)
@@ -101,28 +103,48 @@ bfs_croak_usage(pTHX_ CV *cv, const char *usage)
 
 /* ---------------------------------------------------------------- handles */
 
-/* What our own objects look like: a blessed, read-only PVMG with an IV. */
-#define BFS_OBJ_MASK  (SVs_OBJECT | SVf_IOK | SVf_READONLY | SVTYPEMASK)
-#define BFS_OBJ_FLAGS (SVs_OBJECT | SVf_IOK | SVf_READONLY | SVt_PVMG)
+/* The free hook: a handle whose scalar goes without DESTROY is freed too. */
+static int
+bfs_mg_free(pTHX_ SV *sv, MAGIC *mg)
+{
+    BfsFilter *h = (BfsFilter *)mg->mg_ptr;
+    PERL_UNUSED_ARG(sv);
+    mg->mg_ptr = NULL;
+    bfs_free(h); /* NULL is fine */
+    return 0;
+}
+
+/* Its address is what marks our handles: only this file can attach it. */
+static MGVTBL bfs_vtbl = { NULL, NULL, NULL, NULL, bfs_mg_free, NULL, NULL, NULL };
+
+/* Our magic on obj, or NULL. The magic is attached first and usually alone
+   (weaken, for one, adds its own in front), so the head is looked at first. */
+PERL_STATIC_INLINE MAGIC *
+bfs_magic(pTHX_ SV *obj)
+{
+    MAGIC *mg;
+    if (UNLIKELY(SvTYPE(obj) < SVt_PVMG))
+        return NULL;
+    mg = SvMAGIC(obj);
+    if (LIKELY(mg != NULL && mg->mg_virtual == &bfs_vtbl))
+        return mg;
+    return mg ? mg_findext(obj, PERL_MAGIC_ext, &bfs_vtbl) : NULL;
+}
 
 /* NULL when sv is not one of our objects; the stored pointer (NULL once
    destroyed) otherwise. *ok tells the two NULLs apart. Runs no Perl code. */
 PERL_STATIC_INLINE BfsFilter *
 bfs_peek(pTHX_ SV *sv, bool *ok)
 {
-    dMY_CXT;
-    SV *obj;
+    MAGIC *mg;
     *ok = FALSE;
     if (UNLIKELY(!SvROK(sv)))
         return NULL;
-    obj = SvRV(sv);
-    if (UNLIKELY((SvFLAGS(obj) & BFS_OBJ_MASK) != BFS_OBJ_FLAGS))
-        return NULL;
-    /* Subclasses take the slow road; sv_derived_from walks @ISA in C only. */
-    if (UNLIKELY(SvSTASH(obj) != MY_CXT.stash) && !sv_derived_from(sv, BFS_CLASS))
+    mg = bfs_magic(aTHX_ SvRV(sv));
+    if (UNLIKELY(mg == NULL))
         return NULL;
     *ok = TRUE;
-    return INT2PTR(BfsFilter *, SvIVX(obj));
+    return (BfsFilter *)mg->mg_ptr;
 }
 
 /* The typemap's check: a live handle, or a croak. */
@@ -170,10 +192,10 @@ static SV *
 bfs_wrap(pTHX_ SV *klass, BfsFilter *h)
 {
     HV *stash = gv_stashsv(klass, GV_ADD);
-    SV *obj = newSViv(PTR2IV(h));
-    SV *rv = sv_2mortal(newRV_noinc(obj));
+    SV *obj = newSV_type(SVt_PVMG);
+    SV *rv = sv_2mortal(newRV_noinc(obj)); /* from here a croak frees h too */
+    sv_magicext(obj, NULL, PERL_MAGIC_ext, &bfs_vtbl, (const char *)h, 0);
     sv_bless(rv, stash);
-    SvREADONLY_on(obj); /* after sv_bless, which refuses read-only referents */
     return rv;
 }
 
@@ -260,7 +282,7 @@ bfs_downgrade(pTHX_ CV *cv, const char *p, STRLEN *lenp, SSize_t idx)
     if (s == e)
         return p; /* ASCII: the same bytes in either encoding */
     copy = bytes_from_utf8((const U8 *)p, lenp, &is_utf8);
-    if (is_utf8)
+    if (is_utf8) /* then copy is p itself, nothing to free */
         bfs_croak_item(aTHX_ cv, "Wide character", idx);
     SAVEFREEPV(copy);
     return (const char *)copy;
@@ -281,17 +303,14 @@ bfs_item_slow(pTHX_ CV *cv, SV *sv, STRLEN *lenp)
     return p;
 }
 
-/* Space for n slices and (optionally) n result bytes, freed at scope exit. */
-static BfsSlice *
-bfs_alloc_slices(pTHX_ SSize_t n, U8 **resultsp)
+/* n bytes freed at scope exit (n of the caller's items, which exist). */
+static void *
+bfs_alloc(pTHX_ size_t n)
 {
-    size_t bytes = (size_t)n * sizeof(BfsSlice) + (resultsp ? (size_t)n : 0);
     char *block;
-    Newx(block, bytes ? bytes : 1, char);
+    Newx(block, n ? n : 1, char);
     SAVEFREEPV(block);
-    if (resultsp)
-        *resultsp = (U8 *)(block + (size_t)n * sizeof(BfsSlice));
-    return (BfsSlice *)block;
+    return block;
 }
 
 /*
@@ -304,12 +323,12 @@ bfs_alloc_slices(pTHX_ SSize_t n, U8 **resultsp)
  * because Perl code run for a later element may change or free an earlier one.
  */
 static SSize_t
-bfs_items(pTHX_ CV *cv, SV *arg, BfsSlice **slicesp, U8 **resultsp, bool *ran_perl)
+bfs_items(pTHX_ CV *cv, SV *arg, BfsSlice **slicesp, bool *ran_perl)
 {
     AV *av;
-    SSize_t n, i;
+    SSize_t n, i, cap;
     BfsSlice *slices;
-    SV *buf;
+    SV *buf, *sbuf;
     const char *base;
 
     if (SvGMAGICAL(arg)) {
@@ -327,7 +346,7 @@ bfs_items(pTHX_ CV *cv, SV *arg, BfsSlice **slicesp, U8 **resultsp, bool *ran_pe
     if (LIKELY(!SvMAGICAL(av))) {
         SV **elems = AvARRAY(av);
         n = AvFILLp(av) + 1;
-        slices = bfs_alloc_slices(aTHX_ n, resultsp);
+        slices = (BfsSlice *)bfs_alloc(aTHX_ (size_t)n * sizeof(BfsSlice));
         for (i = 0; i < n; i++) {
             SV *e = elems[i];
             if (UNLIKELY(!e || (SvFLAGS(e) & (SVf_POK | SVs_GMG)) != SVf_POK))
@@ -347,15 +366,26 @@ slow:
     SvREFCNT_inc_simple_void_NN(av); /* Perl code below may drop the last reference */
     SAVEFREESV(av);
     n = av_top_index(av) + 1; /* FETCHSIZE for a tied array */
-    slices = bfs_alloc_slices(aTHX_ n, resultsp);
+    /* The slices grow with the elements really fetched: a tied array's
+       FETCHSIZE may claim far more than it will give (2**31-1, say), and
+       memory must follow what is there, not the claim. */
+    sbuf = sv_2mortal(newSV(1)); /* a PV, so that SvGROW has a body to look at */
+    cap = 0;
+    slices = NULL;
     buf = sv_2mortal(newSV(64));
     SvPOK_only(buf);
     SvCUR_set(buf, 0);
     for (i = 0; i < n; i++) {
-        SV **svp = av_fetch(av, i, 0);
-        SV *e = svp ? *svp : NULL;
+        SV **svp;
+        SV *e;
         const char *p;
         STRLEN len, off;
+        if (i == cap) {
+            cap = cap ? (cap > n / 2 ? n : 2 * cap) : (n < 64 ? n : 64);
+            slices = (BfsSlice *)SvGROW(sbuf, (STRLEN)cap * sizeof(BfsSlice));
+        }
+        svp = av_fetch(av, i, 0);
+        e = svp ? *svp : NULL;
         if (!e)
             bfs_croak_item(aTHX_ cv, "undefined item", i);
         if (SvGMAGICAL(e) || SvROK(e)) {
@@ -390,7 +420,9 @@ slow:
 /* ---------------------------------------------------------------- constructors */
 
 /* A path or name from the .pm (already validated there; checked again because
-   the XSUB can be called directly). NULL for undef; *bad set on a bad string. */
+   the XSUB can be called directly). NULL for undef; *bad set on a bad string.
+   A path is the scalar's own bytes, UTF-8 flagged or not: the bytes Perl's
+   open and -e use for the same scalar. */
 static const char *
 bfs_cstr(pTHX_ SV *sv, const char **bad)
 {
@@ -400,9 +432,7 @@ bfs_cstr(pTHX_ SV *sv, const char **bad)
     if (!SvOK(sv))
         return NULL;
     p = SvPV_nomg(sv, len);
-    if (SvUTF8(sv))
-        *bad = "Wide character in path";
-    else if (memchr(p, '\0', len))
+    if (memchr(p, '\0', len))
         *bad = "path contains a NUL byte";
     return p;
 }
@@ -430,26 +460,11 @@ PROTOTYPES: DISABLE
 
 BOOT:
 {
-    MY_CXT_INIT;
-    MY_CXT.stash = gv_stashpvs(BFS_CLASS, GV_ADD);
     bfs_generic_entersub = PL_ppaddr[OP_ENTERSUB];
     bfs_fast_xsubs[0] = CvXSUB(get_cv(BFS_CLASS "::add", GV_ADD));
     bfs_fast_xsubs[1] = CvXSUB(get_cv(BFS_CLASS "::contains", GV_ADD));
     bfs_fast_xsubs[2] = CvXSUB(get_cv(BFS_CLASS "::add_many", GV_ADD)); /* and its alias */
 }
-
-#ifdef USE_ITHREADS
-
-void
-CLONE(...)
-  CODE:
-    PERL_UNUSED_VAR(items);
-    {
-        MY_CXT_CLONE;
-        MY_CXT.stash = gv_stashpvs(BFS_CLASS, GV_ADD);
-    }
-
-#endif
 
 void
 _xs_new(klass, path, capacity, fp_rate, mode, seed)
@@ -584,7 +599,7 @@ DESTROY(self)
        subclass object that is not ours), and a second call is a no-op. */
     h = bfs_peek(aTHX_ self, &ok);
     if (h) {
-        SvIV_set(SvRV(self), 0); /* first, so nothing can reach the freed handle */
+        bfs_magic(aTHX_ SvRV(self))->mg_ptr = NULL; /* first: nothing reaches it freed */
         bfs_free(h);
     }
 
@@ -651,6 +666,7 @@ add_many(h, ...)
   PREINIT:
     BfsSlice *slices;
     U8 *results = NULL;
+    AV *out = NULL;
     SSize_t n, i;
     bool ran_perl = FALSE;
     U8 gimme;
@@ -659,11 +675,26 @@ add_many(h, ...)
     char err[BFS_ERRBUF_LEN];
   PPCODE:
     BFS_SWAP_ENTERSUB();
-    if (UNLIKELY(items != 2))
-        bfs_croak_usage(aTHX_ cv, ix ? "$filter->contains_many(\\@items)"
-                                     : "$filter->add_many(\\@items)");
+    if (UNLIKELY(items != 2 && items != 3))
+        bfs_croak_usage(aTHX_ cv, ix ? "$filter->contains_many(\\@items, \\@present)"
+                                     : "$filter->add_many(\\@items, \\@was_new)");
     gimme = GIMME_V;
-    n = bfs_items(aTHX_ cv, ST(1), &slices, gimme == G_LIST ? &results : NULL, &ran_perl);
+    if (items == 3) {
+        /* The out array: checked before anything is added, filled after. */
+        SV *o = ST(2);
+        SvGETMAGIC(o);
+        if (!SvROK(o) || SvTYPE(SvRV(o)) != SVt_PVAV || SvOBJECT(SvRV(o)))
+            bfs_croak(aTHX_ cv, "second argument is not an array reference");
+        out = (AV *)SvRV(o);
+        if (SvREADONLY(out))
+            bfs_croak(aTHX_ cv, "second argument is a read-only array");
+        SvREFCNT_inc_simple_void_NN(out); /* item magic may drop the last reference */
+        SAVEFREESV(out);
+        ran_perl = TRUE;
+    }
+    n = bfs_items(aTHX_ cv, ST(1), &slices, &ran_perl);
+    if (out || (ix == 1 && gimme == G_LIST))
+        results = (U8 *)bfs_alloc(aTHX_ (size_t)n);
     if (ran_perl)
         h = bfs_recheck(aTHX_ ST(0), cv);
     if (ix == 0) {
@@ -675,13 +706,22 @@ add_many(h, ...)
     else {
         count = bfs_contains_many(h, slices, (size_t)n, results);
     }
+    if (out) {
+        /* No lock is held any more: a tied array's CLEAR and STORE may run. */
+        av_clear(out);
+        if (n > 0)
+            av_extend(out, n - 1);
+        for (i = 0; i < n; i++)
+            av_push(out, newSViv(results[i] != 0));
+    }
     SP = PL_stack_base + ax - 1; /* Perl code may have moved the stack */
-    if (gimme == G_LIST) {
+    if (ix == 1 && gimme == G_LIST) {
         EXTEND(SP, n);
         for (i = 0; i < n; i++)
             mPUSHi(results[i] != 0);
     }
-    else if (gimme == G_SCALAR) {
+    else if (gimme != G_VOID) {
+        /* add_many: the count in every context, as the original */
         dXSTARG;
         PUSHu((UV)count);
     }
@@ -807,13 +847,14 @@ stats(h, ...)
   PREINIT:
     BfsInfo info;
     HV *hv;
-    uint64_t set;
+    uint64_t set, count;
     NV fill;
   CODE:
     if (items != 1)
         bfs_croak(aTHX_ cv, "takes no arguments");
     bfs_info(h, &info);
     set = bfs_bits_set(h); /* one reading, so the ratios agree with bits_set */
+    count = bfs_count(h);
     fill = info.bits ? (NV)set / (NV)info.bits : 0.0;
     hv = newHV();
     RETVAL = newRV_noinc((SV *)hv);
@@ -823,13 +864,15 @@ stats(h, ...)
     (void)hv_stores(hv, "hashes", newSVuv((UV)info.hashes));
     (void)hv_stores(hv, "seed", newSVuv((UV)info.seed));
     (void)hv_stores(hv, "bits_set", newSVuv((UV)set));
-    (void)hv_stores(hv, "count", newSVuv((UV)bfs_count(h)));
+    (void)hv_stores(hv, "count", newSVuv((UV)count));
     (void)hv_stores(hv, "fill_ratio", newSVnv(fill));
     (void)hv_stores(hv, "estimated_fpp", newSVnv((NV)pow(fill, (double)info.hashes)));
     (void)hv_stores(hv, "ops", newSVuv((UV)bfs_ops(h)));
     (void)hv_stores(hv, "mmap_size", newSVuv((UV)info.mmap_size));
     (void)hv_stores(hv, "frozen", newSViv(info.frozen != 0));
     (void)hv_stores(hv, "readonly", newSViv(info.readonly != 0));
+    /* past capacity; a saturated filter's count stops at capacity */
+    (void)hv_stores(hv, "overfull", newSViv(count > info.capacity || set == info.bits));
   OUTPUT:
     RETVAL
 
@@ -838,6 +881,7 @@ serialize(h, ...)
     const BfsFilter *h
   PREINIT:
     uint64_t size;
+    char *buf;
     SV *out;
     BfsStatus st;
     char err[BFS_ERRBUF_LEN];
@@ -847,16 +891,27 @@ serialize(h, ...)
     size = bfs_serialized_size(h);
     if (size >= (uint64_t)(SSize_t_MAX))
         bfs_croak(aTHX_ cv, "serialized size %" UVuf " is too large", (UV)size);
-    /* mortal while Rust fills it, so that a failure frees it */
-    out = sv_2mortal(newSV((STRLEN)size + 1));
-    SvPOK_only(out);
+    /* Perl's own allocator ends the process ("Out of memory!") when it
+       fails; ask the one it uses underneath, which answers NULL, and hand
+       the block to the string. Not with perl's own malloc or a debugging
+       build's memory pool, whose blocks are not plain malloc's. */
+#if defined(MYMALLOC) || defined(PERL_TRACK_MEMPOOL)
+    buf = (char *)safemalloc((size_t)size + 1);
+#else
+    buf = (char *)PerlMem_malloc((size_t)size + 1);
+#endif
+    if (!buf)
+        bfs_croak(aTHX_ cv, "cannot allocate %" UVuf " bytes for the serialized filter", (UV)size);
     err[0] = '\0';
-    st = bfs_serialize(h, (uint8_t *)SvPVX(out), (size_t)size, err);
-    if (st != BFS_OK)
+    st = bfs_serialize(h, (uint8_t *)buf, (size_t)size, err);
+    if (st != BFS_OK) {
+        Safefree(buf);
         bfs_croak_status(aTHX_ cv, st, err);
-    SvCUR_set(out, (STRLEN)size);
-    *SvEND(out) = '\0';
-    RETVAL = SvREFCNT_inc_simple_NN(out);
+    }
+    buf[size] = '\0';
+    out = newSV(0);
+    sv_usepvn_flags(out, buf, (STRLEN)size, SV_HAS_TRAILING_NUL);
+    RETVAL = out;
   OUTPUT:
     RETVAL
 
@@ -866,17 +921,18 @@ unlink(self, ...)
   PREINIT:
     const char *p;
     STRLEN len;
+    uint8_t removed = 0;
     BfsStatus st;
     char err[BFS_ERRBUF_LEN];
   PPCODE:
     if (SvROK(self)) {
-        /* $filter->unlink: its own path */
+        /* $filter->unlink: its own path; none is nothing to remove */
         BfsFilter *h = bfs_handle(aTHX_ self, cv);
         if (items != 1)
             bfs_croak_usage(aTHX_ cv, "$filter->unlink or " BFS_CLASS "->unlink($path)");
         p = bfs_path(h);
         if (!p)
-            bfs_croak(aTHX_ cv, "filter has no path");
+            XSRETURN_IV(0);
     }
     else {
         /* Class->unlink($path) */
@@ -887,17 +943,46 @@ unlink(self, ...)
         SvGETMAGIC(path);
         if (!SvOK(path))
             bfs_croak(aTHX_ cv, "undefined path");
-        p = SvPV_nomg(path, len);
-        if (SvUTF8(path))
-            p = bfs_downgrade(aTHX_ cv, p, &len, -1);
+        p = SvPV_nomg(path, len); /* its own bytes, as Perl's unlink takes them */
         if (memchr(p, '\0', len))
             bfs_croak(aTHX_ cv, "path contains a NUL byte");
     }
     err[0] = '\0';
-    st = bfs_unlink_path(p, err);
+    st = bfs_unlink_path(p, &removed, err);
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
-    XSRETURN_YES;
+    XSRETURN_IV(removed != 0);
+
+void
+_xs_upgrade(klass, path)
+    SV *klass
+    SV *path
+  PREINIT:
+    const char *p, *bad;
+    BfsUpgraded u;
+    HV *hv;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    PERL_UNUSED_VAR(klass);
+    p = bfs_cstr(aTHX_ path, &bad);
+    if (bad)
+        BFS_RETURN_ERROR(bad);
+    if (!p)
+        BFS_RETURN_ERROR("path required");
+    err[0] = '\0';
+    st = bfs_upgrade(p, &u, err);
+    if (st != BFS_OK)
+        BFS_RETURN_ERROR(err[0] ? err : "cannot upgrade the file");
+    hv = newHV();
+    ST(0) = sv_2mortal(newRV_noinc((SV *)hv));
+    (void)hv_stores(hv, "from_version", newSVuv((UV)u.from_version));
+    (void)hv_stores(hv, "bits", newSVuv((UV)u.bits));
+    (void)hv_stores(hv, "hashes", newSVuv((UV)u.hashes));
+    (void)hv_stores(hv, "capacity", newSVuv((UV)u.capacity));
+    (void)hv_stores(hv, "fp_rate", newSVnv((NV)u.fp_rate));
+    (void)hv_stores(hv, "bits_set", newSVuv((UV)u.bits_set));
+    XSRETURN(1);
 
  # ---------------------------------------------------------------- remote copies
  #
@@ -957,7 +1042,7 @@ _xs_items(items_ref)
   CODE:
     /* Validate a batch (every element a byte string) before any of it is
        sent: the count, or the croak add_many would give. */
-    RETVAL = (UV)bfs_items(aTHX_ cv, items_ref, &slices, NULL, &ran_perl);
+    RETVAL = (UV)bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
   OUTPUT:
     RETVAL
 
@@ -988,7 +1073,7 @@ _xs_args(verb, layout, seed, bits, hashes, piece_bits, items_ref, pieces_out)
         bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
     if (SvROK(pieces_out) && SvTYPE(SvRV(pieces_out)) == SVt_PVAV)
         pav = (AV *)SvRV(pieces_out);
-    n = bfs_items(aTHX_ cv, items_ref, &slices, NULL, &ran_perl);
+    n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
     total = n * (SSize_t)hashes;
     Newx(offsets, total + (pav ? n : 0) + 1, uint64_t);
     SAVEFREEPV(offsets);

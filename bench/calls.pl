@@ -160,7 +160,7 @@ sub rows_for {
         { name => 'add_many present, scalar',
           run => sub { for my $b (@$hitb) { my $n = $f->add_many($b) } } },
         { name => 'add_many present, list',
-          run => sub { for my $b (@$hitb) { my @r = $f->add_many($b) } } },
+          run => sub { for my $b (@$hitb) { $f->add_many($b, \my @r) } } },
         { name => 'contains_many hit, scalar',
           run => sub { for my $b (@$hitb) { my $n = $f->contains_many($b) } } },
         { name => 'contains_many hit, list',
@@ -212,7 +212,7 @@ print "# add-new rows: the $N new keys go $N/$SNAPSHOTS each into $SNAPSHOTS",
             my ($gs) = @_;
             for my $j (0 .. $#$gs) {
                 my $g = $gs->[$j];
-                for my $b (@{ $bchunks[$j] }) { my @r = $g->add_many($b) }
+                for my $b (@{ $bchunks[$j] }) { $g->add_many($b, \my @r) }
             }
         } },
     );
@@ -286,7 +286,7 @@ for my $i (0 .. $#thp_modes) {
         } },
         list => { run => sub {
             my (undef, $rep) = @_;
-            for my $b (@{ $newb[ 2 * $REPS + $rep ] }) { my @r = $big->add_many($b) }
+            for my $b (@{ $newb[ 2 * $REPS + $rep ] }) { $big->add_many($b, \my @r) }
         } },
     );
     # The same batches without the software pipeline (hashing ahead and

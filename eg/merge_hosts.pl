@@ -52,8 +52,10 @@ for my $h (0 .. $hosts - 1) {
         $f->add_many([part($h)]);
         my $bytes = $f->serialize;
         # Write under a temporary name and rename: the collector never sees
-        # half a file.
-        my $file = "$dir/host-$h.bloom";
+        # half a file. The name says what it holds: serialized bytes, which
+        # `deserialize` (or `bloomfilter-shared import`) turns into a filter,
+        # not a filter file that `new` opens.
+        my $file = "$dir/host-$h.bytes";
         open(my $fh, '>:raw', "$file.tmp") or die "$file.tmp: $!";
         print {$fh} $bytes or die "$file.tmp: $!";
         close $fh or die "$file.tmp: $!";
@@ -71,7 +73,7 @@ for my $pid (@pids) {
 # --- on the collector: receive, deserialize, merge ----------------------------------------------
 my $union = $C->new(undef, $capacity, $fp_rate, { seed => $seed });
 for my $h (0 .. $hosts - 1) {
-    my $file = "$dir/host-$h.bloom";
+    my $file = "$dir/host-$h.bytes";
     my $bytes = do {
         open(my $fh, '<:raw', $file) or die "$file: $!";
         local $/;

@@ -60,12 +60,37 @@ typedef struct BfsInfo {
   uint64_t seed;
   uint64_t mmap_size;
   /**
-   * The memfd, or -1.
+   * The handle's own descriptor (its memfd, or its duplicate of the
+   * descriptor it was made from), or -1.
    */
   int32_t memfd;
   uint8_t frozen;
   uint8_t readonly;
 } BfsInfo;
+
+/**
+ * What `bfs_upgrade` converted.
+ */
+typedef struct BfsUpgraded {
+  /**
+   * The original's format version (1 or 2).
+   */
+  uint32_t from_version;
+  /**
+   * m, the number of bits.
+   */
+  uint64_t bits;
+  /**
+   * k, the number of probes per item.
+   */
+  uint32_t hashes;
+  uint64_t capacity;
+  double fp_rate;
+  /**
+   * Bits set, the same before and after.
+   */
+  uint64_t bits_set;
+} BfsUpgraded;
 
 /**
  * The geometry of a filter kept outside our mappings.
@@ -146,7 +171,8 @@ extern "C" {
 BfsStatus bfs_new(const char *path, uint64_t capacity, double fp_rate, const struct BfsOptions *opts, struct BfsFilter **out, char *err);
 
 /**
- * Create a filter in a new memfd named `name` (NULL: a default name).
+ * Create a filter in a new memfd named `name`: any bytes (cut to the
+ * kernel's 249); NULL or empty gives a default name.
  *
  * # Safety
  * As `bfs_new`.
@@ -299,7 +325,7 @@ uint64_t bfs_bits_set(const struct BfsFilter *h);
 uint64_t bfs_count(const struct BfsFilter *h);
 
 /**
- * Operations performed on the filter (items added, merges, exclusive operations), summed over all processes.
+ * Write calls made on the filter (add, add_many, merge, intersect, invert, clear, freeze), summed over all processes.
  *
  * # Safety
  * `h`: live handle.
@@ -324,12 +350,26 @@ const char *bfs_path(const struct BfsFilter *h);
 BfsStatus bfs_sync(const struct BfsFilter *h, char *err);
 
 /**
- * Remove a filter file by path.
+ * Remove a filter file by path. `*removed` (if not NULL) = 1 when a file
+ * was removed, 0 when there was none (not an error).
  *
  * # Safety
- * `path`: NUL-terminated. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ * `path`: NUL-terminated. `removed`: NULL or valid. `err`: NULL or
+ * BFS_ERRBUF_LEN bytes.
  */
-BfsStatus bfs_unlink_path(const char *path, char *err);
+BfsStatus bfs_unlink_path(const char *path, uint8_t *removed, char *err);
+
+/**
+ * Convert the file of the original C module (0.04 and earlier) at `path`
+ * into a filter of this version, in place (a temporary file renamed over
+ * it); refuses a file in use when that can be told. `out` (if not NULL)
+ * receives what was converted.
+ *
+ * # Safety
+ * `path`: NUL-terminated. `out`: NULL or valid. `err`: NULL or
+ * BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_upgrade(const char *path, struct BfsUpgraded *out, char *err);
 
 /**
  * Size in bytes of the filter's portable image.

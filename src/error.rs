@@ -46,7 +46,7 @@ impl Error {
         Error::io(what, std::io::Error::last_os_error())
     }
     pub fn frozen() -> Error {
-        Error::new(ErrorKind::Frozen, "filter is frozen")
+        Error::new(ErrorKind::Frozen, "filter is frozen (read-only)")
     }
     pub fn readonly() -> Error {
         Error::new(ErrorKind::ReadOnly, "filter handle is read-only")

@@ -69,7 +69,8 @@ pub struct BfsInfo {
     pub hashes: u32,
     pub seed: u64,
     pub mmap_size: u64,
-    /// The memfd, or -1.
+    /// The handle's own descriptor (its memfd, or its duplicate of the
+    /// descriptor it was made from), or -1.
     pub memfd: i32,
     pub frozen: u8,
     pub readonly: u8,
@@ -149,13 +150,12 @@ unsafe fn opt_path<'a>(p: *const c_char) -> Option<&'a std::path::Path> {
 
 /// # Safety
 /// `p` must be NULL or a NUL-terminated string.
-unsafe fn opt_str<'a>(p: *const c_char) -> Result<Option<&'a str>, Error> {
+unsafe fn opt_cbytes<'a>(p: *const c_char) -> Option<&'a [u8]> {
     if p.is_null() {
-        return Ok(None);
+        return None;
     }
     // SAFETY: per the contract above.
-    let s = unsafe { CStr::from_ptr(p) };
-    s.to_str().map(Some).map_err(|_| Error::arg("name is not valid UTF-8"))
+    Some(unsafe { CStr::from_ptr(p) }.to_bytes())
 }
 
 /// # Safety
@@ -243,7 +243,8 @@ pub unsafe extern "C" fn bfs_new(
     })
 }
 
-/// Create a filter in a new memfd named `name` (NULL: a default name).
+/// Create a filter in a new memfd named `name`: any bytes (cut to the
+/// kernel's 249); NULL or empty gives a default name.
 ///
 /// # Safety
 /// As `bfs_new`.
@@ -258,7 +259,7 @@ pub unsafe extern "C" fn bfs_new_memfd(
 ) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
-        let name = unsafe { opt_str(name) }?.unwrap_or("bloomfilter-shared");
+        let name = unsafe { opt_cbytes(name) }.unwrap_or(b"");
         publish(out, Filter::new_memfd(name, capacity, fp_rate, options(opts))?)
     })
 }
@@ -530,7 +531,7 @@ pub unsafe extern "C" fn bfs_count(h: *const BfsFilter) -> u64 {
     guard_value(0, || unsafe { handle(h) }.map_or(0, |f| f.count()))
 }
 
-/// Operations performed on the filter (items added, merges, exclusive operations), summed over all processes.
+/// Write calls made on the filter (add, add_many, merge, intersect, invert, clear, freeze), summed over all processes.
 ///
 /// # Safety
 /// `h`: live handle.
@@ -566,16 +567,68 @@ pub unsafe extern "C" fn bfs_sync(h: *const BfsFilter, err: *mut c_char) -> BfsS
     guard(err, || unsafe { handle(h) }?.sync())
 }
 
-/// Remove a filter file by path.
+/// Remove a filter file by path. `*removed` (if not NULL) = 1 when a file
+/// was removed, 0 when there was none (not an error).
 ///
 /// # Safety
-/// `path`: NUL-terminated. `err`: NULL or BFS_ERRBUF_LEN bytes.
+/// `path`: NUL-terminated. `removed`: NULL or valid. `err`: NULL or
+/// BFS_ERRBUF_LEN bytes.
 #[no_mangle]
-pub unsafe extern "C" fn bfs_unlink_path(path: *const c_char, err: *mut c_char) -> BfsStatus {
+pub unsafe extern "C" fn bfs_unlink_path(path: *const c_char, removed: *mut u8, err: *mut c_char) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
         let p = unsafe { opt_path(path) }.ok_or_else(|| Error::arg("path is required"))?;
-        crate::region::unlink(path_bytes(p))
+        let r = crate::region::unlink(path_bytes(p))?;
+        if !removed.is_null() {
+            // SAFETY: valid per contract.
+            unsafe { *removed = r as u8 };
+        }
+        Ok(())
+    })
+}
+
+/// What `bfs_upgrade` converted.
+#[repr(C)]
+pub struct BfsUpgraded {
+    /// The original's format version (1 or 2).
+    pub from_version: u32,
+    /// m, the number of bits.
+    pub bits: u64,
+    /// k, the number of probes per item.
+    pub hashes: u32,
+    pub capacity: u64,
+    pub fp_rate: f64,
+    /// Bits set, the same before and after.
+    pub bits_set: u64,
+}
+
+/// Convert the file of the original C module (0.04 and earlier) at `path`
+/// into a filter of this version, in place (a temporary file renamed over
+/// it); refuses a file in use when that can be told. `out` (if not NULL)
+/// receives what was converted.
+///
+/// # Safety
+/// `path`: NUL-terminated. `out`: NULL or valid. `err`: NULL or
+/// BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_upgrade(path: *const c_char, out: *mut BfsUpgraded, err: *mut c_char) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let p = unsafe { opt_path(path) }.ok_or_else(|| Error::arg("path is required"))?;
+        let u = crate::upgrade::upgrade(path_bytes(p))?;
+        // SAFETY: NULL or valid per contract.
+        if let Some(o) = unsafe { out.as_mut() } {
+            let g = u.header.geometry;
+            *o = BfsUpgraded {
+                from_version: u.from_version,
+                bits: g.m,
+                hashes: g.k,
+                capacity: g.capacity,
+                fp_rate: g.fp_rate,
+                bits_set: u.bits_set,
+            };
+        }
+        Ok(())
     })
 }
 
@@ -635,9 +688,8 @@ pub struct BfsRemoteGeometry {
 /// `p` must be a NUL-terminated string.
 unsafe fn layout_arg(p: *const c_char) -> Result<remote::ProbeLayout, Error> {
     // SAFETY: per the contract above.
-    let name = unsafe { opt_str(p) }
-        .map_err(|_| Error::arg("layout is not valid UTF-8"))?
-        .ok_or_else(|| Error::arg("layout is required"))?;
+    let name = unsafe { opt_cbytes(p) }.ok_or_else(|| Error::arg("layout is required"))?;
+    let name = std::str::from_utf8(name).map_err(|_| Error::arg("layout is not valid UTF-8"))?;
     remote::ProbeLayout::from_name(name)
 }
 

@@ -7,6 +7,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
+use crate::claims;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, STRIPES, STRIPES_OFF};
 use crate::geometry::{self, Geometry};
@@ -61,17 +62,14 @@ pub struct Filter {
     mask: u64,
     bits: *const AtomicU64,
     words: usize,
-    /// This handle's slot, with the fork generation and thread it was
-    /// claimed in (a slot belongs to the thread holding its mutex).
-    claim: Cell<Option<(Claim, u32, usize)>>,
+    /// This thread's slot for the filter, with the fork generation and the
+    /// thread's claims epoch it was looked up in (see `claims`).
+    claim: Cell<Option<(Claim, u32, u64)>>,
+    /// Unique among this process's handles: names the slot's holder.
+    serial: u64,
 }
 
-/// An address unique to the running thread (a thread-local's), cheap to get.
-#[inline(always)]
-fn thread_key() -> usize {
-    thread_local!(static KEY: u8 = const { 0 });
-    KEY.with(|k| k as *const u8 as usize)
-}
+static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The slot a call runs under: the handle's own, or the overflow slot,
 /// which is given back when the call ends (also on an early return).
@@ -124,6 +122,8 @@ impl Filter {
             bits,
             region,
             claim: Cell::new(None),
+            // Relaxed: only uniqueness matters.
+            serial: SERIALS.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -167,10 +167,11 @@ impl Filter {
         Self::from_region(region::open_or_create_file(path_bytes(path.as_ref()), &h, opts.mode)?).attached()
     }
 
-    /// A filter in a new memfd.
-    pub fn new_memfd(name: &str, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
+    /// A filter in a new memfd. `name` is only a label: any bytes but NUL,
+    /// cut to the kernel's 249; empty gives a default name.
+    pub fn new_memfd(name: impl AsRef<[u8]>, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
         let h = Self::header_for(capacity, fp_rate, opts.seed)?;
-        Ok(Self::from_region(region::create_memfd(name, &h)?))
+        Ok(Self::from_region(region::create_memfd(name.as_ref(), &h)?))
     }
 
     /// Attach through a descriptor (duplicated; the caller keeps its own).
@@ -272,13 +273,14 @@ impl Filter {
         unsafe { &*self.at::<AtomicU32>(OFF_FLAGS) }
     }
 
-    /// This handle's slot, claimed on first use in each process and thread;
-    /// when the table is full, the overflow slot for this one call.
+    /// This thread's slot for the filter, claimed on the first write in each
+    /// process and thread and shared by all its handles of the filter; when
+    /// the table is full, the overflow slot for this one call.
     #[inline]
     fn claim(&self) -> Result<Held<'_>> {
         let gen = sync::fork_generation();
         match self.claim.get() {
-            Some((c, g, t)) if g == gen && t == thread_key() => Ok(Held { f: self, c }),
+            Some((c, g, e)) if g == gen && e == claims::epoch() => Ok(Held { f: self, c }),
             _ => self.claim_slow(gen),
         }
     }
@@ -286,11 +288,17 @@ impl Filter {
     #[cold]
     #[inline(never)]
     fn claim_slow(&self, gen: u32) -> Result<Held<'_>> {
+        let id = self.region.id();
+        if let Some(c) = claims::lookup(id, gen) {
+            self.claim.set(Some((c, gen, claims::epoch())));
+            return Ok(Held { f: self, c });
+        }
         let sh = self.shared();
         let busy = |_| Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken");
         match sh.claim_slot(std::process::id()) {
             Ok(c) => {
-                self.claim.set(Some((c, gen, thread_key())));
+                claims::insert(id, gen, c, self.serial);
+                self.claim.set(Some((c, gen, claims::epoch())));
                 Ok(Held { f: self, c })
             }
             Err(_) => Ok(Held {
@@ -491,23 +499,22 @@ impl Filter {
     }
 
     /// Add many items; `results[i]` (if given) is 1 for each probably-new
-    /// item. Returns how many were new.
+    /// item. Returns how many were new. One operation in `ops`, however
+    /// many items (none too), as the original counted write calls.
     pub fn add_many(&self, items: &[&[u8]], mut results: Option<&mut [u8]>) -> Result<u64> {
         self.writable()?;
         let held = self.claim()?;
         let c = held.c;
         let mut new = 0u64;
-        let mut done = 0u64;
         let r = self.pipelined(items, self.pipelines(items.len()), true, |i, h| {
             let n = self.add_hashed(h, c)?;
-            done += 1;
             new += n as u64;
             if let Some(r) = results.as_deref_mut() {
                 r[i] = n as u8;
             }
             Ok(())
         });
-        self.shared().count_ops(c, done);
+        self.shared().count_ops(c, 1);
         r.map(|_| new)
     }
 
@@ -593,12 +600,13 @@ impl Filter {
     pub fn merge(&self, other: &Filter) -> Result<()> {
         self.writable()?;
         self.check_compatible(other)?;
-        if self.same_filter(other) {
-            return Ok(());
-        }
         let held = self.claim()?;
         let c = held.c;
         let sh = self.shared();
+        if self.same_filter(other) {
+            sh.count_ops(c, 1); // a write call all the same
+            return Ok(());
+        }
         if !sh.begin_merge(c) {
             return Err(Error::frozen());
         }
@@ -621,6 +629,8 @@ impl Filter {
         self.writable()?;
         self.check_compatible(other)?;
         if self.same_filter(other) {
+            let c = self.claim()?.c;
+            self.shared().count_ops(c, 1); // a write call all the same
             return Ok(());
         }
         self.exclusive(|_, words| {
@@ -662,8 +672,10 @@ impl Filter {
     pub fn seed(&self) -> u64 {
         self.seed
     }
+    /// Whether nothing can change the filter through this handle: a
+    /// read-only mapping, or a frozen filter (the freezing handle too).
     pub fn readonly(&self) -> bool {
-        self.region.readonly
+        self.region.readonly || self.region.frozen()
     }
     pub fn frozen(&self) -> bool {
         self.region.frozen()
@@ -698,7 +710,8 @@ impl Filter {
         geometry::estimated_fpp(self.geometry.m, self.geometry.k, self.bits_set())
     }
 
-    /// Operations (items added, merges, exclusive ops) over all processes.
+    /// Write calls (add, add_many, merge, intersect, invert, clear, freeze)
+    /// over all processes.
     pub fn ops(&self) -> u64 {
         self.shared().total_ops()
     }
@@ -762,13 +775,13 @@ pub mod testing {
 
 impl Drop for Filter {
     fn drop(&mut self) {
-        if let Some((c, g, t)) = self.claim.get() {
-            // Only the thread that claimed the slot gives it back: a forked
-            // child dropping an inherited handle must not free its parent's,
-            // and only the mutex's owner may unlock it. (A handle dropped in
-            // another thread leaves its slot to be recovered when the
-            // claiming thread ends.)
-            if g == sync::fork_generation() && t == thread_key() {
+        // Only the handle whose mapping holds the slot's mutex gives it back,
+        // in the thread and process that claimed it: a forked child dropping
+        // an inherited handle must not free its parent's slot, and only the
+        // mutex's owner may unlock it. (A holder dropped in another thread
+        // leaves its slot to be recovered when the claiming thread ends.)
+        if self.claim.get().is_some() {
+            if let Some(c) = claims::forget(self.region.id(), sync::fork_generation(), self.serial) {
                 self.shared().release_slot(c);
             }
         }

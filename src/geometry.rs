@@ -43,7 +43,7 @@ impl std::fmt::Display for GeometryError {
             GeometryError::Capacity => "capacity must be a positive integer",
             GeometryError::FpRate => "fp_rate must be between 0 and 1 (exclusive)",
             GeometryError::TooLarge => {
-                "capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters"
+                "capacity is too large: capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters"
             }
         })
     }

@@ -15,21 +15,25 @@
 //! Modules, one idea each: `geometry` (sizing math), `hashing` (item to
 //! probes), `format` (the shared header), `region` (mapping), `sync` (the
 //! process-shared lock protocol), `filter` (operations), `serial` (portable
-//! bytes), `remote` (probe offsets for copies kept elsewhere, e.g. Redis),
-//! `ffi` (the C API, no logic).
+//! bytes), `legacy` (the original C module's file header: pure), `upgrade`
+//! (converting such a file in place), `remote` (probe offsets for copies kept
+//! elsewhere, e.g. Redis), `ffi` (the C API, no logic).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod claims;
 pub mod error;
 pub mod ffi;
 pub mod filter;
 pub mod format;
 pub mod geometry;
 pub mod hashing;
+pub mod legacy;
 pub mod region;
 pub mod remote;
 pub mod serial;
 pub mod sync;
+pub mod upgrade;
 
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{Filter, Options};

@@ -69,14 +69,20 @@ impl Region {
         self.id == other.id
     }
 
+    /// Device and inode of the mapped object.
+    pub fn id(&self) -> (u64, u64) {
+        self.id
+    }
+
     pub fn layout(&self) -> Layout {
         format::layout(self.header.geometry.m)
     }
 
-    /// The memfd's descriptor, or -1.
+    /// The handle's own descriptor (a memfd it created, or its duplicate of
+    /// a descriptor handed to it), or -1.
     pub fn memfd(&self) -> RawFd {
         match &self.backing {
-            Backing::Memfd(fd) => fd.as_raw_fd(),
+            Backing::Memfd(fd) | Backing::Fd(fd) => fd.as_raw_fd(),
             _ => -1,
         }
     }
@@ -122,16 +128,16 @@ impl Region {
     }
 }
 
-fn cstr(path: impl AsRef<[u8]>) -> Result<CString> {
+pub(crate) fn cstr(path: impl AsRef<[u8]>) -> Result<CString> {
     CString::new(path.as_ref()).map_err(|_| Error::arg("path contains a NUL byte"))
 }
 
 /// Paths are bytes on Linux; messages show them lossily.
-fn shown(raw: &[u8]) -> String {
+pub(crate) fn shown(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
 }
 
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     let mut v = 0u64;
     // SAFETY: writes at most 8 bytes into `v`. A short or failed read leaves
     // a guessable value: temporary names are created with O_EXCL and the
@@ -154,7 +160,7 @@ pub fn new_header(geometry: crate::geometry::Geometry, seed: u64) -> Header {
     }
 }
 
-fn fstat(fd: RawFd, what: &str) -> Result<libc::stat> {
+pub(crate) fn fstat(fd: RawFd, what: &str) -> Result<libc::stat> {
     // SAFETY: an all-zero stat is a valid value; fstat fills it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid out-pointer.
@@ -164,7 +170,7 @@ fn fstat(fd: RawFd, what: &str) -> Result<libc::stat> {
     Ok(st)
 }
 
-fn require_regular(st: &libc::stat, what: &str) -> Result<()> {
+pub(crate) fn require_regular(st: &libc::stat, what: &str) -> Result<()> {
     let kind = match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => return Ok(()),
         libc::S_IFDIR => "a directory",
@@ -191,8 +197,26 @@ fn map(fd: &OwnedFd, len: u64, readonly: bool) -> Result<MmapRaw> {
     r.map_err(|e| Error::io("mmap", e))
 }
 
-/// Copy the immutable header out of a mapping and validate it.
-fn read_header(map: &MmapRaw) -> Result<Header> {
+/// The message for a file of the original C module; `path` names it in the
+/// command to run.
+pub(crate) fn legacy_message(path: Option<&str>) -> String {
+    format!(
+        "written by Data::BloomFilter::Shared 0.04: convert it with `bloomfilter-shared upgrade {}`",
+        path.unwrap_or("PATH")
+    )
+}
+
+/// Copy the immutable header out of a mapping and validate it. `path` is
+/// only for the message about a file of the original module.
+fn read_header(map: &MmapRaw, path: Option<&str>) -> Result<Header> {
+    if map.len() >= crate::legacy::MAGIC.len() {
+        let mut magic = [0u8; 4];
+        // SAFETY: the mapping is at least 4 bytes; a copy of them.
+        unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), magic.as_mut_ptr(), 4) };
+        if crate::legacy::has_magic(&magic) {
+            return Err(Error::format(legacy_message(path)));
+        }
+    }
     if map.len() < IMMUTABLE_LEN {
         return Err(Error::format(
             format::FormatError::TooSmall(map.len() as u64).to_string(),
@@ -273,8 +297,19 @@ fn reserve(fd: &OwnedFd, len: u64, what: &str) -> Result<()> {
     }
 }
 
-fn memfd(name: &str, size: u64) -> Result<(OwnedFd, (u64, u64))> {
-    let cname = cstr(name)?;
+/// The longest memfd name the kernel takes (`memfd_create(2)`: 249 bytes
+/// before the NUL); longer labels are cut to it.
+const MEMFD_NAME_MAX: usize = 249;
+/// The name of a memfd given none (or an empty one).
+pub const DEFAULT_MEMFD_NAME: &str = "bloomfilter-shared";
+
+fn memfd(name: &[u8], size: u64) -> Result<(OwnedFd, (u64, u64))> {
+    let name = if name.is_empty() {
+        DEFAULT_MEMFD_NAME.as_bytes()
+    } else {
+        name
+    };
+    let cname = cstr(&name[..name.len().min(MEMFD_NAME_MAX)])?;
     // SAFETY: cname is NUL-terminated.
     let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if fd < 0 {
@@ -300,7 +335,7 @@ fn memfd(name: &str, size: u64) -> Result<(OwnedFd, (u64, u64))> {
 /// A new filter in shared anonymous memory (inherited across `fork`).
 pub fn create_anonymous(h: &Header) -> Result<Region> {
     let l = format::layout(h.geometry.m);
-    let (fd, id) = memfd("bloomfilter-shared", l.total)?;
+    let (fd, id) = memfd(DEFAULT_MEMFD_NAME.as_bytes(), l.total)?;
     let map = map(&fd, l.total, false)?;
     write_header(&map, h);
     advise_huge(&map, &l);
@@ -316,7 +351,8 @@ pub fn create_anonymous(h: &Header) -> Result<Region> {
 }
 
 /// A new filter in a memfd whose descriptor can be passed to other processes.
-pub fn create_memfd(name: &str, h: &Header) -> Result<Region> {
+/// `name` is only a label: any bytes but NUL (empty: the default name).
+pub fn create_memfd(name: &[u8], h: &Header) -> Result<Region> {
     let l = format::layout(h.geometry.m);
     let (fd, id) = memfd(name, l.total)?;
     let map = map(&fd, l.total, false)?;
@@ -333,7 +369,7 @@ pub fn create_memfd(name: &str, h: &Header) -> Result<Region> {
 
 /// Open without following a final symlink. `Ok(None)` when the file does
 /// not exist.
-fn open_nofollow(path: &CStr, flags: libc::c_int, shown: &str) -> Result<Option<OwnedFd>> {
+pub(crate) fn open_nofollow(path: &CStr, flags: libc::c_int, shown: &str) -> Result<Option<OwnedFd>> {
     // O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOCTTY: opening
     // a terminal must not make it our controlling terminal. Both are refused
     // right after, on fstat, before anything else touches them.
@@ -363,9 +399,13 @@ fn lstat(path: &CStr) -> Option<libc::stat> {
     (unsafe { libc::lstat(path.as_ptr(), &mut st) } == 0).then_some(st)
 }
 
-struct Flock<'a>(&'a OwnedFd);
+pub(crate) struct Flock<'a>(&'a OwnedFd);
 impl<'a> Flock<'a> {
-    fn take(fd: &'a OwnedFd, op: libc::c_int) -> Result<Flock<'a>> {
+    /// A lock already taken on `fd` (released on drop).
+    pub(crate) fn adopt(fd: &'a OwnedFd) -> Flock<'a> {
+        Flock(fd)
+    }
+    pub(crate) fn take(fd: &'a OwnedFd, op: libc::c_int) -> Result<Flock<'a>> {
         loop {
             // SAFETY: plain flock on a descriptor we own.
             if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
@@ -621,7 +661,7 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
         }
     }
     let m = map(&fd, st.st_size as u64, false)?;
-    let header = read_header(&m).map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
+    let header = read_header(&m, Some(shown)).map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
     drop(lock);
     let r = Region {
         map: m,
@@ -719,7 +759,7 @@ pub fn open_fd(fd: RawFd) -> Result<Region> {
     let acc = unsafe { libc::fcntl(dup, libc::F_GETFL) } & libc::O_ACCMODE;
     let readonly = acc == libc::O_RDONLY;
     let m = map(&own, st.st_size as u64, readonly)?;
-    let header = read_header(&m)?;
+    let header = read_header(&m, None)?;
     let mut r = Region {
         map: m,
         header,
@@ -733,7 +773,7 @@ pub fn open_fd(fd: RawFd) -> Result<Region> {
             unreachable!()
         };
         let m = map(&own, st.st_size as u64, true)?;
-        let header = read_header(&m)?;
+        let header = read_header(&m, None)?;
         return Ok(Region {
             map: m,
             header,
@@ -754,7 +794,7 @@ pub fn open_readonly(raw: &[u8]) -> Result<Region> {
     let st = fstat(fd.as_raw_fd(), shown)?;
     require_regular(&st, shown)?;
     let m = map(&fd, st.st_size as u64, true)?;
-    let header = read_header(&m).map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
+    let header = read_header(&m, Some(shown)).map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
     let r = Region {
         map: m,
         header,
@@ -771,15 +811,21 @@ pub fn open_readonly(raw: &[u8]) -> Result<Region> {
     Ok(r)
 }
 
-/// Remove a filter file by name.
-pub fn unlink(raw: &[u8]) -> Result<()> {
+/// Remove a filter file by name: true when it removed one, false when there
+/// was none (so a second call, or a race with another remover, is not an
+/// error).
+pub fn unlink(raw: &[u8]) -> Result<bool> {
     let path = cstr(raw)?;
     let shown = &shown(raw);
     // SAFETY: path is NUL-terminated.
     if unsafe { libc::unlink(path.as_ptr()) } != 0 {
-        return Err(Error::last_os(format!("unlink {shown}")));
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            return Ok(false);
+        }
+        return Err(Error::io(format!("unlink {shown}"), e));
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -839,12 +885,12 @@ mod tests {
     #[test]
     fn same_object_of_memfds_and_anonymous_regions() {
         let h = header();
-        let m = create_memfd("same", &h).unwrap();
+        let m = create_memfd(b"same", &h).unwrap();
         assert!(
             m.same_object(&open_fd(m.memfd()).unwrap()),
             "a memfd through its descriptor"
         );
-        assert!(!m.same_object(&create_memfd("same", &h).unwrap()), "another memfd");
+        assert!(!m.same_object(&create_memfd(b"same", &h).unwrap()), "another memfd");
         let a = create_anonymous(&h).unwrap();
         assert!(a.same_object(&a));
         assert!(

@@ -75,14 +75,17 @@ sub expected_count {
 # --- add_many / contains_many in both contexts -------------------------------
 {
     my $f = $C->new(undef, 1000, 0.01);
-    my @r = $f->add_many([qw(a b c a)]);
-    is_deeply(\@r, [1, 1, 1, 0], 'add_many list context: one flag per item, repeat in batch is 0');
+    my @r = (9, 9, 9, 9, 9, 9);
+    my ($count) = $f->add_many([qw(a b c a)], \@r);
+    is_deeply(\@r, [1, 1, 1, 0], 'add_many out array: one flag per item, repeat in batch is 0');
+    is($count, 3, 'add_many list context: the count, as in scalar context');
     my $n = $f->add_many([qw(c d e)]);
     is($n, 2, 'add_many scalar context: number new');
     $n = $f->add_many([qw(a b)]);
     is($n, 0, 'add_many scalar context: 0 when all seen');
-    @r = $f->add_many([]);
-    is_deeply(\@r, [], 'add_many([]) list: empty list');
+    @r = (9);
+    is_deeply([$f->add_many([], \@r)], [0], 'add_many([]) list: the count 0');
+    is_deeply(\@r, [], 'add_many([]) empties the out array');
     $n = $f->add_many([]);
     is($n, 0, 'add_many([]) scalar: 0');
 
@@ -98,7 +101,7 @@ sub expected_count {
     my $g = $C->new(undef, 1000, 0.01);
     my @one = map { $g->add($_) } qw(p q p r s q);
     my $h = $C->new(undef, 1000, 0.01);
-    my @many = $h->add_many([qw(p q p r s q)]);
+    $h->add_many([qw(p q p r s q)], \my @many);
     is_deeply(\@many, \@one, 'add_many gives the same flags as add one by one');
     is($h->serialize, $g->serialize, 'add_many and add one by one set the same bits');
 }

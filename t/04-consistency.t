@@ -20,7 +20,7 @@ my %f = (
     memfd => $C->new_memfd('consistency', 5000, 0.01),
 );
 my %added;
-$added{$_} = [$f{$_}->add_many(\@items)] for keys %f;
+$f{$_}->add_many(\@items, $added{$_} = []) for keys %f;
 is_deeply($added{file}, $added{anon}, 'add_many flags: file = anonymous');
 is_deeply($added{memfd}, $added{anon}, 'add_many flags: memfd = anonymous');
 my %present;

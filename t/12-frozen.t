@@ -38,7 +38,8 @@ ok(!$f->frozen, 'not frozen before freeze');
 ok(eval { $f->freeze }, 'freeze returns true') or diag($@);
 ok($f->frozen, 'frozen after freeze');
 ok($g->frozen, 'second handle sees frozen');
-ok(!$f->readonly, 'the freezing handle is not a read-only handle');
+is($f->readonly, 1, 'the freezing handle is read-only now');
+is($g->readonly, 1, '... and so is every other handle of the frozen filter');
 
 my @mutators = (
     [add => 'new-item'], [add_many => ['new-item', 'other']], [clear => ()],

@@ -111,8 +111,9 @@ subtest 'what a call holds is released right after it' => sub {
 
 subtest 'batches in every context through a swapped site' => sub {
     for my $i (1 .. 3) {
-        my @r = $f->add_many([ "b$i-x", "item1", "b$i-y" ]);
-        is_deeply(\@r, [ 1, 0, 1 ], "list context, call $i");
+        my @r = $f->add_many([ "b$i-x", "item1", "b$i-y" ], \my @was_new);
+        is_deeply(\@was_new, [ 1, 0, 1 ], "out array, call $i");
+        is_deeply(\@r, [ 2 ], "list context: the count, call $i");
         my $n = $f->contains_many([ "b$i-x", "nope$i", "b$i-y" ]);
         is($n, 2, "scalar context, call $i");
         $f->add_many([ "v$i" ]);

@@ -8,7 +8,7 @@ use Test::More;
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(perl5lib spew);
+use BFTest qw(perl5lib spew run_sh);
 use Data::BloomFilter::Shared;
 
 my $dir = tempdir(CLEANUP => 1);
@@ -64,20 +64,9 @@ PERL
 
 # Run the script under sh -c "$prelude" (which ends by exec'ing it).
 sub run {
-    my ($prelude, @args) = @_;
+    my ($prelude, @cmd) = @_;
     local $ENV{PERL5LIB} = perl5lib();
-    local $SIG{ALRM} = sub { die "timeout\n" };
-    alarm 60;
-    my $out = eval {
-        open(my $ph, '-|', @args, 'sh', '-c', $prelude, 'sh', $^X, '-e', $script)
-            or die "sh: $!";
-        local $/;
-        my $o = <$ph> // '';
-        close $ph;
-        $o;
-    };
-    alarm 0;
-    return ($out // "timed out\n", $?);
+    return run_sh($prelude, $script, @cmd);
 }
 
 sub line {

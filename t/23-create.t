@@ -11,7 +11,7 @@ use Time::HiRes ();
 use Fcntl qw(O_RDWR O_NOCTTY);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child perl5lib child_status_text);
+use BFTest qw(in_child perl5lib child_status_text readable_build run_sh);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -24,23 +24,8 @@ sub listing {
     return join ',', sort grep { !/^\.\.?$/ } readdir $dh;
 }
 
-# Run `sh -c $prelude` (which ends by exec'ing "$@") with perl -e $script
-# appended; returns (output, status).
-sub run_sh {
-    my ($prelude, $script, @cmd) = @_;
-    local $ENV{PERL5LIB} = perl5lib();
-    local $SIG{ALRM} = sub { die "timeout\n" };
-    alarm 60;
-    my $out = eval {
-        open(my $ph, '-|', @cmd, 'sh', '-c', $prelude, 'sh', $^X, '-e', $script) or die "sh: $!";
-        local $/;
-        my $o = <$ph> // '';
-        close $ph;
-        $o;
-    };
-    alarm 0;
-    return ($out // "timed out\n", $?);
-}
+# Children may run as nobody: they get the build from a copy every uid reads.
+$ENV{PERL5LIB} = (readable_build($dir))[0];
 
 # --- creating a file with /proc not mounted -------------------------------------------------
 SKIP: {

@@ -9,7 +9,7 @@ use File::Temp qw(tempdir);
 use POSIX ();
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(perl5lib);
+use BFTest qw(perl5lib readable_build);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -71,7 +71,9 @@ print 'ro: ', scalar $r->contains_many(\@items), ' ', $r->stats->{bits_set}, ' '
 print 'add: ', (eval { $r->add('nobody'); 1 } ? "added\n" : $@ =~ /->add: .*read-only/ ? "read-only\n" : $@);
 PERL
     my @cmd = ('setpriv', '--reuid=65534', '--regid=65534', '--clear-groups');
-    local $ENV{PERL5LIB} = perl5lib();
+    # The built module and CLI where nobody can read them.
+    my ($readable_lib, $cli) = readable_build($dir);
+    local $ENV{PERL5LIB} = $readable_lib;
     open(my $ph, '-|', @cmd, $^X, '-e', $script, $path, @items[0 .. 99]) or die;
     my $out = do { local $/; <$ph> };
     close $ph;
@@ -80,7 +82,6 @@ PERL
     like($out, qr/^add: read-only$/m, '... and its add croaks read-only') or diag($out);
     is($w->contains('nobody'), 0, '... adding nothing');
 
-    my $cli = "$FindBin::Bin/../blib/script/bloomfilter-shared";
     open($ph, '-|', @cmd, $^X, $cli, 'info', $path) or die;
     my $info = do { local $/; <$ph> };
     close $ph;

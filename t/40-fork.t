@@ -96,7 +96,8 @@ for my $mode (qw(add add_many)) {
                 my $i = 0;
                 for (my $s = 0; $s < @items; $s += 50) {
                     my $e = $s + 49 > $#items ? $#items : $s + 49;
-                    vec($bits, $i++, 1) = $_ for $f->add_many([@items[$s .. $e]]);
+                    $f->add_many([@items[$s .. $e]], \my @was_new);
+                    vec($bits, $i++, 1) = $_ for @was_new;
                 }
             }
             open(my $fh, '>:raw', $file) or return 0;

@@ -5,7 +5,8 @@ use File::Temp qw(tempdir);
 use File::Spec;
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use BFTest qw(slurp spew);
+use BFTest qw(slurp spew readable_build);
+use Data::BloomFilter::Shared;
 
 # Adders of the same items at once, in the deployments where a process
 # cannot see the others: /proc mounted hidepid=2 with two users, /proc not
@@ -23,16 +24,10 @@ my $N = 300_000;
 my $dir = tempdir(CLEANUP => 1);
 chmod 0777, $dir;
 
-# The built module, copied where other uids can read it.
-require Data::BloomFilter::Shared;
-my ($arch) = grep { -e "$_/auto/Data/BloomFilter/Shared/Shared.so" } @INC;
-die "no built module in \@INC" unless $arch;
-my $blib = "$dir/blib";
-mkdir $blib;
-system('cp', '-r', "$arch/.", $blib) == 0 or die "cp: $?";
-my ($lib) = grep { -e "$_/Data/BloomFilter/Shared.pm" } @INC;
-system('cp', '-r', "$lib/.", $blib) == 0 or die "cp: $?";
-system('chmod', '-R', 'a+rX', $blib) == 0 or die "chmod: $?";
+# The built module, copied where other uids can read it; the adders get
+# only that copy (the build directory may be private).
+my ($blib) = readable_build($dir);
+delete $ENV{PERL5LIB};
 
 # One adder: opens the filter, waits for the start signal, adds every item
 # in order and writes one bit per item it was told was new.

@@ -41,7 +41,7 @@ for my $op (qw(invert clear)) {
         close $w;
         sysread $r, my $go, 1;
         # Somewhere inside an operation: each takes $full or so.
-        sleep($full * (1.2 + 0.6 * rand + $round % 3));
+        sleep($full * (1.2 + 0.6 * rand() + $round % 3));
         kill 'KILL', $pid;
         reap($pid, 10);
         # A write that changes no bit: merging an empty filter waits for

@@ -42,7 +42,7 @@ my $text = join '', @lines;
 # union's geometry, carrying the shared seed and exactly its own part.
 my $size = $C->new(undef, $total, 0.01)->bits / 8 + 64;
 for my $h (0 .. $hosts - 1) {
-    my $file = "$dir/host-$h.bloom";
+    my $file = "$dir/host-$h.bytes";
     like($text, qr/^host $h: $per_host items, shipped $size bytes as \Q$file\E$/m, "host $h reports its shipment");
     is(-s $file, $size, "host $h: the file has the serialized size");
     my $bytes = do { open(my $fh, '<:raw', $file) or die "$file: $!"; local $/; <$fh> };
@@ -53,6 +53,10 @@ for my $h (0 .. $hosts - 1) {
     my @other = map { 'user:' . (($h + 1) % $hosts + $hosts * $_) } 0 .. $per_host - 1;
     cmp_ok(scalar $f->contains_many(\@other), '<', $per_host / 10, "host $h: not the other parts");
 }
+
+is_deeply([map { s{\A\Q$dir\E/}{}r } sort glob "$dir/host-*"],
+    [map { "host-$_.bytes" } 0 .. $hosts - 1],
+    'the shipped files are named *.bytes (serialized bytes, not filter files)');
 
 like($text, qr/^merged $hosts filters: $total of $total items present$/m, 'the union has every item');
 my ($count) = $text =~ /^union count: (\d+) \(estimated from \d+ of \d+ bits set; true $total\)$/m;

@@ -7,6 +7,7 @@ use Cwd ();
 use File::Temp qw(tempdir);
 use FindBin ();
 use IPC::Open2 ();
+use Symbol ();
 use lib "$FindBin::Bin/lib";
 use BFTest qw(perl5lib slurp);
 use Data::BloomFilter::Shared;
@@ -75,6 +76,23 @@ sub json_info {
     fails_ok('bloomfilter-shared add', qr/add: missing FILE/, 'add without FILE');
     fails_ok('bloomfilter-shared info a b', qr/unexpected argument 'b'/, 'extra argument');
     fails_ok('bloomfilter-shared info x --bogus', qr/unknown option: bogus/, 'unknown option');
+
+    ($rc, $out, $err) = run('bloomfilter-shared --version');
+    is($rc, 0, '--version exits 0');
+    is($out, "bloomfilter-shared (Data::BloomFilter::Shared) $Data::BloomFilter::Shared::VERSION\n",
+        '--version prints the version of the module it runs with');
+    is($err, '', '... and nothing on stderr');
+}
+
+# --- the manual is valid POD -------------------------------------------------------------------
+{
+    require Pod::Checker;
+    my $report = '';
+    open(my $fh, '>', \$report) or die;
+    my $checker = Pod::Checker->new(-warnings => 2);
+    $checker->parse_from_file($script, $fh);
+    is($checker->num_errors, 0, 'podchecker: no errors in the manual') or diag($report);
+    is($checker->num_warnings, 0, 'podchecker: no warnings in the manual') or diag($report);
 }
 
 # --- create ----------------------------------------------------------------------------------
@@ -102,7 +120,8 @@ sub json_info {
     run('bloomfilter-shared create h2.bf -n 1_500_000');
     is(json_info('h2.bf')->{capacity}, 1_500_000, '-n 1_500_000');
 
-    fails_ok('bloomfilter-shared create f.bf --capacity 10', qr/f\.bf: file exists/,
+    fails_ok('bloomfilter-shared create f.bf --capacity 10',
+        qr/f\.bf: file exists \(use --force to replace it\)/,
         'create refuses an existing file');
     fails_ok('bloomfilter-shared create x.bf', qr/--capacity is required/, 'capacity required');
     fails_ok('bloomfilter-shared create x.bf -n 0', qr/--capacity must be a positive integer/,
@@ -115,8 +134,10 @@ sub json_info {
     fails_ok('bloomfilter-shared create x.bf -n 10 --seed -1', qr/--seed must be/, 'negative seed');
     fails_ok('bloomfilter-shared create x.bf -n 10 --seed 18446744073709551616',
         qr/x\.bf: seed must be/, 'seed beyond 64 bits (the module says so)');
-    fails_ok('bloomfilter-shared create x.bf -n 1e12 -p 1e-9', qr/x\.bf: .*2\^38 bits/,
+    fails_ok('bloomfilter-shared create x.bf -n 1e12 -p 1e-9', qr/x\.bf: .*too large/,
         'a filter too large');
+    fails_ok('bloomfilter-shared create x.bf --capacity 1e21', qr/--capacity 1e21 is too large/,
+        'a capacity beyond any filter');
     ok(!-e 'x.bf', 'no file left by a failed create');
 }
 
@@ -137,6 +158,9 @@ sub json_info {
     is($out, '', 'add prints nothing on stdout');
     is($err, "bloomfilter-shared: f.bf: 3 lines, 2 new, 1 probably seen before\n",
         'add prints a summary on stderr');
+    ($rc, $out, $err) = run(q{printf 'g\n' | bloomfilter-shared add f.bf});
+    is($err, "bloomfilter-shared: f.bf: 1 line, 1 new, 0 probably seen before\n",
+        'the summary of one line says "1 line"');
     ($rc, $out, $err) = run(q{printf 'f\n' | bloomfilter-shared add f.bf --quiet});
     is($rc . $out . $err, '0', 'add --quiet prints nothing');
 
@@ -200,6 +224,151 @@ sub json_info {
     is($?, 0, '... and exits 0 at end of input');
 }
 
+# --- add --print-new: a batch is added whole before any of it is printed ----------------------
+#
+# The tool's stdout is a pipe nobody reads, so it blocks printing once the pipe
+# is full: then exactly the batches it has begun to print are in the filter.
+# $expect->($pipe_size): how many lines that is; the filter is watched until
+# it holds that many (10 s at most), then a while longer to see no more come.
+sub added_before_blocking {
+    my ($file, $lines, $batch_opt, $expect) = @_;
+    pipe(my $r, my $w) or die "pipe: $!";
+    my $pipe_size = fcntl($w, 1032, 0) // 65536;    # F_GETPIPE_SZ
+    my $want = $expect->($pipe_size);
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        close $r;
+        open(STDIN, '<', 'long.txt') or POSIX::_exit(126);
+        open(STDOUT, '>&', $w) or POSIX::_exit(126);
+        { exec 'bloomfilter-shared', 'add', $file, '--print-new', @$batch_opt }
+        POSIX::_exit(127);
+    }
+    close $w;
+    my $f = $C->new_from_fd(do { open(my $fh, '+<', $file) or die; $fh });
+    for (1 .. 200) {
+        last if $f->contains_many($lines) >= $want;
+        select(undef, undef, undef, 0.05);
+    }
+    select(undef, undef, undef, 0.5);
+    my $present = $f->contains_many($lines);
+    my $first_absent = 0;
+    $first_absent++ while $first_absent < @$lines && $f->contains($lines->[$first_absent]);
+    my $out = do { local $/; <$r> };    # now let it finish
+    waitpid $pid, 0;
+    return ($present, $first_absent, $want, $?, $out);
+}
+{
+    require POSIX;
+    my $len = 4000;    # a line, newline included; 60 lines are read at once
+    my @lines = map { sprintf("long-%04d-", $_) . 'x' x ($len - 11) } 1 .. 60;
+    open(my $fh, '>', 'long.txt') or die;
+    print {$fh} map { "$_\n" } @lines;
+    close $fh or die;
+    run('bloomfilter-shared create long.bf -n 1000');
+    # A batch's output starts only once the previous batch's was written
+    # whole: with $pipe bytes of pipe, that is every batch that fits and one.
+    my $whole_batches = sub {
+        my ($size) = @_;
+        return sub {
+            my ($pipe) = @_;
+            my $n = $size * (int($pipe / ($size * $len)) + 1);
+            return $n > 60 ? 60 : $n;
+        };
+    };
+    my ($present, $first_absent, $expect, $status, $out) =
+        added_before_blocking('long.bf', \@lines, ['--batch', 7], $whole_batches->(7));
+    is($present, $expect, "--batch 7: blocked on a full pipe, $expect lines added (whole batches)");
+    is($first_absent, $present, '... the first ones, in input order');
+    is($status, 0, '... and it exits 0 once its output is read');
+    is($out, join('', map { "$_\n" } @lines), '... having printed every new line');
+
+    run('bloomfilter-shared create long1.bf -n 1000');
+    ($present, $first_absent, $expect) =
+        added_before_blocking('long1.bf', \@lines, ['--batch', 1], $whole_batches->(1));
+    is($present, $expect, "--batch 1: a line is printed before the next is added ($expect lines added)");
+    run('bloomfilter-shared create long2.bf -n 1000');
+    ($present, $first_absent) = added_before_blocking('long2.bf', \@lines, [], sub { 60 });
+    is($present, 60, 'by default (batches of 1000) all 60 lines are added before the first is printed');
+    unlink 'long.txt', 'long.bf', 'long1.bf', 'long2.bf';
+
+    fails_ok(q{printf 'a\n' | bloomfilter-shared add f.bf --batch 0}, qr/--batch must be a positive integer/,
+        '--batch 0');
+    fails_ok(q{printf 'a\n' | bloomfilter-shared add f.bf --batch x}, qr/--batch must be a positive integer/,
+        '--batch junk');
+    fails_ok(q{printf 'a\n' | bloomfilter-shared add f.bf --batch 2M}, qr/--batch 2M is too large \(at most 1000000\)/,
+        '--batch too large');
+    my ($rc, $o) = run(q{printf 'b1\nb2\nb1\nb3\n' | bloomfilter-shared add f.bf --print-new --batch 1});
+    is($o, "b1\nb2\nb3\n", '--batch 1: each new line once');
+}
+
+# --- a filter holding more than its capacity: a warning, exit 0 -------------------------------
+{
+    my $warn_re = qr/\Abloomfilter-shared: warning: over\.bf holds about (\d+) items, more than its capacity 100: false positives now estimated at ([0-9.e-]+) \(sized for 0\.01\)\n\z/;
+    run('bloomfilter-shared create over.bf -n 100');
+    open(my $fh, '>', 'hundred.txt') or die;
+    print {$fh} map { "over-$_\n" } 1 .. 100;
+    close $fh;
+    my ($rc, $out, $err) = run('head -n 90 hundred.txt | bloomfilter-shared add over.bf -q');
+    is($rc . $out . $err, '0', 'no warning below the capacity');
+    ($rc, $out, $err) = run('bloomfilter-shared info over.bf');
+    is($rc . $err, '0', '... nor from info');
+    ($rc, $out, $err) = run('seq 1 400 | bloomfilter-shared add over.bf');
+    is($rc, 0, 'add past the capacity exits 0');
+    my ($summary, $warning) = split /(?<=\n)/, $err;
+    like($summary, qr/\Abloomfilter-shared: over\.bf: 400 lines, \d+ new/, '... prints its summary');
+    like($warning // '', $warn_re, '... then a warning');
+    my ($count, $fpp) = ($warning // '') =~ $warn_re;
+    my $f = $C->new_from_fd(do { open(my $h, '+<', 'over.bf') or die; $h });
+    is($count, $f->count, '... with the count');
+    is($fpp, sprintf('%.3g', $f->estimated_fpp), '... and the estimated false-positive rate');
+    cmp_ok($count, '>', 100, '... which is past the capacity');
+
+    ($rc, $out, $err) = run('seq 401 420 | bloomfilter-shared add over.bf --quiet');
+    is($rc, 0, 'add --quiet exits 0');
+    like($err, $warn_re, '... and warns even then (only the warning)');
+    ($rc, $out, $err) = run('seq 421 440 | bloomfilter-shared add over.bf --print-new');
+    like($out, qr/\A(?:4[2-4][0-9]\n)*\z/, 'add --print-new prints only new lines on stdout');
+    like($err, $warn_re, '... and warns on stderr');
+    ($rc, $out, $err) = run('bloomfilter-shared info over.bf');
+    is($rc, 0, 'info on an overfull filter exits 0');
+    like($out, qr/^count +\d+$/m, '... prints the stats on stdout');
+    like($err, $warn_re, '... and the warning on stderr');
+    ($rc, $out, $err) = run('bloomfilter-shared info over.bf --json');
+    like($err, $warn_re, 'info --json warns too');
+
+    run('bloomfilter-shared create full.bf -n 1');    # 64 bits
+    ($rc, $out, $err) = run('seq 1 300 | bloomfilter-shared add full.bf -q');
+    is($rc, 0, 'add to a filter with every bit set exits 0');
+    is($err, "bloomfilter-shared: warning: full.bf has every bit set: it holds more than its capacity 1"
+        . " and every query now answers present\n", '... and says every bit is set');
+    unlink 'hundred.txt', 'full.bf';
+}
+
+# A long-running add (a stream) warns while it runs, not only at its end.
+{
+    require IPC::Open3;
+    run('bloomfilter-shared create stream-over.bf -n 100');
+    my $pid = IPC::Open3::open3(my $to, my $from, my $errfh = Symbol::gensym(),
+        'bloomfilter-shared', 'add', 'stream-over.bf', '-q');
+    local $SIG{ALRM} = sub { kill 'KILL', $pid; die "70-cli: streaming overfull add hung\n" };
+    alarm 60;
+    syswrite $to, join('', map { "s$_\n" } 1 .. 400);
+    sleep 6;    # longer than the pause between checks
+    syswrite $to, "one more\n";
+    my $rin = '';
+    vec($rin, fileno $errfh, 1) = 1;
+    my $ready = select(my $rout = $rin, undef, undef, 10);
+    my $line = $ready ? <$errfh> : '';
+    like($line // '', qr/\Abloomfilter-shared: warning: stream-over\.bf holds about \d+ items, more than its capacity 100/,
+        'a streaming add warns while its input is still open');
+    close $to;
+    my $rest = do { local $/; <$errfh> };
+    waitpid $pid, 0;
+    alarm 300;
+    is($? . ($rest // ''), '0', '... once, and exits 0 at end of input');
+    unlink 'stream-over.bf';
+}
+
 # --- check -----------------------------------------------------------------------------------
 {
     my ($rc, $out, $err) = run(q{printf 'a\nzz\nb\n' | bloomfilter-shared check f.bf});
@@ -258,6 +427,14 @@ sub json_info {
     print {$fh} "not a filter\n" x 40_000;    # larger than any header
     close $fh;
     fails_ok('bloomfilter-shared info junk.bf', qr/junk\.bf: bad magic/, 'info on a foreign file');
+    run('bloomfilter-shared export f.bf > f.ser');
+    fails_ok('bloomfilter-shared info f.ser',
+        qr/f\.ser: this is serialized bytes: use import \(bloomfilter-shared import NEWFILE -i f\.ser/,
+        'info on serialized bytes says to import them');
+    fails_ok(q{printf 'a\n' | bloomfilter-shared check f.ser}, qr/f\.ser: this is serialized bytes: use import/,
+        'check on serialized bytes too');
+    fails_ok(q{printf 'a\n' | bloomfilter-shared add f.ser}, qr/f\.ser: this is serialized bytes: use import/,
+        'add on serialized bytes too');
     symlink('f.bf', 'link.bf') or die;
     fails_ok('bloomfilter-shared info link.bf', qr/link\.bf: is a symbolic link \(refused\)/,
         'a symbolic link is refused');
@@ -336,8 +513,11 @@ sub json_info {
     is($out, "one\tpresent\ntwo\tpresent\nboth\tpresent\nnone\tabsent\n", 'OUT holds the union');
 
     run(q{printf 'three\n' | bloomfilter-shared add m2.bf -q});
+    my $user = $C->new_from_fd(do { open(my $fh, '+<', 'm1.bf') or die; $fh });
+    ok(!$user->contains('three'), 'a process using OUT does not see an item of IN yet');
     ($rc) = run('bloomfilter-shared merge m1.bf m2.bf');
     is($rc, 0, 'merge into an existing OUT');
+    ok($user->contains('three'), '... changes it in place: a process using it sees the union');
     ($rc, $out) = run(q{printf 'one\nthree\n' | bloomfilter-shared check m1.bf --present});
     is($out, "one\nthree\n", '... ORs IN into it');
 

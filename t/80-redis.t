@@ -263,7 +263,7 @@ SKIP: {
         [sub { $R->new($a, 'n', 100, 0.5, { shards => 3 }) }, qr/->new: shards => 3 leave a piece empty \(256 bits cut into equal pieces of whole 64-bit spans\)/, 'more pieces than words'],
         [sub { $R->new($a, 'n', 100, 0.01, { shards => 2 }) }, qr/->new: shards need layout 'blocked'/, 'shards with the standard layout'],
         [sub { $R->new($a, 'n', 1e9, 0.001) }, qr/->new: the filter needs 17179869184 bits but a Redis string holds at most 2\^32/, 'over 2^32 bits unsharded'],
-        [sub { $R->new($a, 'n', 1e12, 0.001) }, qr/->new: capacity and fp_rate need more than 2\^38 bits/, 'over 2^38 bits'],
+        [sub { $R->new($a, 'n', 1e12, 0.001) }, qr/->new: capacity is too large: capacity and fp_rate need more than 2\^38 bits/, 'over 2^38 bits'],
         [sub { $R->new('no address', 'n', 100) }, qr/->new: cannot parse address 'no address'/, 'bad address'],
         [sub { $R->new('127.0.0.1:1', 'n', 100) }, qr/->new: cannot connect to 127.0.0.1:1/, 'nothing listening'],
         [sub { $R->new(bless({}, 'Nope'), 'n', 100) }, qr/->new: first argument must be a Redis client/, 'not a client'],

@@ -193,6 +193,26 @@ fn killed_holding_a_stripe() {
     assert!(d < Duration::from_secs(1), "stalled {d:?}");
 }
 
+/// Run `op` in a child while process `k` holds what it needs: the child
+/// must still be waiting 1.5 s later (`k` is alive, `what` says how); then
+/// `k` is killed, and the child must end within the crash bound. Returns
+/// how long it took after the kill.
+fn waits_until_killed(k: libc::pid_t, op: impl FnOnce(), what: &str) -> Duration {
+    let waiter = spawn(op);
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut st = 0;
+    // SAFETY: polling our own child.
+    assert_eq!(
+        unsafe { libc::waitpid(waiter, &mut st, libc::WNOHANG) },
+        0,
+        "did not wait for {what}"
+    );
+    kill9(k);
+    let d = stall(|| assert_eq!(reap(waiter), 0));
+    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    d
+}
+
 /// A stopped owner (SIGSTOP, a debugger, a frozen cgroup) is alive: the
 /// adder of its item waits for it, however long; once it is killed, the
 /// adder goes on within the crash bound.
@@ -201,20 +221,13 @@ fn stopped_holder_is_alive() {
     let k = child_holding_victims_stripe(&f);
     // SAFETY: stopping our own child.
     assert_eq!(unsafe { libc::kill(k, libc::SIGSTOP) }, 0);
-    let waiter = spawn(|| {
-        f.add(b"victim").unwrap();
-    });
-    std::thread::sleep(Duration::from_millis(1500));
-    let mut st = 0;
-    // SAFETY: polling our own child.
-    assert_eq!(
-        unsafe { libc::waitpid(waiter, &mut st, libc::WNOHANG) },
-        0,
-        "add did not wait for a stopped owner"
+    let d = waits_until_killed(
+        k,
+        || {
+            f.add(b"victim").unwrap();
+        },
+        "a stopped owner",
     );
-    kill9(k);
-    let d = stall(|| assert_eq!(reap(waiter), 0));
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
     println!("# stopped owner: waited 1.5 s; killed, the waiter finished {d:?} later");
     assert!(f.contains(b"victim"));
     reap(k);
@@ -269,6 +282,117 @@ fn killed_mid_invert() {
     f.for_each_word(|w| after.push(w));
     let wrong = before.iter().zip(&after).filter(|(b, a)| !**b != **a).count();
     assert_eq!(wrong, 0, "words not inverted exactly once");
+}
+
+/// Run `f` in a grandchild that is pid 1 of a new PID namespace (a process
+/// in a container); returns its pid as this process sees it and the pid of
+/// the child between them (which ends with it), or None where new PID
+/// namespaces are not permitted.
+fn spawn_in_pid_namespace(f: impl FnOnce()) -> Option<(libc::pid_t, libc::pid_t)> {
+    let mut fds = [0; 2];
+    // SAFETY: a valid two-int array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let middle = spawn(|| {
+        // SAFETY: the intermediate child only forks and reports; unshare
+        // affects the children it makes from here on.
+        unsafe {
+            let pid = if libc::unshare(libc::CLONE_NEWPID) == 0 {
+                libc::fork()
+            } else {
+                -1
+            };
+            if pid == 0 {
+                assert_eq!(libc::getpid(), 1, "pid 1 of the new namespace");
+                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_ok();
+                libc::_exit(if ok { 0 } else { 1 });
+            }
+            let b = pid.to_ne_bytes();
+            libc::write(fds[1], b.as_ptr() as *const libc::c_void, b.len());
+            if pid > 0 {
+                let mut st = 0;
+                libc::waitpid(pid, &mut st, 0);
+            }
+        }
+    });
+    let mut b = [0u8; 4];
+    // SAFETY: reading our pipe into a 4-byte buffer.
+    let n = unsafe { libc::read(fds[0], b.as_mut_ptr() as *mut libc::c_void, 4) };
+    // SAFETY: closing our pipe's ends.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    assert_eq!(n, 4);
+    let pid = libc::pid_t::from_ne_bytes(b);
+    if pid <= 0 {
+        reap(middle);
+        return None;
+    }
+    Some((pid, middle))
+}
+
+/// An invert's holder that is pid 1 of its own PID namespace, stopped in the
+/// middle: a clear from this namespace waits for it (it is alive); killed,
+/// its invert is finished and then the clear runs, never a mix.
+fn exclusive_holder_in_a_pid_namespace() {
+    let f = anon(1_000_000);
+    for i in 0..100_000 {
+        f.add(&item(i)).unwrap();
+    }
+    let Some((k, middle)) = spawn_in_pid_namespace(|| {
+        testing::hold_half_invert(&f);
+        std::thread::sleep(Duration::from_secs(60));
+    }) else {
+        println!("# skipped: new PID namespaces are not permitted here");
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: stopping the grandchild we made.
+    assert_eq!(unsafe { libc::kill(k, libc::SIGSTOP) }, 0);
+    let d = waits_until_killed(
+        k,
+        || f.clear().unwrap(),
+        "a stopped exclusive owner in another PID namespace",
+    );
+    println!("# invert's holder, pid 1 of its namespace: stopped, waited for; killed, the clear ended {d:?} later");
+    assert_eq!(f.bits_set(), 0, "the clear ran after the finished invert");
+    reap(middle);
+}
+
+/// A process whose main thread has exited while another of its threads
+/// holds a stripe is alive (its /proc state reads as a zombie's).
+fn main_thread_exited_owner_is_alive() {
+    let f = anon(1000);
+    let addr = &f as *const Filter as usize;
+    // A bare fork, and the main thread ends with the raw exit system call:
+    // no unwinding, no exit handlers, the other thread runs on.
+    // SAFETY: single-threaded process; the child never returns into the
+    // parent's code (its main thread exits, its other thread sleeps).
+    let k = unsafe { libc::fork() };
+    assert!(k >= 0, "fork failed");
+    if k == 0 {
+        std::thread::spawn(move || {
+            // SAFETY: the filter lives in the parent's frame, which this
+            // forked child never leaves (its main thread exits below).
+            let f = unsafe { &*(addr as *const Filter) };
+            testing::hold_stripe(f, b"victim");
+            std::thread::sleep(Duration::from_secs(60));
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        // SAFETY: ends only the calling (main) thread; the holder runs on.
+        unsafe { libc::syscall(libc::SYS_exit, 0) };
+        unreachable!();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let d = waits_until_killed(
+        k,
+        || {
+            f.add(b"victim").unwrap();
+        },
+        "an owner whose main thread exited",
+    );
+    println!("# owner with its main thread gone: waited for; killed, the waiter finished {d:?} later");
+    reap(k);
 }
 
 fn killed_mid_merge() {
@@ -360,6 +484,11 @@ fn main() {
         ("stopped_holder_is_alive", stopped_holder_is_alive),
         ("killed_mid_clear", killed_mid_clear),
         ("killed_mid_invert", killed_mid_invert),
+        (
+            "exclusive_holder_in_a_pid_namespace",
+            exclusive_holder_in_a_pid_namespace,
+        ),
+        ("main_thread_exited_owner_is_alive", main_thread_exited_owner_is_alive),
         ("killed_mid_merge", killed_mid_merge),
         ("sigkill_storm", sigkill_storm),
     ];

@@ -8,7 +8,7 @@ use Time::HiRes qw(time sleep);
 use IO::Select ();
 use Exporter 'import';
 
-our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew);
+our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew readable_build run_sh);
 
 # A whole file's bytes; write bytes to a file.
 sub slurp {
@@ -120,6 +120,49 @@ sub child_status_text {
 sub perl5lib {
     require Cwd;
     return join ':', map { ref $_ ? () : Cwd::abs_path($_) // $_ } @INC;
+}
+
+# A copy of the built module (and the CLI) under $dir that every user can
+# read, for tests that run code as another uid: the build directory itself
+# may be private (a 0700 temporary directory, say), and a library path
+# another user cannot search makes perl die. $dir is made searchable.
+# Returns (library directory for PERL5LIB, path of the CLI script).
+sub readable_build {
+    my ($dir) = @_;
+    my ($arch) = grep { !ref && -e "$_/auto/Data/BloomFilter/Shared/Shared.so" } @INC;
+    my ($lib) = grep { !ref && -e "$_/Data/BloomFilter/Shared.pm" } @INC;
+    die "no built module in \@INC" unless $arch && $lib;
+    my $to = "$dir/readable-build";
+    mkdir $to;
+    mkdir "$to/lib";
+    for my $from ($arch, $lib) {
+        system('cp', '-r', "$from/.", "$to/lib") == 0 or die "cp $from: $?";
+    }
+    my $script = "$lib/../script/bloomfilter-shared";
+    if (-e $script) {
+        system('cp', $script, "$to/bloomfilter-shared") == 0 or die "cp $script: $?";
+    }
+    system('chmod', '-R', 'a+rX', $to) == 0 or die "chmod: $?";
+    chmod((stat $dir)[2] & 07777 | 0711, $dir);
+    return ("$to/lib", "$to/bloomfilter-shared");
+}
+
+# Run `@cmd sh -c $prelude sh perl -e $script` (the prelude ends by
+# exec'ing "$@", to which it may append arguments), for at most 60 s.
+# Returns (its output, its status). The caller sets PERL5LIB.
+sub run_sh {
+    my ($prelude, $script, @cmd) = @_;
+    local $SIG{ALRM} = sub { die "timeout\n" };
+    alarm 60;
+    my $out = eval {
+        open(my $ph, '-|', @cmd, 'sh', '-c', $prelude, 'sh', $^X, '-e', $script) or die "sh: $!";
+        local $/;
+        my $o = <$ph> // '';
+        close $ph;
+        $o;
+    };
+    alarm 0;
+    return ($out // "timed out\n", $?);
 }
 
 # fork + exec perl with @args (a script given with -e, say); returns the pid.

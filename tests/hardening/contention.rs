@@ -19,11 +19,22 @@ fn pair() -> (Filter, Filter) {
     (a, b)
 }
 
+/// Run `hold` on `b` in a thread of its own (handles of one filter in one
+/// thread share a slot), then drop `b` there: its slot is released, and the
+/// lock `hold` left names a dead owner.
+fn in_gone_thread(b: Filter, hold: fn(&Filter)) {
+    thread::spawn(move || {
+        hold(&b);
+        drop(b);
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn a_stripe_left_by_a_gone_handle_is_taken_over() {
     let (a, b) = pair();
-    testing::hold_stripe(&b, b"x");
-    drop(b); // its slot is released; the stripe still names it
+    in_gone_thread(b, |h| testing::hold_stripe(h, b"x")); // its slot is released; the stripe still names it
     assert!(a.add(b"x").unwrap(), "the add went through and found x new");
     assert!(a.contains(b"x"));
     assert!(!a.add(b"x").unwrap());
@@ -35,8 +46,7 @@ fn a_clear_left_half_done_is_finished_by_the_next_adder() {
     for i in 0..200 {
         a.add(format!("old{i}").as_bytes()).unwrap();
     }
-    testing::hold_half_clear(&b);
-    drop(b);
+    in_gone_thread(b, testing::hold_half_clear);
     assert!(a.add(b"new").unwrap());
     assert!(a.contains(b"new"));
     let left = (0..200).filter(|i| a.contains(format!("old{i}").as_bytes())).count();
@@ -50,8 +60,7 @@ fn a_merger_meets_a_dead_exclusive_owner() {
     let other = Filter::new_anonymous(1000, 0.01, Options::default()).unwrap();
     other.add(b"merged").unwrap();
     a.add(b"before").unwrap();
-    testing::hold_half_clear(&b);
-    drop(b);
+    in_gone_thread(b, testing::hold_half_clear);
     a.merge(&other).unwrap();
     assert!(a.contains(b"merged"));
     assert!(!a.contains(b"before"), "the pending clear ran before the merge");
@@ -61,13 +70,11 @@ fn a_merger_meets_a_dead_exclusive_owner() {
 fn an_exclusive_operation_meets_a_dead_merge_mark() {
     let (a, b) = pair();
     a.add(b"x").unwrap();
-    testing::hold_merge(&b);
-    drop(b);
+    in_gone_thread(b, testing::hold_merge);
     a.clear().unwrap();
     assert!(a.bits_set() == 0 && !a.contains(b"x"));
     let (c, d) = pair();
-    testing::hold_half_clear(&d);
-    drop(d);
+    in_gone_thread(d, testing::hold_half_clear);
     c.freeze().unwrap(); // steals the dead owner's lock and finishes its clear
     assert!(c.frozen());
     assert_eq!(c.add(b"y").unwrap_err().kind, ErrorKind::Frozen);

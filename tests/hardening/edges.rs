@@ -53,10 +53,10 @@ fn bad_modes_and_paths_are_refused() {
     assert_eq!(e.msg, "path is empty");
     let e = Filter::open_file("a\0b", 10, 0.1, opts()).err().unwrap();
     assert!(e.msg.contains("NUL"), "{}", e.msg);
-    // memfd names are limited by the kernel (249 bytes).
-    let e = Filter::new_memfd(&"n".repeat(300), 10, 0.1, opts()).err().unwrap();
-    assert_eq!(e.kind, ErrorKind::Io);
-    assert!(e.msg.starts_with("memfd_create: "), "{}", e.msg);
+    // memfd names are limited by the kernel (249 bytes): a longer label is cut.
+    let f = Filter::new_memfd("n".repeat(300), 10, 0.1, opts()).unwrap();
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", f.memfd())).unwrap();
+    assert_eq!(link.to_str().unwrap(), format!("/memfd:{} (deleted)", "n".repeat(249)));
     let _ = std::fs::remove_dir_all(dir("modes"));
 }
 
@@ -131,6 +131,8 @@ fn large_filters_are_laid_out_for_huge_pages() {
 
 #[test]
 fn unlink_reports_what_failed() {
-    let e = region::unlink(b"/nonexistent-dir/x.bf").err().unwrap();
-    assert!(e.msg.starts_with("unlink /nonexistent-dir/x.bf: "), "{}", e.msg);
+    // Nothing to remove is not an error; a real failure is.
+    assert_eq!(region::unlink(b"/nonexistent-dir/x.bf"), Ok(false));
+    let e = region::unlink(b"/").err().unwrap();
+    assert!(e.msg.starts_with("unlink /: "), "{}", e.msg);
 }

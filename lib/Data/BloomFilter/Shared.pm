@@ -4,11 +4,13 @@ use 5.022;
 use strict;
 use warnings;
 
+use B ();
 use Carp ();
+use POSIX ();
 use Scalar::Util ();
 use overload ();
 
-our $VERSION = '0.01';
+our $VERSION = '0.06';
 
 require XSLoader;
 XSLoader::load(__PACKAGE__, $VERSION);
@@ -42,15 +44,30 @@ sub _uint64 {
     return $s;
 }
 
+# Capacity: whatever Perl takes as a number ("1e6", "1000\n", " 1000",
+# "1000.0", 1500.5), rounded up to a whole number of items. Integers written
+# out in full stay exact up to 2**64-1; others go through a double.
 sub _capacity {
     my ($method, $capacity) = @_;
-    my $c = _uint64($capacity);
-    if (!defined $c || $c eq '0') {
-        _croak($method, 'capacity is too large')
-            if defined $capacity && !ref $capacity && $capacity =~ /\A0*[1-9][0-9]*\z/;
-        _croak($method, 'capacity must be a positive integer');
+    _croak($method, 'capacity must be a positive number')
+        if !defined $capacity
+        || (ref $capacity && !overload::Method($capacity, '""')
+            && !overload::Method($capacity, '0+'));
+    my $s = "$capacity";
+    if ($s =~ /\A\s*\+?([0-9]+)\s*\z/) {
+        my $c = _uint64($1);
+        _croak($method, 'capacity is too large') if !defined $c;
+        _croak($method, 'capacity must be a positive number') if $c eq '0';
+        return $c;
     }
-    return $c;
+    _croak($method, 'capacity must be a positive number')
+        if !Scalar::Util::looks_like_number($s);
+    my $n = 0 + $s;
+    _croak($method, 'capacity must be a positive number')
+        if !($n > 0) || $n == 9**9**9;    # also refuses NaN and inf
+    $n = POSIX::ceil($n);
+    _croak($method, 'capacity is too large') if $n >= 18446744073709551616;
+    return sprintf '%.0f', $n;
 }
 
 sub _fp_rate {
@@ -64,13 +81,28 @@ sub _fp_rate {
     return 0 + $fp_rate;
 }
 
+# The file-type bits (S_IFMT) of a mode from stat, and the types they name.
+my $S_IFMT = 0170000;
+my %FILE_TYPE = map { $_ << 12 => 1 } 001, 002, 004, 006, 010, 012, 014;
+
 sub _mode {
     my ($method, $mode) = @_;
     return $DEFAULT_MODE if !defined $mode;
+    # A string such as "0660" would be read as decimal 660 (mode 01224):
+    # refuse strings outright, and let the caller say oct().
+    if (!ref $mode) {
+        my $flags = B::svref_2object(\$mode)->FLAGS;
+        _croak($method, "mode must be a number, not the string '$mode' (use oct('$mode'))")
+            if $flags & B::SVf_POK && !($flags & (B::SVf_IOK | B::SVf_NOK));
+    }
     my $m = _uint64($mode);
     _croak($method, 'mode must be an integer between 0 and 07777')
-        if !defined $m || length $m > 4 || $m > 07777;
-    return 0 + $m;
+        if !defined $m || length $m > 7;
+    $m = 0 + $m;
+    # (stat $file)[2] carries the file type too: keep the permission bits.
+    $m &= 07777 if $m > 07777 && $m <= 0177777 && $FILE_TYPE{$m & $S_IFMT};
+    _croak($method, 'mode must be an integer between 0 and 07777') if $m > 07777;
+    return $m;
 }
 
 sub _seed {
@@ -82,16 +114,17 @@ sub _seed {
     return $s;    # a decimal string: the XS converts it exactly
 }
 
-# A path (or memfd name) as bytes: a copy, never the caller's scalar.
+# A path (or memfd name): a copy, never the caller's scalar. Its bytes are
+# the scalar's own, UTF-8 flag and all, which is what Perl's open and -e use
+# for the same scalar; the XS takes them as they are.
 sub _bytes_string {
     my ($method, $what, $value) = @_;
     _croak($method, "undefined $what") if !defined $value;
     _croak($method, "$what must be a string")
         if ref $value && !overload::Method($value, '""');
     my $copy = "$value";
-    utf8::downgrade($copy, 1) or _croak($method, "Wide character in $what");
     _croak($method, "$what contains a NUL byte") if index($copy, "\0") >= 0;
-    _croak($method, "$what must not be empty") if $copy eq '';
+    _croak($method, "$what must not be empty") if $copy eq '' && $what ne 'name';
     return $copy;
 }
 
@@ -145,8 +178,16 @@ sub new {
     $capacity = _capacity('new', $capacity);
     $fp_rate = _fp_rate('new', $fp_rate);
     $mode = _mode('new', $mode);
+    my $explicit_seed = defined $seed;
     $seed = _seed('new', $seed);
-    return _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed));
+    my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed));
+    # An existing file keeps its seed; a different one asked for explicitly
+    # would otherwise be dropped without a word (and a secret seed with it).
+    # The message does not show either seed.
+    _croak('new', "the file's seed differs from the seed option"
+            . " (a filter's seed cannot change)")
+        if $explicit_seed && $self->seed ne $seed;
+    return $self;
 }
 
 sub new_memfd {
@@ -188,8 +229,17 @@ sub new_readonly {
     my $class = _class('new_readonly', $_[0]);
     _croak('new_readonly', 'usage: ' . __PACKAGE__ . '->new_readonly($path)')
         if @_ != 2;
+    _croak('new_readonly', 'path required') if !defined $_[1];
     my $path = _bytes_string('new_readonly', 'path', $_[1]);
     return _made('new_readonly', _xs_new_readonly($class, $path));
+}
+
+sub upgrade {
+    my $class = _class('upgrade', $_[0]);
+    _croak('upgrade', 'usage: ' . __PACKAGE__ . '->upgrade($path)') if @_ != 2;
+    _croak('upgrade', 'path required') if !defined $_[1];
+    my $path = _bytes_string('upgrade', 'path', $_[1]);
+    return _made('upgrade', _xs_upgrade($class, $path));
 }
 
 sub deserialize {
@@ -236,6 +286,7 @@ Data::BloomFilter::Shared - a Bloom filter in shared memory for many processes
     $bf->contains('bob');                   # 0: certainly absent
 
     my $new = $bf->add_many(\@items);       # how many were new
+    $bf->add_many(\@items, \@was_new);      # ... and one 0/1 per item
     my @hit = $bf->contains_many(\@items);  # one 0/1 per item
 
     # Anonymous: shared with the children forked after this point.
@@ -270,7 +321,7 @@ With the default seed of 0 the bit array is bit-compatible with C<bloom.h>:
 the same items, capacity and rate give the same bits.
 
 Items are byte strings. A string with characters above 0xFF croaks
-(C<Wide character>); a string of characters up to 0xFF is taken as those
+(C<Wide character: encode first (e.g. Encode::encode_utf8)>); a string of characters up to 0xFF is taken as those
 bytes, whatever its internal encoding. An undefined item croaks. An object
 with overloaded stringification is taken as its string; any other reference
 is taken as Perl stringifies it (C<HASH(0x...)>), which is rarely what you
@@ -295,11 +346,31 @@ Opens the filter file at C<$path>, creating it (mode C<$mode>, default C<0600>)
 when it does not exist. When C<$path> is undef the filter is an anonymous
 shared mapping, which children forked afterwards share.
 
-C<$capacity> is the number of items the filter is sized for (a positive
-integer); C<$fp_rate> the false positive rate wanted at that many items
-(strictly between 0 and 1, default 0.01). When an existing file is opened its
-stored geometry wins; the arguments are still range-checked. A frozen file is
-refused (see L</new_readonly>).
+An anonymous filter lives as long as the processes that have it, and only
+processes forked from the one that made it after it was made can have it.
+In a preforked server that means: made in a worker, it is that worker's
+alone (Starman without C<--preload-app> loads the application in each
+worker, so each gets its own filter); made in the master, it dies with the
+master, so a Hypnotoad hot deployment (a new master) starts with an empty
+one. Where every worker must see one filter whatever the server does, and
+where the filter must survive a restart, give it a file (on F</dev/shm> for
+memory speed).
+
+C<$path> is taken as the bytes Perl's own C<open> and C<-e> use for the same
+scalar: its internal bytes, so a character string with the UTF-8 flag on
+names the file its UTF-8 encoding names, exactly as C<open> would.
+
+C<$capacity> is the number of items the filter is sized for: anything Perl
+takes as a positive number (C<1000>, C<1e6>, C<"1e6">, C<"1000\n">,
+C<" 1000">, C<"1000.0">), rounded up to a whole number (C<1500.5> gives
+1501); a non-number, zero or less, infinity and NaN croak, and so does a
+capacity above 2**64-1 or one that needs more than 2**38 bits (C<too
+large>). C<$fp_rate>
+is the false positive rate wanted at that many items (strictly between 0 and
+1, default 0.01). When an existing file is opened its stored geometry wins;
+the arguments are still checked in the same way. A frozen file is refused
+(see L</new_readonly>). A file written by the original C module (0.04)
+croaks, naming the command that converts it (see L</UPGRADING FROM 0.04>).
 
 A new file is built complete where no other process can see it (an
 C<O_TMPFILE> file, or a temporary name beside C<$path> where the file
@@ -319,23 +390,48 @@ complete filter, built beside it, over it. The filter keeps the empty file's
 mode and group. A failure or a kill while it is built leaves the empty file
 as it was.
 
-The last argument is either a file mode (a number such as C<0660>, not the
-string C<"0660">) or a hash reference with the keys C<mode> and C<seed>.
-C<seed> is a non-negative integer below 2**64 (a decimal string is accepted
-for values beyond Perl's integers); a non-zero seed makes probe positions
-unpredictable to whoever chooses the items. Filters with different seeds are
-not compatible. See L</SEEDS>.
+The last argument is either a file mode or a hash reference with the keys
+C<mode> and C<seed>. The mode is a number such as C<0660>: a string
+(C<"0660">, which Perl would read as decimal 660) croaks and says to use
+C<oct()>. A mode from L<stat|perlfunc/stat> (C<(stat $file)[2]>, which
+carries the file type too) is taken as its permission bits. C<seed> is a
+non-negative integer below 2**64 (a decimal string is accepted for values
+beyond Perl's integers); a non-zero seed makes probe positions unpredictable
+to whoever chooses the items. Filters with different seeds are not
+compatible. An existing file keeps the seed it was created with: an explicit
+C<seed> that differs from it croaks (rather than return a filter without the
+protection asked for), and an absent one takes the file's. See L</SEEDS>.
 
 =head3 new_memfd
 
     my $bf = Data::BloomFilter::Shared->new_memfd($name, $capacity, $fp_rate, \%options);
 
 A new filter in a memfd (an anonymous file, see L<memfd_create(2)>). C<$name>
-is only a label (undef for a default one); C<$fp_rate> defaults to 0.01; the
-only option is C<seed>. Its memory is reserved at once, as for a file (see
-L</new>), and so is an anonymous filter's: one larger than C<RLIMIT_FSIZE>
-croaks naming the limit. Its file descriptor is L</memfd>: pass it to another
-process (over a UNIX socket, or to an C<exec>ed child) to share the filter.
+is only a label: any string without a NUL byte (undef or C<""> for a
+default one; the kernel keeps its first 249 bytes). C<$fp_rate> defaults to
+0.01; the only option is C<seed>. Its file descriptor is L</memfd>: pass it
+to another process (over a UNIX socket, or to an C<exec>ed child) to share
+the filter. Its memory is reserved at once, as for a file (see L</new>),
+and so is an anonymous filter's: one larger than C<RLIMIT_FSIZE> croaks
+naming the limit.
+
+The descriptor is close-on-exec, like every descriptor this module opens, so
+an C<exec>ed program does not inherit it by itself. To hand it to a child
+you C<exec>, clear the flag in the child between C<fork> and C<exec>:
+
+    use Fcntl qw(F_GETFD F_SETFD FD_CLOEXEC);
+    my $fd = $bf->memfd;
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        open my $fh, '<&=', $fd or die "fdopen: $!";
+        fcntl($fh, F_SETFD, fcntl($fh, F_GETFD, 0) & ~FD_CLOEXEC) or die "fcntl: $!";
+        exec 'worker', "--filter-fd=$fd" or die "exec: $!";
+    }
+
+and in the C<exec>ed program, C<< Data::BloomFilter::Shared->new_from_fd($fd) >>.
+Or let Perl clear the flag: it does so for a descriptor it opens that is not
+above C<$^F>, and opening this one anew (C<< open my $fh, '<&=', $fd >>)
+counts, so in the child C<$^F = $fd;> before that C<open> does the same.
 
 =head3 new_from_fd
 
@@ -345,7 +441,8 @@ process (over a UNIX socket, or to an C<exec>ed child) to share the filter.
 Attaches to the filter behind an open file descriptor (a number, or a file
 handle whose C<fileno> is taken): a memfd received from another process, or a
 filter file. The descriptor is duplicated (close-on-exec); the caller keeps
-and closes its own.
+and closes its own, and the handle's duplicate is its L</memfd>, which can be
+passed on in turn.
 
 A descriptor opened read-only (C<O_RDONLY>) gives a query-only handle, also
 of a live filter that other processes still change: this is how a process
@@ -364,7 +461,8 @@ whatever the descriptor's access mode.
 
 Opens a L<frozen|/freeze> filter file read-only: the mapping is C<PROT_READ>,
 no lock is ever taken, and it works on a read-only file system. Only queries
-and accessors work; mutations croak. A file that is not frozen croaks; to
+and accessors work; mutations croak. C<$path> is required (undef croaks with
+C<path required>); a filter that is not frozen croaks (C<not frozen>). To
 query a live filter without write access, give L</new_from_fd> a descriptor
 opened read-only.
 
@@ -396,11 +494,20 @@ same moment, at most one is told 1.
 =head3 add_many
 
     my $new_count = $bf->add_many(\@items);
-    my @new       = $bf->add_many(\@items);
+    my $new_count = $bf->add_many(\@items, \@was_new);
 
-Adds every item of the array. In scalar context returns how many were new; in
-list context one 0/1 per item. Every item is validated before any is added: a
-bad one croaks naming its index, and then nothing was added.
+Adds every item of the array and returns how many were new, in every context
+(list assignment, C<return>, C<sprintf '%d'> all see that one number, as
+with the original). With a second argument, an array reference, that array is
+emptied and then gets one 0/1 per item: 1 where the item was probably new.
+Every item (and the out array) is validated before any is added: a bad one
+croaks naming its index, and then nothing was added.
+
+    my @new = @ids[ grep { $was_new[$_] } 0 .. $#ids ];    # the new ones
+
+An array of many items is read as it goes: a tied array is asked for its
+elements one by one, and memory grows with the elements it really gives, not
+with the size its C<FETCHSIZE> claims.
 
 =head3 contains
 
@@ -412,9 +519,11 @@ bad one croaks naming its index, and then nothing was added.
 
     my $present_count = $bf->contains_many(\@items);
     my @present       = $bf->contains_many(\@items);
+    $bf->contains_many(\@items, \@present);
 
 Tests every item of the array: in scalar context how many are present; in list
-context one 0/1 per item.
+context one 0/1 per item. It takes the same optional out array as
+L</add_many>, filled with one 0/1 per item; the return value stays as above.
 
 These four methods are made for tight loops. The first time one of them is
 called from a given place in your code, it replaces Perl's generic sub-call
@@ -474,7 +583,9 @@ Sets every bit to 0, for every process sharing the filter.
     $bf->freeze;
 
 Marks the filter frozen, for good: every later mutation, through any handle,
-croaks, and the file can be opened with L</new_readonly>.
+croaks (C<filter is frozen (read-only)>; a second C<freeze> too), every
+handle of it reports L</readonly> 1, the freezing one included, and the file
+can be opened with L</new_readonly>.
 
 =head3 sync
 
@@ -487,8 +598,11 @@ Flushes a file-backed filter to disk (L<msync(2)>).
     $bf->unlink;
     Data::BloomFilter::Shared->unlink($path);
 
-Removes the filter's file (croaks when the filter has none), or the file at
-C<$path>. Processes that have it open keep using it.
+Removes the filter's file, or the file at C<$path>, and returns 1; returns 0
+when there is nothing to remove (a filter without a path, or a file already
+gone), so a second call is harmless. It croaks only on a real error
+(permissions, a directory...). Processes that have the file open keep using
+it. C<$path> is taken as Perl's own C<unlink> takes it.
 
 =head2 Accessors
 
@@ -539,8 +653,9 @@ The false positive probability now: C<fill_ratio ** hashes>.
 
 =head3 readonly
 
-1 for a handle from L</new_readonly>, or from L</new_from_fd> of a
-read-only descriptor or of a frozen filter; else 0.
+1 when nothing can change the filter through this handle: a handle from
+L</new_readonly>, one from L</new_from_fd> of a read-only descriptor, or any
+handle of a L<frozen|/freeze> filter; else 0.
 
 =head3 path
 
@@ -548,8 +663,10 @@ The backing file's path, or undef for an anonymous, memfd or fd filter.
 
 =head3 memfd
 
-The memfd's file descriptor for a filter from L</new_memfd>, else -1. It
-belongs to the handle: do not close it.
+The handle's own descriptor: the memfd of a filter from L</new_memfd>, or
+the duplicate a handle from L</new_from_fd> made of the descriptor it was
+given; else -1. It belongs to the handle: do not close it (pass it on, or
+L<dup|POSIX/dup> it).
 
 =head3 serialize
 
@@ -565,9 +682,44 @@ The format is in L</PORTABLE FILTERS>.
     my $stats = $bf->stats;
 
 A hash reference with the keys C<capacity fp_rate bits hashes seed bits_set
-count fill_ratio estimated_fpp ops mmap_size frozen readonly>: the accessors
-above, plus C<ops> (operations so far, summed over every process) and
-C<mmap_size> (bytes mapped).
+count fill_ratio estimated_fpp ops mmap_size frozen readonly overfull>: the
+accessors above, plus C<ops>, C<mmap_size> (bytes mapped) and C<overfull>.
+
+C<ops> counts write calls, summed over every process, as the original
+documents: each C<add>, C<add_many> (however many items, none too),
+C<merge> (a self-merge too), C<intersect>, C<invert>, C<clear> and
+C<freeze> is one; queries are not counted.
+
+C<overfull> is 1 when the filter holds more than it was sized for: C<count>
+has passed C<capacity>, or every bit is set (C<count> then stays at
+C<capacity>). Past capacity the false-positive rate climbs fast (see
+L</CHOOSING CAPACITY AND FP_RATE>): watch this flag and build a larger
+filter.
+
+=head2 Files of the original
+
+=head3 upgrade
+
+    my $done = Data::BloomFilter::Shared->upgrade($path);
+
+Converts the filter file at C<$path>, written by the original C module
+(Data::BloomFilter::Shared 0.04 or earlier, either of its two formats), into
+a filter file of this version, in place, and returns a hash reference of
+what it converted: C<from_version> (the old format, 1 or 2), C<bits>,
+C<hashes>, C<capacity>, C<fp_rate> and C<bits_set>. The bits are copied
+word for word, so the same items are present, with the same C<count>; the
+geometry, mode and owner carry over (C<ops> starts again from 0). The new
+file is built complete beside the old one and renamed over it, so C<$path>
+names the old file or the new one at every moment, never a mix; on any error
+nothing changed. The command C<bloomfilter-shared upgrade PATH> does the
+same.
+
+Stop every process of the old version first. A file that another process has
+locked (C<flock>) or mapped is refused (C<in use>), but that can only be
+told of processes this one can see in F</proc>: not of those in another PID
+namespace (another container) or hidden by a C<hidepid> mount. A damaged
+file is refused with what is wrong, a file of this version with C<already a
+filter of this version>. See L</UPGRADING FROM 0.04>.
 
 =head2 Lifetime
 
@@ -581,6 +733,86 @@ object croaks with C<destroyed handle>, and never touches freed memory.
 
 Returns 1: handles are not cloned into new ithreads (there they are undef).
 Processes created with C<fork> share the filter and may use inherited handles.
+
+=head1 UPGRADING FROM 0.04
+
+This module replaces the original C-only Data::BloomFilter::Shared (0.04,
+and 0.05 which added C<freeze>). Its version, 0.06, is above both, so
+C<use Data::BloomFilter::Shared 0.05> keeps working, and code written for the
+original runs unchanged: C<add_many> returns the count of new items in every
+context, C<stats-E<gt>{ops}> counts write calls, the croaks keep the
+original's key words (C<too large>, C<read-only>, C<path required>, C<not
+frozen>), C<unlink> is idempotent, handles can be re-blessed into
+subclasses, and the same items, capacity and rate set the same bits.
+
+=head2 Steps
+
+=over 4
+
+=item 1. Stop every process that uses the old module's filter files.
+
+=item 2. Install this version.
+
+=item 3. Convert each file: C<bloomfilter-shared upgrade PATH> (or
+L</upgrade>). Opening an unconverted file with L</new> croaks with
+C<written by Data::BloomFilter::Shared 0.04: convert it with
+`bloomfilter-shared upgrade PATH`>; nothing is changed until you do.
+Anonymous filters need nothing: they live as long as their processes.
+
+=item 4. Start the processes again.
+
+=back
+
+=head2 What is deliberately different, and why
+
+=over 4
+
+=item * B<An undefined item croaks> (C<undefined item>, with its index in a
+batch). Taking it as C<""> would make every missing id the same item, and
+the second one "seen": a silent loss of data.
+
+=item * B<Stricter argument checks.> A capacity that is not a number (or is
+zero, negative, infinite or NaN), a mode given as a string (C<"0660"> reads
+as decimal 660, a mode readable by all and not by the owner), an unknown
+option, a seed other than an existing file's, a path with a NUL byte: each
+croaks, where the original went on with a surprising result. Numbers are
+still anything Perl takes as a number (C<"1e6">, C<"1000\n">, C<1500.5>).
+
+=item * B<Croak wording.> Every message starts with
+C<Data::BloomFilter::Shared-E<gt>METHOD: > and says what was wrong (see
+L</DIAGNOSTICS>). The original's key words are kept inside the messages:
+match on those (C<qr/too large/>), not on whole messages.
+
+=item * B<Memory per filter.> Before the bits, a file or mapping has a
+control area of 324 KiB (1 024 process slots and 4 096 lock stripes, each on
+its own cache line, so that no two processes write the same line on the hot
+path; 2 MiB when the bit array is 4 MiB or more, so that the bits start on a
+huge page). A 1 000-item filter therefore maps about 330 KiB where the
+original's took 18 KiB; for large filters the difference is negligible.
+C<stats-E<gt>{mmap_size}> is the exact size.
+
+=item * B<Batches are linearizable per item, not one lock per batch.> An
+C<add_many> never holds a lock across its items: adds of other processes
+can come between two items of a batch. Each item's add is still
+linearizable (among processes adding the same item at once, at most one is
+told "new"), and a batch is all or nothing with respect to validation; what
+is not promised is that a batch appears to others all at once.
+
+=item * B<Items and paths are bytes.> A character above 0xFF in an item
+croaks (C<Wide character: encode first (e.g. Encode::encode_utf8)>); paths
+are the bytes Perl's own C<open> uses for the same scalar.
+
+=item * B<New methods and options:> C<seed>, L</new_memfd>,
+L</new_from_fd>, L</serialize> and L</deserialize>, L</intersect>,
+L</invert>, L</is_compatible>, L</upgrade>, the out arrays of L</add_many>
+and L</contains_many>, and C<overfull> in L</stats>.
+
+=item * B<The file format> is this module's own (header, process slots,
+lock stripes, then the page-aligned bits); files of the original are
+converted once with L</upgrade>. C<ops> starts again from 0 in a converted
+file.
+
+=back
 
 =head1 PORTABLE FILTERS
 
@@ -806,6 +1038,44 @@ larger C<fp_rate> or several filters.
 
 =back
 
+=head1 CONCURRENCY AND CRASH SAFETY
+
+An add sets bits with atomic OR while holding only the lock of its item's
+stripe (one of 4096); C<clear>, C<intersect>, C<invert> and C<freeze> take the
+filter exclusively and wait for in-flight adds. Every lock word names its
+owner's process slot, and each slot holds a robust process-shared mutex that
+its owner keeps locked while it uses the filter. When a process dies, however
+it dies, the kernel marks its mutexes "owner died"; a waiter that finds the
+mark takes the lock over, within about 20 ms. Nothing depends on seeing the
+other process: it works the same across PID namespaces (containers sharing
+F</dev/shm> or a memfd), with F</proc> mounted C<hidepid=2> or not mounted,
+between users, and in a process whose main thread has exited.
+
+What waits on what: an adder waits only for another adder of the same stripe
+(a few hundred nanoseconds), or for an exclusive operation to end; an
+exclusive operation waits for adds and merges in flight. A process that is
+stopped (SIGSTOP, a debugger, a frozen cgroup) is alive: whoever needs what it
+holds waits until it runs again or dies. Queries never wait.
+
+A C<clear> or C<invert> interrupted by a crash is finished by the next
+process that writes (an add, a merge, any exclusive operation): before each
+chunk of 64 words changes, the operation saves the chunk and records where it
+is, so the next process puts back the chunk it was changing and does only the
+rest. That process waits for the death to be noticed (at most 20 ms) plus the
+rest of the operation, at most one pass over the bits (about 5 ms per 32 MiB
+of bits on the machine of the README's performance figures;
+F<t/51-crash-exclusive.t> prints both). C<freeze> sets one flag, so it is done or not. Limits: a killed
+C<intersect> or C<merge> has changed a prefix of the words (the other filter
+it was reading may be gone, so nobody can finish it); a killed C<add_many>
+has added a prefix of its items. Nothing another process completed is lost.
+
+A process takes one slot per filter on its first write, however many handles
+of the filter it has open (a threaded program: one per thread that writes);
+the table has 1023. Processes past the table still write, through one shared
+overflow slot that they take for one call at a time: they wait for one
+another (one more lock and unlock per call), never for the processes that
+have slots.
+
 =head1 SECURITY
 
 =head2 Files
@@ -889,24 +1159,41 @@ Wrong number of arguments.
 An item (or an element of the array given to L</add_many> or
 L</contains_many>) is undef, or the array has a hole there.
 
-=item Wide character
+=item Wide character: encode first (e.g. Encode::encode_utf8)
 
-=item Wide character at index %d
+=item Wide character at index %d: encode first (e.g. Encode::encode_utf8)
 
 An item has a character above 0xFF, so is not a byte string. Encode it first
-(for instance with C<utf8::encode>).
+(for instance with C<Encode::encode_utf8> or C<utf8::encode>).
 
 =item argument is not an array reference
 
-L</add_many> and L</contains_many> take one array reference.
+L</add_many> and L</contains_many> take an array reference of items.
 
-=item capacity must be a positive integer
+=item second argument is not an array reference
+
+=item second argument is a read-only array
+
+The out array of L</add_many> or L</contains_many> must be an array
+reference that can be written; nothing was added.
+
+=item capacity must be a positive number
 
 =item capacity is too large
 
 =item fp_rate must be between 0 and 1 (exclusive)
 
 =item mode must be an integer between 0 and 07777
+
+=item mode must be a number, not the string '%s' (use oct('%s'))
+
+A mode given as a string, such as C<"0660">, would be read as a decimal
+number: convert it with C<oct>.
+
+=item the file's seed differs from the seed option (a filter's seed cannot change)
+
+L</new> of an existing file with an explicit C<seed> other than the one the
+file was created with (neither is shown). Nothing was changed.
 
 =item seed must be a non-negative integer that fits in 64 bits
 
@@ -920,16 +1207,17 @@ Constructor arguments out of range.
 
 =item undefined path
 
+=item path required
+
 =item path must be a string
 
 =item path must not be empty
 
 =item path contains a NUL byte
 
-=item Wide character in path
-
-A path that cannot be a file name. L</new_memfd> reports the same problems
-with its C<$name> (C<name must be a string>, ...).
+A path that cannot be a file name (L</new_readonly> and L</upgrade> say
+C<path required> for undef). L</new_memfd> reports the same problems with
+its C<$name> (C<name must be a string>, ...), but takes an empty one.
 
 =item fd must be a non-negative integer or an open file handle
 
@@ -980,11 +1268,10 @@ filter was changed. See L</Compatibility>.
 
 =item serialized size %d is too large
 
-The filter does not fit in a Perl string on this machine.
+=item cannot allocate %d bytes for the serialized filter
 
-=item filter has no path
-
-L</unlink> was called on an anonymous, memfd or fd filter.
+The filter does not fit in a Perl string on this machine, or the memory for
+it cannot be had now (a C<ulimit -v>, say). The process goes on.
 
 =item must be called as a class method
 
@@ -994,10 +1281,6 @@ A constructor was called without a class.
 
 A handle cannot be copied by L<Storable>.
 
-=item name is not valid UTF-8
-
-L</new_memfd>'s C<$name> is only a label, and must be UTF-8 text.
-
 =item error (status %d)
 
 =item cannot create the filter
@@ -1005,6 +1288,8 @@ L</new_memfd>'s C<$name> is only a label, and must be UTF-8 text.
 =item cannot open the filter
 
 =item cannot deserialize the filter
+
+=item cannot upgrade the file
 
 The core failed without saying why. This should not happen: please report it
 with the code that triggers it.
@@ -1018,7 +1303,7 @@ denied (os error 13)>.
 
 =over 4
 
-=item capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters
+=item capacity is too large: capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters
 
 The filter would be larger than the largest supported; see
 L</CHOOSING CAPACITY AND FP_RATE>.
@@ -1111,7 +1396,7 @@ A frozen filter can only be queried: use L</new_readonly>.
 L</new_readonly> maps a filter that can no longer change; L</freeze> it
 first, or open it with L</new>.
 
-=item filter is frozen
+=item filter is frozen (read-only)
 
 A mutation (L</add>, L</add_many>, L</merge>, L</intersect>, L</invert>,
 L</clear>, L</freeze>) of a frozen filter.
@@ -1148,10 +1433,52 @@ initialises there: the file was damaged or written by something else.
 
 =item file too large to map
 
+=item PATH: written by Data::BloomFilter::Shared 0.04: convert it with `bloomfilter-shared upgrade PATH`
+
+A file of the original C module: convert it once (see L</UPGRADING FROM
+0.04>). Through L</new_from_fd> the message says C<PATH> literally.
+
 The file is not a filter, was written by another version or on a machine of
 another byte order, or was damaged. Use
 L</serialize> and L</deserialize> to move filters between machines; restore
 a damaged file from a copy (or rebuild the filter).
+
+=item PATH: in use (another process holds a lock on it); stop the processes of the old version first
+
+=item PATH: in use (process %d has it mapped); stop the processes of the old version first
+
+=item PATH: already a filter of this version (nothing to upgrade)
+
+=item PATH: file of the original module is truncated (%d bytes, header needs 256)
+
+=item PATH: not a file of Data::BloomFilter::Shared 0.04 (bad magic)
+
+=item PATH: unknown format version %d of the original module
+
+=item PATH: invalid hash count %d in header (corrupted file)
+
+=item PATH: invalid bit count %d in header (corrupted file)
+
+=item PATH: invalid capacity in header (corrupted file)
+
+=item PATH: invalid fp_rate in header (corrupted file)
+
+=item PATH: file is %d bytes, header says %d (truncated or grown)
+
+=item PATH: bit array of %d bytes at offset %d does not fit in %d bytes after the header (corrupted file)
+
+=item PATH: replaced by another file during the upgrade (nothing changed)
+
+=item read PATH: ...
+
+=item rename PATH: ...
+
+=item stat PATH: ...
+
+=item chown PATH: ...
+
+L</upgrade> refused the file, or a system call failed while converting it;
+in every case the file was left as it was.
 
 =item mode %o is not a file mode
 

@@ -1256,7 +1256,7 @@ A span is the aligned range that holds all of one item's bits.
 
 =item the filter needs %d bits but a Redis string holds at most 2^32: use shards => %d or more
 
-=item capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters
+=item capacity is too large: capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters
 
 =item key %s exists without %s (not a filter of this module; nothing was changed)
 
