@@ -13,6 +13,8 @@ use Time::HiRes qw(sleep time);
 use Data::BloomFilter::Shared;
 
 redis_or_skip();
+plan skip_all => 'redis-cli is not installed (Debian: redis-tools)'
+    if !grep { -x "$_/redis-cli" } split(/:/, $ENV{PATH} // ''), '/usr/bin';
 require Data::BloomFilter::Shared::Redis;
 my $R = 'Data::BloomFilter::Shared::Redis';
 $SIG{ALRM} = sub { die "81-redis-cluster: global timeout\n" };

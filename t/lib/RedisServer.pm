@@ -13,6 +13,8 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT_OK = qw(redis_or_skip);
 
+my $SERVER = 'redis-server';    # the path redis_or_skip found
+
 # skip_all unless redis-server and Redis::Fast are here; returns the server's path.
 sub redis_or_skip {
     require Test::More;
@@ -24,6 +26,7 @@ sub redis_or_skip {
     Test::More::plan(skip_all => 'redis-server is not installed (Debian: redis-server)') if !$bin;
     Test::More::plan(skip_all => 'Redis::Fast is not installed (Debian: libredis-fast-perl)')
         if !eval { require Redis::Fast; 1 };
+    $SERVER = $bin;
     return $bin;
 }
 
@@ -64,7 +67,7 @@ sub start {
     if (!$pid) {
         open STDIN, '<', '/dev/null';
         open STDOUT, '>', '/dev/null';
-        exec 'redis-server', @args or POSIX::_exit(127);
+        exec $SERVER, @args or POSIX::_exit(127);
     }
     $self->{pid} = $pid;
     my $until = time + 10;
