@@ -14,17 +14,49 @@
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use crate::sync::Claim;
+use memmap2::MmapRaw;
+
+use crate::format::SLOTS_OFF;
+use crate::sync::{self, Claim, Slot};
 
 /// Identity of a filter: device and inode of its mapped object.
 pub type Id = (u64, u64);
 
+/// A slot this thread holds. It owns a reference to the mapping the slot's
+/// mutex lies in, so that the mapping is never unmapped while the mutex is
+/// locked and on this thread's robust list (the kernel walks that list when
+/// the thread ends, and glibc writes through it at every lock and unlock).
 struct Entry {
     id: Id,
     fork: u32,
     claim: Claim,
     holder: u64,
+    map: Option<Arc<MmapRaw>>,
+}
+
+impl Entry {
+    /// Whether the handle that claimed the slot is gone (dropped, perhaps in
+    /// another thread, which could not give the slot back).
+    fn orphaned(&self) -> bool {
+        self.map.as_ref().is_some_and(|m| Arc::strong_count(m) == 1)
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let Some(map) = self.map.take() else { return };
+        // Only in the process that claimed it: a forked child's copy of the
+        // table names its parent's slots (and a mutex it does not hold).
+        if self.fork == sync::fork_generation() {
+            // SAFETY: the slot table lies at SLOTS_OFF of every mapping this
+            // library makes (validated when it was attached), and `map`
+            // keeps the mapping alive for this call.
+            let slot = unsafe { &*(map.as_ptr().add(SLOTS_OFF as usize) as *const Slot).add(self.claim.idx as usize) };
+            slot.release(self.claim);
+        }
+    }
 }
 
 /// Each thread's epochs start at a value no other thread ever used, so a
@@ -34,93 +66,74 @@ static NEXT_BASE: AtomicU64 = AtomicU64::new(1 << 32);
 thread_local! {
     // Relaxed: only uniqueness matters, not order with anything else.
     static EPOCH: Cell<u64> = Cell::new(NEXT_BASE.fetch_add(1 << 32, Ordering::Relaxed));
+    // Dropped when the thread ends: every slot it still holds is given back
+    // then (Entry's Drop), in the thread that holds the mutexes.
     static TABLE: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
 }
 
 /// This thread's current epoch. A claim cached under an epoch stays valid
-/// while the epoch is unchanged (the same thread, no holder dropped since).
+/// while the epoch is unchanged (the same thread, no slot given back since).
+/// 0 once the thread's table is gone (thread exit): nothing matches it.
 #[inline(always)]
 pub fn epoch() -> u64 {
-    EPOCH.with(|e| e.get())
+    EPOCH.try_with(|e| e.get()).unwrap_or(0)
+}
+
+fn new_epoch() {
+    let _ = EPOCH.try_with(|e| e.set(e.get() + 1));
+}
+
+/// Entries of another fork generation, and orphaned ones, go; when any
+/// slot is given back, a new epoch starts (other handles claim anew).
+fn prune(t: &mut Vec<Entry>, fork: u32) {
+    let before = t.len();
+    t.retain(|e| e.fork == fork && !e.orphaned());
+    if t.len() != before {
+        new_epoch();
+    }
 }
 
 /// The slot this thread holds for filter `id` in fork generation `fork`.
 pub fn lookup(id: Id, fork: u32) -> Option<Claim> {
-    TABLE.with(|t| {
-        let mut t = t.borrow_mut();
-        // Entries inherited over fork name the parent's slots: not ours.
-        t.retain(|e| e.fork == fork);
-        t.iter().find(|e| e.id == id).map(|e| e.claim)
-    })
+    TABLE
+        .try_with(|t| {
+            let mut t = t.borrow_mut();
+            prune(&mut t, fork);
+            t.iter().find(|e| e.id == id).map(|e| e.claim)
+        })
+        .ok()
+        .flatten()
 }
 
-/// Record that handle `holder` claimed `claim` for filter `id`.
-pub fn insert(id: Id, fork: u32, claim: Claim, holder: u64) {
-    TABLE.with(|t| {
-        t.borrow_mut().push(Entry {
-            id,
-            fork,
-            claim,
-            holder,
+/// Record that handle `holder`, whose mapping is `map`, claimed `claim` for
+/// filter `id`. False when the thread's table is gone (the thread is
+/// ending): the caller then gives the slot back after its call.
+pub fn insert(id: Id, fork: u32, claim: Claim, holder: u64, map: Arc<MmapRaw>) -> bool {
+    TABLE
+        .try_with(|t| {
+            t.borrow_mut().push(Entry {
+                id,
+                fork,
+                claim,
+                holder,
+                map: Some(map),
+            })
         })
-    });
+        .is_ok()
 }
 
 /// Handle `holder` of filter `id` goes away: if it holds this thread's slot
-/// for the filter, forget the slot (the caller gives it back) and start a
-/// new epoch.
-pub fn forget(id: Id, fork: u32, holder: u64) -> Option<Claim> {
-    let gone = TABLE.with(|t| {
+/// for the filter, give the slot back and start a new epoch.
+pub fn forget(id: Id, fork: u32, holder: u64) {
+    let gone = TABLE.try_with(|t| {
         let mut t = t.borrow_mut();
         let i = t
             .iter()
             .position(|e| e.id == id && e.fork == fork && e.holder == holder)?;
-        Some(t.swap_remove(i).claim)
+        Some(t.swap_remove(i))
     });
-    if gone.is_some() {
-        EPOCH.with(|e| e.set(e.get() + 1));
-    }
-    gone
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn claim(idx: u32) -> Claim {
-        Claim { idx, token: idx + 1 }
-    }
-
-    #[test]
-    fn one_slot_per_filter_per_thread() {
-        let e0 = epoch();
-        assert_eq!(lookup((1, 2), 7), None);
-        insert((1, 2), 7, claim(3), 100);
-        assert_eq!(lookup((1, 2), 7), Some(claim(3)));
-        assert_eq!(lookup((1, 3), 7), None, "another filter");
-        // Another handle of the filter going away changes nothing.
-        assert_eq!(forget((1, 2), 7, 101), None);
-        assert_eq!(epoch(), e0);
-        // The holder going away forgets the slot and starts a new epoch.
-        assert_eq!(forget((1, 2), 7, 100), Some(claim(3)));
-        assert_ne!(epoch(), e0);
-        assert_eq!(lookup((1, 2), 7), None);
-    }
-
-    #[test]
-    fn entries_of_another_fork_generation_are_not_ours() {
-        insert((5, 5), 1, claim(9), 1);
-        assert_eq!(lookup((5, 5), 2), None);
-        assert_eq!(lookup((5, 5), 1), None, "purged when seen from generation 2");
-    }
-
-    #[test]
-    fn threads_have_their_own_tables_and_epochs() {
-        insert((8, 8), 1, claim(1), 1);
-        let mine = epoch();
-        let (theirs, found) = std::thread::spawn(|| (epoch(), lookup((8, 8), 1))).join().unwrap();
-        assert_eq!(found, None);
-        assert_ne!(theirs >> 32, mine >> 32, "epochs of two threads never meet");
-        assert_eq!(forget((8, 8), 1, 1), Some(claim(1)));
+    if let Ok(Some(e)) = gone {
+        drop(e); // gives the slot back
+        new_epoch();
     }
 }

@@ -71,20 +71,31 @@ pub struct Filter {
 
 static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// The slot a call runs under: the handle's own, or the overflow slot,
-/// which is given back when the call ends (also on an early return).
+/// The slot a call runs under: the thread's slot for the filter, or one
+/// held for this call only (the overflow slot, or any slot while the thread
+/// ends), which is given back when the call ends (also on an early return).
 struct Held<'a> {
     f: &'a Filter,
     c: Claim,
+    /// Given back when the call ends.
+    once: bool,
 }
 
 impl Drop for Held<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.c.idx == sync::OVERFLOW {
+        if self.once {
             self.f.shared().release_slot(self.c);
         }
     }
+}
+
+/// How long a thread that found the slot table full writes through the
+/// overflow slot before it looks for a slot of its own again.
+const FULL_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+thread_local! {
+    static FULL_UNTIL: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
 }
 
 // SAFETY: the handle owns its mapping; moving it to another thread moves the
@@ -280,7 +291,11 @@ impl Filter {
     fn claim(&self) -> Result<Held<'_>> {
         let gen = sync::fork_generation();
         match self.claim.get() {
-            Some((c, g, e)) if g == gen && e == claims::epoch() => Ok(Held { f: self, c }),
+            Some((c, g, e)) if g == gen && e == claims::epoch() => Ok(Held {
+                f: self,
+                c,
+                once: false,
+            }),
             _ => self.claim_slow(gen),
         }
     }
@@ -291,21 +306,45 @@ impl Filter {
         let id = self.region.id();
         if let Some(c) = claims::lookup(id, gen) {
             self.claim.set(Some((c, gen, claims::epoch())));
-            return Ok(Held { f: self, c });
+            return Ok(Held {
+                f: self,
+                c,
+                once: false,
+            });
         }
         let sh = self.shared();
-        let busy = |_| Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken");
-        match sh.claim_slot(std::process::id()) {
-            Ok(c) => {
-                claims::insert(id, gen, c, self.serial);
-                self.claim.set(Some((c, gen, claims::epoch())));
-                Ok(Held { f: self, c })
-            }
-            Err(_) => Ok(Held {
-                f: self,
-                c: sh.claim_overflow().map_err(busy)?,
-            }),
+        if !sync::robust_mutexes_available() {
+            return Err(Error::new(
+                ErrorKind::Busy,
+                "this system has no robust process-shared mutexes (glibc and robust futexes are needed to write)",
+            ));
         }
+        let busy = |_| Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken");
+        // A full table stays full for a while: look again at most every
+        // FULL_RETRY rather than try every slot's mutex on every call.
+        let full = FULL_UNTIL.with(|u| u.get().is_some_and(|t| std::time::Instant::now() < t));
+        if !full {
+            match sh.claim_slot(std::process::id()) {
+                Ok(c) => {
+                    if claims::insert(id, gen, c, self.serial, self.region.mapping()) {
+                        self.claim.set(Some((c, gen, claims::epoch())));
+                        return Ok(Held {
+                            f: self,
+                            c,
+                            once: false,
+                        });
+                    }
+                    // The thread is ending: hold the slot for this call only.
+                    return Ok(Held { f: self, c, once: true });
+                }
+                Err(_) => FULL_UNTIL.with(|u| u.set(Some(std::time::Instant::now() + FULL_RETRY))),
+            }
+        }
+        Ok(Held {
+            f: self,
+            c: sh.claim_overflow().map_err(busy)?,
+            once: true,
+        })
     }
 
     #[inline]
@@ -629,8 +668,8 @@ impl Filter {
         self.writable()?;
         self.check_compatible(other)?;
         if self.same_filter(other) {
-            let c = self.claim()?.c;
-            self.shared().count_ops(c, 1); // a write call all the same
+            let held = self.claim()?;
+            self.shared().count_ops(held.c, 1); // a write call all the same
             return Ok(());
         }
         self.exclusive(|_, words| {
@@ -757,6 +796,11 @@ pub mod testing {
         hold_half_transform(f, PENDING_INVERT);
     }
 
+    /// The index of the slot this handle writes under.
+    pub fn slot_of(f: &Filter) -> u32 {
+        f.claim().expect("slot").c.idx
+    }
+
     /// Mark this handle's slot busy (a merge killed midway).
     pub fn hold_merge(f: &Filter) {
         let c = f.claim().expect("slot").c;
@@ -776,14 +820,13 @@ pub mod testing {
 impl Drop for Filter {
     fn drop(&mut self) {
         // Only the handle whose mapping holds the slot's mutex gives it back,
-        // in the thread and process that claimed it: a forked child dropping
-        // an inherited handle must not free its parent's slot, and only the
-        // mutex's owner may unlock it. (A holder dropped in another thread
-        // leaves its slot to be recovered when the claiming thread ends.)
+        // in the thread and process that claimed it (a forked child must not
+        // free its parent's slot, and only the mutex's owner may unlock it).
+        // A holder dropped in another thread leaves its slot in the claiming
+        // thread's table, which keeps the mapping and gives the slot back
+        // there (see `claims`).
         if self.claim.get().is_some() {
-            if let Some(c) = claims::forget(self.region.id(), sync::fork_generation(), self.serial) {
-                self.shared().release_slot(c);
-            }
+            claims::forget(self.region.id(), sync::fork_generation(), self.serial);
         }
     }
 }

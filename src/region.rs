@@ -15,6 +15,7 @@
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -36,7 +37,10 @@ pub enum Backing {
 
 /// A mapped, validated filter region.
 pub struct Region {
-    map: MmapRaw,
+    /// Shared with the thread-local claims table while a slot mutex in it
+    /// is locked (see `claims`): the mapping outlives every robust-list
+    /// entry that points into it.
+    map: Arc<MmapRaw>,
     pub header: Header,
     pub backing: Backing,
     pub readonly: bool,
@@ -72,6 +76,11 @@ impl Region {
     /// Device and inode of the mapped object.
     pub fn id(&self) -> (u64, u64) {
         self.id
+    }
+
+    /// The mapping itself, to keep it alive.
+    pub fn mapping(&self) -> Arc<MmapRaw> {
+        Arc::clone(&self.map)
     }
 
     pub fn layout(&self) -> Layout {
@@ -342,7 +351,7 @@ pub fn create_anonymous(h: &Header) -> Result<Region> {
     // The descriptor is closed here: the mapping keeps the memory (and so
     // the inode number in `id`) alive.
     Ok(Region {
-        map,
+        map: Arc::new(map),
         header: *h,
         backing: Backing::Anonymous,
         readonly: false,
@@ -359,7 +368,7 @@ pub fn create_memfd(name: &[u8], h: &Header) -> Result<Region> {
     write_header(&map, h);
     advise_huge(&map, &l);
     Ok(Region {
-        map,
+        map: Arc::new(map),
         header: *h,
         backing: Backing::Memfd(fd),
         readonly: false,
@@ -632,7 +641,7 @@ fn create_file(
 
 fn file_region(map: MmapRaw, h: &Header, path: &CStr, st: &libc::stat) -> Region {
     Region {
-        map,
+        map: Arc::new(map),
         header: *h,
         backing: Backing::File(path.to_owned()),
         readonly: false,
@@ -664,7 +673,7 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
     let header = read_header(&m, Some(shown)).map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
     drop(lock);
     let r = Region {
-        map: m,
+        map: Arc::new(m),
         header,
         backing: Backing::File(path.to_owned()),
         readonly: false,
@@ -761,7 +770,7 @@ pub fn open_fd(fd: RawFd) -> Result<Region> {
     let m = map(&own, st.st_size as u64, readonly)?;
     let header = read_header(&m, None)?;
     let mut r = Region {
-        map: m,
+        map: Arc::new(m),
         header,
         backing: Backing::Fd(own),
         readonly,
@@ -775,7 +784,7 @@ pub fn open_fd(fd: RawFd) -> Result<Region> {
         let m = map(&own, st.st_size as u64, true)?;
         let header = read_header(&m, None)?;
         return Ok(Region {
-            map: m,
+            map: Arc::new(m),
             header,
             backing: Backing::Fd(own),
             readonly: true,
@@ -796,7 +805,7 @@ pub fn open_readonly(raw: &[u8]) -> Result<Region> {
     let m = map(&fd, st.st_size as u64, true)?;
     let header = read_header(&m, Some(shown)).map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
     let r = Region {
-        map: m,
+        map: Arc::new(m),
         header,
         backing: Backing::File(path),
         readonly: true,

@@ -165,35 +165,50 @@ pub enum Try {
 /// The byte offset of glibc's `__kind` in a `pthread_mutex_t` (the same on
 /// every 64-bit glibc target), and the value `init_slots` leaves there.
 const KIND_OFF: usize = 16;
+/// glibc's kind bits for a robust mutex and for a process-shared one: a
+/// libc or kernel without robust futexes must not pass for one that has them.
+const KIND_ROBUST: i32 = 16;
+const KIND_PSHARED: i32 = 128;
 
-fn robust_attr() -> libc::pthread_mutexattr_t {
+/// Attributes of a robust, process-shared mutex; None where this libc
+/// refuses either (then no slot mutex is ever initialised or trusted).
+fn robust_attr() -> Option<libc::pthread_mutexattr_t> {
     // SAFETY: a zeroed attr is initialised by pthread_mutexattr_init before
-    // any other use; the setters only fail for invalid values, which these
-    // are not.
+    // any other use.
     unsafe {
         let mut a: libc::pthread_mutexattr_t = std::mem::zeroed();
-        libc::pthread_mutexattr_init(&mut a);
-        libc::pthread_mutexattr_setpshared(&mut a, libc::PTHREAD_PROCESS_SHARED);
-        libc::pthread_mutexattr_setrobust(&mut a, libc::PTHREAD_MUTEX_ROBUST);
-        a
+        let ok = libc::pthread_mutexattr_init(&mut a) == 0
+            && libc::pthread_mutexattr_setpshared(&mut a, libc::PTHREAD_PROCESS_SHARED) == 0
+            && libc::pthread_mutexattr_setrobust(&mut a, libc::PTHREAD_MUTEX_ROBUST) == 0;
+        ok.then_some(a)
     }
 }
 
-/// The `__kind` word of a robust, process-shared mutex on this libc.
-fn expected_kind() -> i32 {
-    static KIND: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+/// The `__kind` word of a robust, process-shared mutex on this libc, or
+/// None where such mutexes are not available.
+fn expected_kind() -> Option<i32> {
+    static KIND: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
     *KIND.get_or_init(|| {
-        let a = robust_attr();
+        let a = robust_attr()?;
         // SAFETY: a private, zeroed mutex initialised with valid attributes;
         // the read is within its 40 bytes.
-        unsafe {
+        let k = unsafe {
             let mut m: libc::pthread_mutex_t = std::mem::zeroed();
-            libc::pthread_mutex_init(&mut m, &a);
+            if libc::pthread_mutex_init(&mut m, &a) != 0 {
+                return None;
+            }
             let k = std::ptr::read((&m as *const libc::pthread_mutex_t as *const u8).add(KIND_OFF) as *const i32);
             libc::pthread_mutex_destroy(&mut m);
             k
-        }
+        };
+        (k & KIND_ROBUST != 0 && k & KIND_PSHARED != 0).then_some(k)
     })
+}
+
+/// Whether this system has robust, process-shared mutexes (glibc on a
+/// kernel with robust futexes): the lock protocol needs them.
+pub fn robust_mutexes_available() -> bool {
+    expected_kind().is_some()
 }
 
 /// Initialise the slot mutexes of a region nobody else can see yet.
@@ -202,7 +217,9 @@ fn expected_kind() -> i32 {
 /// `slots` points to `SLOTS` zeroed, writable `Slot`s that no other thread
 /// or process uses.
 pub unsafe fn init_slots(slots: *mut Slot) {
-    let a = robust_attr();
+    // Without robust mutexes the slots stay zeroed, which `well_formed`
+    // refuses: every writer then gets a clear error at its first write.
+    let Some(a) = robust_attr() else { return };
     for i in 0..SLOTS as usize {
         // SAFETY: in bounds and unshared (the caller's promise).
         unsafe { libc::pthread_mutex_init((*slots.add(i)).owner.0.get(), &a) };
@@ -221,7 +238,7 @@ impl Slot {
         // SAFETY: the kind word is inside the mutex; after initialisation
         // nothing writes it, and an atomic load is fine on shared memory.
         let kind = unsafe { &*((self.mutex() as *const u8).add(KIND_OFF) as *const AtomicU32) };
-        kind.load(Ordering::Relaxed) as i32 == expected_kind()
+        Some(kind.load(Ordering::Relaxed) as i32) == expected_kind()
     }
 
     /// Try to take the slot's mutex without waiting.
@@ -278,6 +295,16 @@ impl Slot {
     fn disown(&self) {
         // SAFETY: this thread holds the mutex (every caller took it).
         unsafe { libc::pthread_mutex_unlock(self.mutex()) };
+    }
+
+    /// Give the slot back after claim `c` (the claimant holds nothing):
+    /// every token of the claim is dead from here on. Its ops count stays.
+    /// Only the thread that claimed it may call this.
+    pub fn release(&self, c: Claim) {
+        if untoken(c.token).map(|(_, g)| g) == Some(self.gen.load(Ordering::Relaxed)) {
+            self.new_generation();
+            self.disown();
+        }
     }
 }
 
@@ -440,11 +467,7 @@ impl<'a> Shared<'a> {
     /// Give a slot back (the owner holds nothing). Its ops count stays.
     /// Only the thread that claimed it may call this.
     pub fn release_slot(&self, c: Claim) {
-        let slot = &self.slots[c.idx as usize];
-        if untoken(c.token).map(|(_, g)| g) == Some(slot.gen.load(Ordering::Relaxed)) {
-            slot.new_generation();
-            slot.disown();
-        }
+        self.slots[c.idx as usize].release(c);
     }
 
     /// Add `n` to this slot's operation count (only its owner writes it).
@@ -682,6 +705,9 @@ impl<'a> Shared<'a> {
             // Release: the scratch is written before the cursor claims it
             // (pairs with the Acquire in resume).
             ctl.cursor.store(2 * c as u64 + 1, Ordering::Release);
+            // The chunk's stores must not move above the cursor's: a process
+            // killed between them would leave an invert applied twice.
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
             for w in words {
                 // Relaxed: we are exclusive; the epoch/excl release publishes.
                 w.store(apply(op, w.load(Ordering::Relaxed)), Ordering::Relaxed);
@@ -696,8 +722,8 @@ impl<'a> Shared<'a> {
     fn resume(&self) {
         // Acquire: pairs with the Release stores of run_from.
         let op = self.ctl.pending.load(Ordering::Acquire);
-        if op == PENDING_NONE {
-            return;
+        if op != PENDING_CLEAR && op != PENDING_INVERT {
+            return; // none, or not one we write (a damaged file): touch nothing
         }
         let chunks = (self.bits.len() + CHUNK - 1) / CHUNK;
         let cur = self.ctl.cursor.load(Ordering::Acquire);
@@ -711,9 +737,7 @@ impl<'a> Shared<'a> {
                 w.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
             }
         }
-        if op == PENDING_CLEAR || op == PENDING_INVERT {
-            self.run_from(op, c);
-        }
+        self.run_from(op, c);
     }
 
     fn drain(&self, me: Claim) {

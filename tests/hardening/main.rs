@@ -3,6 +3,7 @@
 //! the C API's boundary, and the fuzz corpus replayed with a bounded
 //! mutation run (`FUZZ_ITERS`).
 
+mod claims;
 mod contention;
 mod edges;
 mod ffi;

@@ -1069,6 +1069,13 @@ C<intersect> or C<merge> has changed a prefix of the words (the other filter
 it was reading may be gone, so nobody can finish it); a killed C<add_many>
 has added a prefix of its items. Nothing another process completed is lost.
 
+Liveness needs glibc's robust process-shared mutexes and a kernel with
+robust futexes (every Linux since 2.6.17, but not some emulators and
+sandboxes): where they are missing, writes croak saying so and queries work.
+The kernel follows at most 2048 entries of a thread's list of locked robust
+mutexes when the thread ends, so a thread holding slots of more than about
+2000 filters at once may leave the oldest looking alive after it dies.
+
 A process takes one slot per filter on its first write, however many handles
 of the filter it has open (a threaded program: one per thread that writes);
 the table has 1023. Processes past the table still write, through one shared
@@ -1112,7 +1119,13 @@ share it. See L</new>.
 
 Whoever can write a filter file can change its bits, freeze it, or hold its
 locks, and truncating a file while it is mapped makes every process that
-touches the lost pages die with C<SIGBUS>. So give write access only to
+touches the lost pages die with C<SIGBUS>. The process slots hold robust
+pthread mutexes, and glibc keeps each locked one on its thread's list by
+pointers stored in the mutex itself, in the shared file: a process that
+writes there can make glibc in another process write through pointers of its
+choosing when that process gives its slot back. Writing to a filter is
+therefore a trust relation, as it is for any robust-mutex lock file (LMDB's,
+say). So give write access only to
 processes you trust, and keep the filters of privileged processes in
 directories that only trusted users can write (not in F</tmp>). Memfds are
 sealed against resizing, so a receiver of one cannot truncate it.
@@ -1405,6 +1418,16 @@ L</clear>, L</freeze>) of a frozen filter.
 
 A mutation through a handle from L</new_readonly>, or from L</new_from_fd>
 of a read-only descriptor.
+
+=item this system has no robust process-shared mutexes (glibc and robust futexes are needed to write)
+
+A write on a system whose C library or kernel lacks robust mutexes (see
+L</CONCURRENCY AND CRASH SAFETY>); queries still work.
+
+=item the slot table is corrupt: no slot can be taken
+
+A write found neither a usable slot nor a usable overflow slot: the
+filter's slot table was damaged while it was open.
 
 =item PATH: the process slot table is corrupt (slot %d)
 
