@@ -12,6 +12,33 @@
 #define BFS_ERRBUF_LEN 512
 
 /**
+ * No layout asked for: standard for a new filter, the stored one otherwise.
+ */
+#define BFS_LAYOUT_DEFAULT 0
+
+/**
+ * `bloom.h`'s layout.
+ */
+#define BFS_LAYOUT_STANDARD 1
+
+/**
+ * All of an item's bits in one word (or 128-bit block): lock-free adds.
+ */
+#define BFS_LAYOUT_BLOCKED 2
+
+/**
+ * Most bits per item in a blocked layout (one multiplier each).
+ */
+#define BLOCKED_MAX_K 16
+
+/**
+ * A 64-bit-word filter is chosen unless it needs more than this many times
+ * the bits of a 128-bit-block one for the same rate: a word costs one
+ * `fetch_or`, a block a compare-and-swap loop and two words of the line.
+ */
+#define WORD64_MAX_OVERHEAD 1.15
+
+/**
  * A process-local handle on a shared filter. Opaque.
  */
 typedef struct BfsFilter BfsFilter;
@@ -33,6 +60,11 @@ typedef struct BfsOptions {
    * Hash seed; 0 gives `bloom.h`-compatible bits.
    */
   uint64_t seed;
+  /**
+   * `BFS_LAYOUT_*`: the layout of a new filter; on an existing one (a
+   * file, serialized bytes) anything but `BFS_LAYOUT_DEFAULT` must match.
+   */
+  uint32_t layout;
 } BfsOptions;
 
 /**
@@ -65,6 +97,10 @@ typedef struct BfsInfo {
   int32_t memfd;
   uint8_t frozen;
   uint8_t readonly;
+  /**
+   * `BFS_LAYOUT_STANDARD` or `BFS_LAYOUT_BLOCKED`.
+   */
+  uint32_t layout;
 } BfsInfo;
 
 #define BFS_OK 0

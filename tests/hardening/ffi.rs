@@ -123,7 +123,11 @@ fn a_whole_life_through_the_c_api() {
         assert_eq!(bfs_merge(copy, h, err.as_mut_ptr()), BFS_ERR_FROZEN);
 
         let mut other = null_mut();
-        let opts = BfsOptions { mode: 0o600, seed: 7 };
+        let opts = BfsOptions {
+            mode: 0o600,
+            seed: 7,
+            layout: 0,
+        };
         assert_eq!(bfs_new(null(), 1000, 0.01, &opts, &mut other, null_mut()), BFS_OK);
         assert_eq!(bfs_is_compatible(h, other), 0);
         assert_eq!(bfs_merge(h, other, err.as_mut_ptr()), BFS_ERR_MISMATCH);
@@ -196,6 +200,7 @@ fn constructors_refuse_what_they_must() {
         let bad_mode = BfsOptions {
             mode: 0o170000,
             seed: 0,
+            layout: 0,
         };
         let p = tmp("constructors", "mode.bf");
         assert_eq!(
@@ -268,7 +273,11 @@ fn files_through_the_c_api() {
         let q = tmp("files", "deser.bf");
         let _ = std::fs::remove_file(q.to_str().unwrap());
         let mut d = null_mut();
-        let opts = BfsOptions { mode: 0o640, seed: 0 };
+        let opts = BfsOptions {
+            mode: 0o640,
+            seed: 0,
+            layout: 0,
+        };
         assert_eq!(
             bfs_deserialize(buf.as_ptr(), buf.len(), q.as_ptr(), &opts, &mut d, err.as_mut_ptr()),
             BFS_OK
