@@ -27,18 +27,6 @@
 #define BFS_LAYOUT_BLOCKED 2
 
 /**
- * Most bits per item in a blocked layout (one multiplier each).
- */
-#define BLOCKED_MAX_K 16
-
-/**
- * A 64-bit-word filter is chosen unless it needs more than this many times
- * the bits of a 128-bit-block one for the same rate: a word costs one
- * `fetch_or`, a block a compare-and-swap loop and two words of the line.
- */
-#define WORD64_MAX_OVERHEAD 1.15
-
-/**
  * A process-local handle on a shared filter. Opaque.
  */
 typedef struct BfsFilter BfsFilter;
