@@ -287,6 +287,16 @@ int bfs_is_compatible(const struct BfsFilter *h, const struct BfsFilter *other);
 void bfs_info(const struct BfsFilter *h, struct BfsInfo *out);
 
 /**
+ * The chance a random absent item is reported present when `set` bits
+ * are set (pass `bfs_bits_set`'s answer): `(set/m)^k` for the standard
+ * layout, the layout's own estimate for a blocked one.
+ *
+ * # Safety
+ * `h`: live handle.
+ */
+double bfs_fpp_for_bits_set(const struct BfsFilter *h, uint64_t set);
+
+/**
  * Number of set bits.
  *
  * # Safety

@@ -541,6 +541,20 @@ pub unsafe extern "C" fn bfs_info(h: *const BfsFilter, out: *mut BfsInfo) {
     })
 }
 
+/// The chance a random absent item is reported present when `set` bits
+/// are set (pass `bfs_bits_set`'s answer): `(set/m)^k` for the standard
+/// layout, the layout's own estimate for a blocked one.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_fpp_for_bits_set(h: *const BfsFilter, set: u64) -> f64 {
+    // SAFETY: per the function's contract.
+    guard_value(0.0, || {
+        unsafe { handle(h) }.map_or(0.0, |f| f.geometry().fpp_from_bits_set(set))
+    })
+}
+
 /// Number of set bits.
 ///
 /// # Safety

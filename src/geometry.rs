@@ -173,7 +173,8 @@ pub fn estimate_count(m: u64, k: u32, capacity: u64, set: u64) -> u64 {
 
 /// `(X/m)^k`: the chance a random absent item is reported present now.
 pub fn estimated_fpp(m: u64, k: u32, set: u64) -> f64 {
-    (set as f64 / m as f64).powi(k as i32)
+    // powf, not powi: the C library's pow, as the XS used to compute it.
+    (set as f64 / m as f64).powf(k as f64)
 }
 
 #[cfg(test)]

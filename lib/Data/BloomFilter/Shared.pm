@@ -82,6 +82,18 @@ sub _seed {
     return $s;    # a decimal string: the XS converts it exactly
 }
 
+# The C API's layout code: 0 when none was asked for (standard for a new
+# filter; the stored one wins on an existing file or bytes).
+my %LAYOUT_CODE = (standard => 1, blocked => 2);
+
+sub _layout {
+    my ($method, $layout) = @_;
+    return 0 if !defined $layout;
+    my $code = ref $layout ? undef : $LAYOUT_CODE{$layout};
+    _croak($method, "layout must be 'standard' or 'blocked'") if !defined $code;
+    return $code;
+}
+
 # A path (or memfd name) as bytes: a copy, never the caller's scalar.
 sub _bytes_string {
     my ($method, $what, $value) = @_;
@@ -129,10 +141,10 @@ sub new {
         if @_ < 3 || @_ > 5;
     my (undef, $path, $capacity, $fp_rate, $last) = @_;
 
-    my ($mode, $seed);
+    my ($mode, $seed, $layout);
     if (ref $last eq 'HASH') {
-        my $opts = _options('new', $last, qw(mode seed));
-        ($mode, $seed) = @$opts{qw(mode seed)};
+        my $opts = _options('new', $last, qw(mode seed layout));
+        ($mode, $seed, $layout) = @$opts{qw(mode seed layout)};
     }
     elsif (ref $last) {
         _croak('new', 'last argument must be a file mode or a hash reference of options');
@@ -146,7 +158,8 @@ sub new {
     $fp_rate = _fp_rate('new', $fp_rate);
     $mode = _mode('new', $mode);
     $seed = _seed('new', $seed);
-    return _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed));
+    $layout = _layout('new', $layout);
+    return _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout));
 }
 
 sub new_memfd {
@@ -155,13 +168,14 @@ sub new_memfd {
             . '->new_memfd($name, $capacity, $fp_rate, \%options)')
         if @_ < 3 || @_ > 5;
     my (undef, $name, $capacity, $fp_rate, $opts) = @_;
-    $opts = _options('new_memfd', $opts, qw(seed));
+    $opts = _options('new_memfd', $opts, qw(seed layout));
     $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
     $capacity = _capacity('new_memfd', $capacity);
     $fp_rate = _fp_rate('new_memfd', $fp_rate);
     my $seed = _seed('new_memfd', $opts->{seed});
+    my $layout = _layout('new_memfd', $opts->{layout});
     return _made('new_memfd',
-        _xs_new_memfd($class, $name, $capacity, $fp_rate, $DEFAULT_MODE, $seed));
+        _xs_new_memfd($class, $name, $capacity, $fp_rate, $DEFAULT_MODE, $seed, $layout));
 }
 
 sub new_from_fd {
@@ -198,11 +212,12 @@ sub deserialize {
         if @_ < 2 || @_ > 3;
     # $_[1] goes to the XS untouched: no copy of a large string, and its get
     # magic runs once, there.
-    my $opts = _options('deserialize', $_[2], qw(path mode));
+    my $opts = _options('deserialize', $_[2], qw(path mode layout));
     my $path = defined $opts->{path}
         ? _bytes_string('deserialize', 'path', $opts->{path}) : undef;
     my $mode = _mode('deserialize', $opts->{mode});
-    return _made('deserialize', _xs_deserialize($class, $_[1], $path, $mode));
+    my $layout = _layout('deserialize', $opts->{layout});
+    return _made('deserialize', _xs_deserialize($class, $_[1], $path, $mode, $layout));
 }
 
 # Storable would copy the handle's pointer and free it twice.
