@@ -759,6 +759,13 @@ pub mod testing {
         hold_half_transform(f, PENDING_INVERT);
     }
 
+    /// Start a lock-free add of a blocked filter and never finish it (an
+    /// adder stopped or killed between its slot mark and its update).
+    pub fn hold_lockfree_add(f: &Filter) {
+        let c = f.claim().expect("slot").c;
+        assert!(f.shared().begin_lockfree_add(c));
+    }
+
     /// Mark this handle's slot busy (a merge killed midway).
     pub fn hold_merge(f: &Filter) {
         let c = f.claim().expect("slot").c;

@@ -5,7 +5,8 @@ use File::Temp qw(tempdir);
 use File::Spec;
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use BFTest qw(slurp spew);
+use BFTest qw(slurp spew layout_from_env);
+my $LAYOUT = layout_from_env();    # BFTEST_LAYOUT=blocked: see t/lib/BFTest.pm
 
 # Adders of the same items at once, in the deployments where a process
 # cannot see the others: /proc mounted hidepid=2 with two users, /proc not

@@ -4,11 +4,14 @@
 //! leave the child with a malloc lock held by a thread that no longer
 //! exists, so these tests run single-threaded.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use bloomfilter_shared::filter::testing;
-use bloomfilter_shared::{Filter, Options};
+use bloomfilter_shared::{Filter, Layout, Options};
+
+/// Whether this run's filters are blocked (every suite runs on both layouts).
+static BLOCKED: AtomicBool = AtomicBool::new(false);
 
 /// Shared scratch memory for children to report through.
 struct Scratch {
@@ -85,7 +88,18 @@ fn item(i: u64) -> Vec<u8> {
 }
 
 fn anon(cap: u64) -> Filter {
-    Filter::new_anonymous(cap, 0.01, Options::default()).unwrap()
+    let layout = BLOCKED.load(Ordering::Relaxed).then_some(Layout::Blocked);
+    let f = Filter::new_anonymous(
+        cap,
+        0.01,
+        Options {
+            layout,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(Some(f.layout()), layout.or(Some(Layout::Standard)));
+    f
 }
 
 fn disjoint_writers_lose_nothing() {
@@ -220,6 +234,66 @@ fn stopped_holder_is_alive() {
     reap(k);
 }
 
+/// A child that starts a lock-free add (a blocked filter's: its slot mark
+/// set, its update not yet done) and stays there for a minute.
+fn child_inside_a_lockfree_add(f: &Filter) -> libc::pid_t {
+    let k = spawn(|| {
+        testing::hold_lockfree_add(f);
+        std::thread::sleep(Duration::from_secs(60));
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    k
+}
+
+/// Blocked layout: an adder killed inside its add delays no adder, and an
+/// exclusive operation by at most the crash bound.
+fn killed_inside_a_lockfree_add() {
+    let f = anon(1000);
+    let k = child_inside_a_lockfree_add(&f);
+    let d = stall(|| assert!(f.add(b"victim").unwrap()));
+    assert!(d < Duration::from_millis(100), "an add waited for another: {d:?}");
+    kill9(k);
+    // Unreaped: a zombie's mark is dead too.
+    let d = stall(|| f.clear().unwrap());
+    reap(k);
+    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert_eq!(f.bits_set(), 0);
+    println!("# lock-free adder killed inside its add: next clear took {d:?}");
+}
+
+/// Blocked layout: a stopped adder blocks no other adder, of any item. An
+/// exclusive operation waits for it (its update may still land, and a
+/// frozen or cleared filter must not change after the operation returns);
+/// once it is killed, the operation goes on within the crash bound.
+fn stopped_lockfree_adder_blocks_no_adder() {
+    let f = anon(1000);
+    let k = child_inside_a_lockfree_add(&f);
+    // SAFETY: stopping our own child.
+    assert_eq!(unsafe { libc::kill(k, libc::SIGSTOP) }, 0);
+    let adder = spawn(|| {
+        for i in 0..1000 {
+            f.add(&item(i)).unwrap();
+        }
+    });
+    let d = stall(|| assert_eq!(reap(adder), 0));
+    if d >= Duration::from_secs(1) {
+        kill9(k);
+        panic!("adders waited for a stopped adder: {d:?}");
+    }
+    let clearer = spawn(|| f.clear().unwrap());
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut st = 0;
+    // SAFETY: polling our own child.
+    let waited = unsafe { libc::waitpid(clearer, &mut st, libc::WNOHANG) } == 0;
+    kill9(k); // before any assertion: a stopped child must not outlive us
+    assert!(waited, "clear did not wait for a stopped adder");
+    let d = stall(|| assert_eq!(reap(clearer), 0));
+    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert_eq!(f.bits_set(), 0);
+    reap(k);
+    println!("# stopped lock-free adder: 1000 adds went on; clear waited, then finished {d:?} after the kill");
+}
+
 fn killed_mid_clear() {
     let f = anon(100_000);
     for i in 0..1000 {
@@ -349,6 +423,10 @@ fn sigkill_storm() {
 }
 
 fn main() {
+    // Stripes exist only in the standard layout; slot marks of adders only
+    // in the blocked one.
+    let standard_only = ["killed_holding_a_stripe", "stopped_holder_is_alive"];
+    let blocked_only = ["killed_inside_a_lockfree_add", "stopped_lockfree_adder_blocks_no_adder"];
     let tests: &[(&str, fn())] = &[
         ("disjoint_writers_lose_nothing", disjoint_writers_lose_nothing),
         ("same_items_never_new_twice", same_items_never_new_twice),
@@ -362,14 +440,27 @@ fn main() {
         ("killed_mid_invert", killed_mid_invert),
         ("killed_mid_merge", killed_mid_merge),
         ("sigkill_storm", sigkill_storm),
+        ("killed_inside_a_lockfree_add", killed_inside_a_lockfree_add),
+        (
+            "stopped_lockfree_adder_blocks_no_adder",
+            stopped_lockfree_adder_blocks_no_adder,
+        ),
     ];
-    let mut failed = 0;
-    for (name, t) in tests {
-        let ok = std::panic::catch_unwind(t).is_ok();
-        println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
-        failed += !ok as usize;
+    let (mut failed, mut ran) = (0, 0);
+    for blocked in [false, true] {
+        BLOCKED.store(blocked, Ordering::Relaxed);
+        let layout = if blocked { "blocked" } else { "standard" };
+        for (name, t) in tests {
+            if (blocked && standard_only.contains(name)) || (!blocked && blocked_only.contains(name)) {
+                continue;
+            }
+            let ok = std::panic::catch_unwind(t).is_ok();
+            println!("test {name} [{layout}] ... {}", if ok { "ok" } else { "FAILED" });
+            failed += !ok as usize;
+            ran += 1;
+        }
     }
-    println!("{} passed, {} failed", tests.len() - failed, failed);
+    println!("{} passed, {} failed", ran - failed, failed);
     if failed > 0 {
         std::process::exit(1);
     }
