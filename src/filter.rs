@@ -142,6 +142,11 @@ impl Filter {
     fn header_for(capacity: u64, fp_rate: f64, opts: &Options) -> Result<Header> {
         let layout = opts.layout.unwrap_or(Layout::Standard);
         let g = Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))?;
+        if g.scheme == crate::layout::Scheme::Block128 && !crate::layout::cas128_available() {
+            return Err(Error::arg(
+                "this fp_rate needs 128-bit blocks, which need a 16-byte compare-and-swap this machine lacks",
+            ));
+        }
         Ok(region::new_header(g, opts.seed))
     }
 

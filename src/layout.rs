@@ -703,7 +703,10 @@ pub fn blocked_geometry(capacity: u64, rate: f64) -> Result<Geometry, GeometryEr
     let (k128, l128) = best_k(128, rate);
     let per64 = 64.0 / l64;
     let per128 = 128.0 / l128;
-    let (scheme, block, k, lambda) = if per64 <= WORD64_MAX_OVERHEAD * per128 || !cas128_available() {
+    // The choice is the same on every machine (a filter's geometry follows
+    // from its arguments alone); one without a 16-byte compare-and-swap
+    // refuses to run a 128-bit-block filter rather than size it otherwise.
+    let (scheme, block, k, lambda) = if per64 <= WORD64_MAX_OVERHEAD * per128 {
         (Scheme::Word64, 64u64, k64, l64)
     } else {
         (Scheme::Block128, 128u64, k128, l128)
