@@ -22,6 +22,9 @@ use crate::with_probe;
 /// calls, where prefetching every word of an item at once was no faster at
 /// all; with 4 KiB pages each probe is a TLB miss and no scheme helped much.
 const DISTANCE: usize = 8;
+/// Adds of a batch under one slot mark, in a lock-free layout: an exclusive
+/// operation waits for at most this many (a few microseconds).
+const MARK_ITEMS: usize = 256;
 /// How far ahead a batch on a cache-sized filter prefetches item bytes.
 const ITEM_AHEAD: usize = 8;
 /// Bit arrays smaller than this are taken to stay in the caches: batches
@@ -483,8 +486,29 @@ impl Filter {
     fn add_many_with<P: Probe>(&self, p: &P, items: &[&[u8]], mut results: Option<&mut [u8]>, c: Claim) -> Result<u64> {
         let mut new = 0u64;
         let mut done = 0u64;
+        let sh = self.shared();
+        let bits = self.words_slice();
+        // Lock-free layouts: one slot mark covers up to MARK_ITEMS adds of
+        // the batch (under it no exclusive operation runs, so each `set` is
+        // all an add needs); exclusive operations wait for at most that many.
+        let mut marked = 0usize;
         let r = self.pipelined(p, items, self.pipelines(items.len()), true, |i, _, l| {
-            let n = self.add_at(p, l, c)?;
+            let n = if P::STRIPED {
+                self.add_at(p, l, c)?
+            } else {
+                if marked == 0 {
+                    if !sh.begin_lockfree_add(c) {
+                        return Err(Error::frozen());
+                    }
+                    marked = MARK_ITEMS;
+                }
+                let n = p.set(bits, l);
+                marked -= 1;
+                if marked == 0 {
+                    sh.end_lockfree_add(c);
+                }
+                n
+            };
             done += 1;
             new += n as u64;
             if let Some(r) = results.as_deref_mut() {
@@ -492,7 +516,10 @@ impl Filter {
             }
             Ok(())
         });
-        self.shared().count_ops(c, done);
+        if marked != 0 {
+            sh.end_lockfree_add(c);
+        }
+        sh.count_ops(c, done);
         r.map(|_| new)
     }
 

@@ -198,6 +198,10 @@ pub trait Probe: Copy {
     /// Where one item's bits are.
     type Loc: Copy;
 
+    /// Whether adders of an item serialize on a stripe (`stripe` is Some
+    /// for every item); otherwise `set` alone is linearizable.
+    const STRIPED: bool;
+
     fn locate(&self, h: &ItemHash) -> Self::Loc;
 
     /// Whether every bit of the item is set. Loads only.
@@ -250,6 +254,7 @@ impl Standard {
 
 impl Probe for Standard {
     type Loc = ItemHash;
+    const STRIPED: bool = true;
 
     #[inline(always)]
     fn locate(&self, h: &ItemHash) -> ItemHash {
@@ -337,6 +342,7 @@ pub struct WordLoc {
 
 impl Probe for Word64 {
     type Loc = WordLoc;
+    const STRIPED: bool = false;
 
     #[inline(always)]
     fn locate(&self, h: &ItemHash) -> WordLoc {
@@ -408,6 +414,7 @@ impl Block128 {
 
 impl Probe for Block128 {
     type Loc = BlockLoc;
+    const STRIPED: bool = false;
 
     #[inline(always)]
     fn locate(&self, h: &ItemHash) -> BlockLoc {
