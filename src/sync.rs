@@ -9,6 +9,10 @@
 //!   item meet on the same stripe, so among them at most one sees a zero bit
 //!   and is told "new"; adders of different items almost never meet.
 //! * A merger marks its own process slot `busy` instead (it touches every word).
+//!   So does an adder of a blocked filter (`begin_lockfree_add`), whose one
+//!   atomic update of the item's word decides "new" without any stripe: no
+//!   adder ever waits for another, and only exclusive operations wait for
+//!   the mark.
 //! * An exclusive operation (`clear`, `intersect`, `invert`, `freeze`) takes
 //!   the `excl` word, makes `epoch` odd, then *drains*: waits until no stripe
 //!   and no busy mark is held. Adders and mergers check `excl` after taking
