@@ -142,11 +142,18 @@ fn same_items_never_new_twice() {
     const N: usize = 100_000;
     for round in 0..3u64 {
         let f = anon(N as u64 * 2);
-        let s = Scratch::new(2 * N);
+        // Answers, then a start flag: both writers begin together, so they
+        // add each item at about the same moment.
+        let s = Scratch::new(2 * N + 8);
+        let go = s.word(2 * N / 8);
         let kids: Vec<_> = (0..2usize)
             .map(|w| {
                 let (f, s) = (&f, &s);
                 spawn(move || {
+                    f.add(format!("warm-up {w}").as_bytes()).unwrap(); // claim a slot first
+                    while s.word(2 * N / 8).load(Ordering::Acquire) == 0 {
+                        std::hint::spin_loop();
+                    }
                     for i in 0..N {
                         let new = f.add(&item(round * 10_000_000 + i as u64)).unwrap();
                         s.byte(w * N + i).store(new as u8, Ordering::Relaxed);
@@ -154,6 +161,8 @@ fn same_items_never_new_twice() {
                 })
             })
             .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        go.store(1, Ordering::Release);
         for k in kids {
             assert_eq!(reap(k), 0);
         }

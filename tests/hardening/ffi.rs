@@ -388,7 +388,10 @@ fn layouts_through_the_c_api() {
         bfs_info(s, &mut info);
         assert_eq!(info.layout, BFS_LAYOUT_STANDARD);
         let mut new = 9u8;
-        assert_eq!(bfs_add(b, item.as_ptr(), item.len(), &mut new, err.as_mut_ptr()), BFS_OK);
+        assert_eq!(
+            bfs_add(b, item.as_ptr(), item.len(), &mut new, err.as_mut_ptr()),
+            BFS_OK
+        );
         assert_eq!(new, 1);
         assert_eq!(bfs_is_compatible(b, s), 0);
         assert_eq!(bfs_merge(s, b, err.as_mut_ptr()), BFS_ERR_MISMATCH);
