@@ -316,6 +316,51 @@ fn stopped_lockfree_adder_blocks_no_adder() {
     println!("# stopped lock-free adder: 1000 adds went on; clear waited, then finished {d:?} after the kill");
 }
 
+/// A filter frozen while other processes add to it (one by one and in
+/// batches) never changes after `freeze` returns: the adders in flight are
+/// drained first, and every later add is refused (the adders stop at their
+/// first refusal, and stop anyway after a bounded number of items).
+fn frozen_while_adders_run_never_changes() {
+    for round in 0..5u64 {
+        let f = anon(2_000_000);
+        let kids: Vec<_> = (0..2u64)
+            .map(|w| {
+                let f = &f;
+                spawn(move || {
+                    for i in 0..4000u64 {
+                        let key = |j: u64| item(round << 50 | w << 40 | i << 10 | j);
+                        let r = if i % 2 == 0 {
+                            let items: Vec<Vec<u8>> = (0..1000).map(key).collect();
+                            let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+                            f.add_many(&refs, None).map(|_| ())
+                        } else {
+                            (0..1000).try_for_each(|j| f.add(&key(j)).map(|_| ()))
+                        };
+                        if let Err(e) = r {
+                            assert_eq!(e.kind, bloomfilter_shared::ErrorKind::Frozen, "{}", e.msg);
+                            return;
+                        }
+                    }
+                    panic!("4 000 000 adds and never refused: the freeze was not seen");
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50 + 20 * round));
+        f.freeze().unwrap();
+        let set = f.bits_set();
+        std::thread::sleep(Duration::from_millis(20));
+        for k in kids {
+            assert_eq!(reap(k), 0, "round {round}");
+        }
+        assert!(set > 0, "round {round}: the adders added nothing before the freeze");
+        assert_eq!(
+            f.bits_set(),
+            set,
+            "round {round}: the filter changed after freeze returned"
+        );
+    }
+}
+
 fn killed_mid_clear() {
     let f = anon(100_000);
     for i in 0..1000 {
@@ -464,6 +509,10 @@ fn main() {
         ("sigkill_storm", sigkill_storm),
         ("killed_inside_a_lockfree_add", killed_inside_a_lockfree_add),
         (
+            "frozen_while_adders_run_never_changes",
+            frozen_while_adders_run_never_changes,
+        ),
+        (
             "stopped_lockfree_adder_blocks_no_adder",
             stopped_lockfree_adder_blocks_no_adder,
         ),
@@ -474,6 +523,7 @@ fn main() {
         "same_items_never_new_twice",
         "sigkill_storm",
         "killed_mid_invert",
+        "frozen_while_adders_run_never_changes",
     ];
     let (mut failed, mut ran) = (0, 0);
     for (blocked, rate, layout) in [
