@@ -29,7 +29,7 @@ const MARK_ITEMS: usize = 256;
 const ITEM_AHEAD: usize = 8;
 /// Bit arrays smaller than this are taken to stay in the caches: batches
 /// on them run item by item (prefetching would only add instructions), and
-/// an add prefetches its stripe line (see `add_hashed`). Measured on the
+/// an add prefetches its stripe line (see `add_at`). Measured on the
 /// machine above, half-full filters, batches of 1000: at 2 MiB pipelining
 /// made queries about 10% slower, at 4 MiB it made them 10-30% faster and
 /// adds of present items 25-50% faster.

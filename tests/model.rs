@@ -177,7 +177,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                     n.pc[p] = A_TAKE_STRIPE;
                 }
             }
-            // Both bits are loaded whatever the first one was (all_set).
+            // Both bits are loaded whatever the first one was (Standard::contains).
             A_FAST_B0 => {
                 n.zero[p][0] = !s.bits[0];
                 n.pc[p] = A_FAST_B1;
