@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Modules, one idea each: `geometry` (sizing math), `hashing` (item to
-//! probes), `format` (the shared header), `region` (mapping), `sync` (the
+//! probes), `layout` (where an item's bits are: the standard and the
+//! blocked layouts, their sizing and estimators), `format` (the shared header), `region` (mapping), `sync` (the
 //! process-shared lock protocol), `filter` (operations), `serial` (portable
 //! bytes), `ffi` (the C API, no logic).
 
