@@ -57,6 +57,8 @@ is($m->layout, 'blocked', 'the merged file is blocked');
 ok($m->contains('one') && $m->contains('two'), 'and holds both');
 
 ($rc, $out, $err) = run(qw(merge b.bf s.bf));
-isnt($rc, 0, 'merge of a standard file into a blocked one fails');
+is($rc, 2, 'merge of a standard file into a blocked one fails');
+like($err, qr/s\.bf: not compatible with b\.bf \(layout standard vs blocked\)/, '... naming the layouts');
+is($C->new('b.bf', 10, 0.1)->contains('two'), 0, '... and changes nothing');
 
 done_testing;
