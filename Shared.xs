@@ -467,13 +467,14 @@ BOOT:
 }
 
 void
-_xs_new(klass, path, capacity, fp_rate, mode, seed)
+_xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0)
     SV *klass
     SV *path
     UV capacity
     NV fp_rate
     UV mode
     UV seed
+    UV layout
   ALIAS:
     _xs_new_memfd = 1
   PREINIT:
@@ -490,6 +491,7 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed)
         BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
     opts.mode = (uint32_t)mode;
     opts.seed = (uint64_t)seed;
+    opts.layout = layout > BFS_LAYOUT_BLOCKED ? UINT32_MAX : (uint32_t)layout;
     err[0] = '\0';
     st = ix == 1 ? bfs_new_memfd(p, capacity, fp_rate, &opts, &h, err)
                  : bfs_new(p, capacity, fp_rate, &opts, &h, err);
@@ -536,11 +538,12 @@ _xs_new_readonly(klass, path)
     BFS_RETURN_OBJECT(klass, h);
 
 void
-_xs_deserialize(klass, bytes, path, mode)
+_xs_deserialize(klass, bytes, path, mode, layout = 0)
     SV *klass
     SV *bytes
     SV *path
     UV mode
+    UV layout
   PREINIT:
     const char *p, *bad, *b;
     STRLEN len;
@@ -574,6 +577,7 @@ _xs_deserialize(klass, bytes, path, mode)
         BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
     opts.mode = (uint32_t)mode;
     opts.seed = 0; /* the seed travels in the bytes */
+    opts.layout = layout > BFS_LAYOUT_BLOCKED ? UINT32_MAX : (uint32_t)layout;
     err[0] = '\0';
     st = bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, err);
     if (st != BFS_OK || !h)
@@ -800,6 +804,7 @@ capacity(h, ...)
     fill_ratio = 10
     estimated_fpp = 11
     is_empty = 12
+    layout = 13
   PREINIT:
     BfsInfo info;
     dXSTARG;
@@ -819,12 +824,15 @@ capacity(h, ...)
     case 7: PUSHi(info.readonly != 0); break;
     case 8: PUSHu((UV)bfs_count(h)); break;
     case 9: PUSHu((UV)bfs_bits_set(h)); break;
-    case 10:
-    case 11: {
+    case 10: {
         NV fill = info.bits ? (NV)bfs_bits_set(h) / (NV)info.bits : 0.0;
-        PUSHn(ix == 10 ? fill : (NV)pow(fill, (double)info.hashes));
+        PUSHn(fill);
         break;
     }
+    case 11: PUSHn((NV)bfs_fpp_for_bits_set(h, bfs_bits_set(h))); break;
+    case 13:
+        PUSHs(sv_2mortal(newSVpv(info.layout == BFS_LAYOUT_BLOCKED ? "blocked" : "standard", 0)));
+        break;
     default: PUSHi(bfs_bits_set(h) == 0); break;
     }
 
@@ -866,13 +874,15 @@ stats(h, ...)
     (void)hv_stores(hv, "bits_set", newSVuv((UV)set));
     (void)hv_stores(hv, "count", newSVuv((UV)count));
     (void)hv_stores(hv, "fill_ratio", newSVnv(fill));
-    (void)hv_stores(hv, "estimated_fpp", newSVnv((NV)pow(fill, (double)info.hashes)));
+    (void)hv_stores(hv, "estimated_fpp", newSVnv((NV)bfs_fpp_for_bits_set(h, set)));
     (void)hv_stores(hv, "ops", newSVuv((UV)bfs_ops(h)));
     (void)hv_stores(hv, "mmap_size", newSVuv((UV)info.mmap_size));
     (void)hv_stores(hv, "frozen", newSViv(info.frozen != 0));
     (void)hv_stores(hv, "readonly", newSViv(info.readonly != 0));
     /* past capacity; a saturated filter's count stops at capacity */
     (void)hv_stores(hv, "overfull", newSViv(count > info.capacity || set == info.bits));
+    (void)hv_stores(hv, "layout",
+        newSVpv(info.layout == BFS_LAYOUT_BLOCKED ? "blocked" : "standard", 0));
   OUTPUT:
     RETVAL
 
@@ -1190,6 +1200,7 @@ _xs_from_bits(klass, path, capacity, fp_rate, mode, seed, layout, bytes)
         BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
     opts.mode = (uint32_t)mode;
     opts.seed = (uint64_t)seed;
+    opts.layout = BFS_LAYOUT_DEFAULT; /* the layout argument decides */
     err[0] = '\0';
     st = bfs_new_from_bits(p, (uint64_t)capacity, (double)fp_rate, &opts, layout,
                            (const uint8_t *)b, len, &h, err);

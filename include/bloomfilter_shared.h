@@ -12,6 +12,21 @@
 #define BFS_ERRBUF_LEN 512
 
 /**
+ * No layout asked for: standard for a new filter, the stored one otherwise.
+ */
+#define BFS_LAYOUT_DEFAULT 0
+
+/**
+ * `bloom.h`'s layout.
+ */
+#define BFS_LAYOUT_STANDARD 1
+
+/**
+ * All of an item's bits in one word (or 128-bit block): lock-free adds.
+ */
+#define BFS_LAYOUT_BLOCKED 2
+
+/**
  * A process-local handle on a shared filter. Opaque.
  */
 typedef struct BfsFilter BfsFilter;
@@ -33,6 +48,11 @@ typedef struct BfsOptions {
    * Hash seed; 0 gives `bloom.h`-compatible bits.
    */
   uint64_t seed;
+  /**
+   * `BFS_LAYOUT_*`: the layout of a new filter; on an existing one (a
+   * file, serialized bytes) anything but `BFS_LAYOUT_DEFAULT` must match.
+   */
+  uint32_t layout;
 } BfsOptions;
 
 /**
@@ -66,6 +86,10 @@ typedef struct BfsInfo {
   int32_t memfd;
   uint8_t frozen;
   uint8_t readonly;
+  /**
+   * `BFS_LAYOUT_STANDARD` or `BFS_LAYOUT_BLOCKED`.
+   */
+  uint32_t layout;
 } BfsInfo;
 
 /**
@@ -307,6 +331,16 @@ int bfs_is_compatible(const struct BfsFilter *h, const struct BfsFilter *other);
  * `h`: live handle. `out`: valid.
  */
 void bfs_info(const struct BfsFilter *h, struct BfsInfo *out);
+
+/**
+ * The chance a random absent item is reported present when `set` bits
+ * are set (pass `bfs_bits_set`'s answer): `(set/m)^k` for the standard
+ * layout, the layout's own estimate for a blocked one.
+ *
+ * # Safety
+ * `h`: live handle.
+ */
+double bfs_fpp_for_bits_set(const struct BfsFilter *h, uint64_t set);
 
 /**
  * Number of set bits.

@@ -10,6 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, ErrorKind};
 use crate::filter::{Filter, Options};
+use crate::layout::Layout;
 use crate::remote;
 use crate::serial;
 
@@ -56,6 +57,23 @@ pub struct BfsOptions {
     pub mode: u32,
     /// Hash seed; 0 gives `bloom.h`-compatible bits.
     pub seed: u64,
+    /// `BFS_LAYOUT_*`: the layout of a new filter; on an existing one (a
+    /// file, serialized bytes) anything but `BFS_LAYOUT_DEFAULT` must match.
+    pub layout: u32,
+}
+
+/// No layout asked for: standard for a new filter, the stored one otherwise.
+pub const BFS_LAYOUT_DEFAULT: u32 = 0;
+/// `bloom.h`'s layout.
+pub const BFS_LAYOUT_STANDARD: u32 = 1;
+/// All of an item's bits in one word (or 128-bit block): lock-free adds.
+pub const BFS_LAYOUT_BLOCKED: u32 = 2;
+
+fn layout_code(l: Layout) -> u32 {
+    match l {
+        Layout::Standard => BFS_LAYOUT_STANDARD,
+        Layout::Blocked => BFS_LAYOUT_BLOCKED,
+    }
 }
 
 /// Facts about a filter.
@@ -74,6 +92,8 @@ pub struct BfsInfo {
     pub memfd: i32,
     pub frozen: u8,
     pub readonly: u8,
+    /// `BFS_LAYOUT_STANDARD` or `BFS_LAYOUT_BLOCKED`.
+    pub layout: u32,
 }
 
 fn status(kind: ErrorKind) -> BfsStatus {
@@ -195,14 +215,24 @@ fn path_bytes(p: &std::path::Path) -> &[u8] {
     p.as_os_str().as_bytes()
 }
 
-fn options(opts: *const BfsOptions) -> Options {
+fn options(opts: *const BfsOptions) -> Result<Options, Error> {
     // SAFETY: the caller passes NULL or a valid BfsOptions.
     match unsafe { opts.as_ref() } {
-        Some(o) => Options {
+        Some(o) => Ok(Options {
             mode: o.mode,
             seed: o.seed,
-        },
-        None => Options { mode: 0o600, seed: 0 },
+            layout: match o.layout {
+                BFS_LAYOUT_DEFAULT => None,
+                BFS_LAYOUT_STANDARD => Some(Layout::Standard),
+                BFS_LAYOUT_BLOCKED => Some(Layout::Blocked),
+                n => return Err(Error::arg(format!("unknown layout {n}"))),
+            },
+        }),
+        None => Ok(Options {
+            mode: 0o600,
+            seed: 0,
+            layout: None,
+        }),
     }
 }
 
@@ -233,7 +263,7 @@ pub unsafe extern "C" fn bfs_new(
     err: *mut c_char,
 ) -> BfsStatus {
     guard(err, || {
-        let o = options(opts);
+        let o = options(opts)?;
         // SAFETY: per the function's contract.
         let f = match unsafe { opt_path(path) } {
             None => Filter::new_anonymous(capacity, fp_rate, o)?,
@@ -260,7 +290,7 @@ pub unsafe extern "C" fn bfs_new_memfd(
     guard(err, || {
         // SAFETY: per the function's contract.
         let name = unsafe { opt_cbytes(name) }.unwrap_or(b"");
-        publish(out, Filter::new_memfd(name, capacity, fp_rate, options(opts))?)
+        publish(out, Filter::new_memfd(name, capacity, fp_rate, options(opts)?)?)
     })
 }
 
@@ -311,7 +341,8 @@ pub unsafe extern "C" fn bfs_deserialize(
         let b = unsafe { bytes(bytes_ptr, len) };
         // SAFETY: per the function's contract.
         let p = unsafe { opt_path(path) };
-        publish(out, Filter::deserialize(b, p, options(opts).mode)?)
+        let o = options(opts)?;
+        publish(out, Filter::deserialize_as(b, p, o.mode, o.layout)?)
     })
 }
 
@@ -506,8 +537,23 @@ pub unsafe extern "C" fn bfs_info(h: *const BfsFilter, out: *mut BfsInfo) {
                 memfd: f.memfd(),
                 frozen: f.frozen() as u8,
                 readonly: f.readonly() as u8,
+                layout: layout_code(f.layout()),
             };
         }
+    })
+}
+
+/// The chance a random absent item is reported present when `set` bits
+/// are set (pass `bfs_bits_set`'s answer): `(set/m)^k` for the standard
+/// layout, the layout's own estimate for a blocked one.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_fpp_for_bits_set(h: *const BfsFilter, set: u64) -> f64 {
+    // SAFETY: per the function's contract.
+    guard_value(0.0, || {
+        unsafe { handle(h) }.map_or(0.0, |f| f.geometry().fpp_from_bits_set(set))
     })
 }
 
@@ -707,6 +753,8 @@ fn remote_geometry(bits: u64, hashes: u32) -> Result<crate::Geometry, Error> {
         m: bits,
         capacity: 0,
         fp_rate: 0.0,
+        // Redis filters are of the standard layout so far.
+        scheme: crate::layout::Scheme::Standard,
     })
 }
 
@@ -880,7 +928,7 @@ pub unsafe extern "C" fn bfs_new_from_bits(
         let b = unsafe { bytes(bits, len) };
         // SAFETY: per the function's contract.
         let p = unsafe { opt_path(path) };
-        let o = options(opts);
+        let o = options(opts)?;
         publish(out, Filter::from_bit_bytes(capacity, fp_rate, o.seed, l, b, p, o.mode)?)
     })
 }

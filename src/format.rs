@@ -17,6 +17,7 @@
 //! (DESIGN C6): nothing read later from the mapping decides an address.
 
 use crate::geometry::Geometry;
+use crate::layout::Scheme;
 use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
@@ -25,7 +26,9 @@ pub const FORMAT_VERSION: u32 = 2;
 /// Written in native order; reads back as this value only on a machine of
 /// the same byte order.
 pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
-/// XXH3-128 + Kirsch–Mitzenmacher probes over a power-of-two table.
+/// XXH3-128 + Kirsch–Mitzenmacher probes over a power-of-two table: the
+/// standard layout's scheme. The field holds `layout::Scheme::id`: 2 and 3
+/// are the blocked layouts (64-bit words, 128-bit blocks).
 pub const HASH_SCHEME: u32 = 1;
 
 pub const PAGE: u64 = 4096;
@@ -160,7 +163,7 @@ pub fn encode(h: &Header) -> [u8; IMMUTABLE_LEN] {
     b[0..8].copy_from_slice(&MAGIC);
     put_u32(&mut b, 8, FORMAT_VERSION);
     put_u32(&mut b, 12, BYTE_ORDER_MARK);
-    put_u32(&mut b, 16, HASH_SCHEME);
+    put_u32(&mut b, 16, g.scheme.id());
     put_u32(&mut b, 20, g.k);
     put_u64(&mut b, 24, g.m);
     put_u64(&mut b, 32, g.capacity);
@@ -199,15 +202,16 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
     if xxh3_64(&b[..CHECKED_LEN]) != get_u64(b, CHECKED_LEN) {
         return Err(FormatError::Checksum);
     }
-    let scheme = get_u32(b, 16);
-    if scheme != HASH_SCHEME {
-        return Err(FormatError::HashScheme(scheme));
-    }
+    let id = get_u32(b, 16);
+    let Some(scheme) = Scheme::from_id(id) else {
+        return Err(FormatError::HashScheme(id));
+    };
     let geometry = Geometry {
         k: get_u32(b, 20),
         m: get_u64(b, 24),
         capacity: get_u64(b, 32),
         fp_rate: f64::from_bits(get_u64(b, 40)),
+        scheme,
     };
     if !geometry.is_valid() {
         return Err(FormatError::Geometry);

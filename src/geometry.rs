@@ -6,6 +6,8 @@
 
 use std::f64::consts::LN_2;
 
+use crate::layout::{self, Layout, Scheme};
+
 /// The smallest bit array (one 64-bit word).
 pub const MIN_BITS: u64 = 64;
 /// The largest bit array: 2^38 bits (32 GiB). Larger requests are refused,
@@ -27,6 +29,8 @@ pub struct Geometry {
     pub capacity: u64,
     /// The false-positive rate the filter was sized for.
     pub fp_rate: f64,
+    /// Where an item's bits are (see `layout`).
+    pub scheme: Scheme,
 }
 
 /// Why a capacity / rate pair was refused.
@@ -91,14 +95,28 @@ impl Geometry {
             m: next_pow2_bits(m_opt as u64),
             capacity,
             fp_rate,
+            scheme: Scheme::Standard,
         })
+    }
+
+    /// The geometry of `layout` for `capacity` and `fp_rate`: `bloom.h`'s
+    /// for the standard layout, `layout::blocked_geometry`'s for the blocked.
+    pub fn for_layout(capacity: u64, fp_rate: f64, layout: Layout) -> Result<Geometry, GeometryError> {
+        let g = Geometry::for_capacity(capacity, fp_rate)?;
+        match layout {
+            Layout::Standard => Ok(g),
+            Layout::Blocked => layout::blocked_geometry(capacity, fp_rate),
+        }
     }
 
     /// Whether stored values form a geometry this library could have made.
     /// Used on every attach (file headers, serialized bytes are untrusted).
     pub fn is_valid(&self) -> bool {
-        (MIN_K..=MAX_K).contains(&self.k)
-            && self.m.is_power_of_two()
+        let shape = match self.scheme {
+            Scheme::Standard => (MIN_K..=MAX_K).contains(&self.k) && self.m.is_power_of_two(),
+            s => (MIN_K..=layout::BLOCKED_MAX_K).contains(&self.k) && self.m % s.block_bits() == 0,
+        };
+        shape
             && (MIN_BITS..=MAX_BITS).contains(&self.m)
             && self.capacity >= 1
             && self.fp_rate > 0.0
@@ -117,7 +135,26 @@ impl Geometry {
 
     /// The estimated number of distinct items from the number of set bits.
     pub fn count_from_bits_set(&self, set: u64) -> u64 {
-        estimate_count(self.m, self.k, self.capacity, set)
+        match self.scheme {
+            Scheme::Standard => estimate_count(self.m, self.k, self.capacity, set),
+            _ => layout::blocked_count(self, set),
+        }
+    }
+
+    /// The chance a random absent item is reported present now, with `set`
+    /// bits set: `(X/m)^k` for the standard layout; for a blocked one, the
+    /// layout's exact rate at the load `count` estimates.
+    pub fn fpp_from_bits_set(&self, set: u64) -> f64 {
+        match self.scheme {
+            Scheme::Standard => estimated_fpp(self.m, self.k, set),
+            _ if set >= self.m => 1.0,
+            _ => layout::expected_fp(self, self.count_from_bits_set(set) as f64),
+        }
+    }
+
+    /// The layout the user chose.
+    pub fn layout(&self) -> Layout {
+        self.scheme.layout()
     }
 }
 
@@ -136,7 +173,8 @@ pub fn estimate_count(m: u64, k: u32, capacity: u64, set: u64) -> u64 {
 
 /// `(X/m)^k`: the chance a random absent item is reported present now.
 pub fn estimated_fpp(m: u64, k: u32, set: u64) -> f64 {
-    (set as f64 / m as f64).powi(k as i32)
+    // powf, not powi: the C library's pow, as the XS used to compute it.
+    (set as f64 / m as f64).powf(k as f64)
 }
 
 #[cfg(test)]

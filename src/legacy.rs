@@ -160,6 +160,8 @@ pub fn parse(b: &[u8], actual_size: u64) -> Result<LegacyHeader, LegacyError> {
         m,
         capacity,
         fp_rate,
+        // The original knew only bloom.h's layout.
+        scheme: crate::layout::Scheme::Standard,
     };
     debug_assert!(geometry.is_valid());
     Ok(LegacyHeader {
@@ -215,7 +217,8 @@ mod tests {
                     k: 7,
                     m: 1 << 14,
                     capacity: 1000,
-                    fp_rate: 0.01
+                    fp_rate: 0.01,
+                    scheme: crate::layout::Scheme::Standard,
                 }
             );
             assert_eq!((h.bits_off, h.total_size, h.ops), (off, off + 2048, 12345));

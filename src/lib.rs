@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Modules, one idea each: `geometry` (sizing math), `hashing` (item to
-//! probes), `format` (the shared header), `region` (mapping), `sync` (the
+//! probes), `layout` (where an item's bits are: the standard and the
+//! blocked layouts, their sizing and estimators), `format` (the shared header), `region` (mapping), `sync` (the
 //! process-shared lock protocol), `filter` (operations), `serial` (portable
 //! bytes), `legacy` (the original C module's file header: pure), `upgrade`
 //! (converting such a file in place), `remote` (probe offsets for copies kept
@@ -28,6 +29,7 @@ pub mod filter;
 pub mod format;
 pub mod geometry;
 pub mod hashing;
+pub mod layout;
 pub mod legacy;
 pub mod region;
 pub mod remote;
@@ -38,6 +40,7 @@ pub mod upgrade;
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{Filter, Options};
 pub use geometry::Geometry;
+pub use layout::Layout;
 
 impl Filter {
     /// The filter's portable bytes (see `serial`).
@@ -58,7 +61,35 @@ impl Filter {
     /// A new filter from portable bytes: anonymous, or a new file at `path`
     /// (created with `mode`; an existing path is refused).
     pub fn deserialize(bytes: &[u8], path: Option<&std::path::Path>, mode: u32) -> Result<Filter> {
+        Filter::deserialize_as(bytes, path, mode, None)
+    }
+
+    /// `deserialize`, refusing bytes of another layout than `layout` (when
+    /// given) with a "layout mismatch" error.
+    pub fn deserialize_as(
+        bytes: &[u8],
+        path: Option<&std::path::Path>,
+        mode: u32,
+        layout: Option<Layout>,
+    ) -> Result<Filter> {
         let img = serial::parse(bytes).map_err(|e| Error::format(e.to_string()))?;
+        if let Some(l) = layout {
+            if l != img.geometry.layout() {
+                return Err(Error::new(
+                    ErrorKind::Mismatch,
+                    format!(
+                        "layout mismatch (the bytes are of a {} filter, not {})",
+                        img.geometry.layout().name(),
+                        l.name()
+                    ),
+                ));
+            }
+        }
+        if img.geometry.scheme == layout::Scheme::Block128 && !layout::cas128_available() {
+            return Err(Error::format(
+                "the bytes' 128-bit blocks need a 16-byte compare-and-swap, which this machine lacks",
+            ));
+        }
         if mode & !0o7777 != 0 {
             return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));
         }
@@ -105,7 +136,11 @@ mod tests {
                 })
                 .collect();
             let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
-            let opts = Options { mode: 0o600, seed };
+            let opts = Options {
+                mode: 0o600,
+                seed,
+                layout: None,
+            };
 
             let f = Filter::new_anonymous(capacity, rate, opts).unwrap();
             f.add_many(&refs, None).unwrap();
@@ -133,7 +168,16 @@ mod tests {
 
     #[test]
     fn deserialized_filter_is_writable_and_independent() {
-        let f = Filter::new_anonymous(100, 0.01, Options { mode: 0o600, seed: 3 }).unwrap();
+        let f = Filter::new_anonymous(
+            100,
+            0.01,
+            Options {
+                mode: 0o600,
+                seed: 3,
+                layout: None,
+            },
+        )
+        .unwrap();
         f.add(b"a").unwrap();
         let d = Filter::deserialize(&f.serialize(), None, 0o600).unwrap();
         assert!(!d.add(b"a").unwrap());

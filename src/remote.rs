@@ -238,7 +238,16 @@ mod tests {
     #[test]
     fn offsets_address_the_local_bits() {
         for (cap, rate, seed) in [(1000u64, 0.01, 0u64), (50, 0.3, 7), (20_000, 0.001, u64::MAX)] {
-            let f = Filter::new_anonymous(cap, rate, Options { mode: 0o600, seed }).unwrap();
+            let f = Filter::new_anonymous(
+                cap,
+                rate,
+                Options {
+                    mode: 0o600,
+                    seed,
+                    ..Options::default()
+                },
+            )
+            .unwrap();
             let g = f.geometry();
             let items: Vec<Vec<u8>> = (0..300u32).map(|i| format!("item-{i}").into_bytes()).collect();
             let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
@@ -357,7 +366,16 @@ mod tests {
 
     #[test]
     fn from_bit_bytes_round_trips_and_checks_length() {
-        let f = Filter::new_anonymous(500, 0.01, Options { mode: 0o600, seed: 5 }).unwrap();
+        let f = Filter::new_anonymous(
+            500,
+            0.01,
+            Options {
+                mode: 0o600,
+                seed: 5,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         for i in 0..200u32 {
             f.add(&i.to_le_bytes()).unwrap();
         }

@@ -3,7 +3,9 @@
 //! ```text
 //! 0   magic "BLOOMSER"            8 bytes
 //! 8   version (1)                 u32
-//! 12  hash scheme (1)             u32
+//! 12  hash scheme (1 standard,    u32
+//!     2 blocked 64-bit words,
+//!     3 blocked 128-bit blocks)
 //! 16  k                           u32
 //! 20  reserved (0)                u32
 //! 24  m (bits)                    u64
@@ -21,8 +23,10 @@
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
+#[cfg(test)]
 use crate::format::HASH_SCHEME;
 use crate::geometry::Geometry;
+use crate::layout::Scheme;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSER";
 pub const SERIAL_VERSION: u32 = 1;
@@ -40,7 +44,7 @@ pub fn write(g: &Geometry, seed: u64, words: impl FnOnce(&mut dyn FnMut(u64)), o
     assert_eq!(out.len() as u64, serialized_len(g.m));
     out[0..8].copy_from_slice(&MAGIC);
     out[8..12].copy_from_slice(&SERIAL_VERSION.to_le_bytes());
-    out[12..16].copy_from_slice(&HASH_SCHEME.to_le_bytes());
+    out[12..16].copy_from_slice(&g.scheme.id().to_le_bytes());
     out[16..20].copy_from_slice(&g.k.to_le_bytes());
     out[20..24].copy_from_slice(&0u32.to_le_bytes());
     out[24..32].copy_from_slice(&g.m.to_le_bytes());
@@ -131,10 +135,10 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
     if version != SERIAL_VERSION {
         return Err(SerialError::Version(version));
     }
-    let scheme = le32(b, 12);
-    if scheme != HASH_SCHEME {
-        return Err(SerialError::HashScheme(scheme));
-    }
+    let id = le32(b, 12);
+    let Some(scheme) = Scheme::from_id(id) else {
+        return Err(SerialError::HashScheme(id));
+    };
     if le32(b, 20) != 0 {
         return Err(SerialError::Reserved);
     }
@@ -143,6 +147,7 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
         m: le64(b, 24),
         capacity: le64(b, 32),
         fp_rate: f64::from_bits(le64(b, 40)),
+        scheme,
     };
     if !geometry.is_valid() {
         return Err(SerialError::Geometry);
@@ -267,7 +272,7 @@ mod tests {
         };
         assert_eq!(put32(8, 0), SerialError::Version(0));
         assert_eq!(put32(8, 2), SerialError::Version(2));
-        assert_eq!(put32(12, HASH_SCHEME + 1), SerialError::HashScheme(HASH_SCHEME + 1));
+        assert_eq!(put32(12, 4), SerialError::HashScheme(4));
         assert_eq!(put32(20, 1), SerialError::Reserved);
         for k in [0, 33, u32::MAX] {
             assert_eq!(put32(16, k), SerialError::Geometry, "k = {k}");

@@ -9,6 +9,10 @@
 //!   item meet on the same stripe, so among them at most one sees a zero bit
 //!   and is told "new"; adders of different items almost never meet.
 //! * A merger marks its own process slot `busy` instead (it touches every word).
+//!   So does an adder of a blocked filter (`begin_lockfree_add`), whose one
+//!   atomic update of the item's word decides "new" without any stripe: no
+//!   adder ever waits for another, and only exclusive operations wait for
+//!   the mark.
 //! * An exclusive operation (`clear`, `intersect`, `invert`, `freeze`) takes
 //!   the `excl` word, makes `epoch` odd, then *drains*: waits until no stripe
 //!   and no busy mark is held. Adders and mergers check `excl` after taking
@@ -554,12 +558,47 @@ impl<'a> Shared<'a> {
         }
     }
 
+    /// Mark this slot for a lock-free add (a blocked layout's one atomic
+    /// update), having made sure no exclusive operation runs. The mark is
+    /// the merge's `busy` mark and the handshake the same Dekker pair: we
+    /// store the mark, then load `excl`; `lock_exclusive` stores `excl`,
+    /// then `drain` loads every mark. Either the exclusive side sees our
+    /// mark and waits for it, or we see its `excl` and step back. So an
+    /// exclusive operation never runs while an add's update is in flight,
+    /// and no add waits for any other add. False (nothing held) if frozen.
+    #[inline]
+    pub fn begin_lockfree_add(&self, c: Claim) -> bool {
+        let busy = &self.slots[c.idx as usize].busy;
+        // SeqCst: the Dekker pair with lock_exclusive / drain (as begin_merge).
+        busy.store(c.token, Ordering::SeqCst);
+        if self.ctl.excl.load(Ordering::SeqCst) == 0 && !self.frozen() {
+            return true;
+        }
+        self.lockfree_add_contended(c)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lockfree_add_contended(&self, c: Claim) -> bool {
+        self.end_merge(c);
+        self.begin_merge(c)
+    }
+
+    /// End a lock-free add: our update happens-before a drain that reads the
+    /// cleared mark.
+    #[inline]
+    pub fn end_lockfree_add(&self, c: Claim) {
+        self.end_merge(c);
+    }
+
+    #[inline]
     pub fn end_merge(&self, c: Claim) {
         // Release: our ORs happen-before a drain that reads 0 here.
         self.slots[c.idx as usize].busy.store(0, Ordering::Release);
         self.wake_drainer();
     }
 
+    #[inline]
     fn wake_drainer(&self) {
         // A drainer waiting on a busy mark sleeps on the excl word (busy
         // marks are per-slot words nobody else sets WAITERS on).

@@ -8,7 +8,8 @@ use POSIX ();
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(reap child_status_text);
+use BFTest qw(reap child_status_text layout_from_env);
+my $LAYOUT = layout_from_env();    # BFTEST_LAYOUT=blocked: see t/lib/BFTest.pm
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';

@@ -5,8 +5,9 @@ use File::Temp qw(tempdir);
 use File::Spec;
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use BFTest qw(slurp spew readable_build);
+use BFTest qw(slurp spew readable_build layout_from_env);
 use Data::BloomFilter::Shared;
+my $LAYOUT = layout_from_env();    # BFTEST_LAYOUT=blocked: see t/lib/BFTest.pm
 
 # Adders of the same items at once, in the deployments where a process
 # cannot see the others: /proc mounted hidepid=2 with two users, /proc not

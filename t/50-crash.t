@@ -9,7 +9,8 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(reap);
+use BFTest qw(reap layout_from_env);
+my $LAYOUT = layout_from_env();    # BFTEST_LAYOUT=blocked: see t/lib/BFTest.pm
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';

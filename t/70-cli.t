@@ -412,7 +412,8 @@ sub added_before_blocking {
     is($text{bits_set}, $f->bits_set, 'info: bits_set');
     is($text{frozen}, 'no', 'info: frozen no');
     my @keys = qw(capacity fp_rate bits hashes seed bits_set count fill_ratio estimated_fpp
-        ops mmap_size frozen readonly);
+        ops mmap_size frozen readonly layout);
+    is($text{layout}, 'standard', 'info: layout');
     is_deeply([sort grep { $_ ne 'file' } keys %text], [sort @keys], 'info shows every stat');
 
     my $j = json_info('f.bf');

@@ -20,6 +20,11 @@
 //! A second model (`liveness`) covers how a token's owner is judged dead:
 //! the slot's robust mutex, its generation, and the kernel marking a killed
 //! holder's mutex.
+//!
+//! A third (`lockfree`) covers the blocked layout's adds: no stripe, one
+//! atomic update of the item's word, fenced off from exclusive operations by
+//! a mark on the adder's own slot (`begin_lockfree_add`), against a `clear`
+//! or a `freeze`, with a kill at every step.
 
 use std::collections::HashSet;
 
@@ -172,7 +177,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                     n.pc[p] = A_TAKE_STRIPE;
                 }
             }
-            // Both bits are loaded whatever the first one was (all_set).
+            // Both bits are loaded whatever the first one was (Standard::contains).
             A_FAST_B0 => {
                 n.zero[p][0] = !s.bits[0];
                 n.pc[p] = A_FAST_B1;
@@ -632,4 +637,404 @@ fn liveness_every_interleaving_every_kill() {
 #[test]
 fn model_catches_a_release_that_unlocks_before_retiring_its_generation() {
     assert!(std::panic::catch_unwind(|| liveness::explore(true)).is_err());
+}
+
+// ------------------------------------------------------------ lock-free adds
+
+/// The blocked layout's add (`Filter::add_at` without a stripe:
+/// `begin_lockfree_add`, the word's load and `fetch_or`,
+/// `end_lockfree_add`; adder 1 first tries the seqlock fast path) against
+/// one exclusive operation (`lock_exclusive`, `drain` of the slot marks,
+/// then a clear or a freeze), step by step. Any one process may be killed
+/// at any step; a waiter finds a dead exclusive owner and finishes its work,
+/// a drain finds a dead adder's mark and clears it. The item's bits live in
+/// one word and a `fetch_or` sets them all at once, so the word is modelled
+/// as "has the item's bits".
+///
+/// Checked in every state: no adder updates the word while the exclusive
+/// operation runs, and once `freeze` has returned the word never changes.
+/// At the end of every run: some live process could always move, and the
+/// responses (new, not new, frozen) and the final word are linearizable.
+mod lockfree {
+    use std::collections::HashSet;
+
+    const ADDERS: usize = 2;
+    const EXCL: usize = 2;
+    const PROCS: usize = 3;
+
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+    pub enum Op {
+        Clear,
+        Freeze,
+    }
+
+    /// Ways to break the protocol, which the model must catch.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub enum Broken {
+        No,
+        /// Adders skip their slot mark.
+        NoMark,
+        /// The exclusive side skips the drain of the marks.
+        NoDrain,
+    }
+
+    #[derive(Clone, PartialEq, Eq, Hash, Debug)]
+    struct S {
+        word: bool,
+        mark: [u8; ADDERS],
+        excl: u8,
+        epoch: u8,
+        pending: bool,
+        frozen: bool,
+        /// The word when `freeze` returned.
+        frozen_word: Option<bool>,
+        pc: [u8; PROCS],
+        seen_epoch: [u8; PROCS],
+        /// Adder: the answer its update gave.
+        new: [bool; PROCS],
+        dead: [bool; PROCS],
+        invoked: [bool; PROCS],
+        /// 0 not new, 1 new, 2 refused (frozen); the exclusive op: 0.
+        done: [Option<u8>; PROCS],
+        before: [[bool; PROCS]; PROCS],
+        crashed: bool,
+        init: bool,
+    }
+
+    const A_F_EPOCH: u8 = 0;
+    const A_F_LOAD: u8 = 1;
+    const A_F_RECHECK: u8 = 2;
+    const A_MARK: u8 = 3;
+    const A_LOAD_EXCL: u8 = 4;
+    const A_LOAD_FROZEN: u8 = 5;
+    const A_LOAD_WORD: u8 = 6;
+    const A_FETCH_OR: u8 = 7;
+    const A_UNMARK: u8 = 8;
+    const A_BACKOFF: u8 = 9;
+    const A_WAIT_EXCL: u8 = 10;
+    const A_REC_DRAIN: u8 = 11;
+    const A_REC_OP: u8 = 12;
+    const A_REC_RELEASE: u8 = 13;
+    const A_UNMARK_FROZEN: u8 = 14;
+    /// `Filter::writable`: the frozen flag, before anything else.
+    const A_WRITABLE: u8 = 15;
+
+    const E_TAKE: u8 = 0;
+    const E_EPOCH: u8 = 1;
+    const E_DRAIN0: u8 = 2;
+    const E_DRAIN1: u8 = 3;
+    const E_PENDING: u8 = 4;
+    const E_OP: u8 = 5;
+    const E_RELEASE: u8 = 6;
+
+    fn id(p: usize) -> u8 {
+        p as u8 + 1
+    }
+
+    impl S {
+        fn live(&self, p: usize) -> bool {
+            !self.dead[p] && self.done[p].is_none()
+        }
+        fn owner_dead(&self, o: u8) -> bool {
+            o != 0 && self.dead[o as usize - 1]
+        }
+        fn invoke(&mut self, p: usize) {
+            if !self.invoked[p] {
+                self.invoked[p] = true;
+                for q in 0..PROCS {
+                    if self.done[q].is_some() {
+                        self.before[q][p] = true;
+                    }
+                }
+            }
+        }
+        /// One step of a drain of mark `i` (not the drainer's own).
+        fn drain(&self, n: &mut S, i: usize) -> bool {
+            let m = self.mark[i];
+            if m == 0 {
+                true
+            } else if self.owner_dead(m) {
+                n.mark[i] = 0;
+                false // cleared; the next step finds it free
+            } else {
+                false
+            }
+        }
+        fn release(&mut self) {
+            self.pending = false;
+            self.epoch += self.epoch % 2;
+            self.excl = 0;
+        }
+    }
+
+    fn steps(s: &S, p: usize, op: Op, broken: Broken) -> Vec<S> {
+        if !s.live(p) {
+            return vec![];
+        }
+        let mut n = s.clone();
+        n.invoke(p);
+        if p < ADDERS {
+            match s.pc[p] {
+                A_WRITABLE => {
+                    if s.frozen {
+                        n.done[p] = Some(2);
+                    } else {
+                        n.pc[p] = A_F_EPOCH;
+                    }
+                }
+                A_F_EPOCH => {
+                    n.seen_epoch[p] = s.epoch;
+                    n.pc[p] = if p == 1 && s.epoch % 2 == 0 { A_F_LOAD } else { A_MARK };
+                }
+                A_F_LOAD => n.pc[p] = if s.word { A_F_RECHECK } else { A_MARK },
+                A_F_RECHECK => {
+                    if s.epoch == s.seen_epoch[p] {
+                        n.done[p] = Some(0);
+                    } else {
+                        n.pc[p] = A_MARK;
+                    }
+                }
+                A_MARK => {
+                    if broken != Broken::NoMark {
+                        n.mark[p] = id(p);
+                    }
+                    n.pc[p] = A_LOAD_EXCL;
+                }
+                A_LOAD_EXCL => n.pc[p] = if s.excl == 0 { A_LOAD_FROZEN } else { A_BACKOFF },
+                A_LOAD_FROZEN => n.pc[p] = if s.frozen { A_UNMARK_FROZEN } else { A_LOAD_WORD },
+                // Word64::set loads first: all bits there means not new.
+                A_LOAD_WORD => {
+                    if s.word {
+                        n.new[p] = false;
+                        n.pc[p] = A_UNMARK;
+                    } else {
+                        n.pc[p] = A_FETCH_OR;
+                    }
+                }
+                A_FETCH_OR => {
+                    n.new[p] = !s.word;
+                    n.word = true;
+                    n.pc[p] = A_UNMARK;
+                }
+                A_UNMARK => {
+                    n.mark[p] = 0;
+                    n.done[p] = Some(s.new[p] as u8);
+                }
+                A_UNMARK_FROZEN => {
+                    n.mark[p] = 0;
+                    n.done[p] = Some(2);
+                }
+                A_BACKOFF => {
+                    n.mark[p] = 0;
+                    n.pc[p] = A_WAIT_EXCL;
+                }
+                A_WAIT_EXCL => {
+                    if s.excl == 0 {
+                        n.pc[p] = A_MARK;
+                    } else if s.owner_dead(s.excl) {
+                        n.excl = id(p);
+                        if s.epoch % 2 == 0 {
+                            n.epoch += 1;
+                        }
+                        n.pc[p] = A_REC_DRAIN;
+                    } else {
+                        return vec![];
+                    }
+                }
+                A_REC_DRAIN => {
+                    let other = 1 - p;
+                    if s.drain(&mut n, other) {
+                        n.pc[p] = A_REC_OP;
+                    } else if n.mark[other] == s.mark[other] {
+                        return vec![];
+                    }
+                }
+                // resume: a dead clear's pending work is finished.
+                A_REC_OP => {
+                    if s.pending {
+                        n.word = false;
+                    }
+                    n.pc[p] = A_REC_RELEASE;
+                }
+                A_REC_RELEASE => {
+                    n.release();
+                    n.pc[p] = A_MARK;
+                }
+                _ => unreachable!(),
+            }
+        } else {
+            match s.pc[p] {
+                E_TAKE => {
+                    if s.excl == 0 || s.owner_dead(s.excl) {
+                        n.excl = id(p);
+                        n.pc[p] = E_EPOCH;
+                    } else {
+                        return vec![];
+                    }
+                }
+                E_EPOCH => {
+                    if s.epoch % 2 == 0 {
+                        n.epoch += 1;
+                    }
+                    n.pc[p] = if broken == Broken::NoDrain { E_PENDING } else { E_DRAIN0 };
+                }
+                E_DRAIN0 | E_DRAIN1 => {
+                    let i = (s.pc[p] - E_DRAIN0) as usize;
+                    if s.drain(&mut n, i) {
+                        n.pc[p] += 1;
+                    } else if n.mark[i] == s.mark[i] {
+                        return vec![];
+                    }
+                }
+                E_PENDING => {
+                    n.pending = op == Op::Clear;
+                    n.pc[p] = E_OP;
+                }
+                E_OP => {
+                    match op {
+                        Op::Clear => n.word = false,
+                        Op::Freeze => n.frozen = true,
+                    }
+                    n.pc[p] = E_RELEASE;
+                }
+                E_RELEASE => {
+                    n.release();
+                    n.done[p] = Some(0);
+                    if op == Op::Freeze {
+                        n.frozen_word = Some(s.word);
+                    }
+                }
+                _ => unreachable!(),
+            }
+        }
+        let mut out = vec![n];
+        if !s.crashed {
+            let mut k = s.clone();
+            k.invoke(p);
+            k.dead[p] = true;
+            k.crashed = true;
+            out.push(k);
+        }
+        out
+    }
+
+    fn check_state(s: &S) {
+        let running = s.live(EXCL) && (E_PENDING..=E_RELEASE).contains(&s.pc[EXCL]);
+        for a in 0..ADDERS {
+            let updating = s.live(a) && s.pc[a] == A_FETCH_OR;
+            assert!(
+                !(running && updating),
+                "adder {a} updates during the exclusive op: {s:?}"
+            );
+        }
+        if let Some(w) = s.frozen_word {
+            assert_eq!(s.word, w, "the word changed after freeze returned: {s:?}");
+        }
+    }
+
+    fn explains(s: &S, order: &[usize], op: Op) -> bool {
+        for (i, &p) in order.iter().enumerate() {
+            if order[i + 1..].iter().any(|&q| s.before[q][p]) {
+                return false;
+            }
+        }
+        let (mut present, mut frozen) = (s.init, false);
+        for &p in order {
+            let r = if p == EXCL {
+                match op {
+                    Op::Clear => present = false,
+                    Op::Freeze => frozen = true,
+                }
+                0
+            } else if frozen {
+                2
+            } else {
+                let r = !present as u8;
+                present = true;
+                r
+            };
+            if s.done[p].is_some_and(|got| got != r) {
+                return false;
+            }
+        }
+        present == s.word
+    }
+
+    fn linearizable(s: &S, op: Op) -> bool {
+        let completed: Vec<usize> = (0..PROCS).filter(|&p| s.done[p].is_some()).collect();
+        let killed: Vec<usize> = (0..PROCS).filter(|&p| s.dead[p] && s.invoked[p]).collect();
+        [false, true].iter().any(|&include| {
+            let mut ops = completed.clone();
+            if include {
+                ops.extend(&killed);
+            }
+            super::permutations(&ops).iter().any(|o| explains(s, o, op))
+        })
+    }
+
+    pub fn explore(op: Op, init: bool, broken: Broken) -> usize {
+        let s0 = S {
+            word: init,
+            mark: [0; ADDERS],
+            excl: 0,
+            epoch: 0,
+            pending: false,
+            frozen: false,
+            frozen_word: None,
+            pc: [A_WRITABLE, A_WRITABLE, E_TAKE],
+            seen_epoch: [0; PROCS],
+            new: [false; PROCS],
+            dead: [false; PROCS],
+            invoked: [false; PROCS],
+            done: [None; PROCS],
+            before: [[false; PROCS]; PROCS],
+            crashed: false,
+            init,
+        };
+        let mut seen = HashSet::new();
+        let mut stack = vec![s0];
+        let mut finals = 0;
+        while let Some(s) = stack.pop() {
+            if !seen.insert(s.clone()) {
+                continue;
+            }
+            check_state(&s);
+            let next: Vec<S> = (0..PROCS).flat_map(|p| steps(&s, p, op, broken)).collect();
+            if next.is_empty() {
+                let stuck: Vec<usize> = (0..PROCS).filter(|&p| s.live(p)).collect();
+                assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
+                assert!(linearizable(&s, op), "not linearizable: {s:?}");
+                finals += 1;
+            }
+            stack.extend(next);
+        }
+        finals
+    }
+}
+
+#[test]
+fn lockfree_adds_and_a_clear_or_freeze_every_interleaving_every_kill() {
+    for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
+        for init in [false, true] {
+            let finals = lockfree::explore(op, init, lockfree::Broken::No);
+            assert!(finals > 100, "{op:?}: explored only {finals} runs");
+        }
+    }
+}
+
+/// The lock-free model must catch an adder that skips its slot mark (a
+/// frozen filter would change after freeze returned) ...
+#[test]
+fn model_catches_a_lockfree_adder_without_a_mark() {
+    let r = std::panic::catch_unwind(|| lockfree::explore(lockfree::Op::Freeze, false, lockfree::Broken::NoMark));
+    assert!(r.is_err(), "adders without marks passed the model");
+}
+
+/// ... and an exclusive operation that does not drain the marks.
+#[test]
+fn model_catches_an_exclusive_op_that_ignores_adders_marks() {
+    for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
+        let r = std::panic::catch_unwind(|| lockfree::explore(op, false, lockfree::Broken::NoDrain));
+        assert!(r.is_err(), "{op:?} without drain passed the model");
+    }
 }

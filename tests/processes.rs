@@ -4,11 +4,24 @@
 //! leave the child with a malloc lock held by a thread that no longer
 //! exists, so these tests run single-threaded.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use bloomfilter_shared::filter::testing;
-use bloomfilter_shared::{Filter, Options};
+use bloomfilter_shared::{Filter, Layout, Options};
+
+/// Whether this run's filters are blocked (every suite runs on both layouts).
+static BLOCKED: AtomicBool = AtomicBool::new(false);
+/// This run's fp rate, as f64 bits: 0.01, or 0.0001 for blocked filters of
+/// 128-bit blocks (their compare-and-swap path).
+static RATE: AtomicU64 = AtomicU64::new(0);
+
+fn rate() -> f64 {
+    match RATE.load(Ordering::Relaxed) {
+        0 => 0.01,
+        r => f64::from_bits(r),
+    }
+}
 
 /// Shared scratch memory for children to report through.
 struct Scratch {
@@ -85,7 +98,21 @@ fn item(i: u64) -> Vec<u8> {
 }
 
 fn anon(cap: u64) -> Filter {
-    Filter::new_anonymous(cap, 0.01, Options::default()).unwrap()
+    let layout = BLOCKED.load(Ordering::Relaxed).then_some(Layout::Blocked);
+    let f = Filter::new_anonymous(
+        cap,
+        rate(),
+        Options {
+            layout,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(Some(f.layout()), layout.or(Some(Layout::Standard)));
+    if layout.is_some() && rate() < 0.001 {
+        assert_eq!(f.geometry().scheme, bloomfilter_shared::layout::Scheme::Block128);
+    }
+    f
 }
 
 fn disjoint_writers_lose_nothing() {
@@ -115,11 +142,18 @@ fn same_items_never_new_twice() {
     const N: usize = 100_000;
     for round in 0..3u64 {
         let f = anon(N as u64 * 2);
-        let s = Scratch::new(2 * N);
+        // Answers, then a start flag: both writers begin together, so they
+        // add each item at about the same moment.
+        let s = Scratch::new(2 * N + 8);
+        let go = s.word(2 * N / 8);
         let kids: Vec<_> = (0..2usize)
             .map(|w| {
                 let (f, s) = (&f, &s);
                 spawn(move || {
+                    f.add(format!("warm-up {w}").as_bytes()).unwrap(); // claim a slot first
+                    while s.word(2 * N / 8).load(Ordering::Acquire) == 0 {
+                        std::hint::spin_loop();
+                    }
                     for i in 0..N {
                         let new = f.add(&item(round * 10_000_000 + i as u64)).unwrap();
                         s.byte(w * N + i).store(new as u8, Ordering::Relaxed);
@@ -127,6 +161,8 @@ fn same_items_never_new_twice() {
                 })
             })
             .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        go.store(1, Ordering::Release);
         for k in kids {
             assert_eq!(reap(k), 0);
         }
@@ -231,6 +267,111 @@ fn stopped_holder_is_alive() {
     println!("# stopped owner: waited 1.5 s; killed, the waiter finished {d:?} later");
     assert!(f.contains(b"victim"));
     reap(k);
+}
+
+/// A child that starts a lock-free add (a blocked filter's: its slot mark
+/// set, its update not yet done) and stays there for a minute.
+fn child_inside_a_lockfree_add(f: &Filter) -> libc::pid_t {
+    let k = spawn(|| {
+        testing::hold_lockfree_add(f);
+        std::thread::sleep(Duration::from_secs(60));
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    k
+}
+
+/// Blocked layout: an adder killed inside its add delays no adder, and an
+/// exclusive operation by at most the crash bound.
+fn killed_inside_a_lockfree_add() {
+    let f = anon(1000);
+    let k = child_inside_a_lockfree_add(&f);
+    let d = stall(|| assert!(f.add(b"victim").unwrap()));
+    assert!(d < Duration::from_millis(100), "an add waited for another: {d:?}");
+    kill9(k);
+    // Unreaped: a zombie's mark is dead too.
+    let d = stall(|| f.clear().unwrap());
+    reap(k);
+    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert_eq!(f.bits_set(), 0);
+    println!("# lock-free adder killed inside its add: next clear took {d:?}");
+}
+
+/// Blocked layout: a stopped adder blocks no other adder, of any item. An
+/// exclusive operation waits for it (its update may still land, and a
+/// frozen or cleared filter must not change after the operation returns);
+/// once it is killed, the operation goes on within the crash bound.
+fn stopped_lockfree_adder_blocks_no_adder() {
+    let f = anon(1000);
+    let k = child_inside_a_lockfree_add(&f);
+    // SAFETY: stopping our own child.
+    assert_eq!(unsafe { libc::kill(k, libc::SIGSTOP) }, 0);
+    let adder = spawn(|| {
+        for i in 0..1000 {
+            f.add(&item(i)).unwrap();
+        }
+    });
+    let d = stall(|| assert_eq!(reap(adder), 0));
+    if d >= Duration::from_secs(1) {
+        kill9(k);
+        panic!("adders waited for a stopped adder: {d:?}");
+    }
+    let clearer = spawn(|| f.clear().unwrap());
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut st = 0;
+    // SAFETY: polling our own child.
+    let waited = unsafe { libc::waitpid(clearer, &mut st, libc::WNOHANG) } == 0;
+    kill9(k); // before any assertion: a stopped child must not outlive us
+    assert!(waited, "clear did not wait for a stopped adder");
+    let d = stall(|| assert_eq!(reap(clearer), 0));
+    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert_eq!(f.bits_set(), 0);
+    reap(k);
+    println!("# stopped lock-free adder: 1000 adds went on; clear waited, then finished {d:?} after the kill");
+}
+
+/// A filter frozen while other processes add to it (one by one and in
+/// batches) never changes after `freeze` returns: the adders in flight are
+/// drained first, and every later add is refused (the adders stop at their
+/// first refusal, and stop anyway after a bounded number of items).
+fn frozen_while_adders_run_never_changes() {
+    for round in 0..5u64 {
+        let f = anon(2_000_000);
+        let kids: Vec<_> = (0..2u64)
+            .map(|w| {
+                let f = &f;
+                spawn(move || {
+                    for i in 0..4000u64 {
+                        let key = |j: u64| item(round << 50 | w << 40 | i << 10 | j);
+                        let r = if i % 2 == 0 {
+                            let items: Vec<Vec<u8>> = (0..1000).map(key).collect();
+                            let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+                            f.add_many(&refs, None).map(|_| ())
+                        } else {
+                            (0..1000).try_for_each(|j| f.add(&key(j)).map(|_| ()))
+                        };
+                        if let Err(e) = r {
+                            assert_eq!(e.kind, bloomfilter_shared::ErrorKind::Frozen, "{}", e.msg);
+                            return;
+                        }
+                    }
+                    panic!("4 000 000 adds and never refused: the freeze was not seen");
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50 + 20 * round));
+        f.freeze().unwrap();
+        let set = f.bits_set();
+        std::thread::sleep(Duration::from_millis(20));
+        for k in kids {
+            assert_eq!(reap(k), 0, "round {round}");
+        }
+        assert!(set > 0, "round {round}: the adders added nothing before the freeze");
+        assert_eq!(
+            f.bits_set(),
+            set,
+            "round {round}: the filter changed after freeze returned"
+        );
+    }
 }
 
 fn killed_mid_clear() {
@@ -473,6 +614,14 @@ fn sigkill_storm() {
 }
 
 fn main() {
+    // Stripes exist only in the standard layout; slot marks of adders only
+    // in the blocked one.
+    let standard_only = [
+        "killed_holding_a_stripe",
+        "stopped_holder_is_alive",
+        "main_thread_exited_owner_is_alive",
+    ];
+    let blocked_only = ["killed_inside_a_lockfree_add", "stopped_lockfree_adder_blocks_no_adder"];
     let tests: &[(&str, fn())] = &[
         ("disjoint_writers_lose_nothing", disjoint_writers_lose_nothing),
         ("same_items_never_new_twice", same_items_never_new_twice),
@@ -491,14 +640,46 @@ fn main() {
         ("main_thread_exited_owner_is_alive", main_thread_exited_owner_is_alive),
         ("killed_mid_merge", killed_mid_merge),
         ("sigkill_storm", sigkill_storm),
+        ("killed_inside_a_lockfree_add", killed_inside_a_lockfree_add),
+        (
+            "frozen_while_adders_run_never_changes",
+            frozen_while_adders_run_never_changes,
+        ),
+        (
+            "stopped_lockfree_adder_blocks_no_adder",
+            stopped_lockfree_adder_blocks_no_adder,
+        ),
     ];
-    let mut failed = 0;
-    for (name, t) in tests {
-        let ok = std::panic::catch_unwind(t).is_ok();
-        println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
-        failed += !ok as usize;
+    // 128-bit blocks: the suites about exactly-once and lost adds.
+    let block128 = [
+        "disjoint_writers_lose_nothing",
+        "same_items_never_new_twice",
+        "sigkill_storm",
+        "killed_mid_invert",
+        "frozen_while_adders_run_never_changes",
+    ];
+    let (mut failed, mut ran) = (0, 0);
+    for (blocked, rate, layout) in [
+        (false, 0.01f64, "standard"),
+        (true, 0.01, "blocked"),
+        (true, 0.0001, "blocked, 128-bit blocks"),
+    ] {
+        BLOCKED.store(blocked, Ordering::Relaxed);
+        RATE.store(rate.to_bits(), Ordering::Relaxed);
+        for (name, t) in tests {
+            if (blocked && standard_only.contains(name))
+                || (!blocked && blocked_only.contains(name))
+                || (rate < 0.01 && !block128.contains(name))
+            {
+                continue;
+            }
+            let ok = std::panic::catch_unwind(t).is_ok();
+            println!("test {name} [{layout}] ... {}", if ok { "ok" } else { "FAILED" });
+            failed += !ok as usize;
+            ran += 1;
+        }
     }
-    println!("{} passed, {} failed", tests.len() - failed, failed);
+    println!("{} passed, {} failed", ran - failed, failed);
     if failed > 0 {
         std::process::exit(1);
     }

@@ -8,7 +8,48 @@ use Time::HiRes qw(time sleep);
 use IO::Select ();
 use Exporter 'import';
 
-our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew readable_build run_sh);
+our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew readable_build run_sh
+    layout_from_env run_with_layout);
+
+# The multi-process suites run on both layouts: with BFTEST_LAYOUT=blocked,
+# every filter the test makes with new or new_memfd asks for that layout
+# (reopening a file asks for it too, so a file of the other layout croaks),
+# and each one made is checked to have it. Returns the layout in force.
+sub layout_from_env {
+    my $layout = $ENV{BFTEST_LAYOUT} or return 'standard';
+    require Data::BloomFilter::Shared;
+    my $class = 'Data::BloomFilter::Shared';
+    no strict 'refs';
+    no warnings 'redefine';
+    for my $method (qw(new new_memfd)) {
+        my $orig = $class->can($method);
+        my $at = 4;    # the options' position in @_, for both
+        *{"${class}::$method"} = sub {
+            my @args = @_;
+            my $last = $args[$at];
+            my %o = ref $last eq 'HASH' ? %$last
+                : defined $last && $method eq 'new' ? (mode => $last) : ();
+            $o{layout} //= $layout;
+            $args[3] = undef if @args < 4;
+            $args[$at] = \%o;
+            my $f = $orig->(@args);
+            die "BFTest: $method made a " . $f->layout . " filter, not $layout\n"
+                if $f->layout ne $layout;
+            return $f;
+        };
+    }
+    return $layout;
+}
+
+# Run test file $file (in t/) with BFTEST_LAYOUT=$layout, in place of this
+# process (same perl, same \@INC).
+sub run_with_layout {
+    my ($layout, $file) = @_;
+    require FindBin;
+    $ENV{BFTEST_LAYOUT} = $layout;
+    exec($^X, (map { "-I$_" } grep { !ref } @INC), "$FindBin::Bin/$file")
+        or die "exec $file: $!";
+}
 
 # A whole file's bytes; write bytes to a file.
 sub slurp {

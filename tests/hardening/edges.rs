@@ -16,7 +16,11 @@ fn dir(test: &str) -> PathBuf {
 }
 
 fn opts() -> Options {
-    Options { mode: 0o600, seed: 0 }
+    Options {
+        mode: 0o600,
+        seed: 0,
+        layout: None,
+    }
 }
 
 #[test]
@@ -37,9 +41,18 @@ fn messages_say_what_is_wrong() {
 
 #[test]
 fn bad_modes_and_paths_are_refused() {
-    let e = Filter::open_file(dir("modes").join("m.bf"), 10, 0.1, Options { mode: 0o10000, seed: 0 })
-        .err()
-        .unwrap();
+    let e = Filter::open_file(
+        dir("modes").join("m.bf"),
+        10,
+        0.1,
+        Options {
+            mode: 0o10000,
+            seed: 0,
+            layout: None,
+        },
+    )
+    .err()
+    .unwrap();
     assert_eq!(e.kind, ErrorKind::Arg);
     assert!(e.msg.contains("not a file mode"), "{}", e.msg);
     assert_eq!(

@@ -123,7 +123,11 @@ fn a_whole_life_through_the_c_api() {
         assert_eq!(bfs_merge(copy, h, err.as_mut_ptr()), BFS_ERR_FROZEN);
 
         let mut other = null_mut();
-        let opts = BfsOptions { mode: 0o600, seed: 7 };
+        let opts = BfsOptions {
+            mode: 0o600,
+            seed: 7,
+            layout: 0,
+        };
         assert_eq!(bfs_new(null(), 1000, 0.01, &opts, &mut other, null_mut()), BFS_OK);
         assert_eq!(bfs_is_compatible(h, other), 0);
         assert_eq!(bfs_merge(h, other, err.as_mut_ptr()), BFS_ERR_MISMATCH);
@@ -196,6 +200,7 @@ fn constructors_refuse_what_they_must() {
         let bad_mode = BfsOptions {
             mode: 0o170000,
             seed: 0,
+            layout: 0,
         };
         let p = tmp("constructors", "mode.bf");
         assert_eq!(
@@ -269,7 +274,11 @@ fn files_through_the_c_api() {
         let q = tmp("files", "deser.bf");
         let _ = std::fs::remove_file(q.to_str().unwrap());
         let mut d = null_mut();
-        let opts = BfsOptions { mode: 0o640, seed: 0 };
+        let opts = BfsOptions {
+            mode: 0o640,
+            seed: 0,
+            layout: 0,
+        };
         assert_eq!(
             bfs_deserialize(buf.as_ptr(), buf.len(), q.as_ptr(), &opts, &mut d, err.as_mut_ptr()),
             BFS_OK
@@ -401,4 +410,61 @@ fn writers_past_the_slot_table_share_the_overflow_slot() {
         assert_eq!(bfs_unlink_path(p.as_ptr(), null_mut(), null_mut()), BFS_OK);
     }
     let _ = std::fs::remove_dir(tmp_dir("busy"));
+}
+
+#[test]
+fn layouts_through_the_c_api() {
+    let mut err = errbuf();
+    let item = b"item";
+    // SAFETY: valid pointers throughout; every handle freed once.
+    unsafe {
+        let (mut b, mut s, mut copy, mut info) = (null_mut(), null_mut(), null_mut(), std::mem::zeroed::<BfsInfo>());
+        let blocked = BfsOptions {
+            mode: 0o600,
+            seed: 0,
+            layout: BFS_LAYOUT_BLOCKED,
+        };
+        assert_eq!(bfs_new(null(), 1000, 0.01, &blocked, &mut b, err.as_mut_ptr()), BFS_OK);
+        assert_eq!(bfs_new(null(), 1000, 0.01, null(), &mut s, err.as_mut_ptr()), BFS_OK);
+        bfs_info(b, &mut info);
+        assert_eq!(info.layout, BFS_LAYOUT_BLOCKED);
+        bfs_info(s, &mut info);
+        assert_eq!(info.layout, BFS_LAYOUT_STANDARD);
+        let mut new = 9u8;
+        assert_eq!(
+            bfs_add(b, item.as_ptr(), item.len(), &mut new, err.as_mut_ptr()),
+            BFS_OK
+        );
+        assert_eq!(new, 1);
+        assert_eq!(bfs_is_compatible(b, s), 0);
+        assert_eq!(bfs_merge(s, b, err.as_mut_ptr()), BFS_ERR_MISMATCH);
+        assert!(msg(&err).starts_with("layout mismatch"), "{}", msg(&err));
+
+        let mut buf = vec![0u8; bfs_serialized_size(b) as usize];
+        assert_eq!(bfs_serialize(b, buf.as_mut_ptr(), buf.len(), err.as_mut_ptr()), BFS_OK);
+        let standard = BfsOptions {
+            layout: BFS_LAYOUT_STANDARD,
+            ..blocked
+        };
+        assert_eq!(
+            bfs_deserialize(buf.as_ptr(), buf.len(), null(), &standard, &mut copy, err.as_mut_ptr()),
+            BFS_ERR_MISMATCH
+        );
+        assert!(copy.is_null(), "outputs are written only on success");
+        assert_eq!(
+            bfs_deserialize(buf.as_ptr(), buf.len(), null(), &blocked, &mut copy, err.as_mut_ptr()),
+            BFS_OK
+        );
+        assert_eq!(bfs_contains(copy, item.as_ptr(), item.len()), 1);
+        assert_eq!(bfs_fpp_for_bits_set(copy, 0), 0.0);
+
+        let bad = BfsOptions { layout: 3, ..blocked };
+        let mut h = null_mut();
+        assert_eq!(bfs_new(null(), 1000, 0.01, &bad, &mut h, err.as_mut_ptr()), BFS_ERR_ARG);
+        assert_eq!(msg(&err), "unknown layout 3");
+        assert!(h.is_null());
+        bfs_free(copy);
+        bfs_free(b);
+        bfs_free(s);
+    }
 }

@@ -1,0 +1,974 @@
+//! Layouts: where an item's bits are, how they are tested and set, and the
+//! math that sizes a filter of that layout and reads its fill.
+//!
+//! A layout is a probing strategy (`Probe`). The rest of the crate does not
+//! know which one it runs: `Filter` holds a `Probing` (one of the strategies)
+//! and its operations are generic functions that `with_probe!` instantiates
+//! once per strategy, so the hot loops are monomorphic.
+//!
+//! * `Standard` — `bloom.h`'s: k probes spread over the whole table
+//!   (`hashing`), an add serialized per item on a stripe (see `sync`).
+//! * `Word64` — all k bits of an item in one aligned 64-bit word: an add is
+//!   one `fetch_or`, and the item was new exactly when the old word lacked
+//!   one of its bits. No lock: among concurrent adders of one item only the
+//!   first read-modify-write of the word can see a bit missing.
+//! * `Block128` — the same in an aligned 128-bit block, set with one 16-byte
+//!   compare-and-swap (retried only when another adder changed the block),
+//!   for low rates where one word per item costs too many bits.
+//!
+//! A blocked item's word (or block) is `(h1 * n) >> 64` of `n` words — a
+//! multiply-shift range reduction, so `n` need not be a power of two — and
+//! bit `i` of its k is the top 6 (or 7) bits of `h2 * M[i]` for fixed odd
+//! multipliers `M`: both halves of the one XXH3-128 hash, independent.
+//!
+//! The false-positive rate of a blocked layout is computed exactly for
+//! independent uniform bit positions: an absent item's block holds
+//! `j ~ Poisson(n/b)` items, whose `k j` bit throws leave `s` distinct bits
+//! set (an occupancy distribution); the absent item's own `d` distinct bits
+//! (the occupancy of `k` throws) are all among them with probability
+//! `C(s,d)/C(B,d)`. Sizing picks the word width, `k` and the word count that
+//! meet the requested rate with the fewest bits (see `blocked_geometry`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use crate::geometry::{Geometry, GeometryError, MAX_BITS};
+use crate::hashing::ItemHash;
+
+/// How a filter's bits are laid out; stored in the header's and the
+/// serialized bytes' "hash scheme" field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// `bloom.h`'s layout (scheme 1).
+    Standard,
+    /// Blocked, one 64-bit word per item (scheme 2).
+    Word64,
+    /// Blocked, one 128-bit block per item (scheme 3).
+    Block128,
+}
+
+/// The layout a user asks for: the blocked layout's width is chosen by
+/// sizing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Standard,
+    Blocked,
+}
+
+impl Layout {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Standard => "standard",
+            Layout::Blocked => "blocked",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Layout> {
+        match s {
+            "standard" => Some(Layout::Standard),
+            "blocked" => Some(Layout::Blocked),
+            _ => None,
+        }
+    }
+}
+
+impl Scheme {
+    /// The number stored in headers and serialized bytes.
+    pub fn id(self) -> u32 {
+        match self {
+            Scheme::Standard => 1,
+            Scheme::Word64 => 2,
+            Scheme::Block128 => 3,
+        }
+    }
+
+    pub fn from_id(id: u32) -> Option<Scheme> {
+        match id {
+            1 => Some(Scheme::Standard),
+            2 => Some(Scheme::Word64),
+            3 => Some(Scheme::Block128),
+            _ => None,
+        }
+    }
+
+    pub fn layout(self) -> Layout {
+        match self {
+            Scheme::Standard => Layout::Standard,
+            _ => Layout::Blocked,
+        }
+    }
+
+    /// Bits per block (0 for the standard layout, which has none).
+    pub fn block_bits(self) -> u64 {
+        match self {
+            Scheme::Standard => 0,
+            Scheme::Word64 => 64,
+            Scheme::Block128 => 128,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- positions
+
+/// Most bits per item in a blocked layout (one multiplier each).
+pub const BLOCKED_MAX_K: u32 = 16;
+
+/// Odd multipliers, one per bit of an item: the fractional digits of the
+/// golden ratio and of sqrt(2..17), forced odd.
+const MULT: [u64; BLOCKED_MAX_K as usize] = [
+    0x9e37_79b9_7f4a_7c15,
+    0x6a09_e667_f3bc_c909,
+    0xbb67_ae85_84ca_a73b,
+    0x3c6e_f372_fe94_f82b,
+    0xa54f_f53a_5f1d_36f1,
+    0x510e_527f_ade6_82d1,
+    0x9b05_688c_2b3e_6c1f,
+    0x1f83_d9ab_fb41_bd6b,
+    0x5be0_cd19_137e_2179,
+    0xcbbb_9d5d_c105_9ed9,
+    0x629a_292a_367c_d507,
+    0x9159_015a_3070_dd17,
+    0x152f_ecd8_f70e_5939,
+    0x6733_2667_ffc0_0b31,
+    0x8eb4_4a87_6858_1511,
+    0xdb0c_2e0d_64f9_8fa7,
+];
+
+/// The word (or block) of `n` an item lives in: `(h1 * n) >> 64`.
+#[inline(always)]
+pub fn block_of(h: &ItemHash, n: u64) -> u64 {
+    ((h.h1 as u128 * n as u128) >> 64) as u64
+}
+
+/// The item's bits within a 64-bit word (1 to k bits set).
+#[inline(always)]
+pub fn mask64(h: &ItemHash, k: u32) -> u64 {
+    let mut m = 0u64;
+    for &c in &MULT[..k.min(BLOCKED_MAX_K) as usize] {
+        m |= 1u64 << (h.h2.wrapping_mul(c) >> 58);
+    }
+    m
+}
+
+/// The item's bits within a 128-bit block, as (low word, high word).
+#[inline(always)]
+pub fn mask128(h: &ItemHash, k: u32) -> (u64, u64) {
+    let (mut lo, mut hi) = (0u64, 0u64);
+    for &c in &MULT[..k.min(BLOCKED_MAX_K) as usize] {
+        let p = h.h2.wrapping_mul(c) >> 57;
+        let bit = 1u64 << (p & 63);
+        // Branch-free: the high word takes it when p >= 64.
+        let high = (p >> 6).wrapping_neg();
+        hi |= bit & high;
+        lo |= bit & !high;
+    }
+    (lo, hi)
+}
+
+// ---------------------------------------------------------------- strategies
+
+/// Ask for the cache line at `p`; no architectural effect.
+#[inline(always)]
+pub fn prefetch_line<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and has no architectural effect, whatever
+    // the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Word `i` of the bit array.
+///
+/// # Safety
+/// `i < bits.len()`.
+#[inline(always)]
+unsafe fn word(bits: &[AtomicU64], i: usize) -> &AtomicU64 {
+    debug_assert!(i < bits.len());
+    // SAFETY: the caller's promise.
+    unsafe { bits.get_unchecked(i) }
+}
+
+/// A probing strategy: where an item's bits are, how they are tested and
+/// set. `bits` is always the filter's whole bit array (`Geometry::words`
+/// words); every method stays inside it for any hash.
+pub trait Probe: Copy {
+    /// Where one item's bits are.
+    type Loc: Copy;
+
+    /// Whether adders of an item serialize on a stripe (`stripe` is Some
+    /// for every item); otherwise `set` alone is linearizable.
+    const STRIPED: bool;
+
+    fn locate(&self, h: &ItemHash) -> Self::Loc;
+
+    /// Whether every bit of the item is set. Loads only.
+    fn contains(&self, bits: &[AtomicU64], loc: &Self::Loc) -> bool;
+
+    /// `contains`, stopping at the first word with a 0 bit (batches on
+    /// large filters, where later words may not be fetched yet).
+    fn contains_early(&self, bits: &[AtomicU64], loc: &Self::Loc) -> bool {
+        self.contains(bits, loc)
+    }
+
+    /// Prefetch the first word the item touches.
+    fn prefetch_first(&self, bits: &[AtomicU64], loc: &Self::Loc);
+
+    /// Prefetch the item's other words, if it has any.
+    fn prefetch_rest(&self, _bits: &[AtomicU64], _loc: &Self::Loc) {}
+
+    /// Whether the item's bits in its first word are all set (if not, an
+    /// absent item needs none of the rest).
+    fn first_set(&self, bits: &[AtomicU64], loc: &Self::Loc) -> bool;
+
+    /// The add stripe adders of this item must hold while they `set` it,
+    /// or None when `set` alone is linearizable (one atomic update).
+    fn stripe(&self, loc: &Self::Loc) -> Option<usize>;
+
+    /// Set the item's bits; true when one of them was 0 before. With a
+    /// stripe, the caller holds it.
+    fn set(&self, bits: &[AtomicU64], loc: &Self::Loc) -> bool;
+}
+
+/// `bloom.h`'s layout: probe `i` at `(h1 + i*h2) mod m`.
+#[derive(Clone, Copy, Debug)]
+pub struct Standard {
+    pub k: u32,
+    pub mask: u64,
+    /// Stripes in the table (a power of two).
+    pub stripes: u32,
+}
+
+impl Standard {
+    #[inline(always)]
+    fn bit(bits: &[AtomicU64], idx: u64) -> u64 {
+        // SAFETY: idx is a probe masked with m - 1, so idx / 64 < m / 64.
+        let w = unsafe { word(bits, (idx >> 6) as usize) };
+        // Relaxed: a query is a snapshot of independent bits; ordering
+        // against exclusive operations is the epoch's job.
+        (w.load(Ordering::Relaxed) >> (idx & 63)) & 1
+    }
+}
+
+impl Probe for Standard {
+    type Loc = ItemHash;
+    const STRIPED: bool = true;
+
+    #[inline(always)]
+    fn locate(&self, h: &ItemHash) -> ItemHash {
+        *h
+    }
+
+    /// No early exit: the k loads are independent and go out together, and
+    /// no branch depends on a bit (in a half-full filter each such branch is
+    /// a coin toss, and a mispredicted one costs more than the loads it would
+    /// save).
+    #[inline(always)]
+    fn contains(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
+        let mut all = 1u64;
+        for i in 0..self.k {
+            all &= Self::bit(bits, h.probe(i, self.mask));
+        }
+        all != 0
+    }
+
+    #[inline(always)]
+    fn contains_early(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
+        (0..self.k).all(|i| Self::bit(bits, h.probe(i, self.mask)) != 0)
+    }
+
+    #[inline(always)]
+    fn prefetch_first(&self, bits: &[AtomicU64], h: &ItemHash) {
+        prefetch_line(bits.as_ptr().wrapping_add((h.probe(0, self.mask) >> 6) as usize));
+    }
+
+    #[inline(always)]
+    fn prefetch_rest(&self, bits: &[AtomicU64], h: &ItemHash) {
+        for i in 1..self.k {
+            prefetch_line(bits.as_ptr().wrapping_add((h.probe(i, self.mask) >> 6) as usize));
+        }
+    }
+
+    #[inline(always)]
+    fn first_set(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
+        Self::bit(bits, h.probe(0, self.mask)) != 0
+    }
+
+    #[inline(always)]
+    fn stripe(&self, h: &ItemHash) -> Option<usize> {
+        Some((h.h2 >> 52) as usize & (self.stripes as usize - 1))
+    }
+
+    /// Under the stripe no other adder of this item runs, and the stripe's
+    /// Acquire made an earlier one's bits visible: the item is new exactly
+    /// when one of its bits is 0 now. Only those bits get an atomic OR (a set
+    /// bit needs no read-modify-write and no cache-line ownership).
+    #[inline(always)]
+    fn set(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
+        let mut zeros = [0u64; crate::geometry::MAX_K as usize];
+        let mut n = 0;
+        for i in 0..self.k.min(crate::geometry::MAX_K) {
+            let idx = h.probe(i, self.mask);
+            zeros[n] = idx;
+            n += (Self::bit(bits, idx) ^ 1) as usize;
+        }
+        for &i in &zeros[..n] {
+            // SAFETY: a masked probe, as in `bit`.
+            let w = unsafe { word(bits, (i >> 6) as usize) };
+            // Relaxed: the stripe's Release store publishes the bits to the
+            // next taker; queries need no ordering among independent bits.
+            w.fetch_or(1 << (i & 63), Ordering::Relaxed);
+        }
+        n != 0
+    }
+}
+
+/// Blocked, 64-bit words.
+#[derive(Clone, Copy, Debug)]
+pub struct Word64 {
+    pub k: u32,
+    /// Number of words.
+    pub n: u64,
+}
+
+/// Where a `Word64` item is: its word and its bits there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WordLoc {
+    pub word: usize,
+    pub mask: u64,
+}
+
+impl Probe for Word64 {
+    type Loc = WordLoc;
+    const STRIPED: bool = false;
+
+    #[inline(always)]
+    fn locate(&self, h: &ItemHash) -> WordLoc {
+        WordLoc {
+            word: block_of(h, self.n) as usize,
+            mask: mask64(h, self.k),
+        }
+    }
+
+    #[inline(always)]
+    fn contains(&self, bits: &[AtomicU64], l: &WordLoc) -> bool {
+        // SAFETY: block_of(h, n) < n, the number of words.
+        let w = unsafe { word(bits, l.word) };
+        // Relaxed: as Standard::bit.
+        w.load(Ordering::Relaxed) & l.mask == l.mask
+    }
+
+    #[inline(always)]
+    fn prefetch_first(&self, bits: &[AtomicU64], l: &WordLoc) {
+        prefetch_line(bits.as_ptr().wrapping_add(l.word));
+    }
+
+    #[inline(always)]
+    fn first_set(&self, bits: &[AtomicU64], l: &WordLoc) -> bool {
+        self.contains(bits, l)
+    }
+
+    #[inline(always)]
+    fn stripe(&self, _: &WordLoc) -> Option<usize> {
+        None
+    }
+
+    #[inline(always)]
+    fn set(&self, bits: &[AtomicU64], l: &WordLoc) -> bool {
+        // SAFETY: as in contains.
+        let w = unsafe { word(bits, l.word) };
+        // Relaxed: the word's modification order alone decides which adder
+        // of an item sees a bit missing; ordering against exclusive
+        // operations is the adder's slot mark's (see `sync`).
+        w.fetch_or(l.mask, Ordering::Relaxed) & l.mask != l.mask
+    }
+}
+
+/// Blocked, 128-bit blocks (two words, the first at an even index).
+#[derive(Clone, Copy, Debug)]
+pub struct Block128 {
+    pub k: u32,
+    /// Number of blocks.
+    pub n: u64,
+}
+
+/// Where a `Block128` item is: the index of its block's first word and its
+/// bits in the two words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockLoc {
+    pub word: usize,
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl Block128 {
+    #[inline(always)]
+    fn pair<'a>(bits: &'a [AtomicU64], l: &BlockLoc) -> (&'a AtomicU64, &'a AtomicU64) {
+        // SAFETY: word = 2 * block_of(h, n) with n blocks of 2 words, so
+        // word + 1 < 2n = the number of words.
+        unsafe { (word(bits, l.word), word(bits, l.word + 1)) }
+    }
+}
+
+impl Probe for Block128 {
+    type Loc = BlockLoc;
+    const STRIPED: bool = false;
+
+    #[inline(always)]
+    fn locate(&self, h: &ItemHash) -> BlockLoc {
+        let (lo, hi) = mask128(h, self.k);
+        BlockLoc {
+            word: 2 * block_of(h, self.n) as usize,
+            lo,
+            hi,
+        }
+    }
+
+    #[inline(always)]
+    fn contains(&self, bits: &[AtomicU64], l: &BlockLoc) -> bool {
+        let (a, b) = Self::pair(bits, l);
+        // Relaxed: as Standard::bit (two independent snapshots; bits only
+        // appear between exclusive operations).
+        (a.load(Ordering::Relaxed) & l.lo == l.lo) & (b.load(Ordering::Relaxed) & l.hi == l.hi)
+    }
+
+    #[inline(always)]
+    fn prefetch_first(&self, bits: &[AtomicU64], l: &BlockLoc) {
+        prefetch_line(bits.as_ptr().wrapping_add(l.word));
+    }
+
+    #[inline(always)]
+    fn first_set(&self, bits: &[AtomicU64], l: &BlockLoc) -> bool {
+        self.contains(bits, l)
+    }
+
+    #[inline(always)]
+    fn stripe(&self, _: &BlockLoc) -> Option<usize> {
+        None
+    }
+
+    #[inline(always)]
+    fn set(&self, bits: &[AtomicU64], l: &BlockLoc) -> bool {
+        let (a, b) = Self::pair(bits, l);
+        // Relaxed: a first guess for the compare-and-swap, which checks it.
+        let mut cur = (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
+        loop {
+            if cur.0 & l.lo == l.lo && cur.1 & l.hi == l.hi {
+                // Every bit was set: by the read that the last failed CAS
+                // returned (atomic), or by two loads of bits that only
+                // appear between exclusive operations.
+                return false;
+            }
+            let new = (cur.0 | l.lo, cur.1 | l.hi);
+            // SAFETY: word is even and the bit array is page aligned, so the
+            // two words are one 16-byte-aligned block inside the mapping;
+            // Block128 filters are only opened where cas128 is available.
+            match unsafe { cas128(a.as_ptr(), cur, new) } {
+                Ok(()) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+/// Whether this machine can update a 128-bit block atomically.
+pub fn cas128_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("cmpxchg16b")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// One 16-byte compare-and-swap of the block at `p` from `old` to `new`
+/// (low word first); Err with the block's value when it was not `old`.
+/// Sequentially consistent (`lock cmpxchg16b`).
+///
+/// # Safety
+/// `p` is 16-byte aligned, valid for reads and writes of 16 bytes that are
+/// otherwise accessed only atomically, and `cas128_available()`.
+#[inline(always)]
+unsafe fn cas128(p: *mut u64, old: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
+    debug_assert!(p as usize % 16 == 0);
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (lo, hi): (u64, u64);
+        // SAFETY: the caller's promise. rbx cannot be named as an operand
+        // (LLVM reserves it), so the new low word is swapped into it around
+        // the instruction and rbx restored after.
+        unsafe {
+            std::arch::asm!(
+                "xchg {nlo}, rbx",
+                "lock cmpxchg16b xmmword ptr [{p}]",
+                "mov rbx, {nlo}",
+                p = in(reg) p,
+                nlo = inout(reg) new.0 => _,
+                in("rcx") new.1,
+                inout("rax") old.0 => lo,
+                inout("rdx") old.1 => hi,
+                options(nostack),
+            );
+        }
+        if (lo, hi) == old {
+            Ok(())
+        } else {
+            Err((lo, hi))
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (p, new);
+        unreachable!("Block128 filters are refused on this architecture")
+    }
+}
+
+/// One of the strategies, as a filter holds it.
+#[derive(Clone, Copy, Debug)]
+pub enum Probing {
+    Standard(Standard),
+    Word64(Word64),
+    Block128(Block128),
+}
+
+impl Probing {
+    pub fn new(g: &Geometry, stripes: u32) -> Probing {
+        match g.scheme {
+            Scheme::Standard => Probing::Standard(Standard {
+                k: g.k,
+                mask: g.m - 1,
+                stripes,
+            }),
+            Scheme::Word64 => Probing::Word64(Word64 { k: g.k, n: g.m / 64 }),
+            Scheme::Block128 => Probing::Block128(Block128 { k: g.k, n: g.m / 128 }),
+        }
+    }
+}
+
+/// Run `$body` with `$p` bound to the concrete strategy of `$probing` (a
+/// `Probing`): the one place a layout is chosen at run time.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_probe {
+    ($probing:expr, $p:ident => $body:expr) => {
+        match $probing {
+            $crate::layout::Probing::Standard($p) => $body,
+            $crate::layout::Probing::Word64($p) => $body,
+            $crate::layout::Probing::Block128($p) => $body,
+        }
+    };
+}
+
+// ---------------------------------------------------------------- blocked math
+
+/// Loads past this many items per block are never needed: sizing looks at
+/// mean loads up to the block width, and the Poisson mass beyond
+/// `B + 12 sqrt(B) + 20` is below 1e-20 for them.
+fn max_load(block: u64) -> usize {
+    (block as f64 + 12.0 * (block as f64).sqrt() + 20.0) as usize
+}
+
+/// `q[j]`: the chance that an absent item's bits are all set in a block of
+/// `block` bits holding `j` items, each item setting `k` uniform bits.
+fn block_fp_table(block: u64, k: u32) -> Vec<f64> {
+    let b = block as usize;
+    let jmax = max_load(block);
+    // occ[s]: distribution of distinct bits set after t throws.
+    let step = |occ: &Vec<f64>| -> Vec<f64> {
+        let mut next = vec![0.0; b + 1];
+        for s in 0..=b {
+            if occ[s] == 0.0 {
+                continue;
+            }
+            next[s] += occ[s] * s as f64 / b as f64;
+            if s < b {
+                next[s + 1] += occ[s] * (b - s) as f64 / b as f64;
+            }
+        }
+        next
+    };
+    let mut query = vec![0.0; b + 1];
+    query[0] = 1.0;
+    for _ in 0..k {
+        query = step(&query);
+    }
+    // ratio[s][d] = C(s,d)/C(B,d) = prod_{i<d} (s-i)/(B-i), for the d the
+    // query can have (1..=k).
+    let kd = (k as usize).min(b);
+    let hit = |s: usize| -> f64 {
+        let mut p = 0.0;
+        let mut r = 1.0;
+        for (d, &qd) in query.iter().enumerate().take(kd + 1).skip(1) {
+            if s + 1 < d {
+                break;
+            }
+            r *= (s + 1 - d) as f64 / (b + 1 - d) as f64;
+            p += qd * r;
+        }
+        p
+    };
+    let mut occ = vec![0.0; b + 1];
+    occ[0] = 1.0;
+    let mut q = Vec::with_capacity(jmax + 1);
+    for j in 0..=jmax {
+        if j > 0 {
+            for _ in 0..k {
+                occ = step(&occ);
+            }
+        }
+        q.push((0..=b).map(|s| occ[s] * hit(s)).sum());
+    }
+    q
+}
+
+/// The tables for every width and k, computed once per process.
+fn table(block: u64, k: u32) -> &'static [f64] {
+    static T64: OnceLock<Vec<Vec<f64>>> = OnceLock::new();
+    static T128: OnceLock<Vec<Vec<f64>>> = OnceLock::new();
+    let cell = if block == 64 { &T64 } else { &T128 };
+    let all = cell.get_or_init(|| (1..=BLOCKED_MAX_K).map(|k| block_fp_table(block, k)).collect());
+    &all[(k.clamp(1, BLOCKED_MAX_K) - 1) as usize]
+}
+
+/// The false-positive rate of a blocked layout of `block`-bit blocks, `k`
+/// bits per item, at a mean load of `lambda` items per block.
+pub fn blocked_fp(block: u64, k: u32, lambda: f64) -> f64 {
+    let q = table(block, k);
+    if lambda <= 0.0 {
+        return 0.0;
+    }
+    // Poisson weights by recurrence from the mode down and up, so that no
+    // term under- or overflows for the loads sizing looks at.
+    let mode = lambda.floor() as usize;
+    let jmax = q.len() - 1;
+    if mode >= jmax {
+        return 1.0;
+    }
+    let ln_mode = -lambda + mode as f64 * lambda.ln() - ln_factorial(mode);
+    let pm = ln_mode.exp();
+    let mut fp = pm * q[mode];
+    let mut p = pm;
+    for j in (0..mode).rev() {
+        p *= (j + 1) as f64 / lambda;
+        fp += p * q[j];
+    }
+    let mut p = pm;
+    for (j, &qj) in q.iter().enumerate().skip(mode + 1) {
+        p *= lambda / j as f64;
+        fp += p * qj;
+    }
+    fp.min(1.0)
+}
+
+fn ln_factorial(n: usize) -> f64 {
+    (2..=n).map(|i| (i as f64).ln()).sum()
+}
+
+/// The largest mean load per block at which `blocked_fp` is at most `rate`.
+fn max_lambda(block: u64, k: u32, rate: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0f64, block as f64);
+    if blocked_fp(block, k, hi) <= rate {
+        return hi;
+    }
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if blocked_fp(block, k, mid) <= rate {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// A 64-bit-word filter is chosen unless it needs more than this many times
+/// the bits of a 128-bit-block one for the same rate: a word costs one
+/// `fetch_or`, a block a compare-and-swap loop and two words of the line.
+pub const WORD64_MAX_OVERHEAD: f64 = 1.15;
+
+/// The best `(k, items per block)` for a width and rate.
+pub fn best_k(block: u64, rate: f64) -> (u32, f64) {
+    let mut best = (1, 0.0);
+    for k in 1..=BLOCKED_MAX_K {
+        let l = max_lambda(block, k, rate);
+        if l > best.1 {
+            best = (k, l);
+        }
+    }
+    best
+}
+
+/// The blocked geometry for `capacity` items at `rate`: the width, `k` and
+/// number of blocks with the fewest bits whose exact false-positive rate at
+/// capacity is at most `rate` (see `WORD64_MAX_OVERHEAD` for the width).
+pub fn blocked_geometry(capacity: u64, rate: f64) -> Result<Geometry, GeometryError> {
+    let (k64, l64) = best_k(64, rate);
+    let (k128, l128) = best_k(128, rate);
+    let per64 = 64.0 / l64;
+    let per128 = 128.0 / l128;
+    // The choice is the same on every machine (a filter's geometry follows
+    // from its arguments alone); one without a 16-byte compare-and-swap
+    // refuses to run a 128-bit-block filter rather than size it otherwise.
+    let (scheme, block, k, lambda) = if per64 <= WORD64_MAX_OVERHEAD * per128 {
+        (Scheme::Word64, 64u64, k64, l64)
+    } else {
+        (Scheme::Block128, 128u64, k128, l128)
+    };
+    if lambda.is_nan() || lambda <= 0.0 {
+        return Err(GeometryError::TooLarge);
+    }
+    let blocks = (capacity as f64 / lambda).ceil().max(1.0);
+    if blocks * block as f64 > MAX_BITS as f64 {
+        return Err(GeometryError::TooLarge);
+    }
+    // Rounding the block count up only lowers the load: re-check it, since
+    // the FP is computed at capacity / blocks.
+    let blocks = blocks as u64;
+    debug_assert!(blocked_fp(block, k, capacity as f64 / blocks as f64) <= rate);
+    Ok(Geometry {
+        k,
+        m: blocks * block,
+        capacity,
+        fp_rate: rate,
+        scheme,
+    })
+}
+
+/// The expected false-positive rate of geometry `g` holding `n` items.
+pub fn expected_fp(g: &Geometry, n: f64) -> f64 {
+    match g.scheme {
+        Scheme::Standard => (1.0 - (-(g.k as f64) * n / g.m as f64).exp()).powi(g.k as i32),
+        s => {
+            let b = s.block_bits();
+            blocked_fp(b, g.k, n / (g.m / b) as f64)
+        }
+    }
+}
+
+/// Estimated items from `set` bits of a blocked geometry: the inverse of
+/// the expected fill. A block of `B` bits holding `J ~ Poisson(l)` items
+/// has each bit clear with probability `E[z^J] = exp(-l (1 - z))`, with
+/// `z = (1 - 1/B)^k`; so `n = -(b / (1 - z)) ln(1 - X/m)`.
+pub fn blocked_count(g: &Geometry, set: u64) -> u64 {
+    if set >= g.m {
+        return g.capacity;
+    }
+    let b = g.scheme.block_bits();
+    let blocks = (g.m / b) as f64;
+    let z = (1.0 - 1.0 / b as f64).powi(g.k as i32);
+    let n = -(blocks / (1.0 - z)) * (1.0 - set as f64 / g.m as f64).ln();
+    if n <= 0.0 {
+        0
+    } else {
+        (n + 0.5) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hashing::hash_item;
+
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    #[test]
+    fn scheme_ids_round_trip() {
+        for s in [Scheme::Standard, Scheme::Word64, Scheme::Block128] {
+            assert_eq!(Scheme::from_id(s.id()), Some(s));
+        }
+        for id in [0, 4, 9, u32::MAX] {
+            assert_eq!(Scheme::from_id(id), None);
+        }
+        assert_eq!(Scheme::Word64.layout().name(), "blocked");
+        assert_eq!(Scheme::Block128.layout(), Layout::Blocked);
+        assert_eq!(Layout::from_name("standard"), Some(Layout::Standard));
+        assert_eq!(Layout::from_name("Blocked"), None);
+    }
+
+    #[test]
+    fn multipliers_are_odd_and_distinct() {
+        let set: std::collections::HashSet<u64> = MULT.iter().copied().collect();
+        assert_eq!(set.len(), MULT.len());
+        assert!(MULT.iter().all(|m| m & 1 == 1));
+    }
+
+    /// Every block index is in range, for block counts at the edges and
+    /// hashes at the edges; the extremes are reached.
+    #[test]
+    fn block_of_is_in_range_and_reaches_both_ends() {
+        let hs = [0u64, 1, u64::MAX / 2, u64::MAX / 2 + 1, u64::MAX - 1, u64::MAX];
+        for n in [1u64, 2, 3, 5, 7, 1000, 1 << 32, (1 << 32) + 1, MAX_BITS / 64, u64::MAX] {
+            for &h1 in &hs {
+                let h = ItemHash { h1, h2: 1 };
+                assert!(block_of(&h, n) < n, "n {n} h1 {h1}");
+            }
+            assert_eq!(block_of(&ItemHash { h1: 0, h2: 1 }, n), 0);
+            assert_eq!(block_of(&ItemHash { h1: u64::MAX, h2: 1 }, n), n - 1);
+        }
+    }
+
+    /// Over many items, every word of a non-power-of-two table gets its
+    /// share (a chi-square test at a generous bound).
+    #[test]
+    fn blocks_are_uniform() {
+        let n = 97u64;
+        let mut counts = vec![0u64; n as usize];
+        let items = 97_000u64;
+        for i in 0..items {
+            counts[block_of(&hash_item(0, &i.to_le_bytes()), n) as usize] += 1;
+        }
+        let e = (items / n) as f64;
+        let chi: f64 = counts.iter().map(|&c| (c as f64 - e).powi(2) / e).sum();
+        // 96 degrees of freedom: the 99.99th percentile is about 150.
+        assert!(chi < 150.0, "chi-square {chi}");
+    }
+
+    /// Masks have between 1 and k bits, and for every k each bit position
+    /// of the word (block) is used about equally often.
+    #[test]
+    fn masks_have_at_most_k_bits_and_cover_the_word() {
+        let mut next = xorshift(0x1234_5678);
+        for k in 1..=BLOCKED_MAX_K {
+            let mut pos64 = [0u32; 64];
+            let mut pos128 = [0u32; 128];
+            let trials = 20_000;
+            let mut bits = 0u64;
+            for _ in 0..trials {
+                let h = ItemHash {
+                    h1: next(),
+                    h2: next() | 1,
+                };
+                let m = mask64(&h, k);
+                assert!((1..=k).contains(&m.count_ones()), "k {k}");
+                bits += m.count_ones() as u64;
+                for (b, p) in pos64.iter_mut().enumerate() {
+                    *p += (m >> b & 1) as u32;
+                }
+                let (lo, hi) = mask128(&h, k);
+                assert!((1..=k).contains(&(lo.count_ones() + hi.count_ones())), "k {k}");
+                for b in 0..64 {
+                    pos128[b] += (lo >> b & 1) as u32;
+                    pos128[64 + b] += (hi >> b & 1) as u32;
+                }
+            }
+            // Each throw hits a given bit with probability 1/64 (1/128).
+            let e64 = bits as f64 / 64.0;
+            for (b, &p) in pos64.iter().enumerate() {
+                assert!(
+                    (p as f64 - e64).abs() < 6.0 * e64.sqrt() + 5.0,
+                    "k {k} bit {b}: {p} vs {e64}"
+                );
+            }
+            let total128: u32 = pos128.iter().sum();
+            let e128 = total128 as f64 / 128.0;
+            for (b, &p) in pos128.iter().enumerate() {
+                assert!((p as f64 - e128).abs() < 6.0 * e128.sqrt() + 5.0, "k {k} bit {b}");
+            }
+            // Distinct bits per item match the occupancy of k throws.
+            let expect = 64.0 * (1.0 - (63.0f64 / 64.0).powi(k as i32));
+            let mean = bits as f64 / trials as f64;
+            assert!((mean - expect).abs() < 0.05, "k {k}: mean bits {mean} vs {expect}");
+        }
+        assert_eq!(mask64(&ItemHash { h1: 0, h2: 1 }, 0), 0);
+    }
+
+    /// The exact block FP table against brute force for tiny blocks, where
+    /// every outcome can be enumerated.
+    #[test]
+    fn block_table_matches_enumeration() {
+        // B = 4 is not a width we use, but the table's math is width-free.
+        for k in 1..=3u32 {
+            let q = block_fp_table(4, k);
+            for (j, &qj) in q.iter().enumerate().take(3) {
+                // Enumerate all (j+1)*k throws into 4 bins.
+                let throws = (j + 1) * k as usize;
+                let total = 4usize.pow(throws as u32);
+                let mut hits = 0usize;
+                for code in 0..total {
+                    let mut c = code;
+                    let mut set = 0u8;
+                    for _ in 0..j * k as usize {
+                        set |= 1 << (c % 4);
+                        c /= 4;
+                    }
+                    let mut query = 0u8;
+                    for _ in 0..k {
+                        query |= 1 << (c % 4);
+                        c /= 4;
+                    }
+                    hits += (query & set == query) as usize;
+                }
+                let want = hits as f64 / total as f64;
+                assert!((qj - want).abs() < 1e-12, "k {k} j {j}: {qj} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn fp_is_monotone_in_load_and_known_at_the_ends() {
+        for block in [64u64, 128] {
+            for k in 1..=BLOCKED_MAX_K {
+                assert_eq!(blocked_fp(block, k, 0.0), 0.0);
+                let mut last = 0.0;
+                for i in 1..200 {
+                    let fp = blocked_fp(block, k, i as f64 * block as f64 / 200.0);
+                    assert!(fp >= last - 1e-15, "B {block} k {k} at {i}");
+                    assert!(fp <= 1.0);
+                    last = fp;
+                }
+            }
+            // One bit per item: a bit is set with probability
+            // 1 - E[(1-1/B)^J] = 1 - exp(-l/B).
+            let l = 10.0;
+            let want = 1.0 - (-l / block as f64).exp();
+            assert!((blocked_fp(block, 1, l) - want).abs() < 1e-12);
+        }
+    }
+
+    /// The chosen geometry meets the rate at capacity, and one block fewer
+    /// would not (it is the smallest for that width and k).
+    #[test]
+    fn blocked_geometry_is_smallest_meeting_the_rate() {
+        for cap in [1u64, 7, 100, 1000, 123_457, 10_000_000] {
+            for rate in [0.5, 0.1, 0.05, 0.01, 0.001, 0.0001, 1e-5] {
+                let g = blocked_geometry(cap, rate).unwrap();
+                assert!(g.is_valid(), "{g:?}");
+                let b = g.scheme.block_bits();
+                let blocks = g.m / b;
+                assert!(expected_fp(&g, cap as f64) <= rate * (1.0 + 1e-9), "{g:?}");
+                if blocks > 1 {
+                    let fewer = blocked_fp(b, g.k, cap as f64 / (blocks - 1) as f64);
+                    assert!(fewer > rate * 0.999_999, "{g:?}: {fewer}");
+                }
+            }
+        }
+        assert_eq!(blocked_geometry(u64::MAX, 0.01), Err(GeometryError::TooLarge));
+    }
+
+    #[test]
+    fn count_estimate_inverts_the_expected_fill() {
+        let g = blocked_geometry(100_000, 0.01).unwrap();
+        assert_eq!(blocked_count(&g, 0), 0);
+        assert_eq!(blocked_count(&g, g.m), g.capacity);
+        let b = g.scheme.block_bits() as f64;
+        let blocks = (g.m as f64) / b;
+        for n in [1.0, 1000.0, 50_000.0, 100_000.0, 200_000.0] {
+            let z = (1.0 - 1.0 / b).powi(g.k as i32);
+            let fill = 1.0 - (-(n / blocks) * (1.0 - z)).exp();
+            let set = (fill * g.m as f64).round() as u64;
+            let est = blocked_count(&g, set) as f64;
+            assert!((est - n).abs() <= 0.002 * n + 1.0, "{n}: {est}");
+        }
+    }
+}
