@@ -9,7 +9,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::claims;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, STRIPES, STRIPES_OFF};
+use crate::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, STRIPES_OFF};
 use crate::geometry::Geometry;
 use crate::hashing::{hash_item, ItemHash};
 use crate::layout::{prefetch_line, Layout, Probe, Probing};
@@ -55,6 +55,8 @@ pub struct Filter {
     probing: Probing,
     bits: *const AtomicU64,
     words: usize,
+    /// Add stripes in the control area (`format::stripes_for`).
+    stripes: u32,
     /// This thread's slot for the filter, with the fork generation and the
     /// thread's claims epoch it was looked up in (see `claims`).
     claim: Cell<Option<(Claim, u32, u64)>>,
@@ -124,8 +126,9 @@ impl Filter {
         Filter {
             geometry: h.geometry,
             seed: h.seed,
-            probing: Probing::new(&h.geometry, STRIPES),
+            probing: Probing::new(&h.geometry, l.stripes),
             words: h.geometry.words(),
+            stripes: l.stripes,
             bits,
             region,
             claim: Cell::new(None),
@@ -297,7 +300,7 @@ impl Filter {
             Shared {
                 ctl: &*self.at::<Control>(OFF_FLAGS),
                 slots: std::slice::from_raw_parts(self.at::<Slot>(SLOTS_OFF), SLOTS as usize),
-                stripes: std::slice::from_raw_parts(self.at::<Stripe>(STRIPES_OFF), STRIPES as usize),
+                stripes: std::slice::from_raw_parts(self.at::<Stripe>(STRIPES_OFF), self.stripes as usize),
                 bits: self.words_slice(),
                 scratch: std::slice::from_raw_parts(self.at::<AtomicU64>(format::SCRATCH_OFF), format::SCRATCH_WORDS),
             }

@@ -7,7 +7,8 @@
 //!                 pending operation and its cursor;
 //!                 scratch (2048..2560): a resumable operation's saved chunk
 //! offset 4096     process slots: SLOTS x 64 bytes, one cache line each
-//! offset 69632    add stripes:   STRIPES x 64 bytes, one cache line each
+//! offset 69632    add stripes:   64 to 4096 x 64 bytes (`stripes_for`), one
+//!                 cache line each
 //! bits_off        the bit array, page aligned (2 MiB aligned when large)
 //! ```
 //!
@@ -53,22 +54,38 @@ pub const FLAG_FROZEN: u32 = 1;
 /// Process slots (one per attached process and thread; the last one is
 /// shared, a call at a time, by processes that find the others taken).
 pub const SLOTS: u32 = 1024;
-/// Add stripes: adders of one item serialize on the stripe of its hash.
-pub const STRIPES: u32 = 4096;
+/// Add stripes: adders of one item serialize on the stripe of its hash. A
+/// filter has between MIN_STRIPES and MAX_STRIPES of them, scaled with its
+/// size (`stripes_for`): a small filter has few items to spread adders over,
+/// and the memory a large table takes would dwarf its bits.
+pub const MIN_STRIPES: u32 = 64;
+pub const MAX_STRIPES: u32 = 4096;
 pub const SLOTS_OFF: u64 = PAGE;
 pub const STRIPES_OFF: u64 = SLOTS_OFF + SLOTS as u64 * CACHE_LINE;
-/// End of the fixed control area; the bit array of a small filter starts here.
-pub const CONTROL_END: u64 = STRIPES_OFF + STRIPES as u64 * CACHE_LINE;
+/// End of the smallest control area (MIN_STRIPES stripes): no region is
+/// smaller than this.
+pub const CONTROL_END: u64 = STRIPES_OFF + MIN_STRIPES as u64 * CACHE_LINE;
 /// Bit arrays of at least this many bytes start on a 2 MiB boundary so that
 /// the kernel can back them with transparent huge pages.
 pub const HUGE_THRESHOLD: u64 = 4 << 20;
 pub const HUGE_PAGE: u64 = 2 << 20;
 
 const _: () = assert!(CONTROL_END % PAGE == 0);
+const _: () = assert!((MIN_STRIPES as u64 * CACHE_LINE) % PAGE == 0);
+const _: () = assert!(STRIPES_OFF + MAX_STRIPES as u64 * CACHE_LINE <= HUGE_PAGE);
+
+/// Stripes of a filter of `m` bits: one per 1024 bits, a power of two
+/// between MIN_STRIPES and MAX_STRIPES.
+pub fn stripes_for(m: u64) -> u32 {
+    (m / 1024)
+        .clamp(MIN_STRIPES as u64, MAX_STRIPES as u64)
+        .next_power_of_two() as u32
+}
 
 /// Where everything lives for a given bit array size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    pub stripes: u32,
     pub bits_off: u64,
     pub total: u64,
 }
@@ -76,12 +93,14 @@ pub struct Layout {
 /// The one source of truth for offsets.
 pub fn layout(m: u64) -> Layout {
     let bytes = m / 8;
+    let stripes = stripes_for(m);
     let bits_off = if bytes >= HUGE_THRESHOLD {
         HUGE_PAGE
     } else {
-        CONTROL_END
+        STRIPES_OFF + stripes as u64 * CACHE_LINE
     };
     Layout {
+        stripes,
         bits_off,
         total: bits_off + bytes,
     }
@@ -172,7 +191,7 @@ pub fn encode(h: &Header) -> [u8; IMMUTABLE_LEN] {
     put_u64(&mut b, 56, l.total);
     put_u64(&mut b, 64, SLOTS_OFF);
     put_u32(&mut b, 72, SLOTS);
-    put_u32(&mut b, 76, STRIPES);
+    put_u32(&mut b, 76, l.stripes);
     put_u64(&mut b, 80, STRIPES_OFF);
     put_u64(&mut b, 88, l.bits_off);
     put_u64(&mut b, 96, h.instance);
@@ -220,7 +239,7 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
     if get_u64(b, 56) != l.total
         || get_u64(b, 64) != SLOTS_OFF
         || get_u32(b, 72) != SLOTS
-        || get_u32(b, 76) != STRIPES
+        || get_u32(b, 76) != l.stripes
         || get_u64(b, 80) != STRIPES_OFF
         || get_u64(b, 88) != l.bits_off
         || get_u64(b, 104) != 0
@@ -254,10 +273,11 @@ mod tests {
 
     #[test]
     fn layout_is_page_aligned_and_huge_aligned_when_large() {
-        assert_eq!(CONTROL_END, 4096 + 65536 + 262144);
+        assert_eq!(CONTROL_END, 4096 + 65536 + 4096);
         assert_eq!(
             layout(64),
             Layout {
+                stripes: MIN_STRIPES,
                 bits_off: CONTROL_END,
                 total: CONTROL_END + 8
             }
@@ -265,12 +285,32 @@ mod tests {
         let small = layout(1 << 25); // 4 MiB - exactly the threshold
         assert_eq!(small.bits_off, HUGE_PAGE);
         let below = layout(1 << 24);
-        assert_eq!(below.bits_off, CONTROL_END);
+        assert_eq!(below.bits_off, STRIPES_OFF + MAX_STRIPES as u64 * CACHE_LINE);
         for shift in 6..=38 {
             let l = layout(1u64 << shift);
             assert_eq!(l.bits_off % PAGE, 0);
             assert!(l.bits_off >= CONTROL_END);
+            assert!(
+                l.bits_off >= STRIPES_OFF + l.stripes as u64 * CACHE_LINE,
+                "stripes end before the bits"
+            );
             assert_eq!(l.total, l.bits_off + (1u64 << shift) / 8);
+        }
+    }
+
+    #[test]
+    fn stripes_scale_with_the_filter() {
+        assert_eq!(stripes_for(64), MIN_STRIPES);
+        assert_eq!(stripes_for(1 << 14), MIN_STRIPES); // 1 000 items at 1%
+        assert_eq!(stripes_for(1 << 17), 128);
+        assert_eq!(stripes_for((1 << 17) + 2048), 256, "not a power of two: rounded up");
+        assert_eq!(stripes_for(1 << 22), MAX_STRIPES);
+        assert_eq!(stripes_for(1 << 38), MAX_STRIPES);
+        let mut last = 0;
+        for m in (64..1 << 24).step_by(4096 * 64 + 64) {
+            let s = stripes_for(m);
+            assert!(s.is_power_of_two() && (MIN_STRIPES..=MAX_STRIPES).contains(&s) && s >= last);
+            last = s;
         }
     }
 

@@ -4,7 +4,7 @@
 //! in this file. The rules (DESIGN §4):
 //!
 //! * Queries take nothing and write nothing.
-//! * An adder takes only the *stripe* of its item (one of `STRIPES` words,
+//! * An adder takes only the *stripe* of its item (one of 64 to 4096 words,
 //!   chosen by the item's hash, each on its own cache line). Adders of the same
 //!   item meet on the same stripe, so among them at most one sees a zero bit
 //!   and is told "new"; adders of different items almost never meet.

@@ -40,10 +40,14 @@ while (my ($p, $k, $per_item, $fp, @cols) = splice @rows, 0, 6) {
 }
 
 # The rest of the section's numbers.
-like($section, qr/control area\s+\(process slots and lock\s+stripes\) of 324 KiB/,
+like($section, qr/control area\s+\(process slots and lock\s+stripes\) of 72 to 324 KiB before the bits\s+\(68 KiB,\s+plus 64 bytes per 1 024 bits, at least 4 and at most 256 KiB of them\)/,
     'the control area size is stated');
-my $small = $C->new(undef, 1000, 0.01)->stats;
-is($small->{mmap_size} - $small->{bits} / 8, 324 * 1024, 'control area: 324 KiB');
+my $small = $C->new(undef, 1000, 0.01)->stats;    # 2**14 bits: 16 stripes' worth, at least 64
+is($small->{mmap_size} - $small->{bits} / 8, 72 * 1024, 'control area of a small filter: 72 KiB');
+my $mid = $C->new(undef, 200_000, 0.01)->stats;    # 2**21 bits: 2048 stripes
+is($mid->{mmap_size} - $mid->{bits} / 8, (68 + 128) * 1024, 'control area of 2**21 bits: 68 KiB + 2048 stripes');
+my $big = $C->new(undef, 400_000, 0.01)->stats;    # 2**22 bits: 4096 stripes, 512 KiB of bits
+is($big->{mmap_size} - $big->{bits} / 8, 324 * 1024, 'control area: at most 324 KiB below a 4 MiB bit array');
 my $large = $C->new(undef, 1e8, 0.1)->stats;    # 64 MiB of bits
 is($large->{mmap_size} - $large->{bits} / 8, 2 * 1024 * 1024,
     'control area: 2 MiB before a bit array of 4 MiB or more');

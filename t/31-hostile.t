@@ -25,10 +25,11 @@ my $dir = tempdir(CLEANUP => 1);
 
 # Header layout (src/format.rs): immutable fields and their checksum in bytes
 # 0..120, the control line (flags, epoch, exclusive word, pending) in
-# 128..192, process slots from 4096, stripes from 69632, bits from 331776.
+# 128..192, process slots from 4096, stripes from 69632, bits from 73728
+# (in a 1 000-item filter: 64 stripes).
 my %OFF = (k => 20, m => 24, capacity => 32, total => 56, slots_off => 64,
     stripes_off => 80, bits_off => 88);
-my $CONTROL_END = 331776;
+my $CONTROL_END = 73728;    # of a 1 000-item filter: 64 stripes
 my $FLIP_BYTES = 1024;
 
 # Overwrite in place (no truncation: the size of the file stays the same).

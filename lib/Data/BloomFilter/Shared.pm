@@ -816,11 +816,12 @@ L</DIAGNOSTICS>). The original's key words are kept inside the messages:
 match on those (C<qr/too large/>), not on whole messages.
 
 =item * B<Memory per filter.> Before the bits, a file or mapping has a
-control area of 324 KiB (1 024 process slots and 4 096 lock stripes, each on
-its own cache line, so that no two processes write the same line on the hot
-path; 2 MiB when the bit array is 4 MiB or more, so that the bits start on a
-huge page). A 1 000-item filter therefore maps about 330 KiB where the
-original's took 18 KiB; for large filters the difference is negligible.
+control area of 72 to 324 KiB (a header page, 1 024 process slots and 64 to
+4 096 lock stripes, one stripe per 1 024 bits, each on its own cache line, so
+that no two processes write the same line on the hot path; 2 MiB when the bit
+array is 4 MiB or more, so that the bits start on a huge page). A 1 000-item
+filter therefore maps 74 KiB where the original's took 18 KiB; for large
+filters the difference is negligible.
 C<stats-E<gt>{mmap_size}> is the exact size.
 
 =item * B<Batches are linearizable per item, not one lock per batch.> An
@@ -943,8 +944,8 @@ A L<frozen|/freeze> filter file can be copied to another host and opened
 there with L</new_readonly>: it is mapped in place, so opening costs nothing
 however large the filter is, pages are read only when queried, and many
 processes share one copy in the page cache. But the file is the shared
-mapping's own layout: a header, the process slots and lock stripes (324 KiB;
-2 MiB for bit arrays of 4 MiB or more), then the page-aligned bit array;
+mapping's own layout: a header, the process slots and lock stripes (72 to
+324 KiB; 2 MiB for bit arrays of 4 MiB or more), then the page-aligned bit array;
 it is in the writing host's byte order (a file from a host of the other
 byte order is refused), and its checksum covers the header only.
 
@@ -1044,8 +1045,9 @@ C<2**-k> before rounding:
     1e-6     20      28.85   9.5e-7 |     33.55   4 MiB    1.1e-7 |     42.95 512 MiB    2.6e-9
 
 Memory is the bit array, C<m / 8> bytes. The mapping adds a control area
-(process slots and lock stripes) of 324 KiB before the bits, or 2 MiB when
-the bit array is 4 MiB or more, so that it starts on a huge-page boundary;
+(process slots and lock stripes) of 72 to 324 KiB before the bits (68 KiB,
+plus 64 bytes per 1 024 bits, at least 4 and at most 256 KiB of them), or
+2 MiB when the bit array is 4 MiB or more, so that it starts on a huge-page boundary;
 C<< $bf->stats->{mmap_size} >> is the exact total.
 
 What follows from this:
