@@ -32,6 +32,7 @@ pub mod region;
 pub mod serial;
 pub mod sync;
 pub mod upgrade;
+pub mod window;
 
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{Filter, Options};
