@@ -85,8 +85,9 @@
 //!   0, set `clean[spare] = m + 1`; release `cleaner`. The zeroing goes in
 //!   chunks with a cursor, so a process killed mid-clear leaves the rest to
 //!   the next one (the same resumable scheme as `clear`).
-//! * **Query**: read `view` and, for each visible generation, the item's
-//!   bits. No lock, no write, no wait.
+//! * **Query**: read `view`; for each visible generation, *oldest first*,
+//!   the item's bits; re-read `view`, and look again if it moved two steps
+//!   or more meanwhile. No lock, no write, nobody waited for.
 //!
 //! Why it holds:
 //! * Exactly once. Adders of one item serialize on its stripe, in every
@@ -110,6 +111,14 @@
 //!   adder's hold (the next needs a spare its drain waits on), its writes
 //!   land only in the current or the previous generation, and never in a
 //!   slot being cleared or already clean.
+//! * Queries. An item only moves to newer generations: an adder writes
+//!   the new current one before it releases its stripe, and the older one
+//!   is cleared only after a drain has seen that release. Looking oldest
+//!   first, a reader that finds an older copy gone finds the newer one. A
+//!   reader whose view is one step stale is linearizable just after that
+//!   step; two steps stale, a slot it read may have been cleared after the
+//!   item moved past its view (the next spare's drain does not wait for
+//!   readers), hence the re-read.
 //! * Nothing live is cleared: the spare is at ring distance `g` from the
 //!   current slot, and a step needs `clean[spare]` for the very view it
 //!   replaces, so a slot is published only after its clear completed.
