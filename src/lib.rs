@@ -32,6 +32,7 @@ pub mod region;
 pub mod serial;
 pub mod sync;
 pub mod upgrade;
+/// cbindgen:ignore
 pub mod window;
 
 pub use error::{Error, ErrorKind, Result};

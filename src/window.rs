@@ -135,24 +135,15 @@
 
 use std::fmt;
 
+const NS_PER_SEC: u64 = 1_000_000_000;
 /// Fewest generations: the current one and one before it.
-pub const MIN_GENERATIONS: u32 = 2;
-/// Most generations (the ring, one more, fits the view's 5-bit slot).
-pub const MAX_GENERATIONS: u32 = 16;
-/// Generations when none are asked for.
-pub const DEFAULT_GENERATIONS: u32 = 4;
-
-pub const NS_PER_SEC: u64 = 1_000_000_000;
-/// Shortest window: 1 ms.
-pub const MIN_WINDOW_NS: u64 = 1_000_000;
-/// Longest window: 3653 days (ten years). Longer would only keep items a
-/// filter sized for one window cannot hold anyway.
-pub const MAX_WINDOW_NS: u64 = 3653 * 86_400 * NS_PER_SEC;
-
+const MIN_GENERATIONS: u32 = Window::MIN_GENERATIONS;
+const MAX_GENERATIONS: u32 = Window::MAX_GENERATIONS;
+const MIN_WINDOW_NS: u64 = Window::MIN_WINDOW_NS;
+const MAX_WINDOW_NS: u64 = Window::MAX_WINDOW_NS;
 /// Bits of the view word that hold the ring slot.
 const POS_BITS: u32 = 5;
-/// The largest generation start a view can hold.
-pub const MAX_START: u64 = u64::MAX >> POS_BITS;
+const MAX_START: u64 = View::MAX_START;
 
 const _: () = assert!(MAX_GENERATIONS < 1 << POS_BITS);
 
@@ -227,6 +218,9 @@ pub struct View {
 }
 
 impl View {
+    /// The largest generation start a view can hold.
+    pub const MAX_START: u64 = u64::MAX >> POS_BITS;
+
     pub fn pack(self) -> u64 {
         debug_assert!(self.m <= MAX_START && self.pos < 1 << POS_BITS);
         self.m << POS_BITS | self.pos as u64
@@ -258,6 +252,18 @@ pub struct Window {
 }
 
 impl Window {
+    /// Fewest generations: the current one and one before it.
+    pub const MIN_GENERATIONS: u32 = 2;
+    /// Most generations (the ring, one more, fits the view's 5-bit slot).
+    pub const MAX_GENERATIONS: u32 = 16;
+    /// Generations when none are asked for.
+    pub const DEFAULT_GENERATIONS: u32 = 4;
+    /// Shortest window: 1 ms.
+    pub const MIN_WINDOW_NS: u64 = 1_000_000;
+    /// Longest window: 3653 days (ten years). Longer would only keep items
+    /// a filter sized for one window cannot hold anyway.
+    pub const MAX_WINDOW_NS: u64 = 3653 * 86_400 * NS_PER_SEC;
+
     /// `window_ns` within `MIN_WINDOW_NS..=MAX_WINDOW_NS` (rounded up to a
     /// multiple of `generations - 1`), or `None` for a manual filter.
     pub fn new(window_ns: Option<u64>, generations: u32, epoch_ns: u64) -> Result<Window, String> {
