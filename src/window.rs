@@ -70,12 +70,16 @@
 //!   view. Constant time, waits for nothing; a failed CAS means another
 //!   process stepped. A spare not clean yet defers the step: the current
 //!   generation keeps taking adds, its `last` keeps its items visible.
-//! * **Add**: take the item's stripe; read `view` (`v`); add to the
-//!   current slot with `last` raised, noting whether the item was new
-//!   there; re-read `view` (`v2`). If it moved, add again to the new
-//!   current slot. Look for the item in the other generations visible in
-//!   `v2` (a slot we wrote counts with what it held before us); release
-//!   the stripe. New iff nowhere before us.
+//! * **Add** at grid `q` (`reader_grid`, after any due step): take the
+//!   item's stripe; read `view` (`v`); raise the current slot's `last` to
+//!   `q + 1` (`fetch_max`: the old value says whether that generation was
+//!   visible before us), then set the item's bits there, noting whether it
+//!   was new there; re-read `view` (`v2`). If it moved (one step at most,
+//!   see the drain), do the same in `v2`'s current slot. Look for the item
+//!   in the other generations visible in `v2` (a slot we wrote counts with
+//!   what it held before us); release the stripe. New iff it was in none
+//!   before us. (When an add races a step, the generation it first wrote
+//!   may live one period longer than the bound: its `last` was raised.)
 //! * **Clear the spare** (whoever stepped, after its own add has answered,
 //!   or any writer finding the spare dirty; never while holding a stripe):
 //!   claim `cleaner` (a dead owner's claim is taken over, a live one's is
@@ -85,9 +89,10 @@
 //!   0, set `clean[spare] = m + 1`; release `cleaner`. The zeroing goes in
 //!   chunks with a cursor, so a process killed mid-clear leaves the rest to
 //!   the next one (the same resumable scheme as `clear`).
-//! * **Query**: read `view`; for each visible generation, *oldest first*,
-//!   the item's bits; re-read `view`, and look again if it moved two steps
-//!   or more meanwhile. No lock, no write, nobody waited for.
+//! * **Query** at grid `reader_grid`: read `view`; for each visible
+//!   generation, *oldest first*, the item's bits; re-read `view`, and look
+//!   again unless `at_most_one_step` from the first. No lock, no write,
+//!   nobody waited for.
 //!
 //! Why it holds:
 //! * Exactly once. Adders of one item serialize on its stripe, in every
@@ -234,6 +239,14 @@ impl View {
             m: word >> POS_BITS,
             pos,
         })
+    }
+
+    /// Whether `later` (read after `self`) is the same view or the one a
+    /// single step makes. Exact: a step raises the start by one at least,
+    /// so `g + 2` steps cannot look like one. A single step after a late
+    /// or forward-jumped clock (start up by more than one) counts as more.
+    pub fn at_most_one_step(self, later: View, ring_len: u32) -> bool {
+        later == self || (later.pos == (self.pos + 1) % ring_len && Some(later.m) == self.m.checked_add(1))
     }
 
     /// The `clean` value that lets a step leave this view.
@@ -536,6 +549,26 @@ mod tests {
         // fit in the view word.
         let fast = Window::new(Some(MIN_WINDOW_NS), 16, 0).unwrap();
         assert!(fast.grid(u64::MAX) <= MAX_START);
+    }
+
+    #[test]
+    fn one_step_or_more() {
+        let w = Window::new(None, 4, 0).unwrap();
+        let v = View { m: 9, pos: 4 };
+        assert!(v.at_most_one_step(v, 5));
+        let mut n = v;
+        for k in 1..=12 {
+            n = w.next_view(n, 0).unwrap();
+            assert_eq!(v.at_most_one_step(n, 5), k == 1, "{k} steps");
+        }
+        let jumped = w.next_view(v, 100).unwrap();
+        assert!(!v.at_most_one_step(jumped, 5));
+        assert!(!v.at_most_one_step(View { m: 10, pos: 4 }, 5));
+        let top = View {
+            m: View::MAX_START,
+            pos: 0,
+        };
+        assert!(!top.at_most_one_step(View { m: 0, pos: 1 }, 5));
     }
 
     #[test]
