@@ -53,7 +53,8 @@
 //! (the spare is the only clean slot); the hidden generations are simply
 //! not read, and leave the ring one step at a time, each cleared when it
 //! becomes the spare, so no step ever clears more than one generation.
-//! `rotate` takes a step whenever the spare is clean, due or not (a
+//! `rotate` takes a step whenever the spare is clean (clearing it first
+//! if need be), due or not (a
 //! manual filter, with no window, steps only so): an item added between
 //! two rotations is seen through `g - 1` more and forgotten at the `g`th.
 //!

@@ -12,6 +12,11 @@
 //! * reader Q: one query (oldest generation first, then a re-read of the
 //!   view: it looks again when the view moved two steps meanwhile).
 //!
+//! The clock is not modelled here (grid numbers, `last` and visibility by
+//! time are per-process arithmetic, tested in `src/window.rs`): every
+//! generation at ring distance below `g` is visible, and the clock allows
+//! two steps.
+//!
 //! One step of the model is one atomic access of the protocol (a load, a
 //! store, a CAS, an RMW on a bit). Every interleaving is explored, depth
 //! first with states memoised, under sequential consistency (the protocol
