@@ -36,6 +36,8 @@ pub mod remote;
 pub mod serial;
 pub mod sync;
 pub mod upgrade;
+/// cbindgen:ignore
+pub mod window;
 
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{Filter, Options};

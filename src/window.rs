@@ -1,0 +1,924 @@
+//! Time-windowed dedup: the generation arithmetic (pure) and the design of
+//! the step protocol.
+//!
+//! # What a windowed filter is
+//!
+//! A windowed filter keeps `g` generations (2 to 16, default 4), each a full
+//! filter of the chosen layout. `add` puts an item in the *current*
+//! generation and reports it new unless some *visible* generation holds it;
+//! `contains` looks in the visible ones. A *step* every
+//! `period = window / (g - 1)` makes a fresh generation current and
+//! discards the oldest.
+//!
+//! The generations live in a ring of `g + 1` slots: the extra slot is the
+//! *spare*, cleared ahead of time (while nobody reads or writes it), so a
+//! step only publishes an already clean slot and never clears anything
+//! while someone waits. The memory cost is one generation more than `g`.
+//!
+//! # Time
+//!
+//! Wall-clock time (`CLOCK_REALTIME`, shared by all processes of a host) in
+//! integer nanoseconds since the Unix epoch. The window is kept in whole
+//! nanoseconds, rounded up to a multiple of `g - 1` so that the period is
+//! exact; the *grid* number of an instant is
+//! `grid(t) = floor((t - epoch0) / period)` (0 before `epoch0`, the
+//! creation time). Every rule below works on grid numbers, so the clock's
+//! granularity is one period: two instants of the same period are the same
+//! time to the filter.
+//!
+//! Each ring slot has a `last` word: one more than the greatest grid number
+//! at which an item was added to the generation it holds (0: none yet, as
+//! for the empty generations of a new filter). A generation is *visible* at
+//! grid `q` while `last - 1 + g > q`: an item added at grid `q0` is seen while
+//! `q < q0 + g`, that is until at least `t + window` (the period of `q0`
+//! plus `g - 1` more) and no later than `t + window * g / (g - 1)` once
+//! its generation takes no more adds. Readers apply this rule themselves
+//! (no step needed, nothing written), so an idle filter forgets too.
+//!
+//! A step is *due* at grid `q` when `q` is past the current generation's
+//! start `m` and the oldest ring generation is no longer visible. It makes
+//! the spare current with start `max(q, m + 1)`; the oldest generation's
+//! slot becomes the next spare. So a step only ever discards a generation
+//! nobody can see: the lower bound holds whatever the schedule.
+//!
+//! The clock rule. The shared current generation (`m` in the view) only
+//! moves forward, by one slot per step. A clock jumping backwards steps
+//! nothing (no step is due until the clock passes `m` again, so items live
+//! longer by the jump) and revives nothing that a writer has seen expire:
+//! readers take `q = max(grid(now), last of the current generation)`, and
+//! every adder raises that `last` to its own grid. A clock jumping forward
+//! by `k` periods hides at once every generation whose `last - 1 + g <= q`
+//! (all of them when `k >= g`): items expire early by up to the jump, as
+//! they would had that time really passed. It still makes one step only
+//! (the spare is the only clean slot); the hidden generations are simply
+//! not read, and leave the ring one step at a time, each cleared when it
+//! becomes the spare, so no step ever clears more than one generation.
+//! `rotate` takes a step whenever the spare is clean (clearing it first
+//! if need be), due or not (a
+//! manual filter, with no window, steps only so): an item added between
+//! two rotations is seen through `g - 1` more and forgotten at the `g`th.
+//!
+//! # The step protocol
+//!
+//! Shared words, besides the existing item stripes and process slots:
+//! `view` (one 64-bit word: the current generation's start `m` and ring
+//! slot `pos`), per ring slot `last` and `clean` (the `m + 1` of the view
+//! from which a step may publish that slot: it is zero and its `last` is
+//! 0), and `cleaner` (the owner token of whoever clears the spare).
+//!
+//! * **Step** (any writer that sees one due, before its own add; `rotate`):
+//!   read `view`; if `clean[spare]` is `m + 1`, CAS `view` to the next
+//!   view. Constant time, waits for nothing; a failed CAS means another
+//!   process stepped. A spare not clean yet defers the step: the current
+//!   generation keeps taking adds, its `last` keeps its items visible.
+//! * **Add** at grid `q` (`reader_grid`, after any due step): take the
+//!   item's stripe; read `view` (`v`); raise the current slot's `last` to
+//!   `q + 1` (`fetch_max`: the old value says whether that generation was
+//!   visible before us), then set the item's bits there, noting whether it
+//!   was new there; re-read `view` (`v2`). If it moved (one step at most,
+//!   see the drain), do the same in `v2`'s current slot. Look for the item
+//!   in the other generations visible in `v2` (a slot we wrote counts with
+//!   what it held before us); release the stripe. New iff it was in none
+//!   before us. (When an add races a step, the generation it first wrote
+//!   may live one period longer than the bound: its `last` was raised.)
+//! * **Clear the spare** (whoever stepped, after its own add has answered,
+//!   or any writer finding the spare dirty; never while holding a stripe):
+//!   claim `cleaner` (a dead owner's claim is taken over, a live one's is
+//!   left alone); compute the spare from `view`; if it is clean for this
+//!   view, stop; *drain*: wait until every stripe held when we look has
+//!   been released (or its owner is dead); zero the slot, set its `last` to
+//!   0, set `clean[spare] = m + 1`; release `cleaner`. The zeroing goes in
+//!   chunks with a cursor, so a process killed mid-clear leaves the rest to
+//!   the next one (the same resumable scheme as `clear`).
+//! * **Query** at grid `reader_grid`: read `view`; for each visible
+//!   generation, *oldest first*, the item's bits; re-read `view`, and look
+//!   again unless `at_most_one_step` from the first. No lock, no write,
+//!   nobody waited for.
+//!
+//! Why it holds:
+//! * Exactly once. Adders of one item serialize on its stripe, in every
+//!   layout: two adders of an item in two generations (one with the view
+//!   before a step, one after) cannot agree through loads and stores of
+//!   each other's generation alone (that is consensus); the stripe is the
+//!   common read-modify-write. Under the stripe, the bits an adder reads
+//!   can change only by steps, which add an empty generation and discard
+//!   an invisible one.
+//! * The re-read. A step may land between an adder's `view` read and its
+//!   write. Answering for the view read after the write is always
+//!   linearizable (at the later of the write and the step); answering for
+//!   the earlier view is not when the item was only in the generation the
+//!   step discarded: a query between the step and the write found it gone,
+//!   then the adder said "seen". The second write keeps the item's life
+//!   counted from its own add.
+//! * The drain. Adders take their stripe before they read `view`, the
+//!   cleaner reads `view` after the step and then the stripes (both
+//!   `SeqCst`: Dekker), so every adder that read a view older than the
+//!   step is waited for. Hence at most one step happens during an
+//!   adder's hold (the next needs a spare its drain waits on), its writes
+//!   land only in the current or the previous generation, and never in a
+//!   slot being cleared or already clean.
+//! * Queries. An item only moves to newer generations: an adder writes
+//!   the new current one before it releases its stripe, and the older one
+//!   is cleared only after a drain has seen that release. Looking oldest
+//!   first, a reader that finds an older copy gone finds the newer one. A
+//!   reader whose view is one step stale is linearizable just after that
+//!   step; two steps stale, a slot it read may have been cleared after the
+//!   item moved past its view (the next spare's drain does not wait for
+//!   readers), hence the re-read.
+//! * Nothing live is cleared: the spare is at ring distance `g` from the
+//!   current slot, and a step needs `clean[spare]` for the very view it
+//!   replaces, so a slot is published only after its clear completed.
+//! * Crashes. A step is one CAS. A killed adder leaves its stripe, taken
+//!   over as today. A killed cleaner leaves `cleaner` held by a dead token
+//!   and the spare not marked clean: the next writer takes the claim over
+//!   and finishes; meanwhile steps are deferred, nobody waits.
+//! * Waiting. Queries wait for nothing. Adders wait only for their stripe
+//!   (as today) and never for a step or a clear. Only the cleaner waits, in
+//!   its drain, for adds in flight; a stopped adder holding a stripe
+//!   defers steps (items then live longer) but holds up no one.
+//!
+//! `tests/window_model.rs` checks this protocol exhaustively.
+
+use std::fmt;
+
+const NS_PER_SEC: u64 = 1_000_000_000;
+/// Fewest generations: the current one and one before it.
+const MIN_GENERATIONS: u32 = Window::MIN_GENERATIONS;
+const MAX_GENERATIONS: u32 = Window::MAX_GENERATIONS;
+const MIN_WINDOW_NS: u64 = Window::MIN_WINDOW_NS;
+const MAX_WINDOW_NS: u64 = Window::MAX_WINDOW_NS;
+/// Bits of the view word that hold the ring slot.
+const POS_BITS: u32 = 5;
+const MAX_START: u64 = View::MAX_START;
+
+const _: () = assert!(MAX_GENERATIONS < 1 << POS_BITS);
+
+/// The window in nanoseconds from a number of seconds, as the API takes it.
+pub fn window_from_secs(secs: f64) -> Result<u64, String> {
+    if !secs.is_finite() {
+        return Err(format!("window must be a finite number of seconds (got {secs})"));
+    }
+    if secs <= 0.0 {
+        return Err(format!("window must be more than 0 seconds (got {secs})"));
+    }
+    let ns = (secs * NS_PER_SEC as f64).round();
+    if ns < MIN_WINDOW_NS as f64 {
+        return Err(format!("window of {secs} seconds is shorter than the shortest, 0.001"));
+    }
+    if ns > MAX_WINDOW_NS as f64 {
+        return Err(format!(
+            "window of {secs} seconds is longer than the longest, {} (3653 days)",
+            MAX_WINDOW_NS / NS_PER_SEC
+        ));
+    }
+    Ok(ns as u64)
+}
+
+/// Check a number of generations.
+pub fn check_generations(g: i64) -> Result<u32, String> {
+    if (MIN_GENERATIONS as i64..=MAX_GENERATIONS as i64).contains(&g) {
+        Ok(g as u32)
+    } else {
+        Err(format!(
+            "generations must be an integer from {MIN_GENERATIONS} to {MAX_GENERATIONS} (got {g})"
+        ))
+    }
+}
+
+/// A duration as the command line takes it: a number of seconds (`3600`,
+/// `1.5`), or a number with a unit `s`, `m` (minutes), `h` or `d` (`90m`,
+/// `24h`, `1d`, `2s`). Returns nanoseconds, within the window's limits.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("duration is empty (give e.g. 24h, 90m, 3600 or 2s)".to_string());
+    }
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let well_formed = num.chars().filter(|&c| c == '.').count() <= 1 && num.chars().any(|c| c.is_ascii_digit());
+    if !well_formed {
+        return Err(format!("duration '{s}' does not start with a number"));
+    }
+    let unit_secs: u64 = match unit.trim_start() {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        u => return Err(format!("duration '{s}' has an unknown unit '{u}' (use s, m, h or d)")),
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("duration '{s}' does not start with a number"))?;
+    window_from_secs(value * unit_secs as f64).map_err(|e| format!("duration '{s}': {e}"))
+}
+
+/// Where the current generation is: its start (a grid number) and its ring
+/// slot. Shared as one word, so a step is one CAS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct View {
+    /// The grid number at which the current generation started (for a
+    /// manual filter, the number of steps taken).
+    pub m: u64,
+    /// Its ring slot, `< g + 1`.
+    pub pos: u32,
+}
+
+impl View {
+    /// The largest generation start a view can hold.
+    pub const MAX_START: u64 = u64::MAX >> POS_BITS;
+
+    pub fn pack(self) -> u64 {
+        debug_assert!(self.m <= MAX_START && self.pos < 1 << POS_BITS);
+        self.m << POS_BITS | self.pos as u64
+    }
+
+    /// The view in a shared word, or `None` when the word cannot be one for
+    /// this ring (the mapping is untrusted input).
+    pub fn unpack(word: u64, ring_len: u32) -> Option<View> {
+        let pos = (word & ((1 << POS_BITS) - 1)) as u32;
+        (pos < ring_len).then_some(View {
+            m: word >> POS_BITS,
+            pos,
+        })
+    }
+
+    /// Whether `later` (read after `self`) is the same view or the one a
+    /// single step makes. Exact: a step raises the start by one at least,
+    /// so `g + 2` steps cannot look like one. A single step after a late
+    /// or forward-jumped clock (start up by more than one) counts as more.
+    pub fn at_most_one_step(self, later: View, ring_len: u32) -> bool {
+        later == self || (later.pos == (self.pos + 1) % ring_len && Some(later.m) == self.m.checked_add(1))
+    }
+
+    /// The `clean` value that lets a step leave this view.
+    pub fn clean_mark(self) -> u64 {
+        self.m + 1
+    }
+}
+
+/// A validated window configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// `None`: a manual filter, stepped only by `rotate`.
+    window_ns: Option<u64>,
+    generations: u32,
+    epoch_ns: u64,
+}
+
+impl Window {
+    /// Fewest generations: the current one and one before it.
+    pub const MIN_GENERATIONS: u32 = 2;
+    /// Most generations (the ring, one more, fits the view's 5-bit slot).
+    pub const MAX_GENERATIONS: u32 = 16;
+    /// Generations when none are asked for.
+    pub const DEFAULT_GENERATIONS: u32 = 4;
+    /// Shortest window: 1 ms.
+    pub const MIN_WINDOW_NS: u64 = 1_000_000;
+    /// Longest window: 3653 days (ten years). Longer would only keep items
+    /// a filter sized for one window cannot hold anyway.
+    pub const MAX_WINDOW_NS: u64 = 3653 * 86_400 * NS_PER_SEC;
+
+    /// `window_ns` within `MIN_WINDOW_NS..=MAX_WINDOW_NS` (rounded up to a
+    /// multiple of `generations - 1`), or `None` for a manual filter.
+    pub fn new(window_ns: Option<u64>, generations: u32, epoch_ns: u64) -> Result<Window, String> {
+        let g = check_generations(generations as i64)?;
+        let window_ns = match window_ns {
+            None => None,
+            Some(w) if !(MIN_WINDOW_NS..=MAX_WINDOW_NS).contains(&w) => {
+                return Err(format!(
+                    "window of {w} ns is outside {MIN_WINDOW_NS}..={MAX_WINDOW_NS} ns"
+                ))
+            }
+            Some(w) => {
+                let step = (g - 1) as u64;
+                Some((w + step - 1) / step * step)
+            }
+        };
+        Ok(Window {
+            window_ns,
+            generations: g,
+            epoch_ns,
+        })
+    }
+
+    pub fn generations(&self) -> u32 {
+        self.generations
+    }
+
+    /// Ring slots: the generations and the spare.
+    pub fn ring_len(&self) -> u32 {
+        self.generations + 1
+    }
+
+    /// The window as stored (a multiple of `generations - 1` ns).
+    pub fn window_ns(&self) -> Option<u64> {
+        self.window_ns
+    }
+
+    pub fn epoch_ns(&self) -> u64 {
+        self.epoch_ns
+    }
+
+    /// Time between steps: `window / (g - 1)`, exact.
+    pub fn period_ns(&self) -> Option<u64> {
+        self.window_ns.map(|w| w / (self.generations - 1) as u64)
+    }
+
+    /// The grid number of an instant (0 for a manual filter, and before
+    /// `epoch0`).
+    pub fn grid(&self, now_ns: u64) -> u64 {
+        match self.period_ns() {
+            None => 0,
+            Some(p) => now_ns.saturating_sub(self.epoch_ns) / p,
+        }
+    }
+
+    /// When grid period `n` starts, if it is representable.
+    pub fn grid_start_ns(&self, n: u64) -> Option<u64> {
+        self.period_ns()?.checked_mul(n)?.checked_add(self.epoch_ns)
+    }
+
+    /// The view of a new filter: generation start 0 in slot 0; slot 1 is
+    /// clean for the first step (`clean[1] = 1`), every slot's `last` is 0.
+    pub fn initial_view(&self) -> View {
+        View { m: 0, pos: 0 }
+    }
+
+    /// The ring slot at `distance` generations before the current one
+    /// (0: the current; `g`: the spare).
+    pub fn slot_at(&self, v: View, distance: u32) -> u32 {
+        let r = self.ring_len();
+        debug_assert!(distance <= self.generations && v.pos < r);
+        (v.pos + r - distance % r) % r
+    }
+
+    /// The slot a step publishes, and which is cleared in the meantime.
+    pub fn spare(&self, v: View) -> u32 {
+        (v.pos + 1) % self.ring_len()
+    }
+
+    /// The oldest generation's slot, which a step discards.
+    pub fn oldest(&self, v: View) -> u32 {
+        self.slot_at(v, self.generations - 1)
+    }
+
+    /// Whether a generation whose `last` word is `last` (one more than the
+    /// grid of its latest add; 0 for none) is visible at grid `q`. A manual
+    /// filter's generations are all visible (the ring alone bounds them).
+    pub fn visible(&self, last: u64, q: u64) -> bool {
+        self.window_ns.is_none() || (last != 0 && last - 1 + self.generations as u64 > q)
+    }
+
+    /// The `last` word after an add at grid `q`.
+    pub fn raised_last(last: u64, q: u64) -> u64 {
+        last.max(q.saturating_add(1))
+    }
+
+    /// The grid a reader goes by: its clock, but never earlier than what
+    /// the latest writer of the current generation saw.
+    pub fn reader_grid(&self, now_ns: u64, current_last: u64) -> u64 {
+        self.grid(now_ns).max(current_last.saturating_sub(1))
+    }
+
+    /// Whether the clock asks for a step: `q` past the current start, and
+    /// the oldest generation (`oldest_last`) no longer visible. Never for
+    /// a manual filter.
+    pub fn step_due(&self, v: View, q: u64, oldest_last: u64) -> bool {
+        self.window_ns.is_some() && q > v.m && !self.visible(oldest_last, q)
+    }
+
+    /// The view after a step taken at grid `q` (due or by `rotate`), or
+    /// `None` when the start would leave the view word.
+    pub fn next_view(&self, v: View, q: u64) -> Option<View> {
+        let m = q.max(v.m.checked_add(1)?);
+        (m <= MAX_START).then(|| View { m, pos: self.spare(v) })
+    }
+
+    /// The whole step decision: the next view when a step should be taken
+    /// now (`forced` for `rotate`), given the spare's `clean` word.
+    pub fn decide_step(&self, v: View, q: u64, oldest_last: u64, spare_clean: u64, forced: bool) -> Option<View> {
+        let wanted = forced || self.step_due(v, q, oldest_last);
+        if wanted && spare_clean == v.clean_mark() {
+            self.next_view(v, q)
+        } else {
+            None
+        }
+    }
+
+    /// The promised retention, in nanoseconds: an item added at `t` is seen
+    /// until at least `t + lower` and, once its generation takes no more
+    /// adds, forgotten by `t + upper` (`upper = lower * g / (g - 1)`).
+    pub fn retention_bounds_ns(&self) -> Option<(u64, u64)> {
+        let w = self.window_ns?;
+        Some((w, self.period_ns()? * self.generations as u64))
+    }
+}
+
+impl fmt::Display for Window {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.window_ns {
+            Some(w) => write!(
+                f,
+                "window {}s, {} generations",
+                w as f64 / NS_PER_SEC as f64,
+                self.generations
+            ),
+            None => write!(f, "manual steps, {} generations", self.generations),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn window_seconds_are_checked() {
+        assert_eq!(window_from_secs(2.0), Ok(2 * NS_PER_SEC));
+        assert_eq!(window_from_secs(0.001), Ok(MIN_WINDOW_NS));
+        assert_eq!(window_from_secs(86_400.0 * 3653.0), Ok(MAX_WINDOW_NS));
+        for (bad, says) in [
+            (0.0, "more than 0 seconds (got 0)"),
+            (-1.0, "more than 0 seconds (got -1)"),
+            (f64::NAN, "finite number of seconds (got NaN)"),
+            (f64::INFINITY, "finite number of seconds (got inf)"),
+            (f64::NEG_INFINITY, "finite number of seconds (got -inf)"),
+            (0.0009, "shorter than the shortest"),
+            (86_400.0 * 3654.0, "longer than the longest, 315619200"),
+        ] {
+            let e = window_from_secs(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(e.starts_with("window"), "{e}");
+        }
+    }
+
+    #[test]
+    fn generations_are_checked() {
+        for g in 2..=16 {
+            assert_eq!(check_generations(g), Ok(g as u32));
+        }
+        for g in [i64::MIN, -1, 0, 1, 17, 1 << 40] {
+            let e = check_generations(g).unwrap_err();
+            assert_eq!(e, format!("generations must be an integer from 2 to 16 (got {g})"));
+        }
+        assert!(Window::new(Some(NS_PER_SEC), 1, 0).is_err());
+        assert!(Window::new(Some(NS_PER_SEC), 17, 0).is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        let h = 3600 * NS_PER_SEC;
+        for (text, ns) in [
+            ("24h", 24 * h),
+            ("90m", 90 * 60 * NS_PER_SEC),
+            ("3600", h),
+            ("1d", 24 * h),
+            ("2s", 2 * NS_PER_SEC),
+            (" 2s ", 2 * NS_PER_SEC),
+            ("1.5h", 3 * h / 2),
+            ("0.5", NS_PER_SEC / 2),
+            ("7d", 7 * 24 * h),
+            ("10 m", 600 * NS_PER_SEC),
+        ] {
+            assert_eq!(parse_duration(text), Ok(ns), "{text}");
+        }
+        for (text, says) in [
+            ("", "duration is empty"),
+            ("   ", "duration is empty"),
+            ("h", "'h' does not start with a number"),
+            ("-5s", "'-5s' does not start with a number"),
+            ("5x", "'5x' has an unknown unit 'x'"),
+            ("5ms", "unknown unit 'ms'"),
+            ("1h30m", "unknown unit 'h30m'"),
+            ("1.2.3s", "'1.2.3s' does not start with a number"),
+            (".", "'.' does not start with a number"),
+            ("0", "'0': window must be more than 0 seconds"),
+            ("0s", "more than 0 seconds"),
+            ("3654d", "longer than the longest"),
+            ("99999999999999999999999d", "longer than the longest"),
+        ] {
+            let e = parse_duration(text).unwrap_err();
+            assert!(e.contains(says), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn window_rounds_up_to_an_exact_period() {
+        let w = Window::new(Some(1_000_000_001), 4, 0).unwrap();
+        assert_eq!(w.window_ns(), Some(1_000_000_002));
+        assert_eq!(w.period_ns(), Some(333_333_334));
+        let w = Window::new(Some(24 * 3600 * NS_PER_SEC), 4, 0).unwrap();
+        assert_eq!(w.period_ns(), Some(8 * 3600 * NS_PER_SEC));
+        assert_eq!(
+            w.retention_bounds_ns(),
+            Some((24 * 3600 * NS_PER_SEC, 32 * 3600 * NS_PER_SEC))
+        );
+        for g in 2..=16 {
+            for wns in [MIN_WINDOW_NS, MIN_WINDOW_NS + 1, 7 * NS_PER_SEC + 3, MAX_WINDOW_NS] {
+                let w = Window::new(Some(wns), g, 5).unwrap();
+                let p = w.period_ns().unwrap();
+                assert_eq!(p * (g - 1) as u64, w.window_ns().unwrap());
+                assert!(w.window_ns().unwrap() >= wns && w.window_ns().unwrap() - wns < (g - 1) as u64);
+            }
+        }
+        assert!(Window::new(Some(MIN_WINDOW_NS - 1), 4, 0).is_err());
+        assert!(Window::new(Some(MAX_WINDOW_NS + 1), 4, 0).is_err());
+        let m = Window::new(None, 3, 0).unwrap();
+        assert_eq!(
+            (m.period_ns(), m.grid(u64::MAX), m.retention_bounds_ns()),
+            (None, 0, None)
+        );
+        assert_eq!(format!("{m}"), "manual steps, 3 generations");
+        assert_eq!(
+            format!("{}", Window::new(Some(2 * NS_PER_SEC), 2, 0).unwrap()),
+            "window 2s, 2 generations"
+        );
+    }
+
+    #[test]
+    fn grid_numbers() {
+        let w = Window::new(Some(3 * NS_PER_SEC), 4, 1_000).unwrap();
+        assert_eq!(w.grid(0), 0, "before epoch0");
+        assert_eq!(w.grid(1_000), 0);
+        assert_eq!(w.grid(1_000 + NS_PER_SEC - 1), 0);
+        assert_eq!(w.grid(1_000 + NS_PER_SEC), 1);
+        assert_eq!(w.grid(u64::MAX), (u64::MAX - 1_000) / NS_PER_SEC);
+        assert_eq!(w.grid_start_ns(5), Some(1_000 + 5 * NS_PER_SEC));
+        assert_eq!(w.grid_start_ns(u64::MAX), None);
+        // Steps even at the shortest period over the clock's whole range
+        // fit in the view word.
+        let fast = Window::new(Some(MIN_WINDOW_NS), 16, 0).unwrap();
+        assert!(fast.grid(u64::MAX) <= MAX_START);
+    }
+
+    #[test]
+    fn one_step_or_more() {
+        let w = Window::new(None, 4, 0).unwrap();
+        let v = View { m: 9, pos: 4 };
+        assert!(v.at_most_one_step(v, 5));
+        let mut n = v;
+        for k in 1..=12 {
+            n = w.next_view(n, 0).unwrap();
+            assert_eq!(v.at_most_one_step(n, 5), k == 1, "{k} steps");
+        }
+        let jumped = w.next_view(v, 100).unwrap();
+        assert!(!v.at_most_one_step(jumped, 5));
+        assert!(!v.at_most_one_step(View { m: 10, pos: 4 }, 5));
+        let top = View {
+            m: View::MAX_START,
+            pos: 0,
+        };
+        assert!(!top.at_most_one_step(View { m: 0, pos: 1 }, 5));
+    }
+
+    #[test]
+    fn views_pack_and_reject_bad_words() {
+        for g in 2..=16u32 {
+            let r = g + 1;
+            for pos in 0..r {
+                for m in [0, 1, 12345, MAX_START] {
+                    let v = View { m, pos };
+                    assert_eq!(View::unpack(v.pack(), r), Some(v));
+                }
+            }
+            for pos in r..32 {
+                assert_eq!(View::unpack(pos as u64, r), None, "slot {pos} of a ring of {r}");
+            }
+        }
+    }
+
+    /// Over every ring size and position: the current slot, the `g - 1`
+    /// before it and the spare are `g + 1` distinct slots; the spare is
+    /// next after the current one; the oldest becomes the next spare.
+    #[test]
+    fn ring_slots() {
+        for g in 2..=16u32 {
+            let w = Window::new(None, g, 0).unwrap();
+            for pos in 0..=g {
+                let v = View { m: 7, pos };
+                let mut seen = HashSet::new();
+                for d in 0..=g {
+                    assert!(seen.insert(w.slot_at(v, d)));
+                }
+                assert_eq!(w.slot_at(v, g), w.spare(v));
+                let n = w.next_view(v, 0).unwrap();
+                assert_eq!(n.pos, w.spare(v));
+                assert_eq!(w.spare(n), w.oldest(v));
+                assert_eq!(n.m, 8, "a manual step counts one");
+            }
+        }
+    }
+
+    #[test]
+    fn step_decisions() {
+        let w = Window::new(Some(3 * NS_PER_SEC), 4, 0).unwrap();
+        let v = View { m: 10, pos: 2 };
+        let clean = v.clean_mark();
+        // Due: past the start and the oldest invisible.
+        assert_eq!(w.decide_step(v, 11, 8, clean, false), Some(View { m: 11, pos: 3 }));
+        // The oldest empty (`last` 0) is not visible either.
+        assert_eq!(w.decide_step(v, 11, 0, clean, false), Some(View { m: 11, pos: 3 }));
+        assert!(!w.visible(0, 0));
+        assert!(w.visible(1, 0) && w.visible(1, 3) && !w.visible(1, 4));
+        assert_eq!(Window::raised_last(5, 3), 5);
+        assert_eq!(Window::raised_last(5, 9), 10);
+        assert_eq!(Window::raised_last(0, u64::MAX), u64::MAX);
+        assert_eq!(w.reader_grid(0, 0), 0);
+        assert_eq!(w.reader_grid(0, 10), 9, "never before the current's latest add");
+        assert_eq!(w.reader_grid(20 * NS_PER_SEC, 10), 20);
+        // Not past the start (a clock that went back, or just stepped).
+        assert_eq!(w.decide_step(v, 10, 0, clean, false), None);
+        assert_eq!(w.decide_step(v, 3, 0, clean, false), None);
+        // The oldest still visible (it took adds late): no step.
+        assert_eq!(w.decide_step(v, 11, 9, clean, false), None);
+        // The spare not clean for this very view: no step.
+        assert_eq!(w.decide_step(v, 11, 8, 0, false), None);
+        assert_eq!(w.decide_step(v, 11, 8, clean - 1, false), None);
+        assert_eq!(w.decide_step(v, 11, 8, clean + 1, false), None);
+        // A jump forward: one step, to the clock's grid.
+        assert_eq!(w.decide_step(v, 1000, 9, clean, false), Some(View { m: 1000, pos: 3 }));
+        // rotate: any time the spare is clean, one past the start at least.
+        assert_eq!(w.decide_step(v, 3, 9, clean, true), Some(View { m: 11, pos: 3 }));
+        assert_eq!(w.decide_step(v, 3, 9, 0, true), None);
+        // The start cannot leave the word.
+        let top = View { m: MAX_START, pos: 0 };
+        assert_eq!(w.decide_step(top, 0, 0, top.clean_mark(), true), None);
+        // A manual filter never steps by itself.
+        let m = Window::new(None, 4, 0).unwrap();
+        assert_eq!(m.decide_step(v, u64::MAX, 0, clean, false), None);
+        assert!(m.visible(0, u64::MAX));
+    }
+
+    /// A sequential run of the protocol's decisions: the ring's bits per
+    /// slot as item sets, `last` and `clean` per slot, the view. Steps are
+    /// taken by writers when due and the spare is clean; the cleaner runs
+    /// `clean_delay` operations after a step.
+    struct Sim {
+        w: Window,
+        view: View,
+        slots: Vec<HashSet<u32>>,
+        last: Vec<u64>,
+        clean: Vec<u64>,
+        dirty_for: Option<u32>,
+        clean_delay: u32,
+    }
+
+    impl Sim {
+        fn new(w: Window, clean_delay: u32) -> Sim {
+            let r = w.ring_len() as usize;
+            let mut clean = vec![0; r];
+            let view = w.initial_view();
+            clean[w.spare(view) as usize] = view.clean_mark();
+            Sim {
+                w,
+                view,
+                slots: vec![HashSet::new(); r],
+                last: vec![0; r],
+                clean,
+                dirty_for: None,
+                clean_delay,
+            }
+        }
+
+        fn run_cleaner(&mut self) {
+            match self.dirty_for {
+                Some(0) | None => {
+                    self.dirty_for = None;
+                    let s = self.w.spare(self.view) as usize;
+                    self.slots[s].clear();
+                    self.last[s] = 0;
+                    self.clean[s] = self.view.clean_mark();
+                }
+                Some(n) => self.dirty_for = Some(n - 1),
+            }
+        }
+
+        fn step(&mut self, q: u64, forced: bool) -> bool {
+            let oldest = self.w.oldest(self.view) as usize;
+            let spare = self.w.spare(self.view) as usize;
+            match self
+                .w
+                .decide_step(self.view, q, self.last[oldest], self.clean[spare], forced)
+            {
+                Some(n) => {
+                    assert_eq!(self.clean[spare], self.view.clean_mark());
+                    assert!(self.slots[spare].is_empty() && self.last[spare] == 0);
+                    if !forced {
+                        assert!(!self.w.visible(self.last[oldest], q), "a visible generation discarded");
+                    }
+                    self.view = n;
+                    self.dirty_for = Some(self.clean_delay);
+                    true
+                }
+                None => false,
+            }
+        }
+
+        fn present(&self, item: u32, q: u64) -> bool {
+            (0..self.w.generations()).any(|d| {
+                let s = self.w.slot_at(self.view, d) as usize;
+                self.w.visible(self.last[s], q) && self.slots[s].contains(&item)
+            })
+        }
+
+        fn add(&mut self, item: u32, now: u64) -> bool {
+            let q = self.w.reader_grid(now, self.last[self.view.pos as usize]);
+            self.step(q, false);
+            if self.dirty_for.is_some() {
+                self.run_cleaner();
+            }
+            let cur = self.view.pos as usize;
+            let was = self.present(item, q);
+            self.last[cur] = Window::raised_last(self.last[cur], q);
+            self.slots[cur].insert(item);
+            !was
+        }
+
+        fn contains(&self, item: u32, now: u64) -> bool {
+            let cur = self.view.pos as usize;
+            self.present(item, self.w.reader_grid(now, self.last[cur]))
+        }
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// The retention bounds over many (g, period, epoch, add time, query
+    /// times) combinations, with writers at random moments (so steps come
+    /// late and the spare is sometimes not clean yet): an item added at `t`
+    /// is seen at every query before `t + window`; once its generation is
+    /// no longer current and no later add went to it, it is forgotten at
+    /// every query from `t + window * g / (g - 1)` on (the grid makes the
+    /// time a whole period: the bound is exact on the grid); with writers
+    /// at every period it is forgotten by then in all cases.
+    #[test]
+    fn retention_bounds_hold_for_many_schedules() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for round in 0..3000 {
+            let g = 2 + rng.below(15) as u32;
+            let window = MIN_WINDOW_NS + rng.below(10 * MIN_WINDOW_NS);
+            let epoch = rng.below(1 << 40);
+            let w = Window::new(Some(window), g, epoch).unwrap();
+            let p = w.period_ns().unwrap();
+            let (lower, upper) = w.retention_bounds_ns().unwrap();
+            let prompt = round % 2 == 0;
+            // Prompt: the stepping writer clears the spare at once. Else a
+            // cleaner late by up to two writes (the next step may find the
+            // spare not clean yet and be deferred).
+            let mut sim = Sim::new(w, if prompt { 0 } else { rng.below(3) as u32 });
+            // Writers: every period at a random offset (prompt), or at
+            // random gaps of up to three periods.
+            let mut now = epoch + rng.below(4 * upper);
+            let t_add = now + rng.below(3 * p);
+            let end = t_add + 3 * upper;
+            let mut added = false;
+            let mut last_touch = 0;
+            let mut noise = 1_000;
+            while now < end {
+                if !added && now >= t_add {
+                    sim.add(7, now);
+                    added = true;
+                    last_touch = now;
+                }
+                if added {
+                    let seen = sim.contains(7, now);
+                    if now < last_touch + lower {
+                        assert!(seen, "round {round}: g {g} period {p}: gone at +{}", now - last_touch);
+                    }
+                    if prompt && now >= last_touch + upper {
+                        assert!(!seen, "round {round}: g {g} period {p}: kept at +{}", now - last_touch);
+                    }
+                }
+                // Another item's add: a writer that steps when due.
+                noise += 1;
+                sim.add(noise, now);
+                now += if prompt { p / 2 + 1 } else { 1 + rng.below(3 * p) };
+                if rng.below(50) == 0 && added && now >= last_touch + p {
+                    // Re-adding extends the item's life.
+                    assert!(!sim.add(7, now) || now >= last_touch + lower);
+                    last_touch = now;
+                }
+            }
+        }
+    }
+
+    /// The bounds are tight on the grid: added at the very start of a
+    /// period, an item is seen until exactly `g` periods later; added at
+    /// its last nanosecond, until `g - 1` periods and one nanosecond.
+    #[test]
+    fn retention_bounds_are_exact_on_the_grid() {
+        for g in 2..=16u32 {
+            let w = Window::new(Some(MIN_WINDOW_NS * (g - 1) as u64), g, 1_000).unwrap();
+            let p = w.period_ns().unwrap();
+            for (offset, seen_for) in [(0, g as u64 * p), (p - 1, (g as u64 - 1) * p + 1)] {
+                let mut sim = Sim::new(w, 0);
+                let t = 1_000 + 5 * p + offset;
+                // Writers at every grid boundary keep the steps prompt.
+                for k in 0..=5 {
+                    sim.add(1_000 + k, 1_000 + k as u64 * p);
+                }
+                assert!(sim.add(1, t));
+                for k in 6..g + 9 {
+                    let at = 1_000 + k as u64 * p;
+                    assert_eq!(sim.contains(1, at - 1), at - 1 < t + seen_for, "g {g} k {k}");
+                    sim.add(1_000 + k, at);
+                    assert_eq!(sim.contains(1, at), at < t + seen_for, "g {g} k {k}");
+                }
+            }
+        }
+    }
+
+    /// With `rotate` only (a manual filter): an item added between two
+    /// rotations is seen through `g - 1` more and forgotten at the `g`th;
+    /// re-adding it starts over; exactly one add of it is new per life.
+    #[test]
+    fn manual_steps_are_exact() {
+        for g in 2..=16u32 {
+            let w = Window::new(None, g, 0).unwrap();
+            let mut sim = Sim::new(w, 0);
+            assert!(sim.add(1, 0));
+            assert!(!sim.add(1, 0));
+            for k in 1..=3 * g {
+                sim.run_cleaner();
+                assert!(sim.step(0, true), "g {g}: rotate {k} refused");
+                let alive = k % g != 0;
+                assert_eq!(sim.contains(1, 0), alive, "g {g} after {k} rotations");
+                if !alive {
+                    assert!(sim.add(1, 0), "g {g}: forgotten, so new again");
+                }
+            }
+            // A rotation with the spare not yet cleared is refused.
+            assert!(sim.step(0, true));
+            assert!(!sim.step(0, true));
+        }
+    }
+
+    /// The clock rule: backwards never steps back nor revives; forwards by
+    /// `k` periods hides what that much time would, and steps once.
+    #[test]
+    fn clock_jumps() {
+        for g in 2..=8u32 {
+            let w = Window::new(Some(MIN_WINDOW_NS * (g - 1) as u64), g, 0).unwrap();
+            let p = w.period_ns().unwrap();
+            for back in [1, p, 3 * p, 100 * p] {
+                let mut sim = Sim::new(w, 0);
+                let mut now = 0;
+                for k in 0..(2 * g as u64) {
+                    now = k * p;
+                    sim.add(k as u32, now);
+                }
+                let before = sim.view;
+                let old: Vec<bool> = (0..2 * g).map(|i| sim.contains(i, now)).collect();
+                let then = now.saturating_sub(back);
+                sim.add(1_000, then);
+                assert_eq!(sim.view, before, "a clock gone back stepped");
+                for i in 0..2 * g {
+                    assert!(
+                        !sim.contains(i, then) || old[i as usize],
+                        "g {g}: item {i} revived by a clock {back} ns back"
+                    );
+                }
+            }
+            // Idle, then one write long after: the old generation stays in
+            // the ring but hidden, and a clock gone back does not show it.
+            let mut sim = Sim::new(w, 0);
+            assert!(sim.add(1, 0));
+            sim.add(2, 2 * g as u64 * p);
+            assert!(!sim.contains(1, 2 * g as u64 * p));
+            for back in [0, p, 2 * g as u64 * p - 1] {
+                assert!(!sim.contains(1, back), "g {g}: revived at {back}");
+            }
+            assert!(sim.add(1, 0), "g {g}: an adder with the clock back revived it");
+            for k in 1..=(2 * g as u64) {
+                let mut sim = Sim::new(w, 0);
+                for i in 0..(2 * g as u64) {
+                    sim.add(i as u32, i * p);
+                }
+                let t0 = (2 * g as u64 - 1) * p;
+                let before = sim.view;
+                let jump = t0 + k * p;
+                sim.add(9_999, jump);
+                assert_eq!(sim.view.pos, w.spare(before), "g {g} k {k}: one step");
+                assert_eq!(sim.view.m, w.grid(jump));
+                for i in 0..(2 * g as u64) {
+                    let expect = i * p + (g as u64 * p) > jump;
+                    assert_eq!(sim.contains(i as u32, jump), expect, "g {g} jump {k}: item {i}");
+                }
+                if k >= g as u64 {
+                    assert!((0..2 * g).all(|i| !sim.contains(i, jump)), "all expire when k >= g");
+                }
+            }
+        }
+    }
+}

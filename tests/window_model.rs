@@ -1,0 +1,742 @@
+//! An exhaustive interleaving check of the generation step protocol of
+//! windowed filters (the design is in `src/window.rs`).
+//!
+//! One item, one bit per generation (k = 1 suffices: the exactly-once part
+//! within a generation is the stripe's, checked in `tests/model.rs`), a
+//! ring of `g + 1` slots for `g` = 2 and 3. The processes:
+//!
+//! * adder A0: add the item, then clear the spare if it is dirty;
+//! * adder A1: take a due step first, then add the item;
+//! * writer W: two steps (the clock is two periods ahead, or `rotate`
+//!   twice), clearing the spare after each;
+//! * reader Q: one query (oldest generation first, then a re-read of the
+//!   view: it looks again when the view moved two steps meanwhile).
+//!
+//! The clock is not modelled here (grid numbers, `last` and visibility by
+//! time are per-process arithmetic, tested in `src/window.rs`): every
+//! generation at ring distance below `g` is visible, and the clock allows
+//! two steps.
+//!
+//! One step of the model is one atomic access of the protocol (a load, a
+//! store, a CAS, an RMW on a bit). Every interleaving is explored, depth
+//! first with states memoised, under sequential consistency (the protocol
+//! uses `SeqCst` for the pairs whose order matters: an adder's stripe then
+//! its `view` load against a step's CAS then the cleaner's stripe loads).
+//! Any one process may be killed at any step; its stripe or cleaner claim
+//! stays held by a dead owner, which waiters take over.
+//!
+//! Checked in every reachable state: a spare marked clean holds no bit; no
+//! live generation is cleared; adders write only live generations, and at
+//! most one step happens while an adder holds its stripe; a reader never
+//! waits; an adder waits only for another adder's stripe (never for a
+//! step or a clear). At the end of every run: nobody is stuck; the results
+//! are linearizable with the steps (some order of the adds, the query and
+//! the steps, consistent with real time, explains every answer — the
+//! killed operation in or out — and the item's final presence), so among
+//! concurrent adders of an item not in any live generation exactly one is
+//! told new, across a step too; and whatever a killed process left, a
+//! fresh process can take over the locks and clear the spare.
+//!
+//! Broken variants of the protocol must fail the model: adders that do not
+//! re-read the view after their write; a clear without drain; a step that
+//! publishes a spare not yet clean; a clear of the generation just
+//! published; a reader that looks newest first, or does not re-read the
+//! view.
+
+use std::collections::HashSet;
+
+const NP: usize = 4;
+const A0: usize = 0;
+const A1: usize = 1;
+const W: usize = 2;
+const Q: usize = 3;
+/// Operations: the two adds, the query, the first and second step.
+const NOPS: usize = 5;
+const OP_STEP: usize = 3;
+/// Generation numbers start here, so that the `g - 1` before are >= 1.
+const START: u8 = 4;
+/// The clock allows two steps.
+const TARGET: u8 = START + 2;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Broken {
+    None,
+    /// Adders answer for the view they read before writing.
+    NoRecheck,
+    /// The cleaner zeroes the spare without waiting for stripe holders.
+    NoDrain,
+    /// A step publishes the spare whether or not it is clean.
+    PublishDirty,
+    /// The cleaner clears the slot the last step published.
+    ClearCurrent,
+    /// The reader looks at the newest generation first.
+    QueryNewestFirst,
+    /// The reader does not re-read the view after its looks.
+    QueryNoRecheck,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    Step,
+    Add,
+    Clean,
+    Query,
+}
+
+fn program(p: usize) -> &'static [Phase] {
+    use Phase::*;
+    match p {
+        A0 => &[Add, Clean],
+        A1 => &[Step, Add],
+        W => &[Step, Clean, Step, Clean],
+        _ => &[Query],
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Cfg {
+    g: u8,
+    broken: Broken,
+    /// Generations (numbers) holding the item at the start.
+    present: u16,
+    /// The spare starts dirty, holding the item (an expired generation's).
+    dirty_spare: bool,
+}
+
+impl Cfg {
+    fn ring(&self) -> u8 {
+        self.g + 1
+    }
+    fn slot(&self, gen: u8) -> usize {
+        (gen % self.ring()) as usize
+    }
+    fn live(&self, view: u8, gen: u8) -> bool {
+        gen <= view && view - gen < self.g
+    }
+}
+
+type Owner = u8;
+
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct State {
+    view: u8,
+    bits: [bool; 4],
+    /// `clean[s]`: the view + 1 from which a step may publish slot `s`.
+    clean: [u8; 4],
+    stripe: Owner,
+    claim: Owner,
+    steps: u8,
+    phase: [u8; NP],
+    pc: [u8; NP],
+    // Locals: the views read, the writes' "new there", the running answer,
+    // the next generation to look at.
+    v: [u8; NP],
+    v2: [u8; NP],
+    n1: [bool; NP],
+    present: [bool; NP],
+    gi: [u8; NP],
+    dead: [bool; NP],
+    crashed: bool,
+    invoked: [bool; NOPS],
+    done: [Option<bool>; NOPS],
+    /// before[a][b]: a responded before b was invoked.
+    before: [[bool; NOPS]; NOPS],
+}
+
+fn me(p: usize) -> Owner {
+    p as Owner + 1
+}
+
+impl State {
+    fn new(c: &Cfg) -> State {
+        let mut s = State {
+            view: START,
+            bits: [false; 4],
+            clean: [0; 4],
+            stripe: 0,
+            claim: 0,
+            steps: 0,
+            phase: [0; NP],
+            pc: [0; NP],
+            v: [0; NP],
+            v2: [0; NP],
+            n1: [false; NP],
+            present: [false; NP],
+            gi: [0; NP],
+            dead: [false; NP],
+            crashed: false,
+            invoked: [false; NOPS],
+            done: [None; NOPS],
+            before: [[false; NOPS]; NOPS],
+        };
+        for gen in START + 1 - c.g..=START {
+            if c.present & 1 << gen != 0 {
+                s.bits[c.slot(gen)] = true;
+            }
+        }
+        let spare = c.slot(START + 1);
+        if c.dirty_spare {
+            s.bits[spare] = true;
+        } else {
+            s.clean[spare] = START + 1;
+        }
+        s
+    }
+
+    fn finished(&self, p: usize) -> bool {
+        self.phase[p] as usize == program(p).len()
+    }
+
+    fn running(&self, p: usize) -> bool {
+        !self.dead[p] && !self.finished(p)
+    }
+
+    fn owner_dead(&self, o: Owner) -> bool {
+        o != 0 && self.dead[o as usize - 1]
+    }
+
+    fn invoke(&mut self, op: usize) {
+        if !self.invoked[op] {
+            self.invoked[op] = true;
+            for q in 0..NOPS {
+                if self.done[q].is_some() {
+                    self.before[q][op] = true;
+                }
+            }
+        }
+    }
+
+    fn respond(&mut self, op: usize, r: bool) {
+        self.done[op] = Some(r);
+    }
+
+    fn next_phase(&mut self, p: usize) {
+        self.phase[p] += 1;
+        self.pc[p] = 0;
+        self.forget_locals(p);
+    }
+
+    /// Locals do not outlive a phase (fewer distinct states to explore).
+    fn forget_locals(&mut self, p: usize) {
+        self.v[p] = 0;
+        self.v2[p] = 0;
+        self.n1[p] = false;
+        self.present[p] = false;
+        self.gi[p] = 0;
+    }
+}
+
+// Step phase.
+const ST_VIEW: u8 = 0;
+const ST_CLEAN: u8 = 1;
+const ST_CAS: u8 = 2;
+// Add phase.
+const AD_TAKE: u8 = 0;
+const AD_VIEW: u8 = 1;
+const AD_W1: u8 = 2;
+const AD_REREAD: u8 = 3;
+const AD_W2: u8 = 4;
+const AD_GATHER: u8 = 5;
+const AD_RELEASE: u8 = 6;
+// Clean phase.
+const K_CLAIM: u8 = 0;
+const K_VIEW: u8 = 1;
+const K_CHECK: u8 = 2;
+const K_DRAIN: u8 = 3;
+const K_ZERO: u8 = 4;
+const K_MARK: u8 = 5;
+const K_RELEASE: u8 = 6;
+// Query phase.
+const Q_VIEW: u8 = 0;
+const Q_READ: u8 = 1;
+
+/// Set the item's bit in generation `gen`'s slot (one RMW); whether it was 0.
+fn write(c: &Cfg, s: &State, n: &mut State, p: usize, gen: u8) -> bool {
+    assert!(
+        c.live(s.view, gen),
+        "adder {p} writes generation {gen}, not live in view {}: {s:?}",
+        s.view
+    );
+    let slot = c.slot(gen);
+    n.bits[slot] = true;
+    !s.bits[slot]
+}
+
+/// The slot a cleaner with view `kv` clears.
+fn target(c: &Cfg, kv: u8) -> usize {
+    if c.broken == Broken::ClearCurrent {
+        c.slot(kv)
+    } else {
+        c.slot(kv + 1)
+    }
+}
+
+/// The state after one step of `p`, or `None` when `p` is blocked or done.
+fn step(c: &Cfg, s: &State, p: usize) -> Option<State> {
+    if !s.running(p) {
+        return None;
+    }
+    let mut n = s.clone();
+    let id = me(p);
+    let g = c.g;
+    match program(p)[s.phase[p] as usize] {
+        Phase::Step => match s.pc[p] {
+            ST_VIEW => {
+                n.v[p] = s.view;
+                if s.view >= TARGET {
+                    n.next_phase(p);
+                } else {
+                    n.pc[p] = ST_CLEAN;
+                }
+            }
+            ST_CLEAN => {
+                let v = s.v[p];
+                if s.clean[c.slot(v + 1)] == v + 1 || c.broken == Broken::PublishDirty {
+                    n.pc[p] = ST_CAS;
+                } else {
+                    n.next_phase(p); // deferred: nobody waits for a clear
+                }
+            }
+            ST_CAS => {
+                if s.view == s.v[p] {
+                    n.view += 1;
+                    let op = OP_STEP + s.steps as usize;
+                    n.steps += 1;
+                    n.invoke(op);
+                    n.respond(op, false);
+                }
+                n.next_phase(p);
+            }
+            _ => unreachable!(),
+        },
+        Phase::Add => {
+            let op = p;
+            match s.pc[p] {
+                AD_TAKE => {
+                    n.invoke(op);
+                    if s.stripe == 0 {
+                        n.stripe = id;
+                        n.pc[p] = AD_VIEW;
+                    } else if s.owner_dead(s.stripe) {
+                        n.stripe = 0;
+                    } else {
+                        let o = s.stripe as usize - 1;
+                        assert!(
+                            program(o)[s.phase[o] as usize] == Phase::Add,
+                            "adder {p} waits for a stripe held outside an add: {s:?}"
+                        );
+                        return None;
+                    }
+                }
+                AD_VIEW => {
+                    n.v[p] = s.view;
+                    n.pc[p] = AD_W1;
+                }
+                AD_W1 => {
+                    n.n1[p] = write(c, s, &mut n, p, s.v[p]);
+                    n.pc[p] = AD_REREAD;
+                }
+                AD_REREAD => {
+                    let v = s.v[p];
+                    let v2 = if c.broken == Broken::NoRecheck { v } else { s.view };
+                    assert!(v2 - v <= 1, "two steps during adder {p}'s stripe hold: {s:?}");
+                    n.v2[p] = v2;
+                    if v2 == v {
+                        n.present[p] = !s.n1[p];
+                        n.gi[p] = 1;
+                        n.pc[p] = AD_GATHER;
+                    } else {
+                        n.pc[p] = AD_W2;
+                    }
+                }
+                AD_W2 => {
+                    let n2 = write(c, s, &mut n, p, s.v2[p]);
+                    // The slot of the earlier write counts with what it held
+                    // before it; it is at distance 1, visible (g >= 2).
+                    n.present[p] = !n2 || !s.n1[p];
+                    n.gi[p] = 2;
+                    n.pc[p] = AD_GATHER;
+                }
+                AD_GATHER => {
+                    let d = s.gi[p];
+                    if d < g {
+                        let gen = s.v2[p] - d;
+                        n.present[p] |= s.bits[c.slot(gen)];
+                        n.gi[p] += 1;
+                    } else {
+                        n.pc[p] = AD_RELEASE;
+                    }
+                }
+                AD_RELEASE => {
+                    if s.stripe == id {
+                        n.stripe = 0;
+                    }
+                    n.respond(op, !s.present[p]);
+                    n.next_phase(p);
+                }
+                _ => unreachable!(),
+            }
+        }
+        Phase::Clean => match s.pc[p] {
+            K_CLAIM => {
+                if s.claim == 0 || s.owner_dead(s.claim) {
+                    n.claim = id;
+                    n.pc[p] = K_VIEW;
+                } else {
+                    n.next_phase(p); // someone is on it: do not wait
+                }
+            }
+            K_VIEW => {
+                n.v[p] = s.view;
+                n.pc[p] = K_CHECK;
+            }
+            K_CHECK => {
+                let kv = s.v[p];
+                let done = s.clean[c.slot(kv + 1)] == kv + 1 && c.broken != Broken::ClearCurrent;
+                n.pc[p] = if done { K_RELEASE } else { K_DRAIN };
+            }
+            K_DRAIN => {
+                if c.broken == Broken::NoDrain || s.stripe == 0 {
+                    n.pc[p] = K_ZERO;
+                } else if s.owner_dead(s.stripe) {
+                    n.stripe = 0;
+                } else {
+                    return None; // an add in flight: the cleaner waits for it
+                }
+            }
+            K_ZERO => {
+                let slot = target(c, s.v[p]);
+                for d in 0..g {
+                    assert!(
+                        c.slot(s.view - d) != slot,
+                        "cleaner {p} clears slot {slot}, live in view {}: {s:?}",
+                        s.view
+                    );
+                }
+                n.bits[slot] = false;
+                n.pc[p] = K_MARK;
+            }
+            K_MARK => {
+                let kv = s.v[p];
+                n.clean[target(c, kv)] = kv + 1;
+                n.pc[p] = K_RELEASE;
+            }
+            K_RELEASE => {
+                if s.claim == id {
+                    n.claim = 0;
+                }
+                n.next_phase(p);
+            }
+            _ => unreachable!(),
+        },
+        Phase::Query => match s.pc[p] {
+            Q_VIEW => {
+                n.invoke(2);
+                n.v[p] = s.view;
+                n.present[p] = false;
+                n.gi[p] = 0;
+                n.pc[p] = Q_READ;
+            }
+            Q_READ => {
+                // Oldest first: an item only moves to newer generations
+                // (written before the adder's release, which the clear of
+                // the older one waits for).
+                let i = s.gi[p];
+                let d = if c.broken == Broken::QueryNewestFirst {
+                    i
+                } else {
+                    g - 1 - i.min(g - 1)
+                };
+                if i < g {
+                    n.present[p] |= s.bits[c.slot(s.v[p] - d)];
+                    n.gi[p] += 1;
+                } else if s.view - s.v[p] >= 2 && c.broken != Broken::QueryNoRecheck {
+                    // Two steps while it looked: a slot it read may have
+                    // been cleared after the item moved past its view.
+                    // Look again (not a wait: nobody is waited for).
+                    n.v[p] = s.view;
+                    n.present[p] = false;
+                    n.gi[p] = 0;
+                } else {
+                    n.respond(2, s.present[p]);
+                    n.next_phase(p);
+                }
+            }
+            _ => unreachable!(),
+        },
+    }
+    Some(n)
+}
+
+fn check_state(c: &Cfg, s: &State) {
+    let spare = c.slot(s.view + 1);
+    if s.clean[spare] == s.view + 1 {
+        assert!(!s.bits[spare], "a spare marked clean holds a bit: {s:?}");
+    }
+    if s.running(Q) {
+        assert!(step(c, s, Q).is_some(), "the reader waits: {s:?}");
+    }
+}
+
+/// Some order of the operations, consistent with real time, that explains
+/// the answers and the item's final presence.
+///
+/// The specification: an add answers "new" iff the item is in no live
+/// generation at its linearization point, and puts it in the current
+/// generation there; it may keep putting it in each generation made
+/// current by a step before it answers (the protocol's second write: the
+/// item's life counts from some instant of the add, not necessarily the
+/// linearization point). A query answers whether the item is in a live
+/// generation. The killed process's operation took effect or did not.
+fn linearizable(c: &Cfg, s: &State) -> bool {
+    let completed: u8 = (0..NOPS).filter(|&o| s.done[o].is_some()).fold(0, |m, o| m | 1 << o);
+    let killed: u8 = (0..NOPS)
+        .filter(|&o| s.invoked[o] && s.done[o].is_none())
+        .fold(0, |m, o| m | 1 << o);
+    let physical = (0..c.g).any(|d| s.bits[c.slot(s.view - d)]);
+    [completed, completed | killed].iter().any(|&set| {
+        let mut memo = HashSet::new();
+        let start = Search {
+            placed: 0,
+            cur: START,
+            present: c.present,
+            open: 0,
+        };
+        search(c, s, physical, set, start, &mut memo)
+    })
+}
+
+fn visible(c: &Cfg, present: u16, cur: u8) -> bool {
+    (0..c.g).any(|d| present & 1 << (cur - d) != 0)
+}
+
+/// A partial linearization: the operations placed so far, the current
+/// generation, where the item is, and the adds still renewing it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Search {
+    placed: u8,
+    cur: u8,
+    present: u16,
+    open: u8,
+}
+
+/// Place the operations of `set` one by one; true if some order explains
+/// the run.
+fn search(c: &Cfg, s: &State, physical: bool, set: u8, at: Search, memo: &mut HashSet<Search>) -> bool {
+    if at.placed == set {
+        return at.cur == s.view && visible(c, at.present, at.cur) == physical;
+    }
+    if !memo.insert(at) {
+        return false;
+    }
+    let left = set & !at.placed;
+    for op in (0..NOPS).filter(|&o| left & 1 << o != 0) {
+        // Everything that answered before `op` was invoked goes first.
+        if (0..NOPS).any(|q| left & 1 << q != 0 && s.before[q][op]) {
+            continue;
+        }
+        let placed = at.placed | 1 << op;
+        let found = match op {
+            OP_STEP.. => {
+                let cur = at.cur + 1;
+                // An add that answered before this step cannot renew.
+                let may = (0..2)
+                    .filter(|&a| at.open & 1 << a != 0 && !s.before[a][op])
+                    .fold(0u8, |m, a| m | 1 << a);
+                (0..=may).filter(|sub| sub & !may == 0).any(|open| {
+                    let present = if open != 0 { at.present | 1 << cur } else { at.present };
+                    let next = Search {
+                        placed,
+                        cur,
+                        present,
+                        open,
+                    };
+                    search(c, s, physical, set, next, memo)
+                })
+            }
+            2 => {
+                s.done[2].map_or(true, |got| got == visible(c, at.present, at.cur))
+                    && search(c, s, physical, set, Search { placed, ..at }, memo)
+            }
+            a => {
+                let new = !visible(c, at.present, at.cur);
+                let next = Search {
+                    placed,
+                    present: at.present | 1 << at.cur,
+                    open: at.open | 1 << a,
+                    ..at
+                };
+                s.done[a].map_or(true, |got| got == new) && search(c, s, physical, set, next, memo)
+            }
+        };
+        if found {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whatever the run left, a fresh process takes the locks over (free or
+/// held by the dead) and clears the spare; a step is then possible.
+fn next_process_finishes(c: &Cfg, s: &State) {
+    assert!(s.claim == 0 || s.owner_dead(s.claim), "cleaner claim stuck: {s:?}");
+    assert!(s.stripe == 0 || s.owner_dead(s.stripe), "stripe stuck: {s:?}");
+    let spare = c.slot(s.view + 1);
+    for d in 0..c.g {
+        assert_ne!(c.slot(s.view - d), spare);
+    }
+    let mut f = s.clone();
+    f.bits[spare] = false;
+    f.clean[spare] = s.view + 1;
+    check_state(c, &f);
+}
+
+/// Explore every run; the number of final states.
+fn explore(c: Cfg) -> usize {
+    let mut seen = HashSet::new();
+    let mut stack = vec![State::new(&c)];
+    let mut finals = 0;
+    while let Some(s) = stack.pop() {
+        if !seen.insert(s.clone()) {
+            continue;
+        }
+        check_state(&c, &s);
+        let mut moved = false;
+        for p in 0..NP {
+            if let Some(n) = step(&c, &s, p) {
+                moved = true;
+                stack.push(n);
+            }
+            // A SIGKILL instead of this step (one per run).
+            if s.running(p) && !s.crashed {
+                let mut k = s.clone();
+                k.dead[p] = true;
+                k.crashed = true;
+                k.pc[p] = 0;
+                k.forget_locals(p);
+                stack.push(k);
+            }
+        }
+        if !moved {
+            let stuck: Vec<usize> = (0..NP).filter(|&p| s.running(p)).collect();
+            assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
+            assert!(linearizable(&c, &s), "not linearizable: {c:?} {s:?}");
+            next_process_finishes(&c, &s);
+            finals += 1;
+        }
+    }
+    finals
+}
+
+fn configs(g: u8, broken: Broken) -> Vec<Cfg> {
+    let mut out = vec![];
+    let oldest = START + 1 - g;
+    let mut sets = vec![0, 1 << START, 1 << oldest, (1 << START) | (1 << oldest)];
+    if START - 1 != oldest {
+        sets.push(1 << (START - 1));
+    }
+    for present in sets {
+        for dirty_spare in [false, true] {
+            out.push(Cfg {
+                g,
+                broken,
+                present,
+                dirty_spare,
+            });
+        }
+    }
+    out
+}
+
+fn explore_all(g: u8) {
+    for c in configs(g, Broken::None) {
+        let finals = explore(c);
+        assert!(finals > 1000, "{c:?}: only {finals} runs");
+    }
+}
+
+#[test]
+fn two_generations_every_interleaving_every_kill() {
+    explore_all(2);
+}
+
+#[test]
+fn three_generations_every_interleaving_every_kill() {
+    explore_all(3);
+}
+
+/// A step happens in some runs and not in others, adds answer both ways:
+/// the model explores what it claims to.
+#[test]
+fn the_runs_cover_steps_and_both_answers() {
+    let c = Cfg {
+        g: 2,
+        broken: Broken::None,
+        present: 1 << (START - 1),
+        dirty_spare: false,
+    };
+    let mut seen = HashSet::new();
+    let mut stack = vec![State::new(&c)];
+    let (mut steps, mut answers) = (HashSet::new(), HashSet::new());
+    while let Some(s) = stack.pop() {
+        if !seen.insert(s.clone()) {
+            continue;
+        }
+        let next: Vec<State> = (0..NP).filter_map(|p| step(&c, &s, p)).collect();
+        if next.is_empty() {
+            steps.insert(s.steps);
+            answers.insert((s.done[A0], s.done[A1]));
+        }
+        stack.extend(next);
+    }
+    assert_eq!(steps, HashSet::from([1, 2]), "runs with one and with two steps");
+    // The item was only in the oldest generation: an add before the first
+    // step finds it, an add after does not.
+    assert!(answers.contains(&(Some(false), Some(false))));
+    assert!(answers.contains(&(Some(true), Some(false))));
+    assert!(answers.contains(&(Some(false), Some(true))));
+    assert!(!answers.contains(&(Some(true), Some(true))), "both told new");
+}
+
+fn must_fail(g: u8, broken: Broken) {
+    let r = std::panic::catch_unwind(|| {
+        for c in configs(g, broken) {
+            explore(c);
+        }
+    });
+    assert!(r.is_err(), "{broken:?} passed the model");
+}
+
+#[test]
+fn model_catches_adders_that_do_not_re_read_the_view() {
+    must_fail(2, Broken::NoRecheck);
+}
+
+#[test]
+fn model_catches_a_clear_without_drain() {
+    must_fail(2, Broken::NoDrain);
+}
+
+#[test]
+fn model_catches_a_step_that_publishes_a_dirty_spare() {
+    must_fail(2, Broken::PublishDirty);
+}
+
+#[test]
+fn model_catches_clearing_the_generation_just_published() {
+    must_fail(2, Broken::ClearCurrent);
+}
+
+/// A reader whose view went two steps stale while it looked can miss an
+/// item renewed past it.
+#[test]
+fn model_catches_a_reader_that_does_not_re_read_the_view() {
+    must_fail(2, Broken::QueryNoRecheck);
+}
+
+/// A reader that looks at the newest generation first can miss an item
+/// renewed into it after that look while the older one is cleared.
+#[test]
+fn model_catches_a_reader_looking_newest_first() {
+    must_fail(2, Broken::QueryNewestFirst);
+}
