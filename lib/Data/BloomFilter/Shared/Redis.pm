@@ -622,7 +622,7 @@ sub _plan {
     my @pieces;
     my @args = eval {
         _xs_args($verb, $self->{layout}, $self->{seed}, $self->{bits}, $self->{hashes},
-            $self->{piece}, $items, $self->{shards} > 1 ? \@pieces : undef);
+            $self->{span}, $self->{piece}, $items, $self->{shards} > 1 ? \@pieces : undef);
     };
     _croak($method, _strip($@)) if $@;
     return \@args, \@pieces;
@@ -645,7 +645,7 @@ sub _batch {
     my ($count, $known, $refused) = (0, 0, 0);
     my @each;
     my @cmds;
-    my @geo = ($self->{layout}, $self->{seed}, $self->{bits}, $self->{hashes}, $self->{piece});
+    my @geo = @$self{qw(layout seed bits hashes span piece)};
     my $key = "{$self->{tags}[0]}:bits";
     for (my $from = 0; $from < $n; $from += $CHUNK) {
         my ($s, $e) = ($from, ($from + $CHUNK < $n ? $from + $CHUNK : $n) - 1);    # per closure
@@ -750,11 +750,11 @@ sub _single {
     my ($reply, $err);
     if ($fast) {
         ($reply, $err) = $conn->__std_cmd($verb ? 'BITFIELD' : 'BITFIELD_RO', $self->{bitskey},
-            _xs_args($verb, @$self{qw(layout seed bits hashes piece)}, [$item], undef));
+            _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, [$item], undef));
         $err //= 'no reply' if ref $reply ne 'ARRAY';
     }
     else {
-        my @args = _xs_args($verb, @$self{qw(layout seed bits hashes piece)}, [$item], undef);
+        my @args = _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, [$item], undef);
         $reply = eval { scalar $conn->bitfield($self->{bitskey}, @args) };
         $err = $@ || 'no reply' if ref $reply ne 'ARRAY';
     }
