@@ -935,14 +935,16 @@ sub to_filter {
 sub _local_bits {
     my ($self, $other) = @_;
     my $img = eval { $other->serialize } // _croak('merge', 'other filter: ' . _strip($@));
-    my ($magic, $version, undef, $k, undef, $m, undef, undef, $seed) = unpack 'a8 V V V V Q< Q< Q< Q<', $img;
+    my ($magic, $version, $scheme, $k, undef, $m, undef, undef, $seed) = unpack 'a8 V V V V Q< Q< Q< Q<', $img;
     _croak('merge', "the local filter's portable image is not version 1")
         if $magic ne 'BLOOMSER' || $version != 1;
+    # The image's hash scheme: 1 standard, 2 blocked in 64-bit words, 3
+    # blocked in 128-bit blocks (a blocked filter's span is its width).
+    my $want = $self->{layout} eq 'standard' ? 1 : $self->{span} == 128 ? 3 : 2;
+    _croak('merge', "layout mismatch (this filter's layout is '$self->{layout}')") if $scheme != $want;
     _croak('merge', "geometry mismatch (bits $self->{bits} vs $m, hashes $self->{hashes} vs $k)")
         if $m != $self->{bits} || $k != $self->{hashes};
     _croak('merge', 'seed mismatch (the filters hash with different seeds)') if "$seed" ne "$self->{seed}";
-    _croak('merge', "layout mismatch (this filter's layout is '$self->{layout}')")
-        if $other->can('layout') ? $other->layout ne $self->{layout} : $self->{layout} ne 'standard';
     return substr $img, 56, $m / 8;
 }
 
