@@ -117,7 +117,12 @@ for my $case ([0.01, 0, 64], [0.001, 777, 128], [0.3, '18446744073709551615', 64
     my $s = $R->new($srv->address, 'bm-std', 3000, 0.001);
     dies_like { $s->merge($m) } qr/\A\Q$R\E->merge: layout mismatch \(this filter's layout is 'standard'\)/,
         'merge of a blocked local filter into a standard one croaks';
-    dies_like { $r->merge($s) } qr/\A\Q$R\E->merge: bits mismatch/, 'merge of a standard Redis filter croaks';
+    dies_like { $r->merge($s) } qr/\A\Q$R\E->merge: layout mismatch \(blocked vs standard\)/, 'merge of a standard Redis filter croaks';
+    # The other block width: 0.01 gives 64-bit words, this filter has 128-bit blocks.
+    dies_like { $r->merge($L->new(undef, 3000, 0.01, { layout => 'blocked' })) }
+        qr/\A\Q$R\E->merge: layout mismatch \(this filter's layout is 'blocked'\)/, 'merge of a local blocked filter of the other width croaks';
+    my $w64 = $R->new($rc, 'bm-w64', 3000, 0.01, { layout => 'blocked' });
+    dies_like { $r->merge($w64) } qr/\A\Q$R\E->merge: span mismatch \(128 vs 64\)/, 'merge of a Redis blocked filter of the other width croaks';
     ok $rc->get('{bm}:bits') eq $before, 'refused merges changed nothing';
     my $r2 = $R->new($rc, 'bm2', 3000, 0.001, { layout => 'blocked' });
     $r2->add('from-r2');
