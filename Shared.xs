@@ -1057,12 +1057,13 @@ _xs_items(items_ref)
     RETVAL
 
 void
-_xs_args(verb, layout, seed, bits, hashes, piece_bits, items_ref, pieces_out)
+_xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pieces_out)
     IV verb
     const char *layout
     UV seed
     UV bits
     UV hashes
+    UV span_bits
     UV piece_bits
     SV *items_ref
     SV *pieces_out
@@ -1091,7 +1092,7 @@ _xs_args(verb, layout, seed, bits, hashes, piece_bits, items_ref, pieces_out)
         pieces = offsets + total;
     err[0] = '\0';
     st = bfs_remote_offsets(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes,
-                            (uint64_t)piece_bits, slices, (size_t)n, offsets, pieces, err);
+                            (uint64_t)span_bits, (uint64_t)piece_bits, slices, (size_t)n, offsets, pieces, err);
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
     if (pav) {

@@ -424,7 +424,7 @@ uint64_t bfs_serialized_size(const struct BfsFilter *h);
 BfsStatus bfs_serialize(const struct BfsFilter *h, uint8_t *buf, size_t len, char *err);
 
 /**
- * The geometry `layout` ("standard", ...) gives `capacity` and `fp_rate`.
+ * The geometry `layout` ("standard" or "blocked") gives `capacity` and `fp_rate`.
  *
  * # Safety
  * `layout`: NUL-terminated. `out`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
@@ -432,8 +432,9 @@ BfsStatus bfs_serialize(const struct BfsFilter *h, uint8_t *buf, size_t len, cha
 BfsStatus bfs_remote_geometry(const char *layout, uint64_t capacity, double fp_rate, struct BfsRemoteGeometry *out, char *err);
 
 /**
- * For each of the `n` items, the offsets of its `hashes` probe bits within
- * the piece of `piece_bits` bits that holds it (`offsets`: `n * hashes`
+ * For each of the `n` items of a filter of `layout`, `bits`, `hashes` and
+ * `span_bits` (as `bfs_remote_geometry` gave them), the offsets of its
+ * `hashes` probe bits within the piece of `piece_bits` bits that holds it (`offsets`: `n * hashes`
  * values), counted as remote stores count (bit 0 is the most significant bit
  * of byte 0), and the piece's number (`pieces`: `n` values, or NULL).
  *
@@ -442,7 +443,7 @@ BfsStatus bfs_remote_geometry(const char *layout, uint64_t capacity, double fp_r
  * `n * hashes` values; `pieces`: NULL or valid for `n`. `err`: NULL or
  * BFS_ERRBUF_LEN bytes.
  */
-BfsStatus bfs_remote_offsets(const char *layout, uint64_t seed, uint64_t bits, uint32_t hashes, uint64_t piece_bits, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *pieces, char *err);
+BfsStatus bfs_remote_offsets(const char *layout, uint64_t seed, uint64_t bits, uint32_t hashes, uint64_t span_bits, uint64_t piece_bits, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *pieces, char *err);
 
 /**
  * The count and estimated false-positive rate a filter of `layout`,

@@ -739,26 +739,7 @@ unsafe fn layout_arg(p: *const c_char) -> Result<remote::ProbeLayout, Error> {
     remote::ProbeLayout::from_name(name)
 }
 
-fn remote_geometry(bits: u64, hashes: u32) -> Result<crate::Geometry, Error> {
-    // A multiple of 64: the standard layout's sizes are powers of two, a
-    // blocked layout's are whole words or blocks.
-    if bits % 64 != 0 || !(crate::geometry::MIN_BITS..=crate::geometry::MAX_BITS).contains(&bits) {
-        return Err(Error::arg(format!("bits {bits} is not a filter size")));
-    }
-    if !(crate::geometry::MIN_K..=crate::geometry::MAX_K).contains(&hashes) {
-        return Err(Error::arg(format!("hashes {hashes} is out of range")));
-    }
-    Ok(crate::Geometry {
-        k: hashes,
-        m: bits,
-        capacity: 0,
-        fp_rate: 0.0,
-        // Redis filters are of the standard layout so far.
-        scheme: crate::layout::Scheme::Standard,
-    })
-}
-
-/// The geometry `layout` ("standard", ...) gives `capacity` and `fp_rate`.
+/// The geometry `layout` ("standard" or "blocked") gives `capacity` and `fp_rate`.
 ///
 /// # Safety
 /// `layout`: NUL-terminated. `out`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
@@ -785,8 +766,9 @@ pub unsafe extern "C" fn bfs_remote_geometry(
     })
 }
 
-/// For each of the `n` items, the offsets of its `hashes` probe bits within
-/// the piece of `piece_bits` bits that holds it (`offsets`: `n * hashes`
+/// For each of the `n` items of a filter of `layout`, `bits`, `hashes` and
+/// `span_bits` (as `bfs_remote_geometry` gave them), the offsets of its
+/// `hashes` probe bits within the piece of `piece_bits` bits that holds it (`offsets`: `n * hashes`
 /// values), counted as remote stores count (bit 0 is the most significant bit
 /// of byte 0), and the piece's number (`pieces`: `n` values, or NULL).
 ///
@@ -801,6 +783,7 @@ pub unsafe extern "C" fn bfs_remote_offsets(
     seed: u64,
     bits: u64,
     hashes: u32,
+    span_bits: u64,
     piece_bits: u64,
     items: *const BfsSlice,
     n: usize,
@@ -811,7 +794,7 @@ pub unsafe extern "C" fn bfs_remote_offsets(
     guard(err, || {
         // SAFETY: per the function's contract.
         let l = unsafe { layout_arg(layout) }?;
-        let g = remote_geometry(bits, hashes)?;
+        let g = l.stored_geometry(bits, hashes, span_bits)?;
         let total = n
             .checked_mul(hashes as usize)
             .ok_or_else(|| Error::arg("too many items"))?;

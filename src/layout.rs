@@ -165,6 +165,19 @@ pub fn mask128(h: &ItemHash, k: u32) -> (u64, u64) {
     (lo, hi)
 }
 
+/// The bit indexes (in the whole array) of an item's `k` bits in a blocked
+/// layout of `n` blocks of `block` bits (64 or 128): the bits `mask64` or
+/// `mask128` set in the block `block_of` gives, one per multiplier, in
+/// multiplier order (two multipliers may name the same bit).
+pub fn blocked_bits(h: &ItemHash, block: u64, n: u64, k: u32) -> impl Iterator<Item = u64> {
+    debug_assert!(block == 64 || block == 128);
+    let (base, h2) = (block_of(h, n) * block, h.h2);
+    let shift = 64 - block.trailing_zeros();
+    MULT[..k.min(BLOCKED_MAX_K) as usize]
+        .iter()
+        .map(move |&c| base + (h2.wrapping_mul(c) >> shift))
+}
+
 // ---------------------------------------------------------------- strategies
 
 /// Ask for the cache line at `p`; no architectural effect.

@@ -14,6 +14,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::filter::Filter;
 use crate::geometry::Geometry;
 use crate::hashing::hash_item;
+use crate::layout::{blocked_bits, Layout, Scheme};
 use crate::region;
 
 /// Where an item's probes fall. Every layout a local filter can have gets a
@@ -22,6 +23,9 @@ use crate::region;
 pub enum ProbeLayout {
     /// `bloom.h`'s double hashing over the whole array.
     Standard,
+    /// All of an item's bits in one aligned 64-bit word or 128-bit block
+    /// (the geometry's scheme says which).
+    Blocked,
 }
 
 impl ProbeLayout {
@@ -29,8 +33,9 @@ impl ProbeLayout {
     pub fn from_name(name: &str) -> Result<ProbeLayout> {
         match name {
             "standard" => Ok(ProbeLayout::Standard),
+            "blocked" => Ok(ProbeLayout::Blocked),
             _ => Err(Error::arg(format!(
-                "unknown layout '{}' (this build has: standard)",
+                "unknown layout '{}' (this build has: standard, blocked)",
                 name.escape_default()
             ))),
         }
@@ -39,34 +44,88 @@ impl ProbeLayout {
     pub fn name(self) -> &'static str {
         match self {
             ProbeLayout::Standard => "standard",
+            ProbeLayout::Blocked => "blocked",
         }
     }
 
     /// The geometry this layout gives `capacity` and `fp_rate`.
     pub fn geometry(self, capacity: u64, fp_rate: f64) -> Result<Geometry> {
-        match self {
-            ProbeLayout::Standard => Geometry::for_capacity(capacity, fp_rate).map_err(|e| Error::arg(e.to_string())),
-        }
+        let layout = match self {
+            ProbeLayout::Standard => Layout::Standard,
+            ProbeLayout::Blocked => Layout::Blocked,
+        };
+        Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))
     }
 
     /// The size of the aligned range that holds all of one item's bits: a
     /// filter can be cut into pieces of any multiple of this many bits with
     /// every item inside one piece. None when an item's bits can fall
     /// anywhere (the standard layout spreads its probes over the whole
-    /// array), except that a single bit (`k` = 1) stays in one word.
+    /// array), except that a single bit (`k` = 1) stays in one word. A
+    /// blocked item's bits are in one word (64) or block (128).
     pub fn span_bits(self, g: &Geometry) -> Option<u64> {
         match self {
             ProbeLayout::Standard if g.k == 1 => Some(64),
             ProbeLayout::Standard => None,
+            ProbeLayout::Blocked => Some(g.scheme.block_bits()),
         }
     }
 
     /// Append the bit indexes of `item`'s `g.k` probes to `out`, in the
-    /// local filter's numbering.
+    /// local filter's numbering. A blocked item's all lie in its one word or
+    /// block, and two of them may be the same bit (as in the local filter,
+    /// whose mask then has fewer than k bits).
     pub fn positions(self, seed: u64, g: &Geometry, item: &[u8], out: &mut Vec<u64>) {
+        let h = hash_item(seed, item);
         match self {
-            ProbeLayout::Standard => out.extend(hash_item(seed, item).probes(g.k, g.m - 1)),
+            ProbeLayout::Standard => out.extend(h.probes(g.k, g.m - 1)),
+            ProbeLayout::Blocked => {
+                let b = g.scheme.block_bits();
+                out.extend(blocked_bits(&h, b, g.m / b, g.k))
+            }
         }
+    }
+
+    /// The geometry of a filter of this layout from its stored size `m`,
+    /// `k` and span (as `span_bits` gave it; 0 for none), checked as
+    /// untrusted values: the blocked width is the span.
+    pub fn stored_geometry(self, m: u64, k: u32, span: u64) -> Result<Geometry> {
+        let scheme = match self {
+            ProbeLayout::Standard => Scheme::Standard,
+            ProbeLayout::Blocked if span == 64 => Scheme::Word64,
+            ProbeLayout::Blocked if span == 128 => Scheme::Block128,
+            ProbeLayout::Blocked => {
+                return Err(Error::arg(format!("span {span} is not a blocked filter's (64 or 128)")));
+            }
+        };
+        let g = Geometry {
+            k,
+            m,
+            capacity: 1,
+            fp_rate: 0.5,
+            scheme,
+        };
+        // The standard layout's sizes are powers of two, except that a
+        // remote copy may be of any whole number of words (it is never
+        // mapped locally from these values, only addressed).
+        let shape_ok = match scheme {
+            Scheme::Standard => m % 64 == 0 && (crate::geometry::MIN_K..=crate::geometry::MAX_K).contains(&k),
+            _ => g.is_valid(),
+        };
+        if !shape_ok || !(crate::geometry::MIN_BITS..=crate::geometry::MAX_BITS).contains(&m) {
+            return Err(Error::arg(format!(
+                "bits {m}, hashes {k} are not a {} filter's geometry",
+                self.name()
+            )));
+        }
+        if self.span_bits(&g).unwrap_or(0) != span {
+            return Err(Error::arg(format!(
+                "span {span} is not the span of a {}-bit {} filter with {k} hashes",
+                m,
+                self.name()
+            )));
+        }
+        Ok(g)
     }
 }
 
@@ -143,10 +202,7 @@ pub fn estimates(layout: ProbeLayout, capacity: u64, fp_rate: f64, bits_set: u64
     if bits_set > g.m {
         return Err(Error::arg(format!("{bits_set} bits set in a filter of {} bits", g.m)));
     }
-    Ok((
-        g.count_from_bits_set(bits_set),
-        crate::geometry::estimated_fpp(g.m, g.k, bits_set),
-    ))
+    Ok((g.count_from_bits_set(bits_set), g.fpp_from_bits_set(bits_set)))
 }
 
 /// Fold the old probe bits a remote store returned (one byte per probe,
@@ -228,41 +284,145 @@ impl Filter {
 mod tests {
     use super::*;
     use crate::filter::Options;
+    use crate::layout::{Layout, Scheme};
 
     fn bit_of(bytes: &[u8], msb_offset: u64) -> bool {
         bytes[(msb_offset / 8) as usize] & (0x80 >> (msb_offset % 8)) != 0
     }
 
+    fn local(cap: u64, rate: f64, seed: u64, layout: ProbeLayout) -> Filter {
+        let layout = Some(match layout {
+            ProbeLayout::Standard => Layout::Standard,
+            ProbeLayout::Blocked => Layout::Blocked,
+        });
+        Filter::new_anonymous(
+            cap,
+            rate,
+            Options {
+                mode: 0o600,
+                seed,
+                layout,
+            },
+        )
+        .unwrap()
+    }
+
+    fn bit_bytes(f: &Filter) -> Vec<u8> {
+        let m = f.geometry().m;
+        f.serialize()[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (m / 8) as usize].to_vec()
+    }
+
     /// The offsets address, in the MSB-first view of the local filter's own
-    /// bytes, exactly the bits the local filter set.
+    /// bytes, exactly the bits the local filter set: for the standard layout,
+    /// and for blocked filters of 64-bit words and of 128-bit blocks.
     #[test]
     fn offsets_address_the_local_bits() {
-        for (cap, rate, seed) in [(1000u64, 0.01, 0u64), (50, 0.3, 7), (20_000, 0.001, u64::MAX)] {
-            let f = Filter::new_anonymous(
-                cap,
-                rate,
-                Options {
-                    mode: 0o600,
-                    seed,
-                    ..Options::default()
-                },
-            )
-            .unwrap();
+        let mut schemes = Vec::new();
+        for (layout, cap, rate, seed) in [
+            (ProbeLayout::Standard, 1000u64, 0.01, 0u64),
+            (ProbeLayout::Standard, 50, 0.3, 7),
+            (ProbeLayout::Standard, 20_000, 0.001, u64::MAX),
+            (ProbeLayout::Blocked, 1000, 0.01, 0),
+            (ProbeLayout::Blocked, 50, 0.3, 7),
+            (ProbeLayout::Blocked, 3000, 0.0001, u64::MAX),
+        ] {
+            let f = local(cap, rate, seed, layout);
             let g = f.geometry();
+            assert_eq!(g, layout.geometry(cap, rate).unwrap(), "the same geometry");
+            schemes.push(g.scheme);
             let items: Vec<Vec<u8>> = (0..300u32).map(|i| format!("item-{i}").into_bytes()).collect();
             let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
             f.add_many(&refs, None).unwrap();
-            let ser = f.serialize();
-            let bytes = &ser[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (g.m / 8) as usize];
+            let bytes = bit_bytes(&f);
             let mut off = vec![0u64; refs.len() * g.k as usize];
-            offsets(ProbeLayout::Standard, seed, &g, g.m, &refs, &mut off, None).unwrap();
+            offsets(layout, seed, &g, g.m, &refs, &mut off, None).unwrap();
             let mut union = vec![0u8; bytes.len()];
             for &o in &off {
-                assert!(bit_of(bytes, o), "offset {o} not set locally");
+                assert!(bit_of(&bytes, o), "{layout:?} {rate}: offset {o} not set locally");
                 union[(o / 8) as usize] |= 0x80 >> (o % 8);
             }
-            assert_eq!(union, bytes, "the local filter has bits no offset names");
+            assert_eq!(
+                union, bytes,
+                "{layout:?} {rate}: the local filter has bits no offset names"
+            );
+            // Each item alone: its offsets are exactly the bits a local
+            // filter sets for it, all in its one word or block.
+            if let Some(span) = layout.span_bits(&g) {
+                for item in &refs[..20] {
+                    let one = local(cap, rate, seed, layout);
+                    one.add(item).unwrap();
+                    let b = bit_bytes(&one);
+                    let mut o = vec![0u64; g.k as usize];
+                    offsets(layout, seed, &g, g.m, &[item], &mut o, None).unwrap();
+                    let mut u = vec![0u8; b.len()];
+                    for &x in &o {
+                        u[(x / 8) as usize] |= 0x80 >> (x % 8);
+                    }
+                    assert_eq!(u, b, "{layout:?} {rate}: one item's bits");
+                    assert!(o.iter().all(|&x| x / span == o[0] / span), "one span");
+                }
+            }
         }
+        assert!(schemes.contains(&Scheme::Word64), "{schemes:?}");
+        assert!(schemes.contains(&Scheme::Block128), "{schemes:?}");
+    }
+
+    /// Blocked filters cut into pieces of whole spans: every item in one
+    /// piece, and piece `i`, offset `o` is byte-string bit `i * piece + o`.
+    #[test]
+    fn blocked_filters_cut_into_pieces() {
+        for rate in [0.01, 0.0001] {
+            let l = ProbeLayout::Blocked;
+            let g = l.geometry(5000, rate).unwrap();
+            let span = l.span_bits(&g).unwrap();
+            assert_eq!(span, g.scheme.block_bits());
+            let items: Vec<Vec<u8>> = (0..500u32).map(|i| i.to_le_bytes().to_vec()).collect();
+            let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+            let k = g.k as usize;
+            let mut whole = vec![0u64; refs.len() * k];
+            offsets(l, 3, &g, g.m, &refs, &mut whole, None).unwrap();
+            for piece in [span, 3 * span, (g.m / span).div_ceil(4) * span] {
+                let mut off = vec![0u64; refs.len() * k];
+                let mut pc = vec![0u64; refs.len()];
+                offsets(l, 3, &g, piece, &refs, &mut off, Some(&mut pc)).unwrap();
+                for n in 0..refs.len() {
+                    for j in 0..k {
+                        assert!(off[n * k + j] < piece);
+                        assert_eq!(
+                            pc[n] * piece + off[n * k + j],
+                            whole[n * k + j],
+                            "piece {piece}, item {n}"
+                        );
+                    }
+                }
+            }
+            let e = offsets(l, 3, &g, span / 2, &refs, &mut whole, None).unwrap_err();
+            assert!(e.msg.contains("cannot hold whole items"), "{}", e.msg);
+        }
+    }
+
+    #[test]
+    fn stored_geometry_checks_its_values() {
+        for rate in [0.01, 0.0001] {
+            let g = ProbeLayout::Blocked.geometry(5000, rate).unwrap();
+            let span = g.scheme.block_bits();
+            let s = ProbeLayout::Blocked.stored_geometry(g.m, g.k, span).unwrap();
+            assert_eq!((s.m, s.k, s.scheme), (g.m, g.k, g.scheme));
+            for bad in [0, 32, 256, 192] {
+                let e = ProbeLayout::Blocked.stored_geometry(g.m, g.k, bad).unwrap_err();
+                assert!(e.msg.contains("span"), "{}", e.msg);
+            }
+            assert!(ProbeLayout::Blocked
+                .stored_geometry(g.m / 128 * 128 + 64, g.k, 128)
+                .is_err());
+            assert!(ProbeLayout::Blocked.stored_geometry(g.m, 17, span).is_err());
+        }
+        let g = ProbeLayout::Standard.geometry(1000, 0.01).unwrap();
+        assert_eq!(ProbeLayout::Standard.stored_geometry(g.m, g.k, 0).unwrap().m, g.m);
+        let e = ProbeLayout::Standard.stored_geometry(g.m, g.k, 64).unwrap_err();
+        assert!(e.msg.contains("span"), "{}", e.msg);
+        assert!(ProbeLayout::Standard.stored_geometry(g.m + 1, g.k, 0).is_err());
+        assert!(ProbeLayout::Standard.stored_geometry(g.m, 0, 0).is_err());
     }
 
     #[test]
@@ -337,31 +497,55 @@ mod tests {
 
     #[test]
     fn estimates_are_the_local_filters() {
-        let f = Filter::new_anonymous(3000, 0.01, Options::default()).unwrap();
-        for i in 0..2500u32 {
-            f.add(&i.to_le_bytes()).unwrap();
-            if i % 500 == 0 {
-                let (c, p) = estimates(ProbeLayout::Standard, 3000, 0.01, f.bits_set()).unwrap();
-                assert_eq!(c, f.count());
-                assert_eq!(p, f.estimated_fpp());
+        for (layout, rate) in [
+            (ProbeLayout::Standard, 0.01),
+            (ProbeLayout::Blocked, 0.01),
+            (ProbeLayout::Blocked, 0.0001),
+        ] {
+            let f = local(3000, rate, 0, layout);
+            for i in 0..2500u32 {
+                f.add(&i.to_le_bytes()).unwrap();
+                if i % 500 == 0 {
+                    let (c, p) = estimates(layout, 3000, rate, f.bits_set()).unwrap();
+                    assert_eq!(c, f.count(), "{layout:?} {rate}");
+                    assert_eq!(p, f.estimated_fpp(), "{layout:?} {rate}");
+                }
             }
+            let m = f.geometry().m;
+            assert_eq!(estimates(layout, 3000, rate, m).unwrap().0, 3000, "saturated: capacity");
+            assert!(estimates(layout, 3000, rate, m + 1).is_err());
         }
-        let m = f.geometry().m;
-        assert_eq!(
-            estimates(ProbeLayout::Standard, 3000, 0.01, m).unwrap().0,
-            3000,
-            "saturated: capacity"
-        );
-        assert!(estimates(ProbeLayout::Standard, 3000, 0.01, m + 1).is_err());
     }
 
     #[test]
     fn layout_names() {
         assert_eq!(ProbeLayout::from_name("standard").unwrap().name(), "standard");
+        assert_eq!(ProbeLayout::from_name("blocked").unwrap().name(), "blocked");
         assert!(ProbeLayout::from_name("Standard")
             .unwrap_err()
             .msg
             .contains("unknown layout"));
+    }
+
+    /// A blocked remote copy's bytes give a local filter of the same
+    /// scheme, bits and answers.
+    #[test]
+    fn from_bit_bytes_keeps_the_blocked_scheme() {
+        for rate in [0.01, 0.0001] {
+            let f = local(500, rate, 5, ProbeLayout::Blocked);
+            for i in 0..200u32 {
+                f.add(&i.to_le_bytes()).unwrap();
+            }
+            let bits = bit_bytes(&f);
+            let c = Filter::from_bit_bytes(500, rate, 5, ProbeLayout::Blocked, &bits, None, 0o600).unwrap();
+            assert_eq!(c.geometry(), f.geometry());
+            assert_eq!(c.layout(), Layout::Blocked);
+            assert_eq!(c.serialize(), f.serialize());
+            for i in 0..400u32 {
+                assert_eq!(c.contains(&i.to_le_bytes()), f.contains(&i.to_le_bytes()));
+            }
+            assert!(!c.add(&7u32.to_le_bytes()).unwrap(), "already there");
+        }
     }
 
     #[test]

@@ -57,6 +57,107 @@ for my $seed (0, 12345, '18446744073709551615') {
     is $snap->serialize, $l->serialize, "seed $seed: to_filter is byte-identical to the local filter";
 }
 
+# --- blocked: the Redis string is the local blocked filter's bit array ------------------------------
+# fp_rate 0.01 gives 64-bit words, 0.001 128-bit blocks (checked below).
+for my $case ([0.01, 0, 64], [0.001, 777, 128], [0.3, '18446744073709551615', 64]) {
+    my ($rate, $seed, $width) = @$case;
+    my $name = "blk-$rate";
+    my $r = $R->new($srv->address, $name, 5000, $rate, { seed => $seed, layout => 'blocked' });
+    my $l = $L->new(undef, 5000, $rate, { seed => $seed, layout => 'blocked' });
+    is((Data::BloomFilter::Shared::Redis::_xs_geometry('blocked', 5000, $rate))[2], $width,
+        "blocked $rate: $width-bit spans");
+    is $r->layout, 'blocked', "blocked $rate: layout";
+    is $r->stats->{layout}, 'blocked', "blocked $rate: stats layout";
+    is $r->bits, $l->bits, "blocked $rate: same bits";
+    is $r->hashes, $l->hashes, "blocked $rate: same hashes";
+    isnt $r->bits, $L->new(undef, 5000, $rate, { seed => $seed })->bits, "blocked $rate: not the standard geometry";
+    # One item first: exactly the bits the local filter sets for it.
+    is $r->add('first'), 1, "blocked $rate: one add";
+    $l->add('first');
+    my $one = $rc->get("{$name}:bits");
+    ok $one eq local_bits($l), "blocked $rate: one item sets the local filter's bits";
+    # Its set bits, found with GETBIT (bit 0 = most significant bit of byte
+    # 0), are local bits i ^ 7, all in one span.
+    my @on = grep { vec($one, $_, 1) } 0 .. $l->bits - 1;                 # local numbering (vec: LSB first)
+    is_deeply [map { $rc->getbit("{$name}:bits", $_ ^ 7) } @on], [(1) x @on], "blocked $rate: GETBIT at i ^ 7 finds them";
+    is scalar(grep { int($_ / $width) != int($on[0] / $width) } @on), 0, "blocked $rate: in one $width-bit span";
+    cmp_ok scalar @on, '<=', $r->hashes, "blocked $rate: at most k bits";
+    is $r->add_many(\@items, \my @w), $l->add_many(\@items, \my @lw), "blocked $rate: the same items are new";
+    is_deeply \@w, \@lw, "blocked $rate: item by item";
+    ok $rc->get("{$name}:bits") eq local_bits($l), "blocked $rate: GET of the bits key is the local blocked filter's bit array";
+    my @probe = map { "absent-$_" } 1 .. 2000;
+    is_deeply [$r->contains_many(\@probe)], [$l->contains_many(\@probe)], "blocked $rate: the same answers for absent items";
+    is $r->bits_set, $l->bits_set, "blocked $rate: bits_set";
+    is $r->count, $l->count, "blocked $rate: count (the blocked estimator)";
+    is $r->estimated_fpp, $l->estimated_fpp, "blocked $rate: estimated_fpp";
+    my $snap = $r->to_filter(undef);
+    is $snap->layout, 'blocked', "blocked $rate: to_filter gives a blocked filter";
+    is $snap->serialize, $l->serialize, "blocked $rate: to_filter is byte-identical to the local filter";
+    is $snap->add('first'), 0, "blocked $rate: the snapshot knows the items";
+    my ($absent) = grep { !$l->contains($_) } @probe;
+    is $snap->add($absent), 1, "blocked $rate: and adds as a local blocked filter";
+    is $snap->contains($absent), 1, "blocked $rate: which then has it";
+}
+
+# --- blocked: merge, attach, shards on one server -------------------------------------------------
+{
+    my $r = $R->new($srv->address, 'bm', 3000, 0.001, { layout => 'blocked' });
+    my $l = $L->new(undef, 3000, 0.001, { layout => 'blocked' });
+    $r->add_many([map { "r-$_" } 1 .. 500]);
+    my $m = $L->new(undef, 3000, 0.001, { layout => 'blocked' });
+    $m->add_many([map { "m-$_" } 1 .. 500]);
+    $l->add_many([map { "r-$_" } 1 .. 500]);
+    $l->merge($m);
+    $r->merge($m);
+    ok $rc->get('{bm}:bits') eq local_bits($l), 'blocked merge of a local blocked filter: the bits of a local merge';
+    is scalar $r->contains_many([map { "m-$_" } 1 .. 500]), 500, 'blocked merge: the merged items are there';
+    my $before = $rc->get('{bm}:bits');
+    dies_like { $r->merge($L->new(undef, 3000, 0.001)) } qr/\A\Q$R\E->merge: layout mismatch \(this filter's layout is 'blocked'\)/,
+        'merge of a standard local filter into a blocked one croaks';
+    my $s = $R->new($srv->address, 'bm-std', 3000, 0.001);
+    dies_like { $s->merge($m) } qr/\A\Q$R\E->merge: layout mismatch \(this filter's layout is 'standard'\)/,
+        'merge of a blocked local filter into a standard one croaks';
+    dies_like { $r->merge($s) } qr/\A\Q$R\E->merge: layout mismatch \(blocked vs standard\)/, 'merge of a standard Redis filter croaks';
+    # The other block width: 0.01 gives 64-bit words, this filter has 128-bit blocks.
+    dies_like { $r->merge($L->new(undef, 3000, 0.01, { layout => 'blocked' })) }
+        qr/\A\Q$R\E->merge: layout mismatch \(this filter's layout is 'blocked'\)/, 'merge of a local blocked filter of the other width croaks';
+    my $w64 = $R->new($rc, 'bm-w64', 3000, 0.01, { layout => 'blocked' });
+    dies_like { $r->merge($w64) } qr/\A\Q$R\E->merge: span mismatch \(128 vs 64\)/, 'merge of a Redis blocked filter of the other width croaks';
+    ok $rc->get('{bm}:bits') eq $before, 'refused merges changed nothing';
+    my $r2 = $R->new($rc, 'bm2', 3000, 0.001, { layout => 'blocked' });
+    $r2->add('from-r2');
+    $r->merge($r2);
+    is $r->contains('from-r2'), 1, 'merge of another blocked Redis filter';
+
+    my $again = $R->new($srv->address, 'bm', 10, 0.5);
+    is $again->layout, 'blocked', 'attaching without layout adopts the stored one';
+    is $again->bits, $r->bits, 'and its geometry';
+    is $again->contains('m-1'), 1, 'and finds the items';
+    my %snapshot = map { $_ => $rc->dump($_) } $rc->keys('*');
+    dies_like { $R->new($srv->address, 'bm', 3000, 0.001, { layout => 'standard' }) }
+        qr/\A\Q$R\E->new: layout mismatch: the filter in Redis has layout blocked, asked for standard/, 'attach: layout mismatch croaks';
+    dies_like { $R->new($srv->address, 'bm-std', 3000, 0.001, { layout => 'blocked' }) }
+        qr/\A\Q$R\E->new: layout mismatch: the filter in Redis has layout standard, asked for blocked/, 'and the other way';
+    my %now = map { $_ => $rc->dump($_) } $rc->keys('*');
+    is_deeply \%now, \%snapshot, 'layout mismatches changed nothing';
+
+    # Shards of a blocked filter on one server: whole spans per piece.
+    my $sh = $R->new($srv->address, 'bsh', 20_000, 0.001, { layout => 'blocked', shards => 3 });
+    my $sl = $L->new(undef, 20_000, 0.001, { layout => 'blocked' });
+    is $sh->add_many(\@items, \my @w), $sl->add_many(\@items, \my @lw), 'blocked shards: the same items are new';
+    is_deeply \@w, \@lw, 'blocked shards: item by item';
+    my @len = map { length $rc->get("{bsh:$_}:bits") } 0 .. 2;
+    is $len[0] % 16, 0, 'blocked shards: a piece is whole 128-bit blocks';
+    my $cat = join '', map { $rc->get("{bsh:$_}:bits") } 0 .. 2;
+    ok $cat eq local_bits($sl), 'blocked shards: the pieces concatenated are the local bit array';
+    is $sh->add($items[3]), 0, 'blocked shards: single add of a present item';
+    is $sh->add('one-more'), $sl->add('one-more'), 'blocked shards: single add';
+    is $sh->to_filter(undef)->serialize, $sl->serialize, 'blocked shards: to_filter';
+    is $sh->count, $sl->count, 'blocked shards: count';
+    dies_like { $R->new($srv->address, 'n', 100, 0.01, { layout => 'standard', shards => 2 }) }
+        qr/\A\Q$R\E->new: shards need layout 'blocked' \(layout 'standard' spreads/, 'the standard layout with shards still croaks';
+}
+
 # --- the local methods' meanings -----------------------------------------------------------------
 {
     my $r = $R->new($srv->address, 'ops', 2000, 0.001);
@@ -307,9 +408,10 @@ SKIP: {
 }
 
 # --- several processes on separate connections add the same items at once ----------------------
-{
-    my $name = 'race';
-    $R->new($srv->address, $name, 40_000, 0.001);
+for my $case (['standard', 0.001], ['blocked', 0.01], ['blocked', 0.001]) {
+    my ($layout, $rate) = @$case;
+    my $name = "race-$layout-$rate";
+    $R->new($srv->address, $name, 40_000, $rate, { layout => $layout });
     my @same = map { "ev-$_" } 1 .. 20_000;
     my $procs = 4;
     my @pids;
@@ -318,7 +420,7 @@ SKIP: {
         my $pid = fork // die "fork: $!";
         if (!$pid) {
             close $rd;
-            my $f = $R->new($srv->address, $name, 40_000, 0.001);    # its own connection
+            my $f = $R->new($srv->address, $name, 40_000, $rate);    # its own connection
             # each process in its own order, singles and batches mixed
             my @mine = $p % 2 ? reverse @same : @same;
             my @new;
@@ -340,14 +442,15 @@ SKIP: {
         my ($pid, $rd) = @$_;
         while (my $l = <$rd>) { chomp $l; $told{$l}++ }
         waitpid $pid, 0;
-        is $?, 0, "adder $pid exited cleanly";
+        is $?, 0, "$layout $rate: adder $pid exited cleanly";
     }
     my @twice = grep { $told{$_} > 1 } keys %told;
-    is scalar @twice, 0, 'no item was told new twice' or diag "@twice[0..9]";
-    my $f = $R->new($srv->address, $name, 40_000, 0.001);
-    is scalar $f->contains_many(\@same), scalar @same, 'no item was lost';
+    is scalar @twice, 0, "$layout $rate: no item was told new twice" or diag "@twice[0..9]";
+    my $f = $R->new($srv->address, $name, 40_000, $rate);
+    is $f->layout, $layout, "$layout $rate: the layout";
+    is scalar $f->contains_many(\@same), scalar @same, "$layout $rate: no item was lost";
     # Items told new to nobody are false positives of items added before them.
-    cmp_ok scalar keys %told, '>=', @same * (1 - 0.01), 'nearly every item was told new once';
+    cmp_ok scalar keys %told, '>=', @same * (1 - 10 * $rate), "$layout $rate: nearly every item was told new once";
 }
 
 done_testing;

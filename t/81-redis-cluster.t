@@ -1,8 +1,8 @@
 # Data::BloomFilter::Shared::Redis on a real 3-master Redis Cluster: slots
 # computed as the servers compute them, MOVED and ASK followed, racing adders
 # connected to different nodes, and filters sharded over the masters (one
-# probe per item with the standard layout; the blocked layout when the build
-# has it).
+# probe per item with the standard layout; the blocked layout, in 64-bit
+# words and in 128-bit blocks).
 use strict;
 use warnings;
 use Test::More;
@@ -212,21 +212,58 @@ for my $n (0 .. 2) {
 }
 
 # --- shards over the masters (blocked layout) ----------------------------------------------------
-SKIP: {
-    my ($bits) = Data::BloomFilter::Shared::Redis::_xs_geometry('blocked', 1000, 0.01);
-    skip "layout 'blocked' is not in this build: sharding is tested when it is", 6 if !defined $bits;
-    my $f = $R->new($nodes[0]->address, 'sharded', 200_000, 0.01, { layout => 'blocked', shards => 8 });
+# fp_rate 0.01 gives 64-bit words, 0.001 128-bit blocks.
+for my $case ([0.01, 64, 8], [0.001, 128, 5]) {
+    my ($rate, $width, $shards) = @$case;
+    my $name = "sharded$width";
+    my $f = $R->new($nodes[0]->address, $name, 200_000, $rate, { layout => 'blocked', shards => $shards });
+    is $f->shards, $shards, "blocked $width: $shards shards";
+    is((Data::BloomFilter::Shared::Redis::_xs_geometry('blocked', 200_000, $rate))[2], $width, "blocked $width: $width-bit spans");
     my @items = map { "s-$_" } 1 .. 20_000;
-    is $f->add_many(\@items), scalar @items, 'sharded: all new';
-    is scalar $f->contains_many(\@items), scalar @items, 'sharded: all present';
-    my %on = map { $slot_node{ $R->key_slot("{sharded:$_}") } => 1 } 0 .. 7;
-    cmp_ok scalar keys %on, '>', 1, 'sharded: the pieces are on several masters';
-    my $local = Data::BloomFilter::Shared->new(undef, 200_000, 0.01, { layout => 'blocked' });
+    my %on = map { $slot_node{ $R->key_slot("{$name:$_}") } => 1 } 0 .. $shards - 1;
+    cmp_ok scalar keys %on, '>', 1, "blocked $width: the pieces are on " . scalar(keys %on) . ' masters';
+    # Three adders, each connected to a different node, the same items.
+    my @kids;
+    for my $p (0 .. 2) {
+        pipe my $rd, my $wr or die "pipe: $!";
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            close $rd;
+            my $g = $R->new($nodes[$p]->address, $name, 200_000, $rate);
+            my @mine = $p == 1 ? reverse @items : @items;
+            my @new;
+            while (@mine) {
+                my @batch = splice @mine, 0, 1 + int rand 400;
+                if (@batch < 4) { push @new, grep { $g->add($_) } @batch; next }
+                $g->add_many(\@batch, \my @w);
+                push @new, @batch[grep { $w[$_] } 0 .. $#batch];
+            }
+            print {$wr} "$_\n" for @new;
+            close $wr;
+            POSIX::_exit(0);
+        }
+        close $wr;
+        push @kids, [$pid, $rd];
+    }
+    my %told;
+    for (@kids) {
+        my ($pid, $rd) = @$_;
+        while (my $l = <$rd>) { chomp $l; $told{$l}++ }
+        waitpid $pid, 0;
+        is $?, 0, "blocked $width: adder $pid exited cleanly";
+    }
+    is scalar(grep { $told{$_} > 1 } keys %told), 0, "blocked $width: no item told new twice";
+    is scalar $f->contains_many(\@items), scalar @items, "blocked $width: no item lost";
+    cmp_ok scalar keys %told, '>=', @items * 0.99, "blocked $width: nearly every item told new once";
+    my $local = Data::BloomFilter::Shared->new(undef, 200_000, $rate, { layout => 'blocked' });
     $local->add_many(\@items);
-    my $cat = join '', map { $c[ $slot_node{ $R->key_slot("{sharded:$_}") } ]->get("{sharded:$_}:bits") } 0 .. 7;
-    ok $cat eq substr($local->serialize, 56, $local->bits / 8), 'sharded: the pieces concatenated are the local blocked filter';
-    is $f->to_filter(undef)->serialize, $local->serialize, 'sharded: to_filter';
-    is $f->count, $local->count, 'sharded: count';
+    my $cat = join '', map { $c[ $slot_node{ $R->key_slot("{$name:$_}") } ]->get("{$name:$_}:bits") } 0 .. $shards - 1;
+    ok $cat eq substr($local->serialize, 56, $local->bits / 8), "blocked $width: the pieces concatenated are the local blocked filter";
+    is $f->to_filter(undef)->serialize, $local->serialize, "blocked $width: to_filter";
+    is $f->count, $local->count, "blocked $width: count";
+    is $f->bits_set, $local->bits_set, "blocked $width: bits_set";
+    my @absent = map { "a-$_" } 1 .. 2000;
+    is_deeply [$f->contains_many(\@absent)], [$local->contains_many(\@absent)], "blocked $width: the same answers for absent items";
 }
 
 done_testing;

@@ -622,7 +622,7 @@ sub _plan {
     my @pieces;
     my @args = eval {
         _xs_args($verb, $self->{layout}, $self->{seed}, $self->{bits}, $self->{hashes},
-            $self->{piece}, $items, $self->{shards} > 1 ? \@pieces : undef);
+            $self->{span}, $self->{piece}, $items, $self->{shards} > 1 ? \@pieces : undef);
     };
     _croak($method, _strip($@)) if $@;
     return \@args, \@pieces;
@@ -645,7 +645,7 @@ sub _batch {
     my ($count, $known, $refused) = (0, 0, 0);
     my @each;
     my @cmds;
-    my @geo = ($self->{layout}, $self->{seed}, $self->{bits}, $self->{hashes}, $self->{piece});
+    my @geo = @$self{qw(layout seed bits hashes span piece)};
     my $key = "{$self->{tags}[0]}:bits";
     for (my $from = 0; $from < $n; $from += $CHUNK) {
         my ($s, $e) = ($from, ($from + $CHUNK < $n ? $from + $CHUNK : $n) - 1);    # per closure
@@ -750,11 +750,11 @@ sub _single {
     my ($reply, $err);
     if ($fast) {
         ($reply, $err) = $conn->__std_cmd($verb ? 'BITFIELD' : 'BITFIELD_RO', $self->{bitskey},
-            _xs_args($verb, @$self{qw(layout seed bits hashes piece)}, [$item], undef));
+            _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, [$item], undef));
         $err //= 'no reply' if ref $reply ne 'ARRAY';
     }
     else {
-        my @args = _xs_args($verb, @$self{qw(layout seed bits hashes piece)}, [$item], undef);
+        my @args = _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, [$item], undef);
         $reply = eval { scalar $conn->bitfield($self->{bitskey}, @args) };
         $err = $@ || 'no reply' if ref $reply ne 'ARRAY';
     }
@@ -935,14 +935,16 @@ sub to_filter {
 sub _local_bits {
     my ($self, $other) = @_;
     my $img = eval { $other->serialize } // _croak('merge', 'other filter: ' . _strip($@));
-    my ($magic, $version, undef, $k, undef, $m, undef, undef, $seed) = unpack 'a8 V V V V Q< Q< Q< Q<', $img;
+    my ($magic, $version, $scheme, $k, undef, $m, undef, undef, $seed) = unpack 'a8 V V V V Q< Q< Q< Q<', $img;
     _croak('merge', "the local filter's portable image is not version 1")
         if $magic ne 'BLOOMSER' || $version != 1;
+    # The image's hash scheme: 1 standard, 2 blocked in 64-bit words, 3
+    # blocked in 128-bit blocks (a blocked filter's span is its width).
+    my $want = $self->{layout} eq 'standard' ? 1 : $self->{span} == 128 ? 3 : 2;
+    _croak('merge', "layout mismatch (this filter's layout is '$self->{layout}')") if $scheme != $want;
     _croak('merge', "geometry mismatch (bits $self->{bits} vs $m, hashes $self->{hashes} vs $k)")
         if $m != $self->{bits} || $k != $self->{hashes};
     _croak('merge', 'seed mismatch (the filters hash with different seeds)') if "$seed" ne "$self->{seed}";
-    _croak('merge', "layout mismatch (this filter's layout is '$self->{layout}')")
-        if $other->can('layout') ? $other->layout ne $self->{layout} : $self->{layout} ne 'standard';
     return substr $img, 56, $m / 8;
 }
 
@@ -955,7 +957,7 @@ sub merge {
         $bits = $self->_local_bits($other);
     }
     elsif (Scalar::Util::blessed($other) && $other->isa(__PACKAGE__)) {
-        for my $f (qw(bits hashes seed layout)) {
+        for my $f (qw(layout span bits hashes seed)) {
             _croak('merge', "$f mismatch ($self->{$f} vs $other->{$f})") if "$self->{$f}" ne "$other->{$f}";
         }
         $bits = $other->_fetch_bits('merge');
@@ -1037,7 +1039,7 @@ A filter named C<events> is two keys in one hash slot: C<{events}:meta>, a
 hash holding the geometry, seed and layout (validated on every attach, like a
 file header), and C<{events}:bits>, a string of C<bits / 8> bytes. Unsharded,
 that string's bytes are exactly the bit array of a local filter of the same
-geometry and seed (its C<serialize> image between the 56-byte header and the
+geometry, seed and layout (its C<serialize> image between the 56-byte header and the
 checksum): local bit I<i> is Redis bit C<i ^ 7>, because Redis counts bits
 from the most significant end of each byte and the local filter from the
 least. With C<< shards => N >>, piece I<i> is C<{events:i}:meta> and
@@ -1067,8 +1069,11 @@ exists, its stored geometry wins (the arguments are still range-checked), as
 when a local file is reopened.
 
 Options: C<seed> (a secret 64-bit hash seed, as locally; default 0, which is
-C<bloom.h>-compatible), C<layout> (the local filter's layouts; C<standard>,
-the default, is the one this build has), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
+C<bloom.h>-compatible), C<layout> (C<standard>, the default, or C<blocked>:
+the local filter's layouts, with the same geometry, bits and C<count> and
+C<estimated_fpp> estimators as a local filter of that layout; a C<blocked>
+filter keeps all of an item's bits in one 64-bit word or, at low fp rates,
+one 128-bit block), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
 connected client, used for the other nodes of a cluster; default: a
 L<Redis::Fast> connection to C<host:port>). An explicit C<seed>, C<layout> or
 C<shards> that differs from the stored one croaks.
@@ -1112,7 +1117,8 @@ still this filter).
     $f->merge($local_filter);     # a Data::BloomFilter::Shared
     $f->merge($other_redis);      # another Data::BloomFilter::Shared::Redis
 
-OR another filter of the same bits, hashes, seed and layout in. The other
+OR another filter of the same bits, hashes, seed and layout in (for a local
+C<blocked> filter, also the same block width). The other
 filter's bits are uploaded into a temporary key beside each piece (it expires
 by itself after 10 minutes if the upload is cut short) and ORed in with one
 atomic C<BITOP OR> per piece; pieces whose bits are all 0 are skipped. The
@@ -1143,13 +1149,20 @@ C<< shards => N >> cuts the bit array into N contiguous pieces, each its own
 pair of keys with its own hash tag (C<{name:i}>), so a filter spreads over a
 Redis Cluster's masters and can exceed one string's 2^32 bits. Every item's
 bits must fall in one piece, so that every add stays one single-key atomic
-command: that needs a layout that keeps an item's bits together (the
-C<blocked> layout, where all of an item's bits lie in one 64-bit word). The
-C<standard> layout spreads an item's bits over the whole array, so C<shards>
-above 1 with it croaks "shards need layout 'blocked'" -- unless an item has
-only one bit (C<hashes> 1: an C<fp_rate> of 0.36 or more), which any cut
-keeps whole. Pieces are equal whole numbers of 64-bit words (the last may
-be shorter), and N need not be a power of two.
+command: that needs a layout that keeps an item's bits together, the
+C<blocked> layout, where all of an item's bits lie in one 64-bit word or
+128-bit block (its I<span>). So a C<blocked> filter is the one to shard:
+
+    my $f = Data::BloomFilter::Shared::Redis->new($redis, 'events',
+        10_000_000, 0.001, { layout => 'blocked', shards => 6 });
+
+Its pieces are equal whole numbers of spans (the last may be shorter), N
+need not be a power of two, and the pieces concatenated are bit-identical to
+a local C<blocked> filter of the same arguments (so C<to_filter> and
+C<merge> work as unsharded). The C<standard> layout spreads an item's bits
+over the whole array, so C<shards> above 1 with it croaks "shards need
+layout 'blocked'" -- unless an item has only one bit (C<hashes> 1: an
+C<fp_rate> of 0.36 or more), which any cut into 64-bit words keeps whole.
 
 Any filter, sharded or not, works on a cluster: commands go to the node
 that serves the key's slot, learned from C<MOVED> redirections (remembered)
@@ -1181,7 +1194,7 @@ later add of the same item is then told "new" again.
 =head1 LIMITS
 
 A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
-limited to that; more needs C<shards> (and a layout that allows them). The
+limited to that; more needs C<shards> (with C<< layout => 'blocked' >>). The
 filter is allocated in full on the server at creation. Throughput is bound by
 the server's parsing of C<BITFIELD>'s arguments (four per probe bit); see
 C<bench/redis.pl> and the README for measured numbers.
@@ -1244,7 +1257,7 @@ The address as given, but for a password (shown as C<***>).
 
 =item layout must be a string
 
-=item unknown layout '%s' (this build has: standard)
+=item unknown layout '%s' (this build has: standard, blocked)
 
 =item shards must be an integer from 1 to 65536
 
@@ -1334,9 +1347,13 @@ entries are undef for every item not known added.
 
 =item layout mismatch (this filter's layout is '%s')
 
+For C<merge> of a local filter of the other layout, or a C<blocked> one of
+the other block width.
+
 =item %s mismatch (%s vs %s)
 
-For C<merge> of two Redis filters: C<bits>, C<hashes>, C<seed> or C<layout>.
+For C<merge> of two Redis filters: C<bits>, C<hashes>, C<seed>, C<layout> or
+C<span> (a C<blocked> filter's block width, 64 or 128).
 
 =item the local filter's portable image is not version 1
 
