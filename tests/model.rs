@@ -39,9 +39,7 @@ type Owner = u8;
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct State {
     stripe: Owner,
-    excl: Owner,
-    epoch: u8,
-    pending: bool,
+    lock: Excl,
     bits: [bool; 2],
     pc: [u8; PROCS],
     /// Adder: saw a zero bit under its stripe. Fast path: the epoch it read.
@@ -57,6 +55,38 @@ struct State {
 
 fn me(p: usize) -> Owner {
     p as Owner + 1
+}
+
+/// The exclusive lock, as both models' processes see it.
+#[derive(Clone, Default, PartialEq, Eq, Hash, Debug)]
+struct Excl {
+    owner: Owner,
+    /// The seqlock epoch: odd while an exclusive operation runs.
+    epoch: u8,
+    /// A clear has started zeroing; whoever takes over a dead owner finishes it.
+    pending: bool,
+}
+
+impl Excl {
+    /// enter_exclusive: the epoch made odd (a dead owner may have left it so).
+    fn enter(&mut self) {
+        if self.epoch % 2 == 0 {
+            self.epoch += 1;
+        }
+    }
+
+    /// steal_exclusive + enter_exclusive, in one step, by the owner `id`.
+    fn steal(&mut self, id: Owner) {
+        self.owner = id;
+        self.enter();
+    }
+
+    /// Dropping the exclusive guard: no pending clear, an even epoch, no owner.
+    fn release(&mut self) {
+        self.pending = false;
+        self.epoch += self.epoch % 2;
+        self.owner = 0;
+    }
 }
 
 /// What every model keeps of its processes besides their programs: who was
@@ -86,6 +116,11 @@ impl<R: Copy> Procs<R> {
 
     fn owner_dead(&self, o: Owner) -> bool {
         o != 0 && self.dead[o as usize - 1]
+    }
+
+    /// The lock word `o` is free, or its owner is dead.
+    fn free_or_dead(&self, o: Owner) -> bool {
+        o == 0 || self.owner_dead(o)
     }
 
     fn live(&self, p: usize) -> bool {
@@ -196,9 +231,7 @@ impl State {
     fn new() -> State {
         State {
             stripe: 0,
-            excl: 0,
-            epoch: 0,
-            pending: false,
+            lock: Excl::default(),
             bits: [false; 2],
             pc: [0; PROCS],
             new: [false; PROCS],
@@ -221,13 +254,6 @@ impl State {
             return false;
         }
         true
-    }
-
-    /// Dropping the exclusive guard: no pending clear, an even epoch, no owner.
-    fn release_exclusive(&mut self) {
-        self.pending = false;
-        self.epoch += self.epoch % 2;
-        self.excl = 0;
     }
 }
 
@@ -284,8 +310,12 @@ fn steps(s: &State, p: usize) -> Vec<State> {
         match s.pc[p] {
             A_FAST_EPOCH => {
                 if p == 1 {
-                    n.seen_epoch[p] = s.epoch;
-                    n.pc[p] = if s.epoch % 2 == 0 { A_FAST_B0 } else { A_TAKE_STRIPE };
+                    n.seen_epoch[p] = s.lock.epoch;
+                    n.pc[p] = if s.lock.epoch % 2 == 0 {
+                        A_FAST_B0
+                    } else {
+                        A_TAKE_STRIPE
+                    };
                 } else {
                     n.pc[p] = A_TAKE_STRIPE;
                 }
@@ -303,7 +333,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 };
             }
             A_FAST_RECHECK => {
-                if s.epoch == s.seen_epoch[p] {
+                if s.lock.epoch == s.seen_epoch[p] {
                     n.procs.respond(p, false);
                 } else {
                     n.pc[p] = A_TAKE_STRIPE;
@@ -319,7 +349,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                     return vec![]; // blocked
                 }
             }
-            A_LOAD_EXCL => n.pc[p] = if s.excl == 0 { A_GATHER_B0 } else { A_BACKOFF },
+            A_LOAD_EXCL => n.pc[p] = if s.lock.owner == 0 { A_GATHER_B0 } else { A_BACKOFF },
             A_GATHER_B0 | A_GATHER_B1 => {
                 let b = (s.pc[p] - A_GATHER_B0) as usize;
                 n.zero[p][b] = !s.bits[b];
@@ -342,14 +372,11 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 n.pc[p] = A_WAIT_EXCL;
             }
             A_WAIT_EXCL => {
-                if s.excl == 0 {
+                if s.lock.owner == 0 {
                     n.pc[p] = A_TAKE_STRIPE;
-                } else if s.procs.owner_dead(s.excl) {
+                } else if s.procs.owner_dead(s.lock.owner) {
                     // steal_exclusive + enter_exclusive
-                    n.excl = id;
-                    if s.epoch % 2 == 0 {
-                        n.epoch += 1;
-                    }
+                    n.lock.steal(id);
                     n.pc[p] = A_RECOVER_DRAIN;
                 } else {
                     return vec![];
@@ -361,13 +388,13 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 }
             }
             A_RECOVER_CLEAR => {
-                if s.pending {
+                if s.lock.pending {
                     n.bits = [false; 2];
                 }
                 n.pc[p] = A_RECOVER_RELEASE;
             }
             A_RECOVER_RELEASE => {
-                n.release_exclusive();
+                n.lock.release();
                 n.pc[p] = A_TAKE_STRIPE;
             }
             _ => unreachable!(),
@@ -376,17 +403,15 @@ fn steps(s: &State, p: usize) -> Vec<State> {
         match s.pc[p] {
             C_TAKE => {
                 // Free, or held by a dead owner (steal_exclusive).
-                if s.excl == 0 || s.procs.owner_dead(s.excl) {
-                    n.excl = id;
+                if s.procs.free_or_dead(s.lock.owner) {
+                    n.lock.owner = id;
                     n.pc[p] = C_EPOCH_ODD;
                 } else {
                     return vec![];
                 }
             }
             C_EPOCH_ODD => {
-                if s.epoch % 2 == 0 {
-                    n.epoch += 1;
-                }
+                n.lock.enter();
                 n.pc[p] = C_DRAIN;
             }
             C_DRAIN => {
@@ -395,7 +420,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 }
             }
             C_PENDING => {
-                n.pending = true;
+                n.lock.pending = true;
                 n.pc[p] = C_ZERO_B0;
             }
             C_ZERO_B0 | C_ZERO_B1 => {
@@ -403,7 +428,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 n.pc[p] += 1;
             }
             C_RELEASE => {
-                n.release_exclusive();
+                n.lock.release();
                 n.procs.respond(p, false);
             }
             _ => unreachable!(),
@@ -722,7 +747,7 @@ fn model_catches_a_release_that_unlocks_before_retiring_its_generation() {
 /// At the end of every run: some live process could always move, and the
 /// responses (new, not new, frozen) and the final word are linearizable.
 mod lockfree {
-    use super::{and_a_kill, explore_model, me as id, Model, Procs, PROCS};
+    use super::{and_a_kill, explore_model, me as id, Excl, Model, Procs, PROCS};
 
     const ADDERS: usize = 2;
     const EXCL: usize = 2;
@@ -747,9 +772,7 @@ mod lockfree {
     struct S {
         word: bool,
         mark: [u8; ADDERS],
-        excl: u8,
-        epoch: u8,
-        pending: bool,
+        lock: Excl,
         frozen: bool,
         /// The word when `freeze` returned.
         frozen_word: Option<bool>,
@@ -811,11 +834,6 @@ mod lockfree {
                 false
             }
         }
-        fn release(&mut self) {
-            self.pending = false;
-            self.epoch += self.epoch % 2;
-            self.excl = 0;
-        }
     }
 
     fn steps(s: &S, p: usize, op: Op, broken: Broken) -> Vec<S> {
@@ -834,12 +852,16 @@ mod lockfree {
                     }
                 }
                 A_F_EPOCH => {
-                    n.seen_epoch[p] = s.epoch;
-                    n.pc[p] = if p == 1 && s.epoch % 2 == 0 { A_F_LOAD } else { A_MARK };
+                    n.seen_epoch[p] = s.lock.epoch;
+                    n.pc[p] = if p == 1 && s.lock.epoch % 2 == 0 {
+                        A_F_LOAD
+                    } else {
+                        A_MARK
+                    };
                 }
                 A_F_LOAD => n.pc[p] = if s.word { A_F_RECHECK } else { A_MARK },
                 A_F_RECHECK => {
-                    if s.epoch == s.seen_epoch[p] {
+                    if s.lock.epoch == s.seen_epoch[p] {
                         n.procs.respond(p, 0);
                     } else {
                         n.pc[p] = A_MARK;
@@ -851,7 +873,7 @@ mod lockfree {
                     }
                     n.pc[p] = A_LOAD_EXCL;
                 }
-                A_LOAD_EXCL => n.pc[p] = if s.excl == 0 { A_LOAD_FROZEN } else { A_BACKOFF },
+                A_LOAD_EXCL => n.pc[p] = if s.lock.owner == 0 { A_LOAD_FROZEN } else { A_BACKOFF },
                 A_LOAD_FROZEN => n.pc[p] = if s.frozen { A_UNMARK_FROZEN } else { A_LOAD_WORD },
                 // Word64::set loads first: all bits there means not new.
                 A_LOAD_WORD => {
@@ -880,13 +902,10 @@ mod lockfree {
                     n.pc[p] = A_WAIT_EXCL;
                 }
                 A_WAIT_EXCL => {
-                    if s.excl == 0 {
+                    if s.lock.owner == 0 {
                         n.pc[p] = A_MARK;
-                    } else if s.procs.owner_dead(s.excl) {
-                        n.excl = id(p);
-                        if s.epoch % 2 == 0 {
-                            n.epoch += 1;
-                        }
+                    } else if s.procs.owner_dead(s.lock.owner) {
+                        n.lock.steal(id(p));
                         n.pc[p] = A_REC_DRAIN;
                     } else {
                         return vec![];
@@ -902,13 +921,13 @@ mod lockfree {
                 }
                 // resume: a dead clear's pending work is finished.
                 A_REC_OP => {
-                    if s.pending {
+                    if s.lock.pending {
                         n.word = false;
                     }
                     n.pc[p] = A_REC_RELEASE;
                 }
                 A_REC_RELEASE => {
-                    n.release();
+                    n.lock.release();
                     n.pc[p] = A_MARK;
                 }
                 _ => unreachable!(),
@@ -916,17 +935,15 @@ mod lockfree {
         } else {
             match s.pc[p] {
                 E_TAKE => {
-                    if s.excl == 0 || s.procs.owner_dead(s.excl) {
-                        n.excl = id(p);
+                    if s.procs.free_or_dead(s.lock.owner) {
+                        n.lock.owner = id(p);
                         n.pc[p] = E_EPOCH;
                     } else {
                         return vec![];
                     }
                 }
                 E_EPOCH => {
-                    if s.epoch % 2 == 0 {
-                        n.epoch += 1;
-                    }
+                    n.lock.enter();
                     n.pc[p] = if broken == Broken::NoDrain { E_PENDING } else { E_DRAIN0 };
                 }
                 E_DRAIN0 | E_DRAIN1 => {
@@ -938,7 +955,7 @@ mod lockfree {
                     }
                 }
                 E_PENDING => {
-                    n.pending = op == Op::Clear;
+                    n.lock.pending = op == Op::Clear;
                     n.pc[p] = E_OP;
                 }
                 E_OP => {
@@ -949,7 +966,7 @@ mod lockfree {
                     n.pc[p] = E_RELEASE;
                 }
                 E_RELEASE => {
-                    n.release();
+                    n.lock.release();
                     n.procs.respond(p, 0);
                     if op == Op::Freeze {
                         n.frozen_word = Some(s.word);
@@ -1005,9 +1022,7 @@ mod lockfree {
         let s0 = S {
             word: init,
             mark: [0; ADDERS],
-            excl: 0,
-            epoch: 0,
-            pending: false,
+            lock: Excl::default(),
             frozen: false,
             frozen_word: None,
             pc: [A_WRITABLE, A_WRITABLE, E_TAKE],
