@@ -8,6 +8,7 @@ use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
 use RedisServer qw(redis_or_skip);
+use RacingAdders qw(race_adders);
 use Data::BloomFilter::Shared;
 
 redis_or_skip();
@@ -413,37 +414,12 @@ for my $case (['standard', 0.001], ['blocked', 0.01], ['blocked', 0.001]) {
     my $name = "race-$layout-$rate";
     $R->new($srv->address, $name, 40_000, $rate, { layout => $layout });
     my @same = map { "ev-$_" } 1 .. 20_000;
-    my $procs = 4;
-    my @pids;
-    for my $p (1 .. $procs) {
-        pipe my $rd, my $wr or die "pipe: $!";
-        my $pid = fork // die "fork: $!";
-        if (!$pid) {
-            close $rd;
-            my $f = $R->new($srv->address, $name, 40_000, $rate);    # its own connection
-            # each process in its own order, singles and batches mixed
-            my @mine = $p % 2 ? reverse @same : @same;
-            my @new;
-            while (@mine) {
-                my @batch = splice @mine, 0, 1 + int rand 300;
-                if (@batch < 5) { push @new, grep { $f->add($_) } @batch; next }
-                $f->add_many(\@batch, \my @w);
-                push @new, @batch[grep { $w[$_] } 0 .. $#batch];
-            }
-            print {$wr} "$_\n" for @new;
-            close $wr;
-            POSIX::_exit(0);
-        }
-        close $wr;
-        push @pids, [$pid, $rd];
-    }
-    my %told;
-    for (@pids) {
-        my ($pid, $rd) = @$_;
-        while (my $l = <$rd>) { chomp $l; $told{$l}++ }
-        waitpid $pid, 0;
-        is $?, 0, "$layout $rate: adder $pid exited cleanly";
-    }
+    my %told = race_adders(
+        procs => [1 .. 4], items => \@same, batch => 300, singles => 5,
+        open => sub { $R->new($srv->address, $name, 40_000, $rate) },    # its own connection
+        reverse => sub { $_[0] % 2 },
+        name => "$layout $rate: adder",
+    );
     my @twice = grep { $told{$_} > 1 } keys %told;
     is scalar @twice, 0, "$layout $rate: no item was told new twice" or diag "@twice[0..9]";
     my $f = $R->new($srv->address, $name, 40_000, $rate);

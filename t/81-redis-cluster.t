@@ -9,6 +9,7 @@ use Test::More;
 use FindBin ();
 use lib "$FindBin::Bin/lib";
 use RedisServer qw(redis_or_skip);
+use RacingAdders qw(race_adders);
 use Time::HiRes qw(sleep time);
 use Data::BloomFilter::Shared;
 
@@ -107,34 +108,12 @@ for my $n (0 .. 2) {
     my $name = name_on(2, 'race');
     $R->new($nodes[0]->address, $name, 30_000, 0.001);
     my @same = map { "ev-$_" } 1 .. 12_000;
-    my @kids;
-    for my $p (0 .. 2) {
-        pipe my $rd, my $wr or die "pipe: $!";
-        my $pid = fork // die "fork: $!";
-        if (!$pid) {
-            close $rd;
-            my $f = $R->new($nodes[$p]->address, $name, 30_000, 0.001);
-            my @mine = $p == 1 ? reverse @same : @same;
-            my @new;
-            while (@mine) {
-                my @batch = splice @mine, 0, 1 + int rand 250;
-                $f->add_many(\@batch, \my @w);
-                push @new, @batch[grep { $w[$_] } 0 .. $#batch];
-            }
-            print {$wr} "$_\n" for @new;
-            close $wr;
-            POSIX::_exit(0);
-        }
-        close $wr;
-        push @kids, [$pid, $rd];
-    }
-    my %told;
-    for (@kids) {
-        my ($pid, $rd) = @$_;
-        while (my $l = <$rd>) { chomp $l; $told{$l}++ }
-        waitpid $pid, 0;
-        is $?, 0, "cluster adder $pid exited cleanly";
-    }
+    my %told = race_adders(
+        procs => [0 .. 2], items => \@same, batch => 250, singles => 0,
+        open => sub { $R->new($nodes[$_[0]]->address, $name, 30_000, 0.001) },
+        reverse => sub { $_[0] == 1 },
+        name => 'cluster adder',
+    );
     is scalar(grep { $told{$_} > 1 } keys %told), 0, 'through the cluster: no item told new twice';
     my $f = $R->new($nodes[1]->address, $name, 30_000, 0.001);
     is scalar $f->contains_many(\@same), scalar @same, 'through the cluster: no item lost';
@@ -173,34 +152,12 @@ for my $n (0 .. 2) {
     my %on = map { $slot_node{ $R->key_slot("{spread:$_}") } => 1 } 0 .. 5;
     cmp_ok scalar keys %on, '>', 1, 'the six pieces are on ' . scalar(keys %on) . ' masters';
     my @same = map { "sp-$_" } 1 .. 12_000;
-    my @kids;
-    for my $p (0 .. 2) {
-        pipe my $rd, my $wr or die "pipe: $!";
-        my $pid = fork // die "fork: $!";
-        if (!$pid) {
-            close $rd;
-            my $g = $R->new($nodes[$p]->address, 'spread', $cap, 0.5);
-            my @mine = $p == 2 ? reverse @same : @same;
-            my @new;
-            while (@mine) {
-                my @batch = splice @mine, 0, 1 + int rand 400;
-                $g->add_many(\@batch, \my @w);
-                push @new, @batch[grep { $w[$_] } 0 .. $#batch];
-            }
-            print {$wr} "$_\n" for @new;
-            close $wr;
-            POSIX::_exit(0);
-        }
-        close $wr;
-        push @kids, [$pid, $rd];
-    }
-    my %told;
-    for (@kids) {
-        my ($pid, $rd) = @$_;
-        while (my $l = <$rd>) { chomp $l; $told{$l}++ }
-        waitpid $pid, 0;
-        is $?, 0, "sharded adder $pid exited cleanly";
-    }
+    my %told = race_adders(
+        procs => [0 .. 2], items => \@same, batch => 400, singles => 0,
+        open => sub { $R->new($nodes[$_[0]]->address, 'spread', $cap, 0.5) },
+        reverse => sub { $_[0] == 2 },
+        name => 'sharded adder',
+    );
     is scalar(grep { $told{$_} > 1 } keys %told), 0, 'sharded, through the cluster: no item told new twice';
     is scalar $f->contains_many(\@same), scalar @same, 'sharded, through the cluster: no item lost';
     my $local = Data::BloomFilter::Shared->new(undef, $cap, 0.5);
@@ -223,35 +180,12 @@ for my $case ([0.01, 64, 8], [0.001, 128, 5]) {
     my %on = map { $slot_node{ $R->key_slot("{$name:$_}") } => 1 } 0 .. $shards - 1;
     cmp_ok scalar keys %on, '>', 1, "blocked $width: the pieces are on " . scalar(keys %on) . ' masters';
     # Three adders, each connected to a different node, the same items.
-    my @kids;
-    for my $p (0 .. 2) {
-        pipe my $rd, my $wr or die "pipe: $!";
-        my $pid = fork // die "fork: $!";
-        if (!$pid) {
-            close $rd;
-            my $g = $R->new($nodes[$p]->address, $name, 200_000, $rate);
-            my @mine = $p == 1 ? reverse @items : @items;
-            my @new;
-            while (@mine) {
-                my @batch = splice @mine, 0, 1 + int rand 400;
-                if (@batch < 4) { push @new, grep { $g->add($_) } @batch; next }
-                $g->add_many(\@batch, \my @w);
-                push @new, @batch[grep { $w[$_] } 0 .. $#batch];
-            }
-            print {$wr} "$_\n" for @new;
-            close $wr;
-            POSIX::_exit(0);
-        }
-        close $wr;
-        push @kids, [$pid, $rd];
-    }
-    my %told;
-    for (@kids) {
-        my ($pid, $rd) = @$_;
-        while (my $l = <$rd>) { chomp $l; $told{$l}++ }
-        waitpid $pid, 0;
-        is $?, 0, "blocked $width: adder $pid exited cleanly";
-    }
+    my %told = race_adders(
+        procs => [0 .. 2], items => \@items, batch => 400, singles => 4,
+        open => sub { $R->new($nodes[$_[0]]->address, $name, 200_000, $rate) },
+        reverse => sub { $_[0] == 1 },
+        name => "blocked $width: adder",
+    );
     is scalar(grep { $told{$_} > 1 } keys %told), 0, "blocked $width: no item told new twice";
     is scalar $f->contains_many(\@items), scalar @items, "blocked $width: no item lost";
     cmp_ok scalar keys %told, '>=', @items * 0.99, "blocked $width: nearly every item told new once";

@@ -27,6 +27,8 @@
 //! or a `freeze`, with a kill at every step.
 
 use std::collections::HashSet;
+use std::fmt::Debug;
+use std::hash::Hash;
 
 const ADDERS: usize = 2;
 const CLEARER: usize = ADDERS;
@@ -37,9 +39,7 @@ type Owner = u8;
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct State {
     stripe: Owner,
-    excl: Owner,
-    epoch: u8,
-    pending: bool,
+    lock: Excl,
     bits: [bool; 2],
     pc: [u8; PROCS],
     /// Adder: saw a zero bit under its stripe. Fast path: the epoch it read.
@@ -47,13 +47,8 @@ struct State {
     /// Adder: which bits its loads found 0 (fast path: any of them).
     zero: [[bool; 2]; PROCS],
     seen_epoch: [u8; PROCS],
-    /// Recovering a dead exclusive owner (an adder does the takeover).
-    dead: [bool; PROCS],
-    invoked: [bool; PROCS],
-    done: [Option<bool>; PROCS],
-    /// before[p][q]: p responded before q was invoked (real-time order).
-    before: [[bool; PROCS]; PROCS],
-    crashed: bool,
+    /// Responses: new or not (the clearer: false).
+    procs: Procs<bool>,
     /// The item was present before any operation (a constant of the run).
     init_present: bool,
 }
@@ -62,24 +57,60 @@ fn me(p: usize) -> Owner {
     p as Owner + 1
 }
 
-impl State {
-    fn new() -> State {
-        State {
-            stripe: 0,
-            excl: 0,
-            epoch: 0,
-            pending: false,
-            bits: [false; 2],
-            pc: [0; PROCS],
-            new: [false; PROCS],
-            zero: [[false; 2]; PROCS],
-            seen_epoch: [0; PROCS],
+/// The exclusive lock, as both models' processes see it.
+#[derive(Clone, Default, PartialEq, Eq, Hash, Debug)]
+struct Excl {
+    owner: Owner,
+    /// The seqlock epoch: odd while an exclusive operation runs.
+    epoch: u8,
+    /// A clear has started zeroing; whoever takes over a dead owner finishes it.
+    pending: bool,
+}
+
+impl Excl {
+    /// enter_exclusive: the epoch made odd (a dead owner may have left it so).
+    fn enter(&mut self) {
+        if self.epoch % 2 == 0 {
+            self.epoch += 1;
+        }
+    }
+
+    /// steal_exclusive + enter_exclusive, in one step, by the owner `id`.
+    fn steal(&mut self, id: Owner) {
+        self.owner = id;
+        self.enter();
+    }
+
+    /// Dropping the exclusive guard: no pending clear, an even epoch, no owner.
+    fn release(&mut self) {
+        self.pending = false;
+        self.epoch += self.epoch % 2;
+        self.owner = 0;
+    }
+}
+
+/// What every model keeps of its processes besides their programs: who was
+/// killed, who has started, who answered what, and in which real-time order.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Procs<R> {
+    /// Killed (an adder recovers a dead exclusive owner).
+    dead: [bool; PROCS],
+    invoked: [bool; PROCS],
+    done: [Option<R>; PROCS],
+    /// before[p][q]: p responded before q was invoked (real-time order).
+    before: [[bool; PROCS]; PROCS],
+    /// Someone was killed (at most one per run).
+    crashed: bool,
+}
+
+impl<R: Copy> Procs<R> {
+    fn new() -> Self {
+        Procs {
             dead: [false; PROCS],
             invoked: [false; PROCS],
             done: [None; PROCS],
             before: [[false; PROCS]; PROCS],
             crashed: false,
-            init_present: false,
         }
     }
 
@@ -87,33 +118,17 @@ impl State {
         o != 0 && self.dead[o as usize - 1]
     }
 
+    /// The lock word `o` is free, or its owner is dead.
+    fn free_or_dead(&self, o: Owner) -> bool {
+        o == 0 || self.owner_dead(o)
+    }
+
     fn live(&self, p: usize) -> bool {
         !self.dead[p] && self.done[p].is_none()
     }
 
-    fn respond(&mut self, p: usize, r: bool) {
+    fn respond(&mut self, p: usize, r: R) {
         self.done[p] = Some(r);
-    }
-
-    /// One step of `drain` for process `p`, whose next state is `n`: go on
-    /// at `next` when the stripe is free, clear it when its owner is dead;
-    /// false when blocked on a live owner.
-    fn drain_step(&self, n: &mut State, p: usize, next: u8) -> bool {
-        if self.stripe == 0 {
-            n.pc[p] = next;
-        } else if self.owner_dead(self.stripe) {
-            n.stripe = 0;
-        } else {
-            return false;
-        }
-        true
-    }
-
-    /// Dropping the exclusive guard: no pending clear, an even epoch, no owner.
-    fn release_exclusive(&mut self) {
-        self.pending = false;
-        self.epoch += self.epoch % 2;
-        self.excl = 0;
     }
 
     fn invoke(&mut self, p: usize) {
@@ -125,6 +140,130 @@ impl State {
                 }
             }
         }
+    }
+
+    /// `order` respects real time: nobody in it comes after an operation
+    /// that was invoked only after it had finished.
+    fn in_real_time(&self, order: &[usize]) -> bool {
+        for (i, &p) in order.iter().enumerate() {
+            for &q in &order[i + 1..] {
+                if self.before[q][p] {
+                    return false; // q finished before p started, yet p is first
+                }
+            }
+        }
+        true
+    }
+
+    /// Some order of the completed operations, consistent with real time,
+    /// that `explains` the outcome; the killed operation may or may not have
+    /// taken effect.
+    fn linearizable(&self, explains: impl Fn(&[usize]) -> bool) -> bool {
+        let completed: Vec<usize> = (0..PROCS).filter(|&p| self.done[p].is_some()).collect();
+        let killed: Vec<usize> = (0..PROCS).filter(|&p| self.dead[p] && self.invoked[p]).collect();
+        [false, true].iter().any(|&include| {
+            let mut ops = completed.clone();
+            if include {
+                ops.extend(&killed);
+            }
+            permutations(&ops).iter().any(|order| explains(order))
+        })
+    }
+}
+
+/// A model's state, whose processes are kept in a `Procs`.
+trait Model: Clone + Eq + Hash + Debug {
+    type Response: Copy;
+    fn procs(&self) -> &Procs<Self::Response>;
+    fn procs_mut(&mut self) -> &mut Procs<Self::Response>;
+}
+
+/// `n`, the state after a step of `p` from `s`, and a SIGKILL of `p`
+/// instead of that step (at most one per run: enough to reach every "dies
+/// holding X" state, and it keeps the space small).
+fn and_a_kill<M: Model>(s: &M, p: usize, n: M) -> Vec<M> {
+    let mut out = vec![n];
+    if !s.procs().crashed {
+        let mut k = s.clone();
+        let kp = k.procs_mut();
+        kp.invoke(p);
+        kp.dead[p] = true;
+        kp.crashed = true;
+        out.push(k);
+    }
+    out
+}
+
+/// Every state reachable from `initial` (depth-first, states memoised):
+/// `check` in each; where nobody can move, no live process is left (no
+/// deadlock) and the run is linearizable (`explains` judges one order).
+/// Returns how many such final states there are.
+fn explore_model<M: Model>(
+    initial: M,
+    check: impl Fn(&M),
+    steps: impl Fn(&M, usize) -> Vec<M>,
+    explains: impl Fn(&M, &[usize]) -> bool,
+) -> usize {
+    let mut seen = HashSet::new();
+    let mut stack = vec![initial];
+    let mut finals = 0;
+    while let Some(s) = stack.pop() {
+        if !seen.insert(s.clone()) {
+            continue;
+        }
+        check(&s);
+        let next: Vec<M> = (0..PROCS).flat_map(|p| steps(&s, p)).collect();
+        if next.is_empty() {
+            let stuck: Vec<usize> = (0..PROCS).filter(|&p| s.procs().live(p)).collect();
+            assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
+            assert!(
+                s.procs().linearizable(|order| explains(&s, order)),
+                "not linearizable: {s:?}"
+            );
+            finals += 1;
+        }
+        stack.extend(next);
+    }
+    finals
+}
+
+impl State {
+    fn new() -> State {
+        State {
+            stripe: 0,
+            lock: Excl::default(),
+            bits: [false; 2],
+            pc: [0; PROCS],
+            new: [false; PROCS],
+            zero: [[false; 2]; PROCS],
+            seen_epoch: [0; PROCS],
+            procs: Procs::new(),
+            init_present: false,
+        }
+    }
+
+    /// One step of `drain` for process `p`, whose next state is `n`: go on
+    /// at `next` when the stripe is free, clear it when its owner is dead;
+    /// false when blocked on a live owner.
+    fn drain_step(&self, n: &mut State, p: usize, next: u8) -> bool {
+        if self.stripe == 0 {
+            n.pc[p] = next;
+        } else if self.procs.owner_dead(self.stripe) {
+            n.stripe = 0;
+        } else {
+            return false;
+        }
+        true
+    }
+}
+
+impl Model for State {
+    type Response = bool;
+    fn procs(&self) -> &Procs<bool> {
+        &self.procs
+    }
+    fn procs_mut(&mut self) -> &mut Procs<bool> {
+        &mut self.procs
     }
 }
 
@@ -161,18 +300,22 @@ const C_RELEASE: u8 = 6;
 
 /// All states reachable in one step of process `p` (empty: blocked or done).
 fn steps(s: &State, p: usize) -> Vec<State> {
-    if !s.live(p) {
+    if !s.procs.live(p) {
         return vec![];
     }
     let mut n = s.clone();
-    n.invoke(p);
+    n.procs.invoke(p);
     let id = me(p);
     if p < ADDERS {
         match s.pc[p] {
             A_FAST_EPOCH => {
                 if p == 1 {
-                    n.seen_epoch[p] = s.epoch;
-                    n.pc[p] = if s.epoch % 2 == 0 { A_FAST_B0 } else { A_TAKE_STRIPE };
+                    n.seen_epoch[p] = s.lock.epoch;
+                    n.pc[p] = if s.lock.epoch % 2 == 0 {
+                        A_FAST_B0
+                    } else {
+                        A_TAKE_STRIPE
+                    };
                 } else {
                     n.pc[p] = A_TAKE_STRIPE;
                 }
@@ -190,8 +333,8 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 };
             }
             A_FAST_RECHECK => {
-                if s.epoch == s.seen_epoch[p] {
-                    n.respond(p, false);
+                if s.lock.epoch == s.seen_epoch[p] {
+                    n.procs.respond(p, false);
                 } else {
                     n.pc[p] = A_TAKE_STRIPE;
                 }
@@ -200,13 +343,13 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 if s.stripe == 0 {
                     n.stripe = id;
                     n.pc[p] = A_LOAD_EXCL;
-                } else if s.owner_dead(s.stripe) {
+                } else if s.procs.owner_dead(s.stripe) {
                     n.stripe = 0; // wait_word clears a dead owner's stripe
                 } else {
                     return vec![]; // blocked
                 }
             }
-            A_LOAD_EXCL => n.pc[p] = if s.excl == 0 { A_GATHER_B0 } else { A_BACKOFF },
+            A_LOAD_EXCL => n.pc[p] = if s.lock.owner == 0 { A_GATHER_B0 } else { A_BACKOFF },
             A_GATHER_B0 | A_GATHER_B1 => {
                 let b = (s.pc[p] - A_GATHER_B0) as usize;
                 n.zero[p][b] = !s.bits[b];
@@ -222,21 +365,18 @@ fn steps(s: &State, p: usize) -> Vec<State> {
             }
             A_RELEASE => {
                 n.stripe = 0;
-                n.respond(p, s.new[p]);
+                n.procs.respond(p, s.new[p]);
             }
             A_BACKOFF => {
                 n.stripe = 0;
                 n.pc[p] = A_WAIT_EXCL;
             }
             A_WAIT_EXCL => {
-                if s.excl == 0 {
+                if s.lock.owner == 0 {
                     n.pc[p] = A_TAKE_STRIPE;
-                } else if s.owner_dead(s.excl) {
+                } else if s.procs.owner_dead(s.lock.owner) {
                     // steal_exclusive + enter_exclusive
-                    n.excl = id;
-                    if s.epoch % 2 == 0 {
-                        n.epoch += 1;
-                    }
+                    n.lock.steal(id);
                     n.pc[p] = A_RECOVER_DRAIN;
                 } else {
                     return vec![];
@@ -248,13 +388,13 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 }
             }
             A_RECOVER_CLEAR => {
-                if s.pending {
+                if s.lock.pending {
                     n.bits = [false; 2];
                 }
                 n.pc[p] = A_RECOVER_RELEASE;
             }
             A_RECOVER_RELEASE => {
-                n.release_exclusive();
+                n.lock.release();
                 n.pc[p] = A_TAKE_STRIPE;
             }
             _ => unreachable!(),
@@ -263,17 +403,15 @@ fn steps(s: &State, p: usize) -> Vec<State> {
         match s.pc[p] {
             C_TAKE => {
                 // Free, or held by a dead owner (steal_exclusive).
-                if s.excl == 0 || s.owner_dead(s.excl) {
-                    n.excl = id;
+                if s.procs.free_or_dead(s.lock.owner) {
+                    n.lock.owner = id;
                     n.pc[p] = C_EPOCH_ODD;
                 } else {
                     return vec![];
                 }
             }
             C_EPOCH_ODD => {
-                if s.epoch % 2 == 0 {
-                    n.epoch += 1;
-                }
+                n.lock.enter();
                 n.pc[p] = C_DRAIN;
             }
             C_DRAIN => {
@@ -282,7 +420,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 }
             }
             C_PENDING => {
-                n.pending = true;
+                n.lock.pending = true;
                 n.pc[p] = C_ZERO_B0;
             }
             C_ZERO_B0 | C_ZERO_B1 => {
@@ -290,64 +428,34 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 n.pc[p] += 1;
             }
             C_RELEASE => {
-                n.release_exclusive();
-                n.respond(p, false);
+                n.lock.release();
+                n.procs.respond(p, false);
             }
             _ => unreachable!(),
         }
     }
-    let mut out = vec![n];
-    // A SIGKILL instead of this step (at most one per run: enough to reach
-    // every "dies holding X" state, and it keeps the space small).
-    if !s.crashed {
-        let mut k = s.clone();
-        k.invoke(p);
-        k.dead[p] = true;
-        k.crashed = true;
-        out.push(k);
-    }
-    out
+    and_a_kill(s, p, n)
 }
 
 /// Invariants of every reachable state.
 fn check_state(s: &State) {
-    let clearer_zeroing = s.live(CLEARER) && matches!(s.pc[CLEARER], C_ZERO_B0 | C_ZERO_B1);
+    let clearer_zeroing = s.procs.live(CLEARER) && matches!(s.pc[CLEARER], C_ZERO_B0 | C_ZERO_B1);
     for a in 0..ADDERS {
-        let setting = s.live(a) && matches!(s.pc[a], A_SET_B0 | A_SET_B1);
+        let setting = s.procs.live(a) && matches!(s.pc[a], A_SET_B0 | A_SET_B1);
         assert!(
             !(clearer_zeroing && setting),
             "adder {a} sets bits during a clear: {s:?}"
         );
-        let recovering = s.live(a) && s.pc[a] == A_RECOVER_CLEAR;
+        let recovering = s.procs.live(a) && s.pc[a] == A_RECOVER_CLEAR;
         assert!(!(recovering && clearer_zeroing), "two clears at once: {s:?}");
     }
 }
 
-/// Some order of the operations, consistent with real time, that explains
-/// the responses and the final bits.
-fn linearizable(s: &State) -> bool {
-    let completed: Vec<usize> = (0..PROCS).filter(|&p| s.done[p].is_some()).collect();
-    let killed: Vec<usize> = (0..PROCS).filter(|&p| s.dead[p] && s.invoked[p]).collect();
-    // The killed operation may or may not have taken effect.
-    for include in [false, true] {
-        let mut ops = completed.clone();
-        if include {
-            ops.extend(&killed);
-        }
-        if permutations(&ops).iter().any(|order| explains(s, order)) {
-            return true;
-        }
-    }
-    false
-}
-
+/// `order`, consistent with real time, explains the responses and the
+/// final bits.
 fn explains(s: &State, order: &[usize]) -> bool {
-    for (i, &p) in order.iter().enumerate() {
-        for &q in &order[i + 1..] {
-            if s.before[q][p] {
-                return false; // q finished before p started, yet p is first
-            }
-        }
+    if !s.procs.in_real_time(order) {
+        return false;
     }
     let mut present = s.init_present;
     let mut last_clear = None;
@@ -361,7 +469,7 @@ fn explains(s: &State, order: &[usize]) -> bool {
             present = true;
             r
         };
-        if let Some(got) = s.done[p] {
+        if let Some(got) = s.procs.done[p] {
             if got != r {
                 return false;
             }
@@ -369,7 +477,7 @@ fn explains(s: &State, order: &[usize]) -> bool {
     }
     // No completed add after the last clear may be missing from the bits.
     for (i, &p) in order.iter().enumerate() {
-        if p < ADDERS && s.done[p].is_some() && last_clear.map_or(true, |c| i > c) && !(s.bits[0] && s.bits[1]) {
+        if p < ADDERS && s.procs.done[p].is_some() && last_clear.map_or(true, |c| i > c) && !(s.bits[0] && s.bits[1]) {
             return false;
         }
     }
@@ -393,24 +501,7 @@ fn permutations(v: &[usize]) -> Vec<Vec<usize>> {
 }
 
 fn explore(initial: State) -> usize {
-    let mut seen = HashSet::new();
-    let mut stack = vec![initial];
-    let mut finals = 0;
-    while let Some(s) = stack.pop() {
-        if !seen.insert(s.clone()) {
-            continue;
-        }
-        check_state(&s);
-        let next: Vec<State> = (0..PROCS).flat_map(|p| steps(&s, p)).collect();
-        if next.is_empty() {
-            let stuck: Vec<usize> = (0..PROCS).filter(|&p| s.live(p)).collect();
-            assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
-            assert!(linearizable(&s), "not linearizable: {s:?}");
-            finals += 1;
-        }
-        stack.extend(next);
-    }
-    finals
+    explore_model(initial, check_state, steps, explains)
 }
 
 #[test]
@@ -656,11 +747,10 @@ fn model_catches_a_release_that_unlocks_before_retiring_its_generation() {
 /// At the end of every run: some live process could always move, and the
 /// responses (new, not new, frozen) and the final word are linearizable.
 mod lockfree {
-    use std::collections::HashSet;
+    use super::{and_a_kill, explore_model, me as id, Excl, Model, Procs, PROCS};
 
     const ADDERS: usize = 2;
     const EXCL: usize = 2;
-    const PROCS: usize = 3;
 
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
     pub enum Op {
@@ -682,9 +772,7 @@ mod lockfree {
     struct S {
         word: bool,
         mark: [u8; ADDERS],
-        excl: u8,
-        epoch: u8,
-        pending: bool,
+        lock: Excl,
         frozen: bool,
         /// The word when `freeze` returned.
         frozen_word: Option<bool>,
@@ -692,12 +780,8 @@ mod lockfree {
         seen_epoch: [u8; PROCS],
         /// Adder: the answer its update gave.
         new: [bool; PROCS],
-        dead: [bool; PROCS],
-        invoked: [bool; PROCS],
-        /// 0 not new, 1 new, 2 refused (frozen); the exclusive op: 0.
-        done: [Option<u8>; PROCS],
-        before: [[bool; PROCS]; PROCS],
-        crashed: bool,
+        /// Responses: 0 not new, 1 new, 2 refused (frozen); the exclusive op: 0.
+        procs: Procs<u8>,
         init: bool,
     }
 
@@ -727,69 +811,58 @@ mod lockfree {
     const E_OP: u8 = 5;
     const E_RELEASE: u8 = 6;
 
-    fn id(p: usize) -> u8 {
-        p as u8 + 1
+    impl Model for S {
+        type Response = u8;
+        fn procs(&self) -> &Procs<u8> {
+            &self.procs
+        }
+        fn procs_mut(&mut self) -> &mut Procs<u8> {
+            &mut self.procs
+        }
     }
 
     impl S {
-        fn live(&self, p: usize) -> bool {
-            !self.dead[p] && self.done[p].is_none()
-        }
-        fn owner_dead(&self, o: u8) -> bool {
-            o != 0 && self.dead[o as usize - 1]
-        }
-        fn invoke(&mut self, p: usize) {
-            if !self.invoked[p] {
-                self.invoked[p] = true;
-                for q in 0..PROCS {
-                    if self.done[q].is_some() {
-                        self.before[q][p] = true;
-                    }
-                }
-            }
-        }
         /// One step of a drain of mark `i` (not the drainer's own).
         fn drain(&self, n: &mut S, i: usize) -> bool {
             let m = self.mark[i];
             if m == 0 {
                 true
-            } else if self.owner_dead(m) {
+            } else if self.procs.owner_dead(m) {
                 n.mark[i] = 0;
                 false // cleared; the next step finds it free
             } else {
                 false
             }
         }
-        fn release(&mut self) {
-            self.pending = false;
-            self.epoch += self.epoch % 2;
-            self.excl = 0;
-        }
     }
 
     fn steps(s: &S, p: usize, op: Op, broken: Broken) -> Vec<S> {
-        if !s.live(p) {
+        if !s.procs.live(p) {
             return vec![];
         }
         let mut n = s.clone();
-        n.invoke(p);
+        n.procs.invoke(p);
         if p < ADDERS {
             match s.pc[p] {
                 A_WRITABLE => {
                     if s.frozen {
-                        n.done[p] = Some(2);
+                        n.procs.respond(p, 2);
                     } else {
                         n.pc[p] = A_F_EPOCH;
                     }
                 }
                 A_F_EPOCH => {
-                    n.seen_epoch[p] = s.epoch;
-                    n.pc[p] = if p == 1 && s.epoch % 2 == 0 { A_F_LOAD } else { A_MARK };
+                    n.seen_epoch[p] = s.lock.epoch;
+                    n.pc[p] = if p == 1 && s.lock.epoch % 2 == 0 {
+                        A_F_LOAD
+                    } else {
+                        A_MARK
+                    };
                 }
                 A_F_LOAD => n.pc[p] = if s.word { A_F_RECHECK } else { A_MARK },
                 A_F_RECHECK => {
-                    if s.epoch == s.seen_epoch[p] {
-                        n.done[p] = Some(0);
+                    if s.lock.epoch == s.seen_epoch[p] {
+                        n.procs.respond(p, 0);
                     } else {
                         n.pc[p] = A_MARK;
                     }
@@ -800,7 +873,7 @@ mod lockfree {
                     }
                     n.pc[p] = A_LOAD_EXCL;
                 }
-                A_LOAD_EXCL => n.pc[p] = if s.excl == 0 { A_LOAD_FROZEN } else { A_BACKOFF },
+                A_LOAD_EXCL => n.pc[p] = if s.lock.owner == 0 { A_LOAD_FROZEN } else { A_BACKOFF },
                 A_LOAD_FROZEN => n.pc[p] = if s.frozen { A_UNMARK_FROZEN } else { A_LOAD_WORD },
                 // Word64::set loads first: all bits there means not new.
                 A_LOAD_WORD => {
@@ -818,24 +891,21 @@ mod lockfree {
                 }
                 A_UNMARK => {
                     n.mark[p] = 0;
-                    n.done[p] = Some(s.new[p] as u8);
+                    n.procs.respond(p, s.new[p] as u8);
                 }
                 A_UNMARK_FROZEN => {
                     n.mark[p] = 0;
-                    n.done[p] = Some(2);
+                    n.procs.respond(p, 2);
                 }
                 A_BACKOFF => {
                     n.mark[p] = 0;
                     n.pc[p] = A_WAIT_EXCL;
                 }
                 A_WAIT_EXCL => {
-                    if s.excl == 0 {
+                    if s.lock.owner == 0 {
                         n.pc[p] = A_MARK;
-                    } else if s.owner_dead(s.excl) {
-                        n.excl = id(p);
-                        if s.epoch % 2 == 0 {
-                            n.epoch += 1;
-                        }
+                    } else if s.procs.owner_dead(s.lock.owner) {
+                        n.lock.steal(id(p));
                         n.pc[p] = A_REC_DRAIN;
                     } else {
                         return vec![];
@@ -851,13 +921,13 @@ mod lockfree {
                 }
                 // resume: a dead clear's pending work is finished.
                 A_REC_OP => {
-                    if s.pending {
+                    if s.lock.pending {
                         n.word = false;
                     }
                     n.pc[p] = A_REC_RELEASE;
                 }
                 A_REC_RELEASE => {
-                    n.release();
+                    n.lock.release();
                     n.pc[p] = A_MARK;
                 }
                 _ => unreachable!(),
@@ -865,17 +935,15 @@ mod lockfree {
         } else {
             match s.pc[p] {
                 E_TAKE => {
-                    if s.excl == 0 || s.owner_dead(s.excl) {
-                        n.excl = id(p);
+                    if s.procs.free_or_dead(s.lock.owner) {
+                        n.lock.owner = id(p);
                         n.pc[p] = E_EPOCH;
                     } else {
                         return vec![];
                     }
                 }
                 E_EPOCH => {
-                    if s.epoch % 2 == 0 {
-                        n.epoch += 1;
-                    }
+                    n.lock.enter();
                     n.pc[p] = if broken == Broken::NoDrain { E_PENDING } else { E_DRAIN0 };
                 }
                 E_DRAIN0 | E_DRAIN1 => {
@@ -887,7 +955,7 @@ mod lockfree {
                     }
                 }
                 E_PENDING => {
-                    n.pending = op == Op::Clear;
+                    n.lock.pending = op == Op::Clear;
                     n.pc[p] = E_OP;
                 }
                 E_OP => {
@@ -898,8 +966,8 @@ mod lockfree {
                     n.pc[p] = E_RELEASE;
                 }
                 E_RELEASE => {
-                    n.release();
-                    n.done[p] = Some(0);
+                    n.lock.release();
+                    n.procs.respond(p, 0);
                     if op == Op::Freeze {
                         n.frozen_word = Some(s.word);
                     }
@@ -907,21 +975,13 @@ mod lockfree {
                 _ => unreachable!(),
             }
         }
-        let mut out = vec![n];
-        if !s.crashed {
-            let mut k = s.clone();
-            k.invoke(p);
-            k.dead[p] = true;
-            k.crashed = true;
-            out.push(k);
-        }
-        out
+        and_a_kill(s, p, n)
     }
 
     fn check_state(s: &S) {
-        let running = s.live(EXCL) && (E_PENDING..=E_RELEASE).contains(&s.pc[EXCL]);
+        let running = s.procs.live(EXCL) && (E_PENDING..=E_RELEASE).contains(&s.pc[EXCL]);
         for a in 0..ADDERS {
-            let updating = s.live(a) && s.pc[a] == A_FETCH_OR;
+            let updating = s.procs.live(a) && s.pc[a] == A_FETCH_OR;
             assert!(
                 !(running && updating),
                 "adder {a} updates during the exclusive op: {s:?}"
@@ -933,10 +993,8 @@ mod lockfree {
     }
 
     fn explains(s: &S, order: &[usize], op: Op) -> bool {
-        for (i, &p) in order.iter().enumerate() {
-            if order[i + 1..].iter().any(|&q| s.before[q][p]) {
-                return false;
-            }
+        if !s.procs.in_real_time(order) {
+            return false;
         }
         let (mut present, mut frozen) = (s.init, false);
         for &p in order {
@@ -953,62 +1011,32 @@ mod lockfree {
                 present = true;
                 r
             };
-            if s.done[p].is_some_and(|got| got != r) {
+            if s.procs.done[p].is_some_and(|got| got != r) {
                 return false;
             }
         }
         present == s.word
     }
 
-    fn linearizable(s: &S, op: Op) -> bool {
-        let completed: Vec<usize> = (0..PROCS).filter(|&p| s.done[p].is_some()).collect();
-        let killed: Vec<usize> = (0..PROCS).filter(|&p| s.dead[p] && s.invoked[p]).collect();
-        [false, true].iter().any(|&include| {
-            let mut ops = completed.clone();
-            if include {
-                ops.extend(&killed);
-            }
-            super::permutations(&ops).iter().any(|o| explains(s, o, op))
-        })
-    }
-
     pub fn explore(op: Op, init: bool, broken: Broken) -> usize {
         let s0 = S {
             word: init,
             mark: [0; ADDERS],
-            excl: 0,
-            epoch: 0,
-            pending: false,
+            lock: Excl::default(),
             frozen: false,
             frozen_word: None,
             pc: [A_WRITABLE, A_WRITABLE, E_TAKE],
             seen_epoch: [0; PROCS],
             new: [false; PROCS],
-            dead: [false; PROCS],
-            invoked: [false; PROCS],
-            done: [None; PROCS],
-            before: [[false; PROCS]; PROCS],
-            crashed: false,
+            procs: Procs::new(),
             init,
         };
-        let mut seen = HashSet::new();
-        let mut stack = vec![s0];
-        let mut finals = 0;
-        while let Some(s) = stack.pop() {
-            if !seen.insert(s.clone()) {
-                continue;
-            }
-            check_state(&s);
-            let next: Vec<S> = (0..PROCS).flat_map(|p| steps(&s, p, op, broken)).collect();
-            if next.is_empty() {
-                let stuck: Vec<usize> = (0..PROCS).filter(|&p| s.live(p)).collect();
-                assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
-                assert!(linearizable(&s, op), "not linearizable: {s:?}");
-                finals += 1;
-            }
-            stack.extend(next);
-        }
-        finals
+        explore_model(
+            s0,
+            check_state,
+            |s, p| steps(s, p, op, broken),
+            |s, order| explains(s, order, op),
+        )
     }
 }
 

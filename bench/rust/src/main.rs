@@ -317,6 +317,16 @@ const OPS: [Op; 6] = [
     Op::ContainsManyMiss,
 ];
 
+/// In the order the tables list them: singles, then batches.
+const TABLE_OPS: [Op; 6] = [
+    Op::ContainsHit,
+    Op::ContainsMiss,
+    Op::Add,
+    Op::ContainsManyHit,
+    Op::ContainsManyMiss,
+    Op::AddMany,
+];
+
 impl Op {
     fn label(self) -> &'static str {
         match self {
@@ -507,14 +517,7 @@ fn print_size(size: &str, len: usize, capacity: u64, runs: &[Run]) {
     );
     println!("|{:-<20}|{:-<7}|{:->6}|{:->11}|{:->13}|{:->11}|{:->12}|{:->12}|", "", "", "", "", "", "", "", "");
     let ours = &runs[0];
-    for op in [
-        Op::ContainsHit,
-        Op::ContainsMiss,
-        Op::Add,
-        Op::ContainsManyHit,
-        Op::ContainsManyMiss,
-        Op::AddMany,
-    ] {
+    for op in TABLE_OPS {
         let o = ours.get(op).unwrap();
         let b = runs[1].get(op.baseline()).unwrap();
         let f = runs[2].get(op.baseline()).unwrap();
@@ -544,14 +547,7 @@ fn print_size(size: &str, len: usize, capacity: u64, runs: &[Run]) {
         "operation", "size", "key", "blocked ns", "ours ns", "fastbloom", "blocked/ours", "blocked/fast"
     );
     println!("|{:-<20}|{:-<7}|{:->6}|{:->12}|{:->11}|{:->11}|{:->15}|{:->16}|", "", "", "", "", "", "", "", "");
-    for op in [
-        Op::ContainsHit,
-        Op::ContainsMiss,
-        Op::Add,
-        Op::ContainsManyHit,
-        Op::ContainsManyMiss,
-        Op::AddMany,
-    ] {
+    for op in TABLE_OPS {
         let x = bl.get(op).unwrap();
         let o = ours.get(op).unwrap();
         let f = runs[2].get(op.baseline()).unwrap();
