@@ -227,11 +227,13 @@ fn options(opts: *const BfsOptions) -> Result<Options, Error> {
                 BFS_LAYOUT_BLOCKED => Some(Layout::Blocked),
                 n => return Err(Error::arg(format!("unknown layout {n}"))),
             },
+            window: None,
         }),
         None => Ok(Options {
             mode: 0o600,
             seed: 0,
             layout: None,
+            window: None,
         }),
     }
 }

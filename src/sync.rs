@@ -607,6 +607,22 @@ impl<'a> Shared<'a> {
         }
     }
 
+    /// Wait until every stripe held when we look has been released once
+    /// (or its owner found dead): a windowed filter's cleaner, after it read
+    /// the view (`window` module docs, the drain). The caller holds no
+    /// stripe.
+    pub fn drain_stripes(&self) {
+        for s in self.stripes {
+            // SeqCst: the Dekker pair with begin_add's stripe CAS (an adder
+            // takes its stripe, then reads the view; the cleaner reads the
+            // view, then the stripes).
+            let held = s.word.load(Ordering::SeqCst);
+            if held != 0 {
+                self.wait_word(&s.word, held);
+            }
+        }
+    }
+
     /// Wait until a stripe no longer holds `held`; clear it if its owner
     /// died. Polls: releasers store 0 without looking for waiters.
     #[cold]
