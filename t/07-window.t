@@ -9,7 +9,7 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child reap);
+use BFTest qw(in_child reap perl5lib);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -345,6 +345,47 @@ subtest 'SIGKILL storm during steps' => sub {
     });
     is($r->{out}, 'ok', 'another process too');
     ok($f->contains('child-after'), 'and its add is seen here');
+};
+
+# The command line: create --window, info shows it.
+subtest 'command line' => sub {
+    my $script = "$FindBin::Bin/../script/bloomfilter-shared";
+    local $ENV{PERL5LIB} = perl5lib();
+    my $cli = sub {
+        my $cmd = join ' ', map { "'$_'" } $^X, $script, @_;
+        my $out = `$cmd 2>&1`;
+        return ($? >> 8, $out);
+    };
+    my ($rc, $out) = $cli->('create', "$dir/cli.bloom", '-n', 1000, '--window', '24h', '--generations', 3);
+    is($rc, 0, 'create --window 24h --generations 3') or diag $out;
+    my $f = $C->new("$dir/cli.bloom", 1000, 0.01);
+    ok(abs($f->window - 86400) < 1e-6, 'a 24 hour window');
+    is($f->generations, 3, 'of 3 generations');
+    ($rc, $out) = $cli->('create', "$dir/cli4.bloom", '-n', 1000, '--window', '90m');
+    is($rc, 0, 'create --window 90m');
+    is($C->new("$dir/cli4.bloom", 1000, 0.01)->generations, 4, 'generations default to 4');
+    ($rc, $out) = $cli->('info', "$dir/cli.bloom");
+    like($out, qr/^window\s+86400 s$/m, 'info shows the window');
+    like($out, qr/^generations\s+3$/m, 'and the generations');
+    like($out, qr/^generation\s+0$/m, 'and the current one');
+    like($out, qr/^generation_start\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/m, 'and its start');
+    ($rc, $out) = $cli->('info', '--json', "$dir/cli.bloom");
+    require JSON::PP;
+    my $j = JSON::PP->new->decode($out);
+    is_deeply([@$j{qw(window generations generation)}], [86400, 3, 0], 'info --json too');
+    ($rc, $out) = $cli->('info', "$dir/plain.bloom");
+    unlike($out, qr/^window/m, 'a plain filter shows no window');
+    ($rc, $out) = $cli->('create', "$dir/bad.bloom", '-n', 1000, '--window', '5x');
+    is($rc, 2, 'a bad duration is a usage error');
+    like($out, qr/\Abloomfilter-shared: --window: duration '5x' has an unknown unit 'x' \(use s, m, h or d\)/,
+        'naming the unit');
+    ($rc, $out) = $cli->('create', "$dir/bad.bloom", '-n', 1000, '--generations', 3);
+    is($rc, 2, '--generations alone');
+    like($out, qr/--generations needs --window/, 'says so');
+    ($rc, $out) = $cli->('create', "$dir/bad.bloom", '-n', 1000, '--window', '1h', '--generations', 17);
+    is($rc, 2, '--generations 17');
+    like($out, qr/--generations must be an integer from 2 to 16, not '17'/, 'says so');
+    ok(!-e "$dir/bad.bloom", 'no file left by the errors');
 };
 
 done_testing;
