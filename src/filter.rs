@@ -855,10 +855,18 @@ impl Filter {
         // generation's `last` before us, whether the item was new there.
         let write = |v: View| -> (u64, u64, bool) {
             let q = self.grid_now(w, v, now);
-            // AcqRel: Release pairs with readers' Acquire of last[] (the
-            // generation is visible to them from our grid); Acquire sees
-            // the previous adder's.
-            let old = self.last_word(v.pos).fetch_max(q.saturating_add(1), Ordering::AcqRel);
+            let last = self.last_word(v.pos);
+            // Acquire: pairs with the Release of the fetch_max below (in
+            // whichever adder raised it).
+            let mut old = last.load(Ordering::Acquire);
+            if old < q.saturating_add(1) {
+                // Written once a period, not on every add: the word's
+                // cache line is read by every adder and query (DESIGN C5).
+                // AcqRel: Release pairs with readers' Acquire of last[] (the
+                // generation is visible to them from our grid); Acquire
+                // sees the previous adder's.
+                old = last.fetch_max(q.saturating_add(1), Ordering::AcqRel);
+            }
             (q, old, p.set(self.generation(win, v.pos), loc))
         };
         let v = self.load_view(w);

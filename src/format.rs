@@ -5,11 +5,14 @@
 //! offset 0        header page: immutable fields + checksum (0..128),
 //!                 control line (128..192): flags, epoch, exclusive word,
 //!                 pending operation and its cursor;
+//!                 a windowed filter's window and epoch0 + their checksum
+//!                 (192..216), its step protocol's words (256..648);
 //!                 scratch (2048..2560): a resumable operation's saved chunk
 //! offset 4096     process slots: SLOTS x 64 bytes, one cache line each
 //! offset 69632    add stripes:   64 to 4096 x 64 bytes (`stripes_for`), one
 //!                 cache line each
-//! bits_off        the bit array, page aligned (2 MiB aligned when large)
+//! bits_off        the bit array, page aligned (2 MiB aligned when large);
+//!                 a windowed filter's g + 1 arrays one after the other
 //! ```
 //!
 //! A header is untrusted input: it may come from a file another user can
