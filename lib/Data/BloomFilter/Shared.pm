@@ -1436,6 +1436,11 @@ L</WINDOWED FILTERS>.
 
 An existing file's window or generations differ from the options given.
 
+=item the generation number is at its limit (corrupted file)
+
+L</rotate> found the filter's shared step words holding what no step
+writes.
+
 =item rotate needs a windowed filter
 
 =item merge is not supported on a windowed filter
