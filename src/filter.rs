@@ -37,6 +37,15 @@ const ITEM_AHEAD: usize = 8;
 /// adds of present items 25-50% faster.
 const PIPELINE_MIN_BYTES: u64 = 4 << 20;
 
+/// How long a windowed filter's cleaner waits for adds in flight before it
+/// leaves the clear to a later writer: far longer than an add takes, so
+/// mostly a stopped adder makes it give up (steps wait meanwhile, and
+/// items live longer, never shorter).
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
+/// After a drain that gave up, how long this handle's adds leave the
+/// spare alone: an adder pays DRAIN_LIMIT at most once in this long.
+const DRAIN_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Whether batches hash ahead and prefetch: unless the environment variable
 /// `BLOOMFILTER_SHARED_NO_PIPELINE` is set. It is read on every batch that
 /// could be pipelined (well under a microsecond, on a batch whose work takes
@@ -65,6 +74,9 @@ pub struct Filter {
     serial: u64,
     /// A windowed filter's generations (None: a plain filter).
     win: Option<Win>,
+    /// Until when this handle's adds leave the spare alone: its last clear
+    /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
+    clean_after: Cell<Option<std::time::Instant>>,
 }
 
 /// A windowed filter's facts, copied from the validated header.
@@ -182,6 +194,7 @@ impl Filter {
             bits,
             region,
             claim: Cell::new(None),
+            clean_after: Cell::new(None),
             // Relaxed: only uniqueness matters.
             serial: SERIALS.fetch_add(1, Ordering::Relaxed),
         }
@@ -819,8 +832,14 @@ impl Filter {
         let mark = v.clean_mark();
         // Acquire: pairs with our predecessors' Release of clean[].
         if self.clean_word(spare).load(Ordering::Acquire) != mark {
-            // Every adder that read a view older than `v` is done.
-            sh.drain_stripes();
+            // Every adder that read a view older than `v` is done; or a
+            // stopped one holds its stripe, and a later writer retries.
+            if !sh.drain_stripes(DRAIN_LIMIT) {
+                self.clean_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
+                // Release: pairs with the next cleaner's Acquire.
+                cw.store(0, Ordering::Release);
+                return;
+            }
             let bits = self.generation(win, spare);
             let for_word = self.win_word(format::OFF_CURSOR_FOR);
             let cursor = self.win_word(format::OFF_CURSOR);
@@ -944,7 +963,8 @@ impl Filter {
                 r[i] = n as u8;
             }
         }
-        if self.spare_dirty(w) {
+        let waiting = self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t);
+        if !waiting && self.spare_dirty(w) {
             self.clean_spare(win, c);
         }
         self.shared().count_ops(c, 1);
@@ -1805,5 +1825,40 @@ mod tests {
         );
         let kept = (1000..1500u32).filter(|i| f.contains(&i.to_le_bytes())).count();
         assert!(kept <= 5, "round 1 forgotten after 5 rotations: {kept} left");
+    }
+
+    /// An adder stopped holding its stripe: the cleaner gives up after
+    /// DRAIN_LIMIT, adds go on (paying that once per DRAIN_BACKOFF), steps
+    /// wait for the spare; once the stripe is free the next clear and step
+    /// happen.
+    #[test]
+    fn windowed_stopped_adder_holds_up_no_adder() {
+        let f = windowed(None, 3, None);
+        let c = f.claim().unwrap().c;
+        let s = f.window_stripe(&hash_item(f.seed, b"held"));
+        assert!(f.shared().begin_add(s, c), "a stripe held as by a stopped adder");
+        // The first step publishes the clean spare at once; clearing the
+        // next one gives up on the held stripe.
+        let t = std::time::Instant::now();
+        f.rotate().unwrap();
+        assert!(t.elapsed() < DRAIN_LIMIT * 10, "rotate took {:?}", t.elapsed());
+        assert!(f.spare_dirty(&f.win.unwrap().w), "the spare is left dirty");
+        let t = std::time::Instant::now();
+        // Items of other stripes (the held one is this thread's own).
+        let items: Vec<[u8; 4]> = (0..2000u32)
+            .map(|i| i.to_le_bytes())
+            .filter(|b| f.window_stripe(&hash_item(f.seed, b)) != s)
+            .take(1000)
+            .collect();
+        for b in &items {
+            f.add(b).unwrap();
+        }
+        assert!(t.elapsed() < DRAIN_LIMIT * 10, "1000 adds took {:?}", t.elapsed());
+        f.shared().end_add(s);
+        f.clean_after.set(None);
+        f.add(b"held").unwrap();
+        assert!(!f.spare_dirty(&f.win.unwrap().w), "cleared once the stripe is free");
+        f.rotate().unwrap();
+        assert_eq!(f.window_stats().unwrap().current, 2);
     }
 }
