@@ -467,7 +467,7 @@ BOOT:
 }
 
 void
-_xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0)
+_xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0, window = 0.0)
     SV *klass
     SV *path
     UV capacity
@@ -475,6 +475,8 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0)
     UV mode
     UV seed
     UV layout
+    UV generations
+    NV window
   ALIAS:
     _xs_new_memfd = 1
   PREINIT:
@@ -492,12 +494,31 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0)
     opts.mode = (uint32_t)mode;
     opts.seed = (uint64_t)seed;
     opts.layout = layout > BFS_LAYOUT_BLOCKED ? UINT32_MAX : (uint32_t)layout;
+    opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
+    opts.window = (double)window;
     err[0] = '\0';
     st = ix == 1 ? bfs_new_memfd(p, capacity, fp_rate, &opts, &h, err)
                  : bfs_new(p, capacity, fp_rate, &opts, &h, err);
     if (st != BFS_OK || !h)
         BFS_RETURN_ERROR(err[0] ? err : "cannot create the filter");
     BFS_RETURN_OBJECT(klass, h);
+
+void
+_xs_parse_duration(text)
+    SV *text
+  PREINIT:
+    const char *t, *bad;
+    uint64_t ns = 0;
+    char err[BFS_ERRBUF_LEN];
+  PPCODE:
+    t = bfs_cstr(aTHX_ text, &bad);
+    if (bad || !t)
+        BFS_RETURN_ERROR(bad ? bad : "duration is missing");
+    err[0] = '\0';
+    if (bfs_parse_duration(t, &ns, err) != BFS_OK)
+        BFS_RETURN_ERROR(err[0] ? err : "bad duration");
+    mXPUSHn((NV)ns / 1e9);
+    XSRETURN(1);
 
 void
 _xs_new_from_fd(klass, fd)
@@ -578,6 +599,8 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0)
     opts.mode = (uint32_t)mode;
     opts.seed = 0; /* the seed travels in the bytes */
     opts.layout = layout > BFS_LAYOUT_BLOCKED ? UINT32_MAX : (uint32_t)layout;
+    opts.generations = 0; /* plain filters only */
+    opts.window = 0.0;
     err[0] = '\0';
     st = bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, err);
     if (st != BFS_OK || !h)
@@ -771,6 +794,7 @@ clear(h, ...)
     invert = 1
     freeze = 2
     sync = 3
+    rotate = 4
   PREINIT:
     BfsStatus st;
     char err[BFS_ERRBUF_LEN];
@@ -782,6 +806,7 @@ clear(h, ...)
     case 0: st = bfs_clear(h, err); break;
     case 1: st = bfs_invert(h, err); break;
     case 2: st = bfs_freeze(h, err); break;
+    case 4: st = bfs_rotate(h, err); break;
     default: st = bfs_sync(h, err); break;
     }
     if (st != BFS_OK)
@@ -805,6 +830,8 @@ capacity(h, ...)
     estimated_fpp = 11
     is_empty = 12
     layout = 13
+    window = 14
+    generations = 15
   PREINIT:
     BfsInfo info;
     dXSTARG;
@@ -832,6 +859,18 @@ capacity(h, ...)
     case 11: PUSHn((NV)bfs_fpp_for_bits_set(h, bfs_bits_set(h))); break;
     case 13:
         PUSHs(sv_2mortal(newSVpv(info.layout == BFS_LAYOUT_BLOCKED ? "blocked" : "standard", 0)));
+        break;
+    case 14:
+        if (info.window_ns)
+            PUSHn((NV)info.window_ns / 1e9);
+        else
+            PUSHs(&PL_sv_undef);
+        break;
+    case 15:
+        if (info.generations)
+            PUSHu((UV)info.generations);
+        else
+            PUSHs(&PL_sv_undef);
         break;
     default: PUSHi(bfs_bits_set(h) == 0); break;
     }
@@ -883,6 +922,14 @@ stats(h, ...)
     (void)hv_stores(hv, "overfull", newSViv(count > info.capacity || set == info.bits));
     (void)hv_stores(hv, "layout",
         newSVpv(info.layout == BFS_LAYOUT_BLOCKED ? "blocked" : "standard", 0));
+    if (info.generations) {
+        (void)hv_stores(hv, "window",
+            info.window_ns ? newSVnv((NV)info.window_ns / 1e9) : newSV(0));
+        (void)hv_stores(hv, "generations", newSVuv((UV)info.generations));
+        (void)hv_stores(hv, "generation", newSVuv((UV)info.generation));
+        (void)hv_stores(hv, "generation_start",
+            info.window_ns ? newSVnv((NV)info.generation_start_ns / 1e9) : newSV(0));
+    }
   OUTPUT:
     RETVAL
 
@@ -1202,6 +1249,8 @@ _xs_from_bits(klass, path, capacity, fp_rate, mode, seed, layout, bytes)
     opts.mode = (uint32_t)mode;
     opts.seed = (uint64_t)seed;
     opts.layout = BFS_LAYOUT_DEFAULT; /* the layout argument decides */
+    opts.generations = 0;
+    opts.window = 0.0;
     err[0] = '\0';
     st = bfs_new_from_bits(p, (uint64_t)capacity, (double)fp_rate, &opts, layout,
                            (const uint8_t *)b, len, &h, err);

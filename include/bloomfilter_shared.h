@@ -53,6 +53,17 @@ typedef struct BfsOptions {
    * file, serialized bytes) anything but `BFS_LAYOUT_DEFAULT` must match.
    */
   uint32_t layout;
+  /**
+   * 0: a plain filter. 2 to 16: a windowed filter of that many
+   * generations (see `window`); on an existing file the stored window
+   * wins and a different one is refused. Serialized bytes take 0 only.
+   */
+  uint32_t generations;
+  /**
+   * With `generations`: the window in seconds (at least 0.001, at most
+   * 3653 days), or 0 for a filter that steps only on `bfs_rotate`.
+   */
+  double window;
 } BfsOptions;
 
 /**
@@ -90,6 +101,26 @@ typedef struct BfsInfo {
    * `BFS_LAYOUT_STANDARD` or `BFS_LAYOUT_BLOCKED`.
    */
   uint32_t layout;
+  /**
+   * A windowed filter's generations; 0 for a plain filter.
+   */
+  uint32_t generations;
+  /**
+   * A windowed filter's window in ns; 0 for one stepped only by
+   * `bfs_rotate`, and for a plain filter.
+   */
+  uint64_t window_ns;
+  /**
+   * The current generation's number: the period (of `window /
+   * (generations - 1)` since creation) it started in, or the steps
+   * taken by `bfs_rotate` alone.
+   */
+  uint64_t generation;
+  /**
+   * When that period started, in ns since the Unix epoch (0 when
+   * stepped only by `bfs_rotate`).
+   */
+  uint64_t generation_start_ns;
 } BfsInfo;
 
 /**
@@ -323,6 +354,26 @@ BfsStatus bfs_freeze(struct BfsFilter *h, char *err);
  * `h`, `other`: live handles.
  */
 int bfs_is_compatible(const struct BfsFilter *h, const struct BfsFilter *other);
+
+/**
+ * Parse a duration as the command line takes it (`24h`, `90m`, `3600`,
+ * `1.5d`, `2s`: see `window::parse_duration`) into `*ns`, within the
+ * window's limits.
+ *
+ * # Safety
+ * `text`: NUL-terminated. `ns`: valid. `err`: NULL or BFS_ERRBUF_LEN
+ * writable bytes.
+ */
+BfsStatus bfs_parse_duration(const char *text, uint64_t *ns, char *err);
+
+/**
+ * Take a generation step of a windowed filter now, due or not: the oldest
+ * generation is discarded.
+ *
+ * # Safety
+ * `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN writable bytes.
+ */
+BfsStatus bfs_rotate(struct BfsFilter *h, char *err);
 
 /**
  * Fill `*out` with the filter's facts.

@@ -9,10 +9,11 @@ use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, ErrorKind};
-use crate::filter::{Filter, Options};
+use crate::filter::{Filter, Options, WindowOptions};
 use crate::layout::Layout;
 use crate::remote;
 use crate::serial;
+use crate::window;
 
 /// Status of a call: `BFS_OK` or one of the `BFS_ERR_*` codes.
 pub type BfsStatus = u32;
@@ -60,6 +61,13 @@ pub struct BfsOptions {
     /// `BFS_LAYOUT_*`: the layout of a new filter; on an existing one (a
     /// file, serialized bytes) anything but `BFS_LAYOUT_DEFAULT` must match.
     pub layout: u32,
+    /// 0: a plain filter. 2 to 16: a windowed filter of that many
+    /// generations (see `window`); on an existing file the stored window
+    /// wins and a different one is refused. Serialized bytes take 0 only.
+    pub generations: u32,
+    /// With `generations`: the window in seconds (at least 0.001, at most
+    /// 3653 days), or 0 for a filter that steps only on `bfs_rotate`.
+    pub window: f64,
 }
 
 /// No layout asked for: standard for a new filter, the stored one otherwise.
@@ -94,6 +102,18 @@ pub struct BfsInfo {
     pub readonly: u8,
     /// `BFS_LAYOUT_STANDARD` or `BFS_LAYOUT_BLOCKED`.
     pub layout: u32,
+    /// A windowed filter's generations; 0 for a plain filter.
+    pub generations: u32,
+    /// A windowed filter's window in ns; 0 for one stepped only by
+    /// `bfs_rotate`, and for a plain filter.
+    pub window_ns: u64,
+    /// The current generation's number: the period (of `window /
+    /// (generations - 1)` since creation) it started in, or the steps
+    /// taken by `bfs_rotate` alone.
+    pub generation: u64,
+    /// When that period started, in ns since the Unix epoch (0 when
+    /// stepped only by `bfs_rotate`).
+    pub generation_start_ns: u64,
 }
 
 fn status(kind: ErrorKind) -> BfsStatus {
@@ -227,11 +247,23 @@ fn options(opts: *const BfsOptions) -> Result<Options, Error> {
                 BFS_LAYOUT_BLOCKED => Some(Layout::Blocked),
                 n => return Err(Error::arg(format!("unknown layout {n}"))),
             },
+            window: match o.generations {
+                0 => None,
+                g => Some(WindowOptions {
+                    window_ns: if o.window == 0.0 {
+                        None
+                    } else {
+                        Some(window::window_from_secs(o.window).map_err(Error::arg)?)
+                    },
+                    generations: window::check_generations(g as i64).map_err(Error::arg)?,
+                }),
+            },
         }),
         None => Ok(Options {
             mode: 0o600,
             seed: 0,
             layout: None,
+            window: None,
         }),
     }
 }
@@ -342,6 +374,9 @@ pub unsafe extern "C" fn bfs_deserialize(
         // SAFETY: per the function's contract.
         let p = unsafe { opt_path(path) };
         let o = options(opts)?;
+        if o.window.is_some() {
+            return Err(Error::arg("serialized bytes cannot make a windowed filter"));
+        }
         publish(out, Filter::deserialize_as(b, p, o.mode, o.layout)?)
     })
 }
@@ -517,6 +552,42 @@ pub unsafe extern "C" fn bfs_is_compatible(h: *const BfsFilter, other: *const Bf
     })
 }
 
+/// Parse a duration as the command line takes it (`24h`, `90m`, `3600`,
+/// `1.5d`, `2s`: see `window::parse_duration`) into `*ns`, within the
+/// window's limits.
+///
+/// # Safety
+/// `text`: NUL-terminated. `ns`: valid. `err`: NULL or BFS_ERRBUF_LEN
+/// writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_parse_duration(text: *const c_char, ns: *mut u64, err: *mut c_char) -> BfsStatus {
+    guard(err, || {
+        if text.is_null() || ns.is_null() {
+            return Err(Error::arg("duration is missing"));
+        }
+        // SAFETY: per the function's contract.
+        let t = unsafe { CStr::from_ptr(text) }.to_bytes();
+        let t = std::str::from_utf8(t).map_err(|_| Error::arg("duration is not text"))?;
+        let v = window::parse_duration(t).map_err(Error::arg)?;
+        // SAFETY: per the function's contract.
+        unsafe { *ns = v };
+        Ok(())
+    })
+}
+
+/// Take a generation step of a windowed filter now, due or not: the oldest
+/// generation is discarded.
+///
+/// # Safety
+/// `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_rotate(h: *mut BfsFilter, err: *mut c_char) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        unsafe { handle(h) }?.rotate()
+    })
+}
+
 /// Fill `*out` with the filter's facts.
 ///
 /// # Safety
@@ -538,7 +609,17 @@ pub unsafe extern "C" fn bfs_info(h: *const BfsFilter, out: *mut BfsInfo) {
                 frozen: f.frozen() as u8,
                 readonly: f.readonly() as u8,
                 layout: layout_code(f.layout()),
+                generations: 0,
+                window_ns: 0,
+                generation: 0,
+                generation_start_ns: 0,
             };
+            if let Some(w) = f.window_stats() {
+                o.generations = w.generations;
+                o.window_ns = w.window_ns.unwrap_or(0);
+                o.generation = w.current;
+                o.generation_start_ns = w.current_start_ns.unwrap_or(0);
+            }
         }
     })
 }
@@ -701,6 +782,9 @@ pub unsafe extern "C" fn bfs_serialize(h: *const BfsFilter, buf: *mut u8, len: u
     guard(err, || {
         // SAFETY: per the function's contract.
         let f = unsafe { handle(h) }?;
+        if f.window().is_some() {
+            return Err(Error::arg("a windowed filter cannot be serialized"));
+        }
         if len as u64 != serial::serialized_len(f.geometry().m) || buf.is_null() {
             return Err(Error::arg("serialize buffer has the wrong size"));
         }

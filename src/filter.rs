@@ -15,6 +15,7 @@ use crate::hashing::{hash_item, ItemHash};
 use crate::layout::{prefetch_line, Layout, Probe, Probing};
 use crate::region::{self, Region};
 use crate::sync::{self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INVERT};
+use crate::window::{View, Window};
 use crate::with_probe;
 
 /// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
@@ -35,6 +36,15 @@ const ITEM_AHEAD: usize = 8;
 /// made queries about 10% slower, at 4 MiB it made them 10-30% faster and
 /// adds of present items 25-50% faster.
 const PIPELINE_MIN_BYTES: u64 = 4 << 20;
+
+/// How long a windowed filter's cleaner waits for adds in flight before it
+/// leaves the clear to a later writer: far longer than an add takes, so
+/// mostly a stopped adder makes it give up (steps wait meanwhile, and
+/// items live longer, never shorter).
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
+/// After a drain that gave up, how long this handle's adds leave the
+/// spare alone: an adder pays DRAIN_LIMIT at most once in this long.
+const DRAIN_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether batches hash ahead and prefetch: unless the environment variable
 /// `BLOOMFILTER_SHARED_NO_PIPELINE` is set. It is read on every batch that
@@ -62,6 +72,40 @@ pub struct Filter {
     claim: Cell<Option<(Claim, u32, u64)>>,
     /// Unique among this process's handles: names the slot's holder.
     serial: u64,
+    /// A windowed filter's generations (None: a plain filter).
+    win: Option<Win>,
+    /// Until when this handle's adds leave the spare alone: its last clear
+    /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
+    clean_after: Cell<Option<std::time::Instant>>,
+}
+
+/// A windowed filter's facts, copied from the validated header.
+#[derive(Clone, Copy, Debug)]
+struct Win {
+    w: Window,
+    /// Words of one generation's bit array.
+    gen_words: usize,
+}
+
+/// What `stats` reports of a windowed filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowStats {
+    /// The window in ns (None: stepped only by `rotate`).
+    pub window_ns: Option<u64>,
+    pub generations: u32,
+    /// The current generation's number: the grid period it started in
+    /// (for a filter stepped only by `rotate`, the steps taken).
+    pub current: u64,
+    /// When the current generation's period started, in ns since the Unix
+    /// epoch (None for a filter stepped only by `rotate`).
+    pub current_start_ns: Option<u64>,
+}
+
+/// Wall-clock time in ns since the Unix epoch (0 before it).
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64)
 }
 
 static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -113,6 +157,19 @@ pub struct Options {
     /// The layout of a new filter (None: standard). On an existing file the
     /// stored layout wins, and an explicit different one is refused.
     pub layout: Option<Layout>,
+    /// Make a new filter windowed (see `window`). On an existing file the
+    /// stored window wins, and an explicit different one is refused.
+    pub window: Option<WindowOptions>,
+}
+
+/// A windowed filter's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowOptions {
+    /// The window in ns (`window::window_from_secs`); None: the filter
+    /// steps only when told (`rotate`).
+    pub window_ns: Option<u64>,
+    /// 2 to 16.
+    pub generations: u32,
 }
 
 impl Filter {
@@ -123,15 +180,21 @@ impl Filter {
         // SAFETY: decode validated that the mapping is exactly l.total bytes,
         // and bits_off + m/8 == l.total, so the words are inside it.
         let bits = unsafe { region.base().add(l.bits_off as usize) } as *const AtomicU64;
+        let win = h.window.map(|w| Win {
+            w,
+            gen_words: h.geometry.words(),
+        });
         Filter {
             geometry: h.geometry,
             seed: h.seed,
             probing: Probing::new(&h.geometry, l.stripes),
-            words: h.geometry.words(),
+            words: h.geometry.words() * h.arrays() as usize,
+            win,
             stripes: l.stripes,
             bits,
             region,
             claim: Cell::new(None),
+            clean_after: Cell::new(None),
             // Relaxed: only uniqueness matters.
             serial: SERIALS.fetch_add(1, Ordering::Relaxed),
         }
@@ -164,7 +227,32 @@ impl Filter {
                 "this fp_rate needs 128-bit blocks, which need a 16-byte compare-and-swap this machine lacks",
             ));
         }
-        Ok(region::new_header(g, opts.seed))
+        let mut h = region::new_header(g, opts.seed);
+        if let Some(wo) = opts.window {
+            let w = Window::new(wo.window_ns, wo.generations, now_ns()).map_err(Error::arg)?;
+            h.window = Some(w);
+        }
+        Ok(h)
+    }
+
+    /// Refuse an explicit window that differs from this filter's.
+    fn check_window(self, want: Option<WindowOptions>) -> Result<Filter> {
+        let Some(wo) = want else { return Ok(self) };
+        let ok = self.win.is_some_and(|s| {
+            s.w.generations() == wo.generations
+                && Window::new(wo.window_ns, wo.generations, 0).ok().map(|w| w.window_ns()) == Some(s.w.window_ns())
+        });
+        if ok {
+            return Ok(self);
+        }
+        Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "window mismatch (the filter has {}, not {})",
+                self.win.map_or_else(|| "no window".to_string(), |s| s.w.to_string()),
+                Window::new(wo.window_ns, wo.generations, 0).map_or_else(|e| e, |w| w.to_string())
+            ),
+        ))
     }
 
     /// Refuse an explicit layout that differs from this filter's.
@@ -209,6 +297,7 @@ impl Filter {
         }
         Self::from_region(region::open_or_create_file(path_bytes(path.as_ref()), &h, opts.mode)?)
             .check_layout(opts.layout)?
+            .check_window(opts.window)?
             .runnable()?
             .attached()
     }
@@ -455,6 +544,9 @@ impl Filter {
         self.writable()?;
         let held = self.claim()?;
         let c = held.c;
+        if let Some(win) = &self.win {
+            return self.window_add_many(win, &[item], None, c).map(|n| n == 1);
+        }
         let h = hash_item(self.seed, item);
         let r = with_probe!(&self.probing, p => self.add_at(p, &p.locate(&h), c));
         self.shared().count_ops(c, 1);
@@ -531,6 +623,9 @@ impl Filter {
         self.writable()?;
         let held = self.claim()?;
         let c = held.c;
+        if let Some(win) = &self.win {
+            return self.window_add_many(win, items, results, c);
+        }
         with_probe!(&self.probing, p => self.add_many_with(p, items, results, c))
     }
 
@@ -576,11 +671,25 @@ impl Filter {
     #[inline]
     pub fn contains(&self, item: &[u8]) -> bool {
         let h = hash_item(self.seed, item);
+        if let Some(win) = &self.win {
+            return self.window_contains(win, &h);
+        }
         with_probe!(&self.probing, p => p.contains(self.words_slice(), &p.locate(&h)))
     }
 
     /// Query many items; returns how many are present.
-    pub fn contains_many(&self, items: &[&[u8]], results: Option<&mut [u8]>) -> u64 {
+    pub fn contains_many(&self, items: &[&[u8]], mut results: Option<&mut [u8]>) -> u64 {
+        if let Some(win) = &self.win {
+            let mut present = 0;
+            for (i, item) in items.iter().enumerate() {
+                let found = self.window_contains(win, &hash_item(self.seed, item));
+                present += found as u64;
+                if let Some(r) = results.as_deref_mut() {
+                    r[i] = found as u8;
+                }
+            }
+            return present;
+        }
         with_probe!(&self.probing, p => self.contains_many_with(p, items, results))
     }
 
@@ -604,6 +713,358 @@ impl Filter {
             Ok(())
         });
         present
+    }
+
+    // ------------------------------------------------------------ windows
+    //
+    // The step protocol of the `window` module docs; the decisions are its
+    // functions, this only reads and writes the shared words.
+
+    /// The shared word at header offset `off`.
+    fn win_word(&self, off: u64) -> &AtomicU64 {
+        // SAFETY: the window words are at fixed 8-aligned offsets of the
+        // header page (format's static asserts), inside every mapping.
+        unsafe { &*self.at::<AtomicU64>(off) }
+    }
+
+    fn view_word(&self) -> &AtomicU64 {
+        self.win_word(format::OFF_VIEW)
+    }
+
+    fn last_word(&self, slot: u32) -> &AtomicU64 {
+        self.win_word(format::OFF_LAST + 8 * slot as u64)
+    }
+
+    fn clean_word(&self, slot: u32) -> &AtomicU64 {
+        self.win_word(format::OFF_CLEAN + 8 * slot as u64)
+    }
+
+    fn cleaner_word(&self) -> &AtomicU32 {
+        // SAFETY: as win_word; 4-aligned.
+        unsafe { &*self.at::<AtomicU32>(format::OFF_CLEANER) }
+    }
+
+    /// The current view. A word no step could have written (the mapping is
+    /// another process's to corrupt) reads as slot 0: wrong answers, never
+    /// an address outside the ring.
+    fn load_view(&self, w: &Window) -> View {
+        self.load_view_word(w).0
+    }
+
+    /// The current view and the word it was read from (a step's CAS
+    /// expects the word: a corrupt one is then replaced, not kept).
+    fn load_view_word(&self, w: &Window) -> (View, u64) {
+        // SeqCst: an adder reads the view after taking its stripe, the
+        // cleaner reads it before reading the stripes (the drain's Dekker
+        // pair); it pairs with the stepping CAS.
+        let word = self.view_word().load(Ordering::SeqCst);
+        let v = View::unpack(word, w.ring_len()).unwrap_or(View { m: word >> 5, pos: 0 });
+        (v, word)
+    }
+
+    /// Generation `slot`'s bit array.
+    fn generation(&self, win: &Win, slot: u32) -> &[AtomicU64] {
+        let all = self.words_slice();
+        let start = slot as usize * win.gen_words;
+        &all[start..start + win.gen_words]
+    }
+
+    /// The grid a reader or writer of view `v` goes by now.
+    fn grid_now(&self, w: &Window, v: View, now: u64) -> u64 {
+        // Acquire: pairs with an adder's fetch_max (its grid is seen).
+        let cur_last = self.last_word(v.pos).load(Ordering::Acquire);
+        w.reader_grid(now, cur_last).max(v.m)
+    }
+
+    /// Take a step if one is due (or `forced`) and the spare is clean.
+    /// True when this call stepped.
+    fn try_step(&self, w: &Window, now: u64, forced: bool) -> bool {
+        let (v, word) = self.load_view_word(w);
+        let q = self.grid_now(w, v, now);
+        // Acquire: pairs with the cleaner's Release of clean[] (the zeroed
+        // words are seen before the slot is published) and the adders'
+        // fetch_max of last[].
+        let oldest_last = self.last_word(w.oldest(v)).load(Ordering::Acquire);
+        let spare_clean = self.clean_word(w.spare(v)).load(Ordering::Acquire);
+        match w.decide_step(v, q, oldest_last, spare_clean, forced) {
+            // SeqCst: the step is the one write every reader and the drain
+            // order themselves by. A failed CAS: someone else stepped.
+            Some(n) => self
+                .view_word()
+                .compare_exchange(word, n.pack(), Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok(),
+            None => false,
+        }
+    }
+
+    /// Whether the spare of the current view still needs clearing.
+    fn spare_dirty(&self, w: &Window) -> bool {
+        let v = self.load_view(w);
+        // Relaxed: a hint; clean_spare decides under the cleaner claim.
+        self.clean_word(w.spare(v)).load(Ordering::Relaxed) != v.clean_mark()
+    }
+
+    /// Clear the spare, unless another live process is at it. Never called
+    /// holding a stripe.
+    fn clean_spare(&self, win: &Win, c: Claim) {
+        let w = &win.w;
+        let sh = self.shared();
+        let cw = self.cleaner_word();
+        // Claim the cleaner word; a dead owner's claim is taken over.
+        // AcqRel: Acquire pairs with the previous cleaner's Release (its
+        // cursor and zeroed words are seen); Release is not needed to take.
+        let mut cur = 0u32;
+        loop {
+            match cw.compare_exchange(cur, c.token, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(held) if held == c.token => return, // ours already (reentry)
+                Err(0) => cur = 0,
+                Err(held) => {
+                    if !sh.owner_dead(held) {
+                        return;
+                    }
+                    cur = held;
+                }
+            }
+        }
+        let v = self.load_view(w);
+        let spare = w.spare(v);
+        let mark = v.clean_mark();
+        // Acquire: pairs with our predecessors' Release of clean[].
+        if self.clean_word(spare).load(Ordering::Acquire) != mark {
+            // Every adder that read a view older than `v` is done; or a
+            // stopped one holds its stripe, and a later writer retries.
+            if !sh.drain_stripes(DRAIN_LIMIT) {
+                self.clean_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
+                // Release: pairs with the next cleaner's Acquire.
+                cw.store(0, Ordering::Release);
+                return;
+            }
+            let bits = self.generation(win, spare);
+            let for_word = self.win_word(format::OFF_CURSOR_FOR);
+            let cursor = self.win_word(format::OFF_CURSOR);
+            // Relaxed: the cursor words are ours while we hold the cleaner
+            // word (its AcqRel hand-over orders them).
+            let mut done = if for_word.load(Ordering::Relaxed) == mark {
+                (cursor.load(Ordering::Relaxed) as usize).min(bits.len())
+            } else {
+                for_word.store(mark, Ordering::Relaxed);
+                0
+            };
+            while done < bits.len() {
+                let end = (done + sync::CHUNK * 64).min(bits.len());
+                for b in &bits[done..end] {
+                    // Relaxed: nobody reads or writes the spare; the Release
+                    // of clean[] below publishes the zeros.
+                    b.store(0, Ordering::Relaxed);
+                }
+                done = end;
+                cursor.store(done as u64, Ordering::Relaxed);
+            }
+            // Relaxed: published with clean[] below.
+            self.last_word(spare).store(0, Ordering::Relaxed);
+            // Release: pairs with try_step's Acquire: zeros and last first.
+            self.clean_word(spare).store(mark, Ordering::Release);
+        }
+        // Release: pairs with the next cleaner's Acquire.
+        cw.store(0, Ordering::Release);
+    }
+
+    /// A windowed add of one item (stripe `s`), under slot `c`.
+    fn window_add_at<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, s: usize, c: Claim, now: u64) -> Result<bool> {
+        let w = &win.w;
+        let sh = self.shared();
+        if !sh.begin_add(s, c) {
+            return Err(Error::frozen());
+        }
+        // Write the item into a view's current generation: the grid, the
+        // generation's `last` before us, whether the item was new there.
+        let write = |v: View| -> (u64, u64, bool) {
+            let q = self.grid_now(w, v, now);
+            let last = self.last_word(v.pos);
+            // Acquire: pairs with the Release of the fetch_max below (in
+            // whichever adder raised it).
+            let mut old = last.load(Ordering::Acquire);
+            if old < q.saturating_add(1) {
+                // Written once a period, not on every add: the word's
+                // cache line is read by every adder and query (DESIGN C5).
+                // AcqRel: Release pairs with readers' Acquire of last[] (the
+                // generation is visible to them from our grid); Acquire
+                // sees the previous adder's.
+                old = last.fetch_max(q.saturating_add(1), Ordering::AcqRel);
+            }
+            (q, old, p.set(self.generation(win, v.pos), loc))
+        };
+        let v = self.load_view(w);
+        let (q1, old1, new1) = write(v);
+        let v2 = self.load_view(w);
+        let mut had;
+        if v2 != v {
+            // A step landed meanwhile (one at most: the next one's drain
+            // waits for our stripe). Answer for the later view; the slot
+            // first written counts with what it held before us.
+            let (q2, old2, new2) = write(v2);
+            had = (w.visible(old1, q2) && !new1) || (w.visible(old2, q2) && !new2);
+            for d in 1..w.generations() {
+                let slot = w.slot_at(v2, d);
+                if had {
+                    break;
+                }
+                if slot != v.pos {
+                    had = self.held_visible(win, p, loc, slot, q2);
+                }
+            }
+        } else {
+            had = w.visible(old1, q1) && !new1;
+            for d in 1..w.generations() {
+                if had {
+                    break;
+                }
+                had = self.held_visible(win, p, loc, w.slot_at(v, d), q1);
+            }
+        }
+        sh.end_add(s);
+        Ok(!had)
+    }
+
+    /// Whether generation `slot` is visible at grid `q` and holds the item.
+    #[inline]
+    fn held_visible<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, slot: u32, q: u64) -> bool {
+        // Acquire: pairs with the adders' fetch_max.
+        let last = self.last_word(slot).load(Ordering::Acquire);
+        win.w.visible(last, q) && p.contains(self.generation(win, slot), loc)
+    }
+
+    /// The add stripe of an item in a windowed filter: adders of one item
+    /// serialize on it in every layout.
+    fn window_stripe(&self, h: &crate::hashing::ItemHash) -> usize {
+        (h.h1 ^ h.h2.rotate_left(32)) as usize & (self.stripes as usize - 1)
+    }
+
+    /// Windowed adds: each item as `add` does; the spare cleared after.
+    fn window_add_many(&self, win: &Win, items: &[&[u8]], mut results: Option<&mut [u8]>, c: Claim) -> Result<u64> {
+        let w = &win.w;
+        let mut new = 0u64;
+        let mut r = Ok(());
+        for (i, item) in items.iter().enumerate() {
+            let now = now_ns();
+            self.try_step(w, now, false);
+            let h = hash_item(self.seed, item);
+            let s = self.window_stripe(&h);
+            let n = match with_probe!(&self.probing, p => self.window_add_at(win, p, &p.locate(&h), s, c, now)) {
+                Ok(n) => n,
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            };
+            new += n as u64;
+            if let Some(r) = results.as_deref_mut() {
+                r[i] = n as u8;
+            }
+        }
+        let waiting = self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t);
+        if !waiting && self.spare_dirty(w) {
+            self.clean_spare(win, c);
+        }
+        self.shared().count_ops(c, 1);
+        r.map(|_| new)
+    }
+
+    /// Whether a windowed filter holds the item in a visible generation.
+    fn window_contains(&self, win: &Win, h: &crate::hashing::ItemHash) -> bool {
+        let w = &win.w;
+        let now = now_ns();
+        with_probe!(&self.probing, p => {
+            let loc = p.locate(h);
+            let mut v = self.load_view(w);
+            loop {
+                let q = self.grid_now(w, v, now);
+                // Oldest first: an item only moves to newer generations.
+                let found = (0..w.generations())
+                    .rev()
+                    .any(|d| self.held_visible(win, p, &loc, w.slot_at(v, d), q));
+                let v2 = self.load_view(w);
+                if v.at_most_one_step(v2, w.ring_len()) {
+                    break found;
+                }
+                v = v2;
+            }
+        })
+    }
+
+    /// The window's facts and the current generation (None: not windowed).
+    pub fn window_stats(&self) -> Option<WindowStats> {
+        let win = self.win?;
+        let v = self.load_view(&win.w);
+        Some(WindowStats {
+            window_ns: win.w.window_ns(),
+            generations: win.w.generations(),
+            current: v.m,
+            current_start_ns: win.w.grid_start_ns(v.m),
+        })
+    }
+
+    /// The window configuration (None: not windowed).
+    pub fn window(&self) -> Option<Window> {
+        self.win.map(|w| w.w)
+    }
+
+    /// Take a generation step now, due or not: the oldest generation is
+    /// discarded. Clears the spare first if it is not clean yet (waiting
+    /// for another process clearing it). Errors on a plain filter.
+    pub fn rotate(&self) -> Result<()> {
+        let Some(win) = self.win else {
+            return Err(Error::arg("rotate needs a windowed filter"));
+        };
+        self.writable()?;
+        let held = self.claim()?;
+        let c = held.c;
+        loop {
+            if self.spare_dirty(&win.w) {
+                self.clean_spare(&win, c);
+            }
+            if self.shared().frozen() {
+                return Err(Error::frozen());
+            }
+            let v = self.load_view(&win.w);
+            if self.try_step(&win.w, now_ns(), true) {
+                break;
+            }
+            if self.load_view(&win.w) == v {
+                if !self.spare_dirty(&win.w) {
+                    // Clean spare, same view, no step: the next start does
+                    // not fit the view word (only a corrupt file gets there).
+                    return Err(Error::new(
+                        ErrorKind::Format,
+                        "the generation number is at its limit (corrupted file)",
+                    ));
+                }
+                // Another live process is clearing the spare.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+        // Ready the next step at once.
+        self.clean_spare(&win, c);
+        self.shared().count_ops(c, 1);
+        Ok(())
+    }
+
+    /// Set bits of a windowed filter's current generation.
+    fn window_bits_set(&self, win: &Win) -> u64 {
+        let v = self.load_view(&win.w);
+        self.generation(win, v.pos)
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
+            .sum()
+    }
+
+    /// Refuse operations a windowed filter does not have.
+    fn not_windowed(&self, what: &str) -> Result<()> {
+        match self.win {
+            Some(_) => Err(Error::arg(format!("{what} is not supported on a windowed filter"))),
+            None => Ok(()),
+        }
     }
 
     // ------------------------------------------------------------ whole filter
@@ -679,6 +1140,8 @@ impl Filter {
     /// filter is a no-op.
     pub fn merge(&self, other: &Filter) -> Result<()> {
         self.writable()?;
+        self.not_windowed("merge")?;
+        other.not_windowed("merge")?;
         self.check_compatible(other)?;
         let held = self.claim()?;
         let c = held.c;
@@ -707,6 +1170,8 @@ impl Filter {
     /// Intersection: AND `other`'s bits in, exclusively.
     pub fn intersect(&self, other: &Filter) -> Result<()> {
         self.writable()?;
+        self.not_windowed("intersect")?;
+        other.not_windowed("intersect")?;
         self.check_compatible(other)?;
         if self.same_filter(other) {
             let held = self.claim()?;
@@ -725,6 +1190,7 @@ impl Filter {
     /// Flip every bit, exclusively. A process killed part-way leaves it to
     /// the next exclusive owner to finish.
     pub fn invert(&self) -> Result<()> {
+        self.not_windowed("invert")?;
         self.exclusive(|g, _| g.transform(PENDING_INVERT))
     }
 
@@ -773,8 +1239,12 @@ impl Filter {
         self.region.sync()
     }
 
-    /// Number of set bits (loads only).
+    /// Number of set bits (loads only); of the current generation for a
+    /// windowed filter.
     pub fn bits_set(&self) -> u64 {
+        if let Some(win) = &self.win {
+            return self.window_bits_set(win);
+        }
         self.words_slice()
             .iter()
             .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
@@ -1047,6 +1517,7 @@ mod tests {
                 mode: 0,
                 seed: 7,
                 layout: None,
+                window: None,
             },
         )
         .unwrap();
@@ -1074,6 +1545,7 @@ mod tests {
                 mode: 0,
                 seed: 42,
                 layout: None,
+                window: None,
             },
         )
         .unwrap();
@@ -1187,5 +1659,206 @@ mod tests {
         a.freeze().unwrap();
         assert_eq!(a.add(b"q").unwrap_err().kind, ErrorKind::Frozen);
         assert!(a.contains(b"z"));
+    }
+    fn windowed(window_ns: Option<u64>, g: u32, layout: Option<Layout>) -> Filter {
+        let opts = Options {
+            layout,
+            window: Some(WindowOptions {
+                window_ns,
+                generations: g,
+            }),
+            ..Options::default()
+        };
+        Filter::new_anonymous(1000, 0.01, opts).unwrap()
+    }
+
+    /// Stepped by `rotate` only: an item added between two rotations is
+    /// seen through `g - 1` more and forgotten at the `g`th; re-adding it
+    /// starts its life over; one add per life is new. Both layouts.
+    #[test]
+    fn windowed_rotate_retention_is_exact() {
+        for layout in [None, Some(Layout::Blocked)] {
+            for g in [2u32, 4, 16] {
+                let f = windowed(None, g, layout);
+                assert_eq!(f.mmap_size(), format::ring_layout(f.geometry().m, g + 1).total);
+                assert!(f.add(b"a").unwrap());
+                assert!(!f.add(b"a").unwrap());
+                for k in 1..=3 * g {
+                    f.rotate().unwrap();
+                    let alive = k % g != 0;
+                    assert_eq!(f.contains(b"a"), alive, "g {g} after {k} rotations");
+                    if !alive {
+                        assert!(f.add(b"a").unwrap(), "g {g}: forgotten, so new again");
+                    }
+                }
+                // Re-adding extends: added, then re-added after g - 1 steps.
+                let f = windowed(None, g, layout);
+                f.add(b"b").unwrap();
+                for _ in 0..g - 1 {
+                    f.rotate().unwrap();
+                }
+                assert!(!f.add(b"b").unwrap());
+                for k in 1..g {
+                    f.rotate().unwrap();
+                    assert!(f.contains(b"b"), "g {g}: re-added, gone after {k}");
+                }
+                f.rotate().unwrap();
+                assert!(!f.contains(b"b"), "g {g}: kept past g steps of its re-add");
+                let w = f.window_stats().unwrap();
+                assert_eq!((w.window_ns, w.generations, w.current_start_ns), (None, g, None));
+                assert_eq!(w.current, 2 * g as u64 - 1, "one count per step");
+            }
+        }
+    }
+
+    /// With real time: a 200 ms window, g = 2 and 4: seen within the window,
+    /// forgotten by window * g / (g - 1) plus one period.
+    #[test]
+    fn windowed_real_time() {
+        for g in [2u32, 4] {
+            let f = windowed(Some(200_000_000), g, None);
+            let (lower, upper) = f.window().unwrap().retention_bounds_ns().unwrap();
+            let period = f.window().unwrap().period_ns().unwrap();
+            let t0 = std::time::Instant::now();
+            assert!(f.add(b"x").unwrap());
+            while (t0.elapsed().as_nanos() as u64) < lower * 9 / 10 {
+                assert!(f.contains(b"x"), "g {g}: gone at {:?}", t0.elapsed());
+                f.add(b"other").unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            std::thread::sleep(std::time::Duration::from_nanos(upper + period - lower * 9 / 10));
+            f.add(b"noise").unwrap();
+            assert!(!f.contains(b"x"), "g {g}: kept past {:?}", t0.elapsed());
+            assert!(f.add(b"x").unwrap(), "g {g}: forgotten, so new again");
+            let w = f.window_stats().unwrap();
+            assert!(w.current >= g as u64, "g {g}: steps taken {}", w.current);
+        }
+    }
+
+    /// A file keeps its window when reopened; another window is refused;
+    /// a plain filter's operations on all bits are refused.
+    #[test]
+    fn windowed_file_reopens_and_refuses() {
+        let dir = std::env::temp_dir().join(format!("bfs-win-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.bf");
+        let _ = std::fs::remove_file(&path);
+        let wo = WindowOptions {
+            window_ns: Some(3_000_000_000),
+            generations: 4,
+        };
+        let opts = Options {
+            mode: 0o600,
+            window: Some(wo),
+            ..Options::default()
+        };
+        let a = Filter::open_file(&path, 1000, 0.01, opts).unwrap();
+        assert!(a.add(b"kept").unwrap());
+        let w = a.window().unwrap();
+        drop(a);
+        let b = Filter::open_file(&path, 1000, 0.01, Options::default()).unwrap();
+        assert_eq!(b.window(), Some(w));
+        assert!(b.contains(b"kept"));
+        for other in [
+            WindowOptions {
+                window_ns: Some(2_000_000_000),
+                generations: 4,
+            },
+            WindowOptions {
+                window_ns: Some(3_000_000_000),
+                generations: 3,
+            },
+        ] {
+            let o = Options {
+                window: Some(other),
+                ..Options::default()
+            };
+            let e = Filter::open_file(&path, 1000, 0.01, o).err().unwrap();
+            assert_eq!(e.kind, ErrorKind::Mismatch);
+            assert!(
+                e.msg
+                    .starts_with("window mismatch (the filter has window 3s, 4 generations"),
+                "{}",
+                e.msg
+            );
+        }
+        let plain = anon(1000, 0.01);
+        let e = plain.rotate().unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Arg);
+        for e in [
+            b.merge(&plain).unwrap_err(),
+            plain.merge(&b).unwrap_err(),
+            b.invert().unwrap_err(),
+        ] {
+            assert!(e.msg.ends_with("is not supported on a windowed filter"), "{}", e.msg);
+        }
+        b.clear().unwrap();
+        assert!(!b.contains(b"kept"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// 128-bit blocks in a windowed filter: every generation's blocks are
+    /// 16-byte aligned and the compare-and-swap lands where it should.
+    #[test]
+    fn windowed_block128() {
+        let opts = Options {
+            layout: Some(Layout::Blocked),
+            window: Some(WindowOptions {
+                window_ns: None,
+                generations: 4,
+            }),
+            ..Options::default()
+        };
+        let f = Filter::new_anonymous(1000, 0.001, opts).unwrap();
+        assert_eq!(f.geometry().scheme, crate::layout::Scheme::Block128);
+        for round in 0..6u32 {
+            let new = (0..500u32)
+                .filter(|i| f.add(&(round * 1000 + i).to_le_bytes()).unwrap())
+                .count();
+            // At most a few false positives among 500 at 0.001.
+            assert!(new >= 495, "round {round}: {new} new");
+            f.rotate().unwrap();
+        }
+        assert!(
+            (5000..5500u32).all(|i| f.contains(&i.to_le_bytes())),
+            "no false negative"
+        );
+        let kept = (1000..1500u32).filter(|i| f.contains(&i.to_le_bytes())).count();
+        assert!(kept <= 5, "round 1 forgotten after 5 rotations: {kept} left");
+    }
+
+    /// An adder stopped holding its stripe: the cleaner gives up after
+    /// DRAIN_LIMIT, adds go on (paying that once per DRAIN_BACKOFF), steps
+    /// wait for the spare; once the stripe is free the next clear and step
+    /// happen.
+    #[test]
+    fn windowed_stopped_adder_holds_up_no_adder() {
+        let f = windowed(None, 3, None);
+        let c = f.claim().unwrap().c;
+        let s = f.window_stripe(&hash_item(f.seed, b"held"));
+        assert!(f.shared().begin_add(s, c), "a stripe held as by a stopped adder");
+        // The first step publishes the clean spare at once; clearing the
+        // next one gives up on the held stripe.
+        let t = std::time::Instant::now();
+        f.rotate().unwrap();
+        assert!(t.elapsed() < DRAIN_LIMIT * 10, "rotate took {:?}", t.elapsed());
+        assert!(f.spare_dirty(&f.win.unwrap().w), "the spare is left dirty");
+        let t = std::time::Instant::now();
+        // Items of other stripes (the held one is this thread's own).
+        let items: Vec<[u8; 4]> = (0..2000u32)
+            .map(|i| i.to_le_bytes())
+            .filter(|b| f.window_stripe(&hash_item(f.seed, b)) != s)
+            .take(1000)
+            .collect();
+        for b in &items {
+            f.add(b).unwrap();
+        }
+        assert!(t.elapsed() < DRAIN_LIMIT * 10, "1000 adds took {:?}", t.elapsed());
+        f.shared().end_add(s);
+        f.clean_after.set(None);
+        f.add(b"held").unwrap();
+        assert!(!f.spare_dirty(&f.win.unwrap().w), "cleared once the stripe is free");
+        f.rotate().unwrap();
+        assert_eq!(f.window_stats().unwrap().current, 2);
     }
 }

@@ -5,11 +5,14 @@
 //! offset 0        header page: immutable fields + checksum (0..128),
 //!                 control line (128..192): flags, epoch, exclusive word,
 //!                 pending operation and its cursor;
+//!                 a windowed filter's window and epoch0 + their checksum
+//!                 (192..216), its step protocol's words (256..648);
 //!                 scratch (2048..2560): a resumable operation's saved chunk
 //! offset 4096     process slots: SLOTS x 64 bytes, one cache line each
 //! offset 69632    add stripes:   64 to 4096 x 64 bytes (`stripes_for`), one
 //!                 cache line each
-//! bits_off        the bit array, page aligned (2 MiB aligned when large)
+//! bits_off        the bit array, page aligned (2 MiB aligned when large);
+//!                 a windowed filter's g + 1 arrays one after the other
 //! ```
 //!
 //! A header is untrusted input: it may come from a file another user can
@@ -19,6 +22,7 @@
 
 use crate::geometry::Geometry;
 use crate::layout::Scheme;
+use crate::window::Window;
 use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
@@ -47,6 +51,28 @@ pub const OFF_PENDING: u64 = 140;
 /// the second half of the header page.
 pub const SCRATCH_OFF: u64 = 2048;
 pub const SCRATCH_WORDS: usize = 64;
+
+/// A windowed filter's time facts (see `window`): the window in ns (0 for
+/// a filter stepped only by `rotate`), `epoch0` in ns, and their checksum.
+/// Written once at creation, after the control line; the number of
+/// generations is in the checksummed immutable header (bytes 104..108).
+pub const WINDOW_OFF: u64 = 192;
+pub const WINDOW_LEN: usize = 24;
+/// Header bytes a reader copies and validates.
+pub const HEADER_READ_LEN: usize = WINDOW_OFF as usize + WINDOW_LEN;
+/// The shared words of the step protocol (`window` module docs), in the
+/// header page: the view, the cleaner's token, the clear cursor (the view
+/// mark it is for, and the words done), then `last[]` and `clean[]`, one
+/// word per ring slot.
+pub const OFF_VIEW: u64 = 256;
+pub const OFF_CLEANER: u64 = 264;
+pub const OFF_CURSOR_FOR: u64 = 272;
+pub const OFF_CURSOR: u64 = 280;
+pub const OFF_LAST: u64 = 320;
+pub const OFF_CLEAN: u64 = 512;
+const _: () = assert!(OFF_LAST + 8 * (Window::MAX_GENERATIONS as u64 + 1) <= OFF_CLEAN);
+const _: () = assert!(OFF_CLEAN + 8 * (Window::MAX_GENERATIONS as u64 + 1) <= SCRATCH_OFF);
+const _: () = assert!(HEADER_READ_LEN as u64 <= OFF_VIEW);
 
 /// Flag bit: the filter is sealed; no mutator may run again.
 pub const FLAG_FROZEN: u32 = 1;
@@ -90,8 +116,14 @@ pub struct Layout {
     pub total: u64,
 }
 
-/// The one source of truth for offsets.
+/// The one source of truth for offsets (a filter of one bit array).
 pub fn layout(m: u64) -> Layout {
+    ring_layout(m, 1)
+}
+
+/// Offsets for `ring` bit arrays of `m` bits each, one after the other (a
+/// windowed filter's generations and spare; 1 otherwise).
+pub fn ring_layout(m: u64, ring: u32) -> Layout {
     let bytes = m / 8;
     let stripes = stripes_for(m);
     let bits_off = if bytes >= HUGE_THRESHOLD {
@@ -102,7 +134,7 @@ pub fn layout(m: u64) -> Layout {
     Layout {
         stripes,
         bits_off,
-        total: bits_off + bytes,
+        total: bits_off + bytes * ring as u64,
     }
 }
 
@@ -115,6 +147,19 @@ pub struct Header {
     /// it along. Whether two handles map the same filter is asked of the
     /// mapped object (`Region::same_object`).
     pub instance: u64,
+    /// A windowed filter's generations and time; None for a plain filter.
+    pub window: Option<Window>,
+}
+
+impl Header {
+    /// Bit arrays in the region: the ring of a windowed filter, else 1.
+    pub fn arrays(&self) -> u32 {
+        self.window.map_or(1, |w| w.ring_len())
+    }
+
+    pub fn layout(&self) -> Layout {
+        ring_layout(self.geometry.m, self.arrays())
+    }
 }
 
 /// Why a header was refused.
@@ -128,6 +173,7 @@ pub enum FormatError {
     Geometry,
     Layout,
     Checksum,
+    Window,
     SizeMismatch { header: u64, actual: u64 },
 }
 
@@ -149,6 +195,7 @@ impl std::fmt::Display for FormatError {
             FormatError::Geometry => f.write_str("invalid geometry in header (corrupted file)"),
             FormatError::Layout => f.write_str("invalid layout in header (corrupted file)"),
             FormatError::Checksum => f.write_str("header checksum mismatch (corrupted file)"),
+            FormatError::Window => f.write_str("invalid window in header (corrupted file)"),
             FormatError::SizeMismatch { header, actual } => {
                 let what = if actual < header { "truncated" } else { "grown" };
                 write!(f, "file is {what}: {actual} bytes, header says {header}")
@@ -174,11 +221,12 @@ fn get_u64(b: &[u8], off: usize) -> u64 {
     u64::from_ne_bytes(a)
 }
 
-/// The immutable header bytes for `h`.
-pub fn encode(h: &Header) -> [u8; IMMUTABLE_LEN] {
+/// The immutable header bytes for `h` (and, for a windowed filter, its
+/// window facts at WINDOW_OFF; zero otherwise).
+pub fn encode(h: &Header) -> [u8; HEADER_READ_LEN] {
     let g = &h.geometry;
-    let l = layout(g.m);
-    let mut b = [0u8; IMMUTABLE_LEN];
+    let l = h.layout();
+    let mut b = [0u8; HEADER_READ_LEN];
     b[0..8].copy_from_slice(&MAGIC);
     put_u32(&mut b, 8, FORMAT_VERSION);
     put_u32(&mut b, 12, BYTE_ORDER_MARK);
@@ -195,10 +243,40 @@ pub fn encode(h: &Header) -> [u8; IMMUTABLE_LEN] {
     put_u64(&mut b, 80, STRIPES_OFF);
     put_u64(&mut b, 88, l.bits_off);
     put_u64(&mut b, 96, h.instance);
-    // 104..112 reserved, zero.
+    // 104..108: generations of a windowed filter, else 0; 108..112 zero.
+    if let Some(w) = h.window {
+        put_u32(&mut b, 104, w.generations());
+        let o = WINDOW_OFF as usize;
+        put_u64(&mut b, o, w.window_ns().unwrap_or(0));
+        put_u64(&mut b, o + 8, w.epoch_ns());
+        let sum = xxh3_64(&b[o..o + 16]);
+        put_u64(&mut b, o + 16, sum);
+    }
     let sum = xxh3_64(&b[..CHECKED_LEN]);
     put_u64(&mut b, CHECKED_LEN, sum);
     b
+}
+
+/// The window facts of a header whose immutable part is valid.
+fn decode_window(b: &[u8]) -> Result<Option<Window>, FormatError> {
+    let g = get_u32(b, 104);
+    if g == 0 {
+        return Ok(None);
+    }
+    let o = WINDOW_OFF as usize;
+    if b.len() < HEADER_READ_LEN {
+        return Err(FormatError::Window);
+    }
+    if xxh3_64(&b[o..o + 16]) != get_u64(b, o + 16) {
+        return Err(FormatError::Checksum);
+    }
+    let ns = get_u64(b, o);
+    let w = Window::new((ns != 0).then_some(ns), g, get_u64(b, o + 8)).map_err(|_| FormatError::Window)?;
+    // What this library writes: the window a whole number of periods.
+    if w.window_ns().unwrap_or(0) != ns {
+        return Err(FormatError::Window);
+    }
+    Ok(Some(w))
 }
 
 /// Validate header bytes of a region that is `actual_size` bytes long.
@@ -235,14 +313,15 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
     if !geometry.is_valid() {
         return Err(FormatError::Geometry);
     }
-    let l = layout(geometry.m);
+    let window = decode_window(b)?;
+    let l = ring_layout(geometry.m, window.map_or(1, |w| w.ring_len()));
     if get_u64(b, 56) != l.total
         || get_u64(b, 64) != SLOTS_OFF
         || get_u32(b, 72) != SLOTS
         || get_u32(b, 76) != l.stripes
         || get_u64(b, 80) != STRIPES_OFF
         || get_u64(b, 88) != l.bits_off
-        || get_u64(b, 104) != 0
+        || get_u32(b, 108) != 0
     {
         return Err(FormatError::Layout);
     }
@@ -256,6 +335,7 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
         geometry,
         seed: get_u64(b, 48),
         instance: get_u64(b, 96),
+        window,
     })
 }
 
@@ -268,6 +348,7 @@ mod tests {
             geometry: Geometry::for_capacity(1000, 0.01).unwrap(),
             seed: 0x1234,
             instance: 0xfeed_beef,
+            window: None,
         }
     }
 
@@ -379,9 +460,9 @@ mod tests {
     #[test]
     fn forged_headers_with_valid_checksum() {
         let total = layout(sample().geometry.m).total;
-        let reseal = |mut c: [u8; IMMUTABLE_LEN]| {
+        let reseal = |mut c: [u8; HEADER_READ_LEN]| {
             let sum = xxh3_64(&c[..CHECKED_LEN]);
-            c[CHECKED_LEN..].copy_from_slice(&sum.to_ne_bytes());
+            c[CHECKED_LEN..IMMUTABLE_LEN].copy_from_slice(&sum.to_ne_bytes());
             c
         };
         let mut c = encode(&sample());
@@ -402,5 +483,52 @@ mod tests {
         let mut c = encode(&sample());
         put_u64(&mut c, 24, 1 << 40); // beyond the cap, total matches nothing
         assert_eq!(decode(&reseal(c), total), Err(FormatError::Geometry));
+    }
+
+    fn windowed(window_ns: Option<u64>, g: u32) -> Header {
+        Header {
+            window: Some(Window::new(window_ns, g, 1_700_000_000_000_000_000).unwrap()),
+            ..sample()
+        }
+    }
+
+    /// A windowed header round-trips; its region holds g + 1 bit arrays; a
+    /// flipped bit anywhere in what it stores is refused; a plain header
+    /// is as before (zero window bytes).
+    #[test]
+    fn windowed_headers() {
+        let plain = encode(&sample());
+        assert!(plain[104..].iter().take(8).all(|&x| x == 0));
+        assert!(plain[WINDOW_OFF as usize..].iter().all(|&x| x == 0));
+        for h in [
+            windowed(Some(2_000_000_000), 4),
+            windowed(None, 16),
+            windowed(Some(1_000_000), 2),
+        ] {
+            let b = encode(&h);
+            let l = h.layout();
+            assert_eq!(
+                l.total,
+                layout(h.geometry.m).total + h.geometry.m / 8 * h.window.unwrap().generations() as u64
+            );
+            assert_eq!(decode(&b, l.total), Ok(h));
+            assert!(decode(&b[..IMMUTABLE_LEN], l.total).is_err(), "window bytes missing");
+            assert!(decode(&b, layout(h.geometry.m).total).is_err(), "one array only");
+            for byte in (0..IMMUTABLE_LEN).chain(WINDOW_OFF as usize..HEADER_READ_LEN) {
+                for bit in 0..8 {
+                    let mut c = b;
+                    c[byte] ^= 1 << bit;
+                    assert!(decode(&c, l.total).is_err(), "flip {byte}.{bit} accepted");
+                }
+            }
+        }
+        // A window that is not a whole number of periods, resealed.
+        let h = windowed(Some(3_000_000_000), 4);
+        let mut c = encode(&h);
+        let o = WINDOW_OFF as usize;
+        put_u64(&mut c, o, 3_000_000_001);
+        let sum = xxh3_64(&c[o..o + 16]);
+        put_u64(&mut c, o + 16, sum);
+        assert_eq!(decode(&c, h.layout().total), Err(FormatError::Window));
     }
 }

@@ -513,13 +513,15 @@ unsafe fn cas128(p: *mut u64, old: (u64, u64), new: (u64, u64)) -> Result<(), (u
         let (lo, hi): (u64, u64);
         // SAFETY: the caller's promise. rbx cannot be named as an operand
         // (LLVM reserves it), so the new low word is swapped into it around
-        // the instruction and rbx restored after.
+        // the instruction and rbx restored after. The address is pinned to
+        // rdi: as a `reg` operand LLVM may give it rbx, which the swap then
+        // overwrites (seen as a SIGSEGV once inlined into a windowed add).
         unsafe {
             std::arch::asm!(
                 "xchg {nlo}, rbx",
-                "lock cmpxchg16b xmmword ptr [{p}]",
+                "lock cmpxchg16b xmmword ptr [rdi]",
                 "mov rbx, {nlo}",
-                p = in(reg) p,
+                in("rdi") p,
                 nlo = inout(reg) new.0 => _,
                 in("rcx") new.1,
                 inout("rax") old.0 => lo,

@@ -142,6 +142,7 @@ mod tests {
                 mode: 0o600,
                 seed,
                 layout: None,
+                window: None,
             };
 
             let f = Filter::new_anonymous(capacity, rate, opts).unwrap();
@@ -177,6 +178,7 @@ mod tests {
                 mode: 0o600,
                 seed: 3,
                 layout: None,
+                window: None,
             },
         )
         .unwrap();

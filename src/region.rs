@@ -84,7 +84,7 @@ impl Region {
     }
 
     pub fn layout(&self) -> Layout {
-        format::layout(self.header.geometry.m)
+        self.header.layout()
     }
 
     /// The handle's own descriptor (a memfd it created, or its duplicate of
@@ -166,6 +166,7 @@ pub fn new_header(geometry: crate::geometry::Geometry, seed: u64) -> Header {
         geometry,
         seed,
         instance: random_u64(),
+        window: None,
     }
 }
 
@@ -231,11 +232,12 @@ fn read_header(map: &MmapRaw, path: Option<&str>) -> Result<Header> {
             format::FormatError::TooSmall(map.len() as u64).to_string(),
         ));
     }
-    let mut b = [0u8; IMMUTABLE_LEN];
-    // SAFETY: the mapping is at least IMMUTABLE_LEN bytes; we copy them once
-    // into our own buffer and validate only the copy (DESIGN C6).
-    unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), b.as_mut_ptr(), IMMUTABLE_LEN) };
-    format::decode(&b, map.len() as u64).map_err(|e| Error::format(e.to_string()))
+    let n = map.len().min(format::HEADER_READ_LEN);
+    let mut b = [0u8; format::HEADER_READ_LEN];
+    // SAFETY: the mapping is at least n bytes; we copy them once into our
+    // own buffer and validate only the copy (DESIGN C6).
+    unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), b.as_mut_ptr(), n) };
+    format::decode(&b[..n], map.len() as u64).map_err(|e| Error::format(e.to_string()))
 }
 
 /// Write a new header into a fresh (all-zero) mapping.
@@ -248,6 +250,15 @@ fn write_header(map: &MmapRaw, h: &Header) {
     // SAFETY: as above; the slot table lies inside every region's control
     // area (CONTROL_END <= total), zeroed by the kernel.
     unsafe { crate::sync::init_slots(map.as_mut_ptr().add(format::SLOTS_OFF as usize) as *mut crate::sync::Slot) };
+    if let Some(w) = h.window {
+        // The first step's spare is clean (the window module's initial
+        // state: view 0 in slot 0, every `last` 0).
+        let v = w.initial_view();
+        let off = format::OFF_CLEAN as usize + 8 * w.spare(v) as usize;
+        // SAFETY: as above; OFF_CLEAN + 8 * ring is inside the header page
+        // (format's static asserts), 8-aligned; nobody else sees it yet.
+        unsafe { (map.as_mut_ptr().add(off) as *mut u64).write(v.clean_mark()) };
+    }
 }
 
 fn advise_huge(map: &MmapRaw, l: &Layout) {
@@ -343,7 +354,7 @@ fn memfd(name: &[u8], size: u64) -> Result<(OwnedFd, (u64, u64))> {
 
 /// A new filter in shared anonymous memory (inherited across `fork`).
 pub fn create_anonymous(h: &Header) -> Result<Region> {
-    let l = format::layout(h.geometry.m);
+    let l = h.layout();
     let (fd, id) = memfd(DEFAULT_MEMFD_NAME.as_bytes(), l.total)?;
     let map = map(&fd, l.total, false)?;
     write_header(&map, h);
@@ -362,7 +373,7 @@ pub fn create_anonymous(h: &Header) -> Result<Region> {
 /// A new filter in a memfd whose descriptor can be passed to other processes.
 /// `name` is only a label: any bytes but NUL (empty: the default name).
 pub fn create_memfd(name: &[u8], h: &Header) -> Result<Region> {
-    let l = format::layout(h.geometry.m);
+    let l = h.layout();
     let (fd, id) = memfd(name, l.total)?;
     let map = map(&fd, l.total, false)?;
     write_header(&map, h);
@@ -538,7 +549,7 @@ fn create_file(
     fill: Option<&dyn Fn(*mut u8)>,
     how: Publish,
 ) -> Result<Option<Region>> {
-    let l = format::layout(h.geometry.m);
+    let l = h.layout();
     let raw = path.to_bytes();
     let dir: &[u8] = match raw.iter().rposition(|&c| c == b'/') {
         Some(0) => b"/",

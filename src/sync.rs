@@ -607,6 +607,53 @@ impl<'a> Shared<'a> {
         }
     }
 
+    /// Wait until every stripe held when we look has been released once
+    /// (or its owner found dead): a windowed filter's cleaner, after it read
+    /// the view (`window` module docs, the drain). The caller holds no
+    /// stripe. False when a live owner (a stopped process) still holds one
+    /// after `limit`: the clear is then left to a later writer, so that no
+    /// adder waits for a stopped one.
+    pub fn drain_stripes(&self, limit: Duration) -> bool {
+        let start = std::time::Instant::now();
+        for s in self.stripes {
+            // SeqCst: the Dekker pair with begin_add's stripe CAS (an adder
+            // takes its stripe, then reads the view; the cleaner reads the
+            // view, then the stripes).
+            let held = s.word.load(Ordering::SeqCst);
+            if held == 0 {
+                continue;
+            }
+            let mut i = 0u32;
+            let mut checked = start;
+            // Relaxed: a changed word is all we wait for; the Acquire of
+            // the clean mark's readers is on the mark itself.
+            while s.word.load(Ordering::Relaxed) == held {
+                i += 1;
+                if i < 100 {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                if i < 200 {
+                    std::thread::yield_now();
+                    continue;
+                }
+                if checked.elapsed() >= WAIT_SLICE || i == 200 {
+                    checked = std::time::Instant::now();
+                    if self.owner_dead(held) {
+                        // AcqRel: as wait_word's take-over.
+                        let _ = s.word.compare_exchange(held, 0, Ordering::AcqRel, Ordering::Relaxed);
+                        break;
+                    }
+                }
+                if start.elapsed() >= limit {
+                    return false;
+                }
+                std::thread::sleep(POLL);
+            }
+        }
+        true
+    }
+
     /// Wait until a stripe no longer holds `held`; clear it if its owner
     /// died. Polls: releasers store 0 without looking for waiters.
     #[cold]

@@ -366,7 +366,7 @@ impl Window {
     /// grid of its latest add; 0 for none) is visible at grid `q`. A manual
     /// filter's generations are all visible (the ring alone bounds them).
     pub fn visible(&self, last: u64, q: u64) -> bool {
-        self.window_ns.is_none() || (last != 0 && last - 1 + self.generations as u64 > q)
+        self.window_ns.is_none() || (last != 0 && (last - 1).saturating_add(self.generations as u64) > q)
     }
 
     /// The `last` word after an add at grid `q`.

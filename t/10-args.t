@@ -105,7 +105,8 @@ for my $j (junk()) {
 
 # --- methods with junk arguments -------------------------------------------------------
 my @queries = qw(capacity fp_rate bits hashes seed count bits_set fill_ratio
-                 estimated_fpp is_empty frozen readonly path memfd sync stats serialize);
+                 estimated_fpp is_empty frozen readonly path memfd sync stats serialize
+                 window generations);
 for my $j (junk()) {
     my ($name, $v) = @$j;
     if (defined $v) {
@@ -140,6 +141,18 @@ for my $j (junk()) {
         works_or_names($m, "$m($name) (extra argument)", sub { $t->$m($v) });
     }
     works_or_names('unlink', "Class->unlink($name)", sub { $C->unlink($v) });
+    {
+        my $w = $C->new(undef, 100, 0.01, { window => undef, generations => 2 });
+        works_or_names('rotate', "rotate($name) (extra argument)", sub { $w->rotate($v) });
+        works_or_names($_, "$_($name) (windowed, extra argument)", sub { my @r = $w->$_($v) })
+            for qw(window generations stats);
+        works_or_names('new', "new({window => $name})",
+            sub { $C->new(undef, 100, 0.01, { window => $v }) });
+        works_or_names('new', "new({window => 60, generations => $name})",
+            sub { $C->new(undef, 100, 0.01, { window => 60, generations => $v }) });
+        works_or_names('new_memfd', "new_memfd({window => $name})",
+            sub { $C->new_memfd('j', 100, 0.01, { window => $v }) });
+    }
 }
 is($f->add('still works'), 1, 'filter works after the junk loop');
 is($f->contains('still works'), 1, '... and finds what it added');

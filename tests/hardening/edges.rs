@@ -20,6 +20,7 @@ fn opts() -> Options {
         mode: 0o600,
         seed: 0,
         layout: None,
+        window: None,
     }
 }
 
@@ -49,6 +50,7 @@ fn bad_modes_and_paths_are_refused() {
             mode: 0o10000,
             seed: 0,
             layout: None,
+            window: None,
         },
     )
     .err()

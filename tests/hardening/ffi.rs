@@ -127,6 +127,8 @@ fn a_whole_life_through_the_c_api() {
             mode: 0o600,
             seed: 7,
             layout: 0,
+            generations: 0,
+            window: 0.0,
         };
         assert_eq!(bfs_new(null(), 1000, 0.01, &opts, &mut other, null_mut()), BFS_OK);
         assert_eq!(bfs_is_compatible(h, other), 0);
@@ -201,6 +203,8 @@ fn constructors_refuse_what_they_must() {
             mode: 0o170000,
             seed: 0,
             layout: 0,
+            generations: 0,
+            window: 0.0,
         };
         let p = tmp("constructors", "mode.bf");
         assert_eq!(
@@ -278,6 +282,8 @@ fn files_through_the_c_api() {
             mode: 0o640,
             seed: 0,
             layout: 0,
+            generations: 0,
+            window: 0.0,
         };
         assert_eq!(
             bfs_deserialize(buf.as_ptr(), buf.len(), q.as_ptr(), &opts, &mut d, err.as_mut_ptr()),
@@ -423,6 +429,8 @@ fn layouts_through_the_c_api() {
             mode: 0o600,
             seed: 0,
             layout: BFS_LAYOUT_BLOCKED,
+            generations: 0,
+            window: 0.0,
         };
         assert_eq!(bfs_new(null(), 1000, 0.01, &blocked, &mut b, err.as_mut_ptr()), BFS_OK);
         assert_eq!(bfs_new(null(), 1000, 0.01, null(), &mut s, err.as_mut_ptr()), BFS_OK);
@@ -466,5 +474,124 @@ fn layouts_through_the_c_api() {
         bfs_free(copy);
         bfs_free(b);
         bfs_free(s);
+    }
+}
+
+#[test]
+fn windows_through_the_c_api() {
+    let mut err = errbuf();
+    let item = b"item";
+    // SAFETY: valid pointers throughout; every handle freed once.
+    unsafe {
+        let mut info = std::mem::zeroed::<BfsInfo>();
+        let manual = BfsOptions {
+            mode: 0o600,
+            seed: 0,
+            layout: 0,
+            generations: 3,
+            window: 0.0,
+        };
+        let mut h = null_mut();
+        assert_eq!(bfs_new(null(), 1000, 0.01, &manual, &mut h, err.as_mut_ptr()), BFS_OK);
+        bfs_info(h, &mut info);
+        assert_eq!(
+            (
+                info.generations,
+                info.window_ns,
+                info.generation,
+                info.generation_start_ns
+            ),
+            (3, 0, 0, 0)
+        );
+        let mut new = 9u8;
+        assert_eq!(
+            bfs_add(h, item.as_ptr(), item.len(), &mut new, err.as_mut_ptr()),
+            BFS_OK
+        );
+        assert_eq!(new, 1);
+        for k in 1..=3u64 {
+            assert_eq!(
+                bfs_contains(h, item.as_ptr(), item.len()),
+                1,
+                "after {} rotations",
+                k - 1
+            );
+            assert_eq!(bfs_rotate(h, err.as_mut_ptr()), BFS_OK);
+            bfs_info(h, &mut info);
+            assert_eq!(info.generation, k);
+        }
+        assert_eq!(
+            bfs_contains(h, item.as_ptr(), item.len()),
+            0,
+            "forgotten at the 3rd rotation"
+        );
+        let mut buf = vec![0u8; bfs_serialized_size(h) as usize];
+        assert_eq!(
+            bfs_serialize(h, buf.as_mut_ptr(), buf.len(), err.as_mut_ptr()),
+            BFS_ERR_ARG
+        );
+        assert_eq!(msg(&err), "a windowed filter cannot be serialized");
+        bfs_free(h);
+
+        let timed = BfsOptions { window: 2.0, ..manual };
+        let mut t = null_mut();
+        assert_eq!(bfs_new(null(), 1000, 0.01, &timed, &mut t, err.as_mut_ptr()), BFS_OK);
+        bfs_info(t, &mut info);
+        assert_eq!((info.generations, info.window_ns), (3, 2_000_000_000));
+        assert!(
+            info.generation_start_ns > 1_600_000_000_000_000_000,
+            "{}",
+            info.generation_start_ns
+        );
+        let mut plain = null_mut();
+        assert_eq!(
+            bfs_new(null(), 1000, 0.01, null(), &mut plain, err.as_mut_ptr()),
+            BFS_OK
+        );
+        assert_eq!(bfs_rotate(plain, err.as_mut_ptr()), BFS_ERR_ARG);
+        assert_eq!(msg(&err), "rotate needs a windowed filter");
+        bfs_info(plain, &mut info);
+        assert_eq!((info.generations, info.window_ns), (0, 0));
+        bfs_free(t);
+        bfs_free(plain);
+
+        for (bad, says) in [
+            (
+                BfsOptions {
+                    generations: 1,
+                    ..timed
+                },
+                "generations must be an integer from 2 to 16 (got 1)",
+            ),
+            (
+                BfsOptions {
+                    generations: 17,
+                    ..timed
+                },
+                "generations must be an integer from 2 to 16 (got 17)",
+            ),
+            (
+                BfsOptions { window: -1.0, ..timed },
+                "window must be more than 0 seconds (got -1)",
+            ),
+            (
+                BfsOptions {
+                    window: f64::NAN,
+                    ..timed
+                },
+                "window must be a finite number of seconds (got NaN)",
+            ),
+        ] {
+            let mut x = null_mut();
+            assert_eq!(bfs_new(null(), 1000, 0.01, &bad, &mut x, err.as_mut_ptr()), BFS_ERR_ARG);
+            assert_eq!(msg(&err), says);
+            assert!(x.is_null());
+        }
+        let mut x = null_mut();
+        assert_eq!(
+            bfs_deserialize(buf.as_ptr(), buf.len(), null(), &timed, &mut x, err.as_mut_ptr()),
+            BFS_ERR_ARG
+        );
+        assert_eq!(msg(&err), "serialized bytes cannot make a windowed filter");
     }
 }

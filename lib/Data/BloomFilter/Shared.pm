@@ -126,6 +126,40 @@ sub _layout {
     return $code;
 }
 
+# The C API's window options from an options hash: (generations, window in
+# seconds), (0, 0) for a plain filter; a window of 0 seconds with
+# generations is a filter stepped only by rotate. The window's range is
+# checked by the library.
+my $DEFAULT_GENERATIONS = 4;
+
+sub _window {
+    my ($method, $opts) = @_;
+    my $has_window = exists $opts->{window};
+    return (0, 0) if !$has_window && !exists $opts->{generations};
+    _croak($method, 'the generations option needs the window option'
+            . ' (window => undef for a filter stepped only by rotate)')
+        if !$has_window;
+    my $g = $opts->{generations};
+    if (defined $g) {
+        my $n = _uint64($g);
+        _croak($method, 'generations must be an integer from 2 to 16')
+            if !defined $n || length $n > 2 || $n < 2 || $n > 16;
+        $g = 0 + $n;
+    }
+    else {
+        _croak($method, 'generations must be an integer from 2 to 16')
+            if exists $opts->{generations};
+        $g = $DEFAULT_GENERATIONS;
+    }
+    my $w = $opts->{window};
+    return ($g, 0) if !defined $w;
+    _croak($method, 'window must be a positive number of seconds (or undef)')
+        if (ref $w && !overload::Method($w, '0+') && !overload::Method($w, '""'))
+        || !Scalar::Util::looks_like_number($w)
+        || !($w > 0) || $w == 9**9**9;    # also refuses NaN and inf
+    return ($g, 0 + $w);
+}
+
 # A path (or memfd name): a copy, never the caller's scalar. Its bytes are
 # the scalar's own, UTF-8 flag and all, which is what Perl's open and -e use
 # for the same scalar; the XS takes them as they are.
@@ -174,10 +208,11 @@ sub new {
         if @_ < 3 || @_ > 5;
     my (undef, $path, $capacity, $fp_rate, $last) = @_;
 
-    my ($mode, $seed, $layout);
+    my ($mode, $seed, $layout, $generations, $window) = (undef, undef, undef, 0, 0);
     if (ref $last eq 'HASH') {
-        my $opts = _options('new', $last, qw(mode seed layout));
+        my $opts = _options('new', $last, qw(mode seed layout window generations));
         ($mode, $seed, $layout) = @$opts{qw(mode seed layout)};
+        ($generations, $window) = _window('new', $opts);
     }
     elsif (ref $last) {
         _croak('new', 'last argument must be a file mode or a hash reference of options');
@@ -193,7 +228,8 @@ sub new {
     my $explicit_seed = defined $seed;
     $seed = _seed('new', $seed);
     $layout = _layout('new', $layout);
-    my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout));
+    my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout,
+            $generations, $window));
     # An existing file keeps its seed; a different one asked for explicitly
     # would otherwise be dropped without a word (and a secret seed with it).
     # The message does not show either seed.
@@ -209,14 +245,16 @@ sub new_memfd {
             . '->new_memfd($name, $capacity, $fp_rate, \%options)')
         if @_ < 3 || @_ > 5;
     my (undef, $name, $capacity, $fp_rate, $opts) = @_;
-    $opts = _options('new_memfd', $opts, qw(seed layout));
+    $opts = _options('new_memfd', $opts, qw(seed layout window generations));
+    my ($generations, $window) = _window('new_memfd', $opts);
     $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
     $capacity = _capacity('new_memfd', $capacity);
     $fp_rate = _fp_rate('new_memfd', $fp_rate);
     my $seed = _seed('new_memfd', $opts->{seed});
     my $layout = _layout('new_memfd', $opts->{layout});
     return _made('new_memfd',
-        _xs_new_memfd($class, $name, $capacity, $fp_rate, $DEFAULT_MODE, $seed, $layout));
+        _xs_new_memfd($class, $name, $capacity, $fp_rate, $DEFAULT_MODE, $seed, $layout,
+            $generations, $window));
 }
 
 sub new_from_fd {
@@ -262,7 +300,9 @@ sub deserialize {
         if @_ < 2 || @_ > 3;
     # $_[1] goes to the XS untouched: no copy of a large string, and its get
     # magic runs once, there.
-    my $opts = _options('deserialize', $_[2], qw(path mode layout));
+    my $opts = _options('deserialize', $_[2], qw(path mode layout window generations));
+    _croak('deserialize', 'serialized bytes cannot make a windowed filter')
+        if exists $opts->{window} || exists $opts->{generations};
     my $path = defined $opts->{path}
         ? _bytes_string('deserialize', 'path', $opts->{path}) : undef;
     my $mode = _mode('deserialize', $opts->{mode});
@@ -358,6 +398,8 @@ filter return true.
         { mode => $mode, seed => $seed });
     my $bf = Data::BloomFilter::Shared->new($path, $capacity, $fp_rate,
         { layout => 'blocked' });
+    my $bf = Data::BloomFilter::Shared->new($path, $capacity, $fp_rate,
+        { window => 86400, generations => 4 });
 
 Opens the filter file at C<$path>, creating it (mode C<$mode>, default C<0600>)
 when it does not exist. When C<$path> is undef the filter is an anonymous
@@ -425,6 +467,13 @@ L</LAYOUTS>). An existing file keeps the layout it was created with; an
 explicit C<layout> that differs from it croaks with C<layout mismatch (the
 filter is ..., not ...)>.
 
+The options C<window> (seconds) and C<generations> (2 to 16, default 4)
+make a I<windowed> filter, which forgets items after the window: see
+L</WINDOWED FILTERS>. C<window =E<gt> undef> with C<generations> makes one
+that steps only when told (L</rotate>). An existing file keeps its window;
+an explicit C<window> or C<generations> that differs from it croaks with
+C<window mismatch (the filter has ..., not ...)>.
+
 =head3 new_memfd
 
     my $bf = Data::BloomFilter::Shared->new_memfd($name, $capacity, $fp_rate, \%options);
@@ -432,7 +481,7 @@ filter is ..., not ...)>.
 A new filter in a memfd (an anonymous file, see L<memfd_create(2)>). C<$name>
 is only a label: any string without a NUL byte (undef or C<""> for a
 default one; the kernel keeps its first 249 bytes). C<$fp_rate> defaults to
-0.01; the options are C<seed> and C<layout> (as for L</new>). Its file descriptor is L</memfd>: pass it
+0.01; the options are C<seed>, C<layout>, C<window> and C<generations> (as for L</new>). Its file descriptor is L</memfd>: pass it
 to another process (over a UNIX socket, or to an C<exec>ed child) to share
 the filter. Its memory is reserved at once, as for a file (see L</new>),
 and so is an anonymous filter's: one larger than C<RLIMIT_FSIZE> croaks
@@ -503,7 +552,8 @@ every length and field is checked. The seed is taken from the bytes, so
 C<seed> is not an option here; so is the layout, and an explicit C<layout>
 that differs from the bytes' croaks with C<layout mismatch (the bytes are of
 a ... filter, not ...)>. An existing C<path> is refused, never
-replaced. The result is an ordinary read-write filter; see
+replaced. Windowed filters have no portable bytes: the options C<window>
+and C<generations> croak here. The result is an ordinary read-write filter; see
 L</PORTABLE FILTERS>.
 
 =head2 Adding and testing
@@ -589,6 +639,13 @@ the sense of L</merge>) it does nothing; with a copy it takes effect.
     $bf->invert;
 
 Flips every bit.
+
+=head3 rotate
+
+    $bf->rotate;
+
+Takes a generation step of a L<windowed|/WINDOWED FILTERS> filter now, due
+or not: the oldest generation is forgotten. Croaks on a plain filter.
 
 =head3 is_compatible
 
@@ -700,6 +757,16 @@ L<dup|POSIX/dup> it).
 
 C<'standard'> or C<'blocked'>: the layout the filter was created with.
 
+=head3 window
+
+The window of a L<windowed|/WINDOWED FILTERS> filter in seconds (rounded
+up to whole nanoseconds that divide by C<generations - 1>); undef for a
+plain filter and for one that steps only when rotated.
+
+=head3 generations
+
+The number of generations of a windowed filter; undef for a plain filter.
+
 =head3 serialize
 
     my $bytes = $bf->serialize;
@@ -707,7 +774,8 @@ C<'standard'> or C<'blocked'>: the layout the filter was created with.
 The filter as portable bytes (versioned, little-endian, with a checksum),
 for L</deserialize>: C<bits / 8 + 64> bytes, the same for the same items,
 geometry and seed on any host. Works on frozen and read-only handles too.
-The format is in L</PORTABLE FILTERS>.
+The format is in L</PORTABLE FILTERS>. A windowed filter croaks (C<a
+windowed filter cannot be serialized>).
 
 =head3 stats
 
@@ -716,6 +784,12 @@ The format is in L</PORTABLE FILTERS>.
 A hash reference with the keys C<capacity fp_rate bits hashes seed bits_set
 count fill_ratio estimated_fpp ops mmap_size frozen readonly overfull layout>: the
 accessors above, plus C<ops>, C<mmap_size> (bytes mapped) and C<overfull>.
+A windowed filter adds C<window> and C<generations> (as the accessors),
+C<generation> (the current generation's number: the period since creation
+it started in, or the number of rotations of a filter without a window) and
+C<generation_start> (when that period started, in seconds since the epoch;
+undef without a window). For a windowed filter C<bits_set>, C<count>,
+C<fill_ratio> and C<estimated_fpp> describe the current generation.
 
 C<ops> counts write calls, summed over every process, as the original
 documents: each C<add>, C<add_many> (however many items, none too),
@@ -1161,6 +1235,84 @@ standard ones. L</merge> and L</intersect> combine filters of the same
 layout only: another layout croaks with C<layout mismatch (standard vs
 blocked)> and L</is_compatible> is 0.
 
+=head1 WINDOWED FILTERS
+
+    # Seen in the last 24 hours? 1 000 000 distinct items a day.
+    my $seen = Data::BloomFilter::Shared->new('/dev/shm/webhooks.bloom',
+        1_000_000, 0.001, { window => 24 * 3600 });
+    process($id) if $seen->add($id);
+
+A filter sized for a day fills up after a week and then calls everything
+seen. A windowed filter forgets instead, and its memory stays bounded
+forever. It keeps I<g> generations (C<generations>, 2 to 16, default 4),
+each a full filter of the chosen layout sized for C<capacity>, which is the
+number of distinct items per window. A I<step> every C<window / (g - 1)>
+seconds (the I<period>) makes a new generation current and forgets the
+oldest. L</add> puts the item in the current generation and returns 1
+unless some live generation holds it; L</contains> looks in all live ones.
+
+=over 4
+
+=item Retention
+
+An item added (or added again) at time I<t> is reported seen until at least
+I<t> + window, and forgotten by I<t> + window * g / (g - 1): with the
+default 4 generations, a 24 hour window keeps items between 24 and 32 hours.
+Time is counted in whole periods from the filter's creation, so an item
+added late in a period lives up to one period less than the upper bound.
+Adding an item again extends its life, counted from the new add. More
+generations bring the upper bound closer to the window, for more memory.
+
+=item Memory
+
+I<g> + 1 generations: the extra one is cleared ahead of time, so that a
+step never clears anything while someone waits. A 24 hour filter of
+1 000 000 items at 0.001 with 4 generations maps 5 times the 2 MiB of a
+plain filter.
+
+=item False positives
+
+A query looks in up to I<g> generations, each holding up to C<capacity>
+items: the rate at capacity is up to I<g> times C<fp_rate> (when every
+generation is full). Size C<fp_rate> for that.
+
+=item The clock
+
+Wall-clock time (C<CLOCK_REALTIME>), shared by every process of a host.
+A clock set back steps nothing and brings back nothing already forgotten
+(items live longer by the jump); a clock set forward forgets early, as if
+that time had passed.
+
+=item Steps and crashes
+
+Steps are taken by writers (L</add>, L</add_many>, L</rotate>): a filter
+nobody writes steps at the next write, and queries forget on time without
+one. A step is one compare-and-swap; the generation to be reused next is
+cleared afterwards by the process that stepped, while nobody reads or
+writes it. Queries never wait; adders wait only for their item's lock
+stripe, as in a plain filter, in every layout. A process killed mid-step or
+mid-clear leaves the filter usable: the next writer finishes the clear.
+Concurrent adders of an item not seen within the window: exactly one is
+told new, across steps too.
+
+=item Stepping by hand
+
+C<< window => undef, generations => $g >> makes a filter that steps only on
+L</rotate>: an item added between two rotations is seen through I<g> - 1 more
+and forgotten at the I<g>th.
+
+=item Limits
+
+The window is from 0.001 seconds to 3653 days. L</merge>, L</intersect>,
+L</invert> and L</serialize> croak on windowed filters (C<... is not
+supported on a windowed filter>, C<a windowed filter cannot be
+serialized>), and L</deserialize> cannot make one. L</clear> forgets every
+generation. A frozen windowed filter still forgets with time.
+
+=back
+
+The command line tool creates one with C<--window 24h>.
+
 =head1 CONCURRENCY AND CRASH SAFETY
 
 An add sets bits with atomic OR while holding only the lock of its item's
@@ -1266,6 +1418,42 @@ Every message starts with C<Data::BloomFilter::Shared-E<gt>METHOD: >, naming
 the method called, and ends with the caller's file and line.
 
 =over 4
+
+=item window must be a positive number of seconds (or undef)
+
+=item window of %s seconds is shorter than the shortest, 0.001
+
+=item window of %s seconds is longer than the longest, 315619200 (3653 days)
+
+=item generations must be an integer from 2 to 16
+
+=item the generations option needs the window option (window => undef for a filter stepped only by rotate)
+
+The C<window> and C<generations> options of L</new> and L</new_memfd>; see
+L</WINDOWED FILTERS>.
+
+=item window mismatch (the filter has %s, not %s)
+
+An existing file's window or generations differ from the options given.
+
+=item the generation number is at its limit (corrupted file)
+
+L</rotate> found the filter's shared step words holding what no step
+writes.
+
+=item rotate needs a windowed filter
+
+=item merge is not supported on a windowed filter
+
+=item intersect is not supported on a windowed filter
+
+=item invert is not supported on a windowed filter
+
+=item a windowed filter cannot be serialized
+
+=item serialized bytes cannot make a windowed filter
+
+What a windowed filter does not have; see L</WINDOWED FILTERS>.
 
 =item not a Data::BloomFilter::Shared object
 
