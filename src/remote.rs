@@ -302,6 +302,7 @@ mod tests {
                 mode: 0o600,
                 seed,
                 layout,
+                ..Options::default()
             },
         )
         .unwrap()
