@@ -428,14 +428,25 @@ impl Filter {
     #[inline(never)]
     fn claim_slow(&self, gen: u32) -> Result<Held<'_>> {
         let id = self.region.id();
-        if let Some(c) = claims::lookup(id, gen) {
-            self.claim.set(Some((c, gen, claims::epoch())));
-            return Ok(Held {
-                f: self,
-                c,
-                once: false,
-            });
-        }
+        let c = match claims::lookup(id, gen) {
+            Some(c) => c,
+            None => match self.claim_new(id, gen)? {
+                (c, false) => c,
+                (c, true) => return Ok(Held { f: self, c, once: true }),
+            },
+        };
+        self.claim.set(Some((c, gen, claims::epoch())));
+        Ok(Held {
+            f: self,
+            c,
+            once: false,
+        })
+    }
+
+    /// Claim a slot for this thread and record it in the thread's table;
+    /// true with it when it is held for this call only (the overflow slot,
+    /// or any slot while the thread ends).
+    fn claim_new(&self, id: claims::Id, gen: u32) -> Result<(Claim, bool)> {
         let sh = self.shared();
         if !sync::robust_mutexes_available() {
             return Err(Error::new(
@@ -443,32 +454,20 @@ impl Filter {
                 "this system has no robust process-shared mutexes (glibc and robust futexes are needed to write)",
             ));
         }
-        let busy = |_| Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken");
         // A full table stays full for a while: look again at most every
         // FULL_RETRY rather than try every slot's mutex on every call.
         let full = FULL_UNTIL.with(|u| u.get().is_some_and(|t| std::time::Instant::now() < t));
         if !full {
             match sh.claim_slot(std::process::id()) {
-                Ok(c) => {
-                    if claims::insert(id, gen, c, self.serial, self.region.mapping()) {
-                        self.claim.set(Some((c, gen, claims::epoch())));
-                        return Ok(Held {
-                            f: self,
-                            c,
-                            once: false,
-                        });
-                    }
-                    // The thread is ending: hold the slot for this call only.
-                    return Ok(Held { f: self, c, once: true });
-                }
+                // Not recorded when the thread is ending.
+                Ok(c) => return Ok((c, !claims::insert(id, gen, c, self.serial, self.region.mapping()))),
                 Err(_) => FULL_UNTIL.with(|u| u.set(Some(std::time::Instant::now() + FULL_RETRY))),
             }
         }
-        Ok(Held {
-            f: self,
-            c: sh.claim_overflow().map_err(busy)?,
-            once: true,
-        })
+        let c = sh
+            .claim_overflow()
+            .map_err(|_| Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken"))?;
+        Ok((c, true))
     }
 
     #[inline]

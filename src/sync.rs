@@ -252,7 +252,12 @@ impl Slot {
         }
         // SAFETY: a robust, process-shared mutex (checked above) inside our
         // mapping, which outlives this call.
-        match unsafe { libc::pthread_mutex_trylock(self.mutex()) } {
+        self.taken(unsafe { libc::pthread_mutex_trylock(self.mutex()) })
+    }
+
+    /// What a lock or trylock of the mutex returning `rc` left us with.
+    fn taken(&self, rc: libc::c_int) -> Try {
+        match rc {
             0 => Try::Free,
             libc::EBUSY => Try::Held,
             libc::EOWNERDEAD => {
@@ -271,16 +276,8 @@ impl Slot {
         if !self.well_formed() {
             return Try::Broken;
         }
-        // SAFETY: as in try_own.
-        match unsafe { libc::pthread_mutex_lock(self.mutex()) } {
-            0 => Try::Free,
-            libc::EOWNERDEAD => {
-                // SAFETY: we hold it.
-                unsafe { libc::pthread_mutex_consistent(self.mutex()) };
-                Try::OwnerDied
-            }
-            _ => Try::Broken,
-        }
+        // SAFETY: as in try_own. (A blocking lock never returns EBUSY.)
+        self.taken(unsafe { libc::pthread_mutex_lock(self.mutex()) })
     }
 
     /// Start a new claim of a slot whose mutex we hold: every older token
