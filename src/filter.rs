@@ -77,6 +77,9 @@ pub struct Filter {
     /// Until when this handle's adds leave the spare alone: its last clear
     /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
     clean_after: Cell<Option<std::time::Instant>>,
+    /// The clock's last grid number and the instants `[from, to)` it holds
+    /// for (`Window::grid_span`): most calls find the clock still inside.
+    grid_cache: Cell<(u64, u64, u64)>,
 }
 
 /// A windowed filter's facts, copied from the validated header.
@@ -101,11 +104,37 @@ pub struct WindowStats {
     pub current_start_ns: Option<u64>,
 }
 
-/// Wall-clock time in ns since the Unix epoch (0 before it).
+/// Wall-clock time in ns since the Unix epoch (0 before it), from
+/// `CLOCK_REALTIME_COARSE` plus its resolution: the time of the last timer
+/// tick, read without the counter arithmetic of `CLOCK_REALTIME`, moved up
+/// by one tick so that it is never behind the real time (an item is never
+/// taken to have been added before it was). Windowed filters read it on
+/// every call; a step comes at most one tick late, within the "one step of
+/// clock granularity" the window allows.
 fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64)
+    static TICK_NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let tick = *TICK_NS.get_or_init(|| {
+        let mut r = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: r is a valid timespec to write.
+        let ok = unsafe { libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &mut r) } == 0;
+        if ok && r.tv_sec >= 0 && r.tv_nsec >= 0 {
+            (r.tv_sec as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(r.tv_nsec as u64)
+        } else {
+            10_000_000 // HZ = 100, the coarsest Linux has
+        }
+    });
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write; the clock id is one every
+    // Linux since 2.6.32 has.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 || ts.tv_sec < 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+        .saturating_add(tick)
 }
 
 static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -195,6 +224,7 @@ impl Filter {
             region,
             claim: Cell::new(None),
             clean_after: Cell::new(None),
+            grid_cache: Cell::new((0, 0, 0)),
             // Relaxed: only uniqueness matters.
             serial: SERIALS.fetch_add(1, Ordering::Relaxed),
         }
@@ -777,7 +807,20 @@ impl Filter {
     fn grid_now(&self, w: &Window, v: View, now: u64) -> u64 {
         // Acquire: pairs with an adder's fetch_max (its grid is seen).
         let cur_last = self.last_word(v.pos).load(Ordering::Acquire);
-        w.reader_grid(now, cur_last).max(v.m)
+        Window::reader_grid_of(self.clock_grid(w, now), cur_last).max(v.m)
+    }
+
+    /// `w.grid(now)`, without a division while `now` stays in the span of
+    /// the last one worked out.
+    #[inline]
+    fn clock_grid(&self, w: &Window, now: u64) -> u64 {
+        let (n, from, to) = self.grid_cache.get();
+        if from <= now && now < to {
+            return n;
+        }
+        let span = w.grid_span(now);
+        self.grid_cache.set(span);
+        span.0
     }
 
     /// Take a step if one is due (or `forced`) and the spare is clean.
@@ -785,6 +828,9 @@ impl Filter {
     fn try_step(&self, w: &Window, now: u64, forced: bool) -> bool {
         let (v, word) = self.load_view_word(w);
         let q = self.grid_now(w, v, now);
+        if !w.step_possible(v, q, forced) {
+            return false; // the common case: nothing more to read
+        }
         // Acquire: pairs with the cleaner's Release of clean[] (the zeroed
         // words are seen before the slot is published) and the adders'
         // fetch_max of last[].

@@ -263,6 +263,9 @@ pub struct Window {
     window_ns: Option<u64>,
     generations: u32,
     epoch_ns: u64,
+    /// `window_ns / (generations - 1)`, worked out once: queries and adds
+    /// use it on every call.
+    period_ns: Option<u64>,
 }
 
 impl Window {
@@ -298,6 +301,7 @@ impl Window {
             window_ns,
             generations: g,
             epoch_ns,
+            period_ns: window_ns.map(|w| w / (g - 1) as u64),
         })
     }
 
@@ -321,15 +325,27 @@ impl Window {
 
     /// Time between steps: `window / (g - 1)`, exact.
     pub fn period_ns(&self) -> Option<u64> {
-        self.window_ns.map(|w| w / (self.generations - 1) as u64)
+        self.period_ns
     }
 
     /// The grid number of an instant (0 for a manual filter, and before
     /// `epoch0`).
     pub fn grid(&self, now_ns: u64) -> u64 {
-        match self.period_ns() {
-            None => 0,
-            Some(p) => now_ns.saturating_sub(self.epoch_ns) / p,
+        self.grid_span(now_ns).0
+    }
+
+    /// The grid number of an instant and the instants `[from, to)` that
+    /// share it, so that a caller can keep it and skip the division while
+    /// its clock stays inside. A manual filter's one grid spans all time.
+    pub fn grid_span(&self, now_ns: u64) -> (u64, u64, u64) {
+        match self.period_ns {
+            None => (0, 0, u64::MAX),
+            Some(p) if now_ns < self.epoch_ns => (0, 0, self.epoch_ns.saturating_add(p)),
+            Some(p) => {
+                let n = (now_ns - self.epoch_ns) / p;
+                let from = self.epoch_ns + n * p; // <= now_ns: no overflow
+                (n, from, from.saturating_add(p))
+            }
         }
     }
 
@@ -349,12 +365,21 @@ impl Window {
     pub fn slot_at(&self, v: View, distance: u32) -> u32 {
         let r = self.ring_len();
         debug_assert!(distance <= self.generations && v.pos < r);
-        (v.pos + r - distance % r) % r
+        // One compare instead of two divisions: the query path calls this
+        // for every generation.
+        let d = if distance < r { distance } else { distance % r };
+        let pos = if v.pos < r { v.pos } else { v.pos % r };
+        let s = pos + r - d;
+        if s >= r {
+            s - r
+        } else {
+            s
+        }
     }
 
     /// The slot a step publishes, and which is cleared in the meantime.
     pub fn spare(&self, v: View) -> u32 {
-        (v.pos + 1) % self.ring_len()
+        self.slot_at(v, self.generations)
     }
 
     /// The oldest generation's slot, which a step discards.
@@ -377,14 +402,26 @@ impl Window {
     /// The grid a reader goes by: its clock, but never earlier than what
     /// the latest writer of the current generation saw.
     pub fn reader_grid(&self, now_ns: u64, current_last: u64) -> u64 {
-        self.grid(now_ns).max(current_last.saturating_sub(1))
+        Self::reader_grid_of(self.grid(now_ns), current_last)
+    }
+
+    /// `reader_grid` from the clock's grid number.
+    pub fn reader_grid_of(clock_grid: u64, current_last: u64) -> u64 {
+        clock_grid.max(current_last.saturating_sub(1))
     }
 
     /// Whether the clock asks for a step: `q` past the current start, and
     /// the oldest generation (`oldest_last`) no longer visible. Never for
     /// a manual filter.
     pub fn step_due(&self, v: View, q: u64, oldest_last: u64) -> bool {
-        self.window_ns.is_some() && q > v.m && !self.visible(oldest_last, q)
+        self.step_possible(v, q, false) && !self.visible(oldest_last, q)
+    }
+
+    /// Whether a step may be taken at grid `q` (forced, or the clock past
+    /// the current start): when not, `decide_step` says no whatever the
+    /// oldest and spare generations hold, and they need not be read.
+    pub fn step_possible(&self, v: View, q: u64, forced: bool) -> bool {
+        forced || (self.window_ns.is_some() && q > v.m)
     }
 
     /// The view after a step taken at grid `q` (due or by `rotate`), or
@@ -552,6 +589,48 @@ mod tests {
         assert!(fast.grid(u64::MAX) <= MAX_START);
     }
 
+    /// Every instant of a span has the span's grid number; the instants
+    /// just outside have the numbers either side.
+    #[test]
+    fn grid_spans() {
+        for (wns, g, epoch) in [
+            (3 * NS_PER_SEC, 4, 1_000),
+            (MIN_WINDOW_NS, 16, 0),
+            (7, 2, 5),
+            (MAX_WINDOW_NS, 2, 99),
+        ] {
+            let Ok(w) = Window::new(Some(wns), g, epoch) else {
+                continue; // 7 ns is below the shortest window
+            };
+            let p = w.period_ns().unwrap();
+            let probes = [
+                0,
+                epoch.saturating_sub(1),
+                epoch,
+                epoch + 1,
+                epoch + p - 1,
+                epoch + p,
+                epoch + 5 * p + 3,
+            ];
+            for now in probes.into_iter().chain([u64::MAX - 1, u64::MAX]) {
+                let (n, from, to) = w.grid_span(now);
+                assert_eq!(n, w.grid(now));
+                assert_eq!(n, now.saturating_sub(epoch) / p, "now {now}");
+                assert!(from <= now && now < to || to == u64::MAX, "now {now} in [{from}, {to})");
+                assert_eq!(w.grid(from), n);
+                assert_eq!(w.grid(to - 1), n);
+                if to != u64::MAX {
+                    assert_eq!(w.grid(to), n + 1);
+                }
+                if from > 0 {
+                    assert_eq!(w.grid(from - 1), n.saturating_sub(1), "before {from}");
+                }
+            }
+        }
+        let manual = Window::new(None, 4, 0).unwrap();
+        assert_eq!(manual.grid_span(12345), (0, 0, u64::MAX));
+    }
+
     #[test]
     fn one_step_or_more() {
         let w = Window::new(None, 4, 0).unwrap();
@@ -600,8 +679,9 @@ mod tests {
                 let mut seen = HashSet::new();
                 for d in 0..=g {
                     assert!(seen.insert(w.slot_at(v, d)));
+                    assert_eq!(w.slot_at(v, d), (pos + (g + 1) - d) % (g + 1), "g {g} pos {pos} d {d}");
                 }
-                assert_eq!(w.slot_at(v, g), w.spare(v));
+                assert_eq!(w.spare(v), (pos + 1) % (g + 1));
                 let n = w.next_view(v, 0).unwrap();
                 assert_eq!(n.pos, w.spare(v));
                 assert_eq!(w.spare(n), w.oldest(v));
