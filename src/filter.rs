@@ -977,12 +977,41 @@ impl Filter {
         Ok(!had)
     }
 
+    /// The fast path of a windowed add: whether the current generation
+    /// holds every bit of the item and its `last` already covers the grid
+    /// an add would raise it to. Such an add changes nothing and is told
+    /// "not new" under the stripe too, so it needs neither the stripe nor a
+    /// write. While the view stays the same its current generation only
+    /// gains bits (only the spare is ever cleared), so bits seen set at
+    /// the last load are all set then; the epoch check keeps a concurrent
+    /// `clear` out, as in the plain add's fast path.
+    #[inline]
+    fn window_held_now<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, now: u64) -> bool {
+        let w = &win.w;
+        // Acquire: pairs with the Release store that ends an exclusive op.
+        let e = self.epoch().load(Ordering::Acquire);
+        if e & 1 != 0 {
+            return false;
+        }
+        let v = self.load_view(w);
+        // Acquire: pairs with an adder's fetch_max of last[].
+        let last = self.last_word(v.pos).load(Ordering::Acquire);
+        let q = Window::reader_grid_of(self.clock_grid(w, now), last).max(v.m);
+        if Window::raised_last(last, q) != last || !p.contains(self.generation(win, v.pos), loc) {
+            return false;
+        }
+        // Acquire fence: the bit loads complete before the view and epoch
+        // are read again (seqlock reader).
+        fence(Ordering::Acquire);
+        self.load_view(w) == v && self.epoch().load(Ordering::Relaxed) == e
+    }
+
     /// Whether generation `slot` is visible at grid `q` and holds the item.
     #[inline]
     fn held_visible<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, slot: u32, q: u64) -> bool {
         // Acquire: pairs with the adders' fetch_max.
         let last = self.last_word(slot).load(Ordering::Acquire);
-        win.w.visible(last, q) && p.contains(self.generation(win, slot), loc)
+        win.w.visible(last, q) && p.contains_early(self.generation(win, slot), loc)
     }
 
     /// The add stripe of an item in a windowed filter: adders of one item
@@ -1001,7 +1030,15 @@ impl Filter {
             self.try_step(w, now, false);
             let h = hash_item(self.seed, item);
             let s = self.window_stripe(&h);
-            let n = match with_probe!(&self.probing, p => self.window_add_at(win, p, &p.locate(&h), s, c, now)) {
+            let n = with_probe!(&self.probing, p => {
+                let loc = p.locate(&h);
+                if self.window_held_now(win, p, &loc, now) {
+                    Ok(false)
+                } else {
+                    self.window_add_at(win, p, &loc, s, c, now)
+                }
+            });
+            let n = match n {
                 Ok(n) => n,
                 Err(e) => {
                     r = Err(e);
