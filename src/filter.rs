@@ -45,6 +45,12 @@ const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
 /// After a drain that gave up, how long this handle's adds leave the
 /// spare alone: an adder pays DRAIN_LIMIT at most once in this long.
 const DRAIN_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+/// How much of the spare a windowed add call clears (64 KiB: a few
+/// microseconds). Right after a step the spare is clean again after
+/// generation bytes / 64 KiB writing calls, long before the next step is
+/// due; a step that finds it not clean yet waits for more writes (items
+/// only live longer meanwhile).
+const SPARE_SLICE_WORDS: usize = 8192;
 
 /// Whether batches hash ahead and prefetch: unless the environment variable
 /// `BLOOMFILTER_SHARED_NO_PIPELINE` is set. It is read on every batch that
@@ -854,27 +860,33 @@ impl Filter {
         self.clean_word(w.spare(v)).load(Ordering::Relaxed) != v.clean_mark()
     }
 
-    /// Clear the spare, unless another live process is at it. Never called
-    /// holding a stripe.
-    fn clean_spare(&self, win: &Win, c: Claim) {
+    /// Clear the spare, unless another live process is at it: all of it,
+    /// or (`slice`) at most that many words of it, going on from where the
+    /// last cleaner stopped. Adds clear a slice each, so that no add pays
+    /// for a whole generation; `rotate` clears all. Never called holding a
+    /// stripe.
+    fn clean_spare(&self, win: &Win, c: Claim, slice: Option<usize>) {
         let w = &win.w;
         let sh = self.shared();
         let cw = self.cleaner_word();
-        // Claim the cleaner word; a dead owner's claim is taken over.
-        // AcqRel: Acquire pairs with the previous cleaner's Release (its
-        // cursor and zeroed words are seen); Release is not needed to take.
-        let mut cur = 0u32;
+        // Claim the cleaner word; a dead owner's claim is taken over. The
+        // first look is a load: no CAS on the shared line while a live
+        // process is at it.
+        // Relaxed: only a guess at what the CAS expects.
+        let mut cur = cw.load(Ordering::Relaxed);
         loop {
+            if cur == c.token {
+                return; // ours already (reentry)
+            }
+            if cur != 0 && !sh.owner_dead(cur) {
+                return;
+            }
+            // AcqRel: Acquire pairs with the previous cleaner's Release (its
+            // cursor and zeroed words are seen); Release is not needed to
+            // take.
             match cw.compare_exchange(cur, c.token, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => break,
-                Err(held) if held == c.token => return, // ours already (reentry)
-                Err(0) => cur = 0,
-                Err(held) => {
-                    if !sh.owner_dead(held) {
-                        return;
-                    }
-                    cur = held;
-                }
+                Err(held) => cur = held,
             }
         }
         let v = self.load_view(w);
@@ -882,39 +894,52 @@ impl Filter {
         let mark = v.clean_mark();
         // Acquire: pairs with our predecessors' Release of clean[].
         if self.clean_word(spare).load(Ordering::Acquire) != mark {
-            // Every adder that read a view older than `v` is done; or a
-            // stopped one holds its stripe, and a later writer retries.
-            if !sh.drain_stripes(DRAIN_LIMIT) {
-                self.clean_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
-                // Release: pairs with the next cleaner's Acquire.
-                cw.store(0, Ordering::Release);
-                return;
-            }
             let bits = self.generation(win, spare);
             let for_word = self.win_word(format::OFF_CURSOR_FOR);
             let cursor = self.win_word(format::OFF_CURSOR);
-            // Relaxed: the cursor words are ours while we hold the cleaner
-            // word (its AcqRel hand-over orders them).
-            let mut done = if for_word.load(Ordering::Relaxed) == mark {
-                (cursor.load(Ordering::Relaxed) as usize).min(bits.len())
+            // Acquire: pairs with the Release below, so that a cleaner
+            // taking over from a dead one sees the cursor reset with the
+            // mark (and the zeros up to a cursor with its value).
+            let mut done = if for_word.load(Ordering::Acquire) == mark {
+                (cursor.load(Ordering::Acquire) as usize).min(bits.len())
             } else {
-                for_word.store(mark, Ordering::Relaxed);
+                // The first slice of this spare. Every adder that read a
+                // view older than `v` must be done first (an adder reads
+                // the view after taking its stripe); or a stopped one holds
+                // its stripe, and a later writer retries. Later slices need
+                // no drain: every adder since read `v` or a later view.
+                if !sh.drain_stripes(DRAIN_LIMIT) {
+                    self.clean_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
+                    // Release: pairs with the next cleaner's Acquire.
+                    cw.store(0, Ordering::Release);
+                    return;
+                }
+                // Relaxed, then Release: the cursor is 0 before the mark
+                // says it is this spare's (a cleaner killed between the two
+                // leaves the old mark, and its successor starts over).
+                cursor.store(0, Ordering::Relaxed);
+                for_word.store(mark, Ordering::Release);
                 0
             };
-            while done < bits.len() {
-                let end = (done + sync::CHUNK * 64).min(bits.len());
+            let stop = slice.map_or(bits.len(), |n| done.saturating_add(n).min(bits.len()));
+            while done < stop {
+                let end = (done + sync::CHUNK * 64).min(stop);
                 for b in &bits[done..end] {
                     // Relaxed: nobody reads or writes the spare; the Release
                     // of clean[] below publishes the zeros.
                     b.store(0, Ordering::Relaxed);
                 }
                 done = end;
-                cursor.store(done as u64, Ordering::Relaxed);
+                // Release: the zeros before the cursor that covers them
+                // (pairs with the Acquire above, in the next cleaner).
+                cursor.store(done as u64, Ordering::Release);
             }
-            // Relaxed: published with clean[] below.
-            self.last_word(spare).store(0, Ordering::Relaxed);
-            // Release: pairs with try_step's Acquire: zeros and last first.
-            self.clean_word(spare).store(mark, Ordering::Release);
+            if done == bits.len() {
+                // Relaxed: published with clean[] below.
+                self.last_word(spare).store(0, Ordering::Relaxed);
+                // Release: pairs with try_step's Acquire: zeros and last first.
+                self.clean_word(spare).store(mark, Ordering::Release);
+            }
         }
         // Release: pairs with the next cleaner's Acquire.
         cw.store(0, Ordering::Release);
@@ -1052,7 +1077,7 @@ impl Filter {
         }
         let waiting = self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t);
         if !waiting && self.spare_dirty(w) {
-            self.clean_spare(win, c);
+            self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
         }
         self.shared().count_ops(c, 1);
         r.map(|_| new)
@@ -1109,7 +1134,7 @@ impl Filter {
         let c = held.c;
         loop {
             if self.spare_dirty(&win.w) {
-                self.clean_spare(&win, c);
+                self.clean_spare(&win, c, None);
             }
             if self.shared().frozen() {
                 return Err(Error::frozen());
@@ -1132,7 +1157,7 @@ impl Filter {
             }
         }
         // Ready the next step at once.
-        self.clean_spare(&win, c);
+        self.clean_spare(&win, c, None);
         self.shared().count_ops(c, 1);
         Ok(())
     }
@@ -1947,5 +1972,59 @@ mod tests {
         assert!(!f.spare_dirty(&f.win.unwrap().w), "cleared once the stripe is free");
         f.rotate().unwrap();
         assert_eq!(f.window_stats().unwrap().current, 2);
+    }
+
+    /// After a step, each add clears one slice of the spare, going on from
+    /// where the last stopped, and the spare is clean (every word 0) after
+    /// as many adds as it has slices. A generation of 4 MiB: 64 slices.
+    #[test]
+    fn windowed_adds_clear_the_spare_a_slice_each() {
+        let opts = Options {
+            window: Some(WindowOptions {
+                window_ns: None,
+                generations: 2,
+            }),
+            ..Options::default()
+        };
+        let f = Filter::new_anonymous(3_000_000, 0.01, opts).unwrap();
+        let win = f.win.unwrap();
+        let slices = win.gen_words.div_ceil(SPARE_SLICE_WORDS);
+        assert!(slices >= 32, "{} words: {slices} slices", win.gen_words);
+        let old: Vec<[u8; 8]> = (0..200_000u64).map(|i| i.to_le_bytes()).collect();
+        f.rotate().unwrap();
+        for b in &old {
+            f.add(b).unwrap();
+        }
+        f.rotate().unwrap(); // `old` in the older generation
+        for b in &old[..1000] {
+            f.add(b).unwrap(); // and these in the current one too
+        }
+        // Step as a timed filter's add does: `old`'s generation becomes
+        // the spare, and nothing is cleared yet.
+        assert!(f.try_step(&win.w, now_ns(), true));
+        let w = &win.w;
+        let spare = w.spare(f.load_view(w));
+        let dirty = |f: &Filter| {
+            f.generation(&win, spare)
+                .iter()
+                .filter(|x| x.load(Ordering::Relaxed) != 0)
+                .count()
+        };
+        assert!(dirty(&f) > 0);
+        let cursor = f.win_word(format::OFF_CURSOR);
+        for n in 1..slices {
+            f.add(format!("new-{n}").as_bytes()).unwrap();
+            assert!(f.spare_dirty(w), "after {n} adds of {slices}");
+            assert_eq!(
+                cursor.load(Ordering::Relaxed) as usize,
+                n * SPARE_SLICE_WORDS,
+                "add {n}"
+            );
+        }
+        f.add(b"last").unwrap();
+        assert!(!f.spare_dirty(w), "clean after {slices} adds");
+        assert_eq!(dirty(&f), 0);
+        assert!(f.contains(&old[0]), "added again: in the older generation");
+        assert!(!f.contains(&old[1000]), "forgotten");
     }
 }
