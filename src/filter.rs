@@ -2027,4 +2027,59 @@ mod tests {
         assert!(f.contains(&old[0]), "added again: in the older generation");
         assert!(!f.contains(&old[1000]), "forgotten");
     }
+
+    /// An add of an item the current generation holds takes no stripe: it
+    /// answers while another adder (stopped, as it were) holds the item's
+    /// stripe. A `rotate` that needs the spare cleared waits for that
+    /// adder, and goes on once it is released.
+    #[test]
+    fn windowed_present_add_takes_no_stripe_and_rotate_waits_for_a_stopped_adder() {
+        let dir = std::env::temp_dir().join(format!("bfs-win-stripe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.bf");
+        let _ = std::fs::remove_file(&path);
+        let opts = Options {
+            mode: 0o600,
+            window: Some(WindowOptions {
+                window_ns: None,
+                generations: 3,
+            }),
+            ..Options::default()
+        };
+        let f = Filter::open_file(&path, 1000, 0.01, opts).unwrap();
+        // Another thread's own handle of the same filter.
+        let other = |what: fn(&Filter) -> Result<bool>| {
+            let path = path.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let g = Filter::open_file(&path, 1000, 0.01, Options::default()).unwrap();
+                let _ = tx.send(what(&g).map_err(|e| e.to_string()));
+            });
+            rx
+        };
+        f.add(b"held").unwrap();
+        let c = f.claim().unwrap().c;
+        let s = f.window_stripe(&hash_item(f.seed, b"held"));
+        assert!(f.shared().begin_add(s, c), "the stripe held as by a stopped adder");
+        let r = other(|g| g.add(b"held")).recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(r, Ok(Ok(false)), "answered, not new, with the stripe held");
+        // Make the spare dirty, as an add's step does.
+        let w = f.win.unwrap().w;
+        assert!(f.try_step(&w, now_ns(), true));
+        assert!(f.spare_dirty(&w));
+        let rx = other(|g| g.rotate().map(|_| true));
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(300)).is_err(),
+            "rotate waits for the stopped adder"
+        );
+        f.shared().end_add(s);
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(5)),
+            Ok(Ok(true)),
+            "and goes on after"
+        );
+        assert_eq!(f.window_stats().unwrap().current, 2);
+        drop(f);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -1274,26 +1274,41 @@ plain filter.
 
 A query looks in up to I<g> generations, each holding up to C<capacity>
 items: the rate at capacity is up to I<g> times C<fp_rate> (when every
-generation is full). Size C<fp_rate> for that.
+generation is full). Size C<fp_rate> for that. Items spread evenly over
+the window fill each generation only to C<capacity / (g - 1)>, and the rate
+is then far lower; README's table gives both, measured, for 2, 4 and 8
+generations.
 
 =item The clock
 
-Wall-clock time (C<CLOCK_REALTIME>), shared by every process of a host.
-A clock set back steps nothing and brings back nothing already forgotten
-(items live longer by the jump); a clock set forward forgets early, as if
-that time had passed.
+Wall-clock time, shared by every process of a host, read as
+C<CLOCK_REALTIME_COARSE> (the last timer tick, a few milliseconds old) plus
+one tick, so that it is never behind the true time: an item is never taken
+to have been added earlier than it was, and a step comes at most one tick
+late. A clock set back steps nothing and brings back nothing already
+forgotten (items live longer by the jump); a clock set forward forgets
+early, as if that time had passed.
 
 =item Steps and crashes
 
 Steps are taken by writers (L</add>, L</add_many>, L</rotate>): a filter
 nobody writes steps at the next write, and queries forget on time without
-one. A step is one compare-and-swap; the generation to be reused next is
-cleared afterwards by the process that stepped, while nobody reads or
-writes it. Queries never wait; adders wait only for their item's lock
+one. A step is one compare-and-swap. The generation to be reused next is
+cleared afterwards, while nobody reads or writes it, by the writing calls
+that follow: each clears at most 64 KiB of it (a few microseconds), so no
+add pays for a whole generation (a 256 MiB one is clear after 4096 writing
+calls, usually long before the next step is due; a step that finds it not
+done yet waits for more writes, and items only live longer meanwhile).
+L</rotate> clears all of it at once. Queries never wait. An add of an item
+the current generation already holds takes no lock and sets no bit; other
+adds take their item's lock
 stripe, as in a plain filter, in every layout. A process killed mid-step or
-mid-clear leaves the filter usable: the next writer finishes the clear.
-Concurrent adders of an item not seen within the window: exactly one is
-told new, across steps too.
+mid-clear leaves the filter usable: the next writer goes on with the clear
+where it stopped. A writer clearing waits up to 20 ms for adds in flight
+to finish; a stopped adder (C<SIGSTOP>, a debugger) holding its stripe
+makes writers leave the clear for later, and a L</rotate> that finds the
+clear not done waits until the adder runs again. Concurrent adders of an item not seen within the window:
+exactly one is told new, across steps too.
 
 =item Stepping by hand
 
