@@ -10,9 +10,10 @@
 # keys; each row is timed $REPS times, the filters' rows interleaved, and the
 # median CPU time of the process is printed. Every filter has capacity
 # 100 000 per window at 0.01 (cache-resident). A windowed filter has every
-# generation filled to half its capacity (fill, rotate, fill, ...), the hit
-# keys in the current generation: the generation `contains` looks at last,
-# so hits are its worst case. "new" rows add keys never added before, each
+# generation filled to half its capacity (fill, rotate, fill, ...): the
+# oldest with keys of the "old hit" rows, the current one with those of the
+# "hit" rows. `contains` looks at the newest generation first, so an item
+# of the oldest is its slowest hit. "new" rows add keys never added before, each
 # repetition to a fresh copy of the filter made before the timing starts.
 # The window is 24 h, so no step falls in a timing.
 use 5.022;
@@ -48,6 +49,8 @@ say "# $N keys per row, median of $REPS runs; batches of $BATCH items; CPU time 
 my ($hit, $miss) = keys_alike([qw(f m)], 0, $N > $HALF ? $N : $HALF);
 $#$miss = $N - 1;
 my @NEW = map { keys_for('n', $_ * $N, $N) } 0 .. 2 * $REPS - 1;
+# The oldest generation's keys: the hit keys with an 'o' before them.
+my @OLD = map { "o$_" } @$hit[ 0 .. $HALF - 1 ];
 my @NEW_BATCHES = map { batches_of($_, $BATCH) } @NEW;
 my $MISS_BATCHES = batches_of($miss, $BATCH);
 
@@ -60,9 +63,10 @@ sub filled {
     @o{qw(window generations)} = (86_400, $g) if $g;
     my $f = $C->new(undef, $CAP, 0.01, \%o);
     for my $gen (1 .. ($g // 1) - 1) {
-        $f->add_many(keys_for("o$gen", 0, $HALF));
+        $f->add_many($gen == 1 ? \@OLD : keys_for("o$gen", 0, $HALF));
         $f->rotate;
     }
+    $f->add_many(\@OLD) if !$g;    # a plain filter holds them all
     $f->add_many([ @$hit[ 0 .. $HALF - 1 ] ]);
     return $f;
 }
@@ -77,11 +81,13 @@ sub timed {
 # The rows of one filter. The hit rows go through the $HALF keys of the
 # current generation, round and round, for $N calls.
 my @HITS = ((@$hit[ 0 .. $HALF - 1 ]) x (1 + int($N / $HALF)))[ 0 .. $N - 1 ];
+my @OLD_HITS = map { "o$_" } @HITS;
 sub rows_for {
     my ($f, $fresh) = @_;
     my $next = 0;
     return (
         ['contains, hit'  => sub { sub { $f->contains($_) for @HITS } }],
+        ['contains, old hit' => sub { sub { $f->contains($_) for @OLD_HITS } }],
         ['contains, miss' => sub { sub { $f->contains($_) for @$miss } }],
         ['add, present'   => sub { sub { $f->add($_) for @HITS } }],
         ['add, new item'  => sub {

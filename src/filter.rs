@@ -1084,6 +1084,14 @@ impl Filter {
     }
 
     /// Whether a windowed filter holds the item in a visible generation.
+    ///
+    /// Newest generation first: a recent item is found after one look.
+    /// The order is safe because an answer of "absent" stands only when no
+    /// step came between the two reads of the view: without a step no
+    /// generation is cleared, and every bit seen clear was clear while the
+    /// whole view stood. "Present" stands across one step too: bits seen
+    /// set were set (a clear only takes bits away). Otherwise it looks
+    /// again; steps come once a period, so that is rare.
     fn window_contains(&self, win: &Win, h: &crate::hashing::ItemHash) -> bool {
         let w = &win.w;
         let now = now_ns();
@@ -1092,12 +1100,9 @@ impl Filter {
             let mut v = self.load_view(w);
             loop {
                 let q = self.grid_now(w, v, now);
-                // Oldest first: an item only moves to newer generations.
-                let found = (0..w.generations())
-                    .rev()
-                    .any(|d| self.held_visible(win, p, &loc, w.slot_at(v, d), q));
+                let found = (0..w.generations()).any(|d| self.held_visible(win, p, &loc, w.slot_at(v, d), q));
                 let v2 = self.load_view(w);
-                if v.at_most_one_step(v2, w.ring_len()) {
+                if v2 == v || (found && v.at_most_one_step(v2, w.ring_len())) {
                     break found;
                 }
                 v = v2;

@@ -91,9 +91,11 @@
 //!   chunks with a cursor, so a process killed mid-clear leaves the rest to
 //!   the next one (the same resumable scheme as `clear`).
 //! * **Query** at grid `reader_grid`: read `view`; for each visible
-//!   generation, *oldest first*, the item's bits; re-read `view`, and look
-//!   again unless `at_most_one_step` from the first. No lock, no write,
-//!   nobody waited for.
+//!   generation, newest first, the item's bits; re-read `view`. "Absent"
+//!   stands if the view did not change (no generation was cleared while
+//!   we looked), "present" also after `at_most_one_step` (a clear only
+//!   takes bits away); otherwise look again. No lock, no write, nobody
+//!   waited for.
 //!
 //! Why it holds:
 //! * Exactly once. Adders of one item serialize on its stripe, in every
