@@ -14,7 +14,9 @@ use crate::geometry::Geometry;
 use crate::hashing::{hash_item, ItemHash};
 use crate::layout::{prefetch_line, Layout, Probe, Probing};
 use crate::region::{self, Region};
-use crate::sync::{self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INVERT};
+use crate::sync::{
+    self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INTERSECT, PENDING_INVERT, PENDING_MERGE,
+};
 use crate::window::{View, Window};
 use crate::with_probe;
 
@@ -397,6 +399,7 @@ impl Filter {
                 stripes: std::slice::from_raw_parts(self.at::<Stripe>(STRIPES_OFF), self.stripes as usize),
                 bits: self.words_slice(),
                 scratch: std::slice::from_raw_parts(self.at::<AtomicU64>(format::SCRATCH_OFF), format::SCRATCH_WORDS),
+                journal: Some(&self.region),
             }
         }
     }
@@ -1139,9 +1142,50 @@ impl Filter {
         Ok(r)
     }
 
-    /// Union: OR `other`'s bits in, one atomic word at a time. Reads `other`
-    /// lock-free (never two filters' locks at once); a merge with the same
-    /// filter is a no-op.
+    /// Run journaled `op` (`PENDING_MERGE`, `PENDING_INTERSECT`) with
+    /// `other` as operand, so that a process killed anywhere leaves the
+    /// filter as before or as after (`sync::lock_journal`): take the
+    /// journal word, copy `other` into the journal (reading it lock-free,
+    /// holding no lock of ours but the journal word: never two filters'
+    /// locks at once), then apply the journal exclusively. `Ok(false)`:
+    /// this filter's storage cannot hold a journal (a memfd sealed against
+    /// growing); nothing was done.
+    fn journaled(&self, other: &Filter, op: u32, c: Claim, what: &str) -> Result<bool> {
+        let sh = self.shared();
+        let lock = sh.lock_journal(c);
+        let Some(j) = self.region.prepare_journal(what)? else {
+            return Ok(false); // `lock` drops: the word is given back
+        };
+        let journal = j.words();
+        for (d, s) in journal.iter().zip(other.words_slice()) {
+            // Relaxed: a per-word snapshot of a concurrently changing
+            // filter; `begin`'s Release of pending publishes the copy to a
+            // recoverer.
+            d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        if testing::STOP.with(|s| s.get()) == Some(None) {
+            testing::stop_here(None);
+        }
+        let g = sh.lock_exclusive(c);
+        if sh.frozen() {
+            return Err(Error::frozen()); // g, then lock, drop: all released
+        }
+        if let Some(Some(chunks)) = testing::STOP.with(|s| s.get()) {
+            g.apply_journal_partly(op, journal, chunks);
+            testing::stop_here(Some(g));
+        }
+        g.apply_journal(op, journal);
+        drop(g);
+        drop(j);
+        drop(lock);
+        sh.count_ops(c, 1);
+        Ok(true)
+    }
+
+    /// Union: OR `other`'s bits in. `other` is copied to the journal first
+    /// (lock-free), then ORed in exclusively, so that a merge killed part-way
+    /// is finished by whoever writes next; a merge with the same filter is a
+    /// no-op.
     pub fn merge(&self, other: &Filter) -> Result<()> {
         self.writable()?;
         self.not_windowed("merge")?;
@@ -1154,6 +1198,12 @@ impl Filter {
             sh.count_ops(c, 1); // a write call all the same
             return Ok(());
         }
+        if self.journaled(other, PENDING_MERGE, c, "merge")? {
+            return Ok(());
+        }
+        // No journal possible (a memfd sealed against growing, as earlier
+        // versions made them): OR in place, lock-free, one word at a time,
+        // as those versions did; a kill leaves a part merged.
         if !sh.begin_merge(c) {
             return Err(Error::frozen());
         }
@@ -1171,17 +1221,23 @@ impl Filter {
         Ok(())
     }
 
-    /// Intersection: AND `other`'s bits in, exclusively.
+    /// Intersection: AND `other`'s bits in, exclusively, from a copy in the
+    /// journal (see merge).
     pub fn intersect(&self, other: &Filter) -> Result<()> {
         self.writable()?;
         self.not_windowed("intersect")?;
         other.not_windowed("intersect")?;
         self.check_compatible(other)?;
+        let held = self.claim()?;
         if self.same_filter(other) {
-            let held = self.claim()?;
             self.shared().count_ops(held.c, 1); // a write call all the same
             return Ok(());
         }
+        if self.journaled(other, PENDING_INTERSECT, held.c, "intersect")? {
+            return Ok(());
+        }
+        drop(held);
+        // No journal possible (see merge): AND in place, exclusively.
         self.exclusive(|_, words| {
             for (i, w) in words.iter().enumerate() {
                 let s = other.word(i).load(Ordering::Relaxed);
@@ -1330,6 +1386,37 @@ pub mod testing {
     pub fn hold_lockfree_add(f: &Filter) {
         let c = f.claim().expect("slot").c;
         assert!(f.shared().begin_lockfree_add(c));
+    }
+
+    thread_local! {
+        /// Set by `stop_journaled`: where this thread's next journaled
+        /// operation stops as if killed: None after the copy, before it
+        /// takes the exclusive lock; Some(c) after applying c chunks.
+        pub(super) static STOP: Cell<Option<Option<usize>>> = const { Cell::new(None) };
+    }
+
+    /// Hold everything taken so far (the journal word, the exclusive lock
+    /// `g` and pending when given) as a process killed there would: stop
+    /// this process (SIGSTOP) until it is killed.
+    pub(super) fn stop_here(g: Option<sync::Exclusive<'_>>) -> ! {
+        std::mem::forget(g);
+        loop {
+            // SAFETY: raising a signal at ourselves.
+            unsafe { libc::raise(libc::SIGSTOP) };
+        }
+    }
+
+    /// Make this thread's next merge or intersect stop after copying the
+    /// operand to the journal (`chunks` None) or after applying `chunks`
+    /// chunks of it, holding what it holds, and stop the process there
+    /// (SIGSTOP): the caller's parent sees it stopped and kills it.
+    pub fn stop_journaled(chunks: Option<usize>) {
+        STOP.with(|s| s.set(Some(chunks)));
+    }
+
+    /// Where the journal is in the file or memfd: (offset, bytes).
+    pub fn journal_range(f: &Filter) -> Option<(u64, u64)> {
+        format::journal(&f.region.header)
     }
 
     /// Mark this handle's slot busy (a merge killed midway).

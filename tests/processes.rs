@@ -550,6 +550,213 @@ fn killed_mid_merge() {
     println!("# merge killed midway: next exclusive op took {d:?}");
 }
 
+/// What backs a filter of the journal tests.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Store {
+    Anonymous,
+    Memfd,
+    File,
+}
+
+fn opts() -> Options {
+    Options {
+        layout: BLOCKED.load(Ordering::Relaxed).then_some(Layout::Blocked),
+        mode: 0o600,
+        ..Options::default()
+    }
+}
+
+fn store_filter(store: Store, cap: u64, path: &std::path::Path) -> Filter {
+    match store {
+        Store::Anonymous => anon(cap),
+        Store::Memfd => Filter::new_memfd("journal test", cap, rate(), opts()).unwrap(),
+        Store::File => {
+            let _ = std::fs::remove_file(path);
+            Filter::open_file(path, cap, rate(), opts()).unwrap()
+        }
+    }
+}
+
+fn words(f: &Filter) -> Vec<u64> {
+    let mut v = Vec::new();
+    f.for_each_word(|w| v.push(w));
+    v
+}
+
+/// Size and allocated bytes of what backs `f` (None for an anonymous one).
+fn backing_size(f: &Filter, store: Store, path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let md = match f.memfd() {
+        _ if store == Store::Anonymous => return None,
+        -1 => std::fs::metadata(path).ok()?,
+        // SAFETY: the handle's own descriptor, borrowed for the fstat only.
+        fd => unsafe { std::mem::ManuallyDrop::new(<std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd)) }
+            .metadata()
+            .unwrap(),
+    };
+    Some((md.len(), md.blocks() * 512))
+}
+
+/// Wait until child `k` stops (SIGSTOP), as the journal hook makes it.
+fn wait_stopped(k: libc::pid_t) {
+    let mut st = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(k, &mut st, libc::WUNTRACED) }, k);
+    assert!(
+        libc::WIFSTOPPED(st),
+        "child ended ({st:#x}) instead of stopping in the operation"
+    );
+}
+
+/// A merge or an intersect killed part-way, on each kind of storage, with
+/// its operand in the killed process's own memory: the next process that
+/// touches the filter finds it as before (killed before the journal was
+/// applied) or exactly as after (killed while applying: finished from the
+/// journal, redoing only the chunks not done), and the journal's space is
+/// given back.
+fn killed_mid_merge_or_intersect() {
+    const CAP: u64 = 1_000_000;
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!("bfs-journal-{}.bf", std::process::id()));
+    for store in [Store::Anonymous, Store::Memfd, Store::File] {
+        for op in ["merge", "intersect"] {
+            for stop in [None, Some(3), Some(usize::MAX)] {
+                let f = store_filter(store, CAP, &path);
+                for i in 0..20_000 {
+                    f.add(&item(i)).unwrap();
+                }
+                let before = words(&f);
+                // The operand's bits, as the child will make them.
+                let operand = anon(CAP);
+                for i in 10_000..30_000 {
+                    operand.add(&item(i)).unwrap();
+                }
+                let theirs = words(&operand);
+                let after: Vec<u64> = before
+                    .iter()
+                    .zip(&theirs)
+                    .map(|(a, b)| if op == "merge" { a | b } else { a & b })
+                    .collect();
+                assert_ne!(before, after);
+                let chunks = before.len().div_ceil(64);
+                let done = stop.map(|c| c.min(chunks / 2));
+                let (_, len) = testing::journal_range(&f).unwrap();
+                let k = spawn(|| {
+                    let other = anon(CAP);
+                    for i in 10_000..30_000 {
+                        other.add(&item(i)).unwrap();
+                    }
+                    testing::stop_journaled(done);
+                    let r = if op == "merge" {
+                        f.merge(&other)
+                    } else {
+                        f.intersect(&other)
+                    };
+                    r.unwrap();
+                    panic!("the operation returned");
+                });
+                wait_stopped(k);
+                kill9(k);
+                reap(k);
+                let what = format!(
+                    "{store:?} {op} killed {}",
+                    done.map_or("before applying".into(), |c| format!("after {c} of {chunks} chunks"))
+                );
+                let total = f.mmap_size();
+                if let Some((size, _)) = backing_size(&f, store, &path) {
+                    assert!(size >= total + len, "{what}: the journal is there ({size} bytes)");
+                }
+                if store == Store::File {
+                    // A file left longer opens fine.
+                    let g = Filter::open_file(&path, CAP, rate(), opts()).unwrap();
+                    assert_eq!(g.mmap_size(), total, "{what}: mapped to the filter's size");
+                    assert_eq!(words(&g), words(&f));
+                }
+                if store == Store::Memfd {
+                    let g = Filter::from_fd(f.memfd()).unwrap();
+                    assert_eq!(g.mmap_size(), total, "{what}: mapped to the filter's size");
+                }
+                // Touch: add an item of both filters, there before and
+                // after (it changes no bit). It waits for the dead
+                // exclusive owner, if any, and finishes its work.
+                let resumed = bloomfilter_shared::sync::resumed_chunks();
+                let d = stall(|| {
+                    f.add(&item(15_000)).unwrap();
+                });
+                assert!(d < Duration::from_secs(1), "{what}: stalled {d:?}");
+                let redone = bloomfilter_shared::sync::resumed_chunks() - resumed;
+                let now = words(&f);
+                match done {
+                    None => {
+                        assert!(now == before, "{what}: not as before");
+                        assert_eq!(redone, 0);
+                        // The next exclusive operation gives the space
+                        // back; the next merge reuses the journal.
+                        f.invert().unwrap();
+                        f.invert().unwrap();
+                        assert!(words(&f) == before);
+                    }
+                    Some(c) => {
+                        let wrong = now.iter().zip(&after).filter(|(a, b)| a != b).count();
+                        assert_eq!(wrong, 0, "{what}: {wrong} words not as after");
+                        assert_eq!(redone as usize, chunks - c, "{what}: only the chunks left were redone");
+                    }
+                }
+                if let Some((size, alloc)) = backing_size(&f, store, &path) {
+                    if store == Store::File {
+                        assert_eq!(size, total, "{what}: the file is cut back");
+                    }
+                    assert!(
+                        alloc < total + len / 2,
+                        "{what}: the journal's space is freed ({alloc} bytes held)"
+                    );
+                }
+                // The operation works again, and leaves the journal freed.
+                let r = if op == "merge" {
+                    f.merge(&operand)
+                } else {
+                    f.intersect(&operand)
+                };
+                r.unwrap();
+                assert!(words(&f) == after, "{what}: redone from here");
+                if let Some((size, alloc)) = backing_size(&f, store, &path) {
+                    if store == Store::File {
+                        assert_eq!(size, total);
+                    }
+                    assert!(alloc < total + len / 2);
+                }
+                println!("# {what}: touched after {d:?}, {redone} chunks redone");
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A file whose control line claims a merge under way with no journal
+/// behind it (damaged, or hostile): the next exclusive operation drops the
+/// claim and changes no bit for it.
+fn pending_merge_without_a_journal() {
+    use std::os::unix::fs::FileExt;
+    let path = std::env::temp_dir().join(format!("bfs-nojournal-{}.bf", std::process::id()));
+    let f = store_filter(Store::File, 100_000, &path);
+    for i in 0..1000 {
+        f.add(&item(i)).unwrap();
+    }
+    let before = words(&f);
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    for (op, cursor) in [(3u32, 0u64), (4, 0), (4, 7), (3, u64::MAX)] {
+        file.write_at(&op.to_ne_bytes(), 140).unwrap();
+        file.write_at(&cursor.to_ne_bytes(), 144).unwrap();
+        // An exclusive operation finds it; invert twice changes nothing.
+        f.invert().unwrap();
+        f.invert().unwrap();
+        assert!(words(&f) == before, "pending {op} at {cursor}: bits changed");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), f.mmap_size());
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+}
+
 fn sigkill_storm() {
     // Children add in a loop and report each completed add; we kill them at
     // random moments and check no completed add was lost, and that we are
@@ -639,6 +846,8 @@ fn main() {
         ),
         ("main_thread_exited_owner_is_alive", main_thread_exited_owner_is_alive),
         ("killed_mid_merge", killed_mid_merge),
+        ("killed_mid_merge_or_intersect", killed_mid_merge_or_intersect),
+        ("pending_merge_without_a_journal", pending_merge_without_a_journal),
         ("sigkill_storm", sigkill_storm),
         ("killed_inside_a_lockfree_add", killed_inside_a_lockfree_add),
         (
