@@ -1150,10 +1150,10 @@ impl Filter {
     /// locks at once), then apply the journal exclusively. `Ok(false)`:
     /// this filter's storage cannot hold a journal (a memfd sealed against
     /// growing); nothing was done.
-    fn journaled(&self, other: &Filter, op: u32, c: Claim, what: &str) -> Result<bool> {
+    fn journaled(&self, other: &Filter, op: u32, c: Claim) -> Result<bool> {
         let sh = self.shared();
         let lock = sh.lock_journal(c);
-        let Some(j) = self.region.prepare_journal(what)? else {
+        let Some(j) = self.region.prepare_journal()? else {
             return Ok(false); // `lock` drops: the word is given back
         };
         let journal = j.words();
@@ -1198,7 +1198,7 @@ impl Filter {
             sh.count_ops(c, 1); // a write call all the same
             return Ok(());
         }
-        if self.journaled(other, PENDING_MERGE, c, "merge")? {
+        if self.journaled(other, PENDING_MERGE, c)? {
             return Ok(());
         }
         // No journal possible (a memfd sealed against growing, as earlier
@@ -1233,7 +1233,7 @@ impl Filter {
             self.shared().count_ops(held.c, 1); // a write call all the same
             return Ok(());
         }
-        if self.journaled(other, PENDING_INTERSECT, held.c, "intersect")? {
+        if self.journaled(other, PENDING_INTERSECT, held.c)? {
             return Ok(());
         }
         drop(held);
@@ -1625,6 +1625,94 @@ mod tests {
         assert_eq!(a.add(b"z").unwrap_err().kind, ErrorKind::Frozen);
         assert_eq!(a.clear().unwrap_err().kind, ErrorKind::Frozen);
         assert_eq!(a.merge(&b).unwrap_err().kind, ErrorKind::Frozen);
+    }
+
+    /// A filter in a memfd of `len` bytes holding `image`, sealed as given.
+    fn sealed_memfd(image: &[u8], len: u64, seals: libc::c_int) -> std::fs::File {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::unix::fs::FileExt;
+        // SAFETY: a NUL-terminated name; the descriptor is ours.
+        let f = unsafe {
+            std::fs::File::from_raw_fd(libc::memfd_create(
+                b"sealed\0".as_ptr().cast(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            ))
+        };
+        f.write_all_at(image, 0).unwrap();
+        f.set_len(len).unwrap();
+        // SAFETY: plain fcntl on our descriptor.
+        assert_eq!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, seals) }, 0);
+        f
+    }
+
+    fn image(f: &Filter) -> Vec<u8> {
+        // SAFETY: the handle's mapping, mmap_size bytes, read while nothing
+        // writes it.
+        unsafe { std::slice::from_raw_parts(f.region.base(), f.mmap_size() as usize) }.to_vec()
+    }
+
+    fn all_words(f: &Filter) -> Vec<u64> {
+        let mut v = Vec::new();
+        f.for_each_word(|w| v.push(w));
+        v
+    }
+
+    /// A memfd sealed against growing (as earlier versions sealed them, or
+    /// as another program may) cannot hold a journal: merge and intersect
+    /// still work, in place, and the memfd is not grown.
+    #[test]
+    fn a_memfd_sealed_against_growing_merges_in_place() {
+        use std::os::fd::AsRawFd;
+        let a = anon(100_000, 0.01);
+        let b = anon(100_000, 0.01);
+        for i in 0..3000 {
+            a.add(format!("a{i}").as_bytes()).unwrap();
+            b.add(format!("b{i}").as_bytes()).unwrap();
+        }
+        let total = a.mmap_size();
+        let fd = sealed_memfd(&image(&a), total, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW);
+        let m = Filter::from_fd(fd.as_raw_fd()).unwrap();
+        let or: Vec<u64> = all_words(&a).iter().zip(all_words(&b)).map(|(x, y)| x | y).collect();
+        m.merge(&b).unwrap();
+        assert_eq!(all_words(&m), or);
+        assert_eq!(fd.metadata().unwrap().len(), total, "not grown");
+        let c = anon(100_000, 0.01);
+        c.add(b"a1").unwrap();
+        m.intersect(&c).unwrap();
+        assert!(m.contains(b"a1") && !m.contains(b"b1"));
+        assert_eq!(all_words(&m), all_words(&c));
+        assert_eq!(fd.metadata().unwrap().len(), total);
+        assert_eq!(m.ops(), a.ops() + 2);
+    }
+
+    /// A memfd of this version is sealed against shrinking only: the
+    /// journal grows it; its pages are freed after, its size stays.
+    #[test]
+    fn a_memfd_grows_for_the_journal_and_frees_it() {
+        use std::os::unix::fs::MetadataExt;
+        let a = Filter::new_memfd("grow", 1_000_000, 0.01, Options::default()).unwrap();
+        let b = anon(1_000_000, 0.01);
+        b.add(b"b").unwrap();
+        let fd = a.memfd();
+        let md = || {
+            // SAFETY: borrowing the handle's descriptor for one fstat.
+            let f = std::mem::ManuallyDrop::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            f.metadata().unwrap()
+        };
+        let total = a.mmap_size();
+        assert_eq!(md().len(), total);
+        a.merge(&b).unwrap();
+        assert!(a.contains(b"b"));
+        let (off, len) = format::journal(&a.region.header).unwrap();
+        assert_eq!(md().len(), off + len, "grown to hold the journal");
+        assert!(md().blocks() * 512 < total + len / 2, "the journal's pages are freed");
+        // SAFETY: plain fcntl on the handle's descriptor.
+        let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+        assert_eq!(seals & (libc::F_SEAL_SHRINK | libc::F_SEAL_GROW), libc::F_SEAL_SHRINK);
+        // Another handle through the descriptor maps only the filter.
+        let again = Filter::from_fd(fd).unwrap();
+        assert_eq!(again.mmap_size(), total);
+        assert!(again.contains(b"b"));
     }
 
     #[test]

@@ -108,8 +108,8 @@ fn fsize_limit() -> Option<u64> {
     }
 }
 
-/// The seals of a memfd; None for a descriptor that cannot carry seals (a
-/// plain file).
+/// The seals of a memfd (or of a tmpfs file, which can carry them too);
+/// None for a descriptor that cannot carry seals.
 fn seals(fd: RawFd) -> Option<libc::c_int> {
     // SAFETY: plain fcntl on a descriptor we hold.
     let s = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
@@ -209,18 +209,18 @@ impl Region {
     }
 
     /// Give the journal all of its storage and map it, for a merge or an
-    /// intersect (`what`) that holds the journal word. `Ok(None)`: this
+    /// intersect that holds the journal word. `Ok(None)`: this
     /// filter's storage can never hold a journal (a memfd sealed against
     /// growing, as memfds made by earlier versions are): the caller runs
     /// without one. A file system without room, a quota or the file size
     /// limit give an error naming it, and leave the filter as it was (the
     /// caller's journal lock frees whatever was reserved).
-    pub fn prepare_journal(&self, what: &str) -> Result<Option<JournalMap>> {
+    pub fn prepare_journal(&self) -> Result<Option<JournalMap>> {
         let (Some(fd), Some((off, len))) = (self.store_fd(), format::journal(&self.header)) else {
             return Ok(None);
         };
         let end = off + len;
-        let size = fstat(fd, what)?.st_size as u64;
+        let size = fstat(fd, "journal")?.st_size as u64;
         if size < end && seals(fd).is_some_and(|s| s & libc::F_SEAL_GROW != 0) {
             return Ok(None);
         }
@@ -230,8 +230,8 @@ impl Region {
             return Err(Error::new(
                 ErrorKind::Io,
                 format!(
-                    "{what}: the journal needs the file to grow to {end} bytes, more than the file \
-                     size limit (RLIMIT_FSIZE, {lim} bytes); nothing was changed"
+                    "the journal needs the file to grow to {end} bytes, more than the file size \
+                     limit (RLIMIT_FSIZE, {lim} bytes); nothing was changed"
                 ),
             ));
         }
@@ -245,7 +245,7 @@ impl Region {
                     return Err(Error::new(
                         ErrorKind::Io,
                         format!(
-                            "{what}: cannot reserve {len} bytes for the journal (a copy of the other \
+                            "cannot reserve {len} bytes for the journal (a copy of the other \
                              filter): {}: {e}; nothing was changed",
                             errno_name(&e)
                         ),
@@ -255,7 +255,7 @@ impl Region {
         }
         map_range(fd, off, len)
             .map(Some)
-            .map_err(|e| Error::io(format!("{what}: mmap of the journal"), e))
+            .map_err(|e| Error::io("mmap of the journal", e))
     }
 }
 
@@ -292,9 +292,10 @@ impl crate::sync::JournalStore for Region {
         }
         // Best effort both ways: a tail left behind is accepted by every
         // opener and reused by the next journal user.
-        if seals(fd).is_some() {
-            // A memfd is sealed against shrinking (a shrink would SIGBUS
-            // other mappings): keep its size, free its pages.
+        // Not "is it a memfd": tmpfs files (/dev/shm) answer F_GET_SEALS too.
+        if seals(fd).is_some_and(|s| s & libc::F_SEAL_SHRINK != 0) {
+            // A memfd sealed against shrinking (a shrink would SIGBUS other
+            // mappings): keep its size, free its pages.
             // SAFETY: plain syscall on our descriptor.
             unsafe {
                 libc::fallocate(

@@ -133,7 +133,11 @@ pub fn open(data: &[u8]) {
             head[..n].copy_from_slice(&page[..n]);
             let h = format::decode(&head, size).expect("opened a file decode refuses");
             assert_eq!(f.geometry(), h.geometry);
-            assert_eq!(f.mmap_size(), h.layout().total, "mapped from the header, not the file's size");
+            assert_eq!(
+                f.mmap_size(),
+                h.layout().total,
+                "mapped from the header, not the file's size"
+            );
             let _ = f.contains(b"probe");
             if f.readonly() {
                 assert_eq!(f.add(b"x").unwrap_err().kind, ErrorKind::ReadOnly);
