@@ -155,7 +155,7 @@ pub fn journal(h: &Header) -> Option<(u64, u64)> {
         return None;
     }
     let total = h.layout().total;
-    Some((total.div_ceil(PAGE) * PAGE, h.geometry.m / 8))
+    Some(((total + PAGE - 1) / PAGE * PAGE, h.geometry.m / 8))
 }
 
 /// The largest size a filter's file may have: its own bytes plus a whole

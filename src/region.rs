@@ -59,8 +59,28 @@ pub struct Region {
     id: (u64, u64),
     /// The descriptor of a file or anonymous region, kept so that the
     /// journal can be grown, mapped and freed (a memfd's or a handed-in
-    /// descriptor is in `backing`). None for read-only regions.
-    store: Option<OwnedFd>,
+    /// descriptor is in `backing`). A file's is shared by all of this
+    /// process's handles of it (`shared_fd`). None for read-only regions.
+    store: Option<Arc<OwnedFd>>,
+}
+
+/// One descriptor per filter file per process, whatever the number of its
+/// handles: a process may hold more handles of one file than it may open
+/// descriptors. Only offset-free calls (fstat, fallocate, ftruncate, mmap)
+/// use it, so sharing it is harmless. While a handle holds it, the inode is
+/// open, so no other file can take its (device, inode) key.
+fn shared_fd(id: (u64, u64), fd: OwnedFd) -> Arc<OwnedFd> {
+    type Table = Vec<((u64, u64), std::sync::Weak<OwnedFd>)>;
+    static FDS: std::sync::Mutex<Table> = std::sync::Mutex::new(Vec::new());
+    // A panic elsewhere while holding the lock leaves the table usable.
+    let mut t = FDS.lock().unwrap_or_else(|e| e.into_inner());
+    t.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(a) = t.iter().find(|(i, _)| *i == id).and_then(|(_, w)| w.upgrade()) {
+        return a; // `fd` closes: the same file is open already
+    }
+    let a = Arc::new(fd);
+    t.push((id, Arc::downgrade(&a)));
+    a
 }
 
 /// A mapping of the journal: `words` atomics, shared with every process
@@ -203,7 +223,8 @@ impl Region {
     /// The descriptor the journal is reached through.
     fn store_fd(&self) -> Option<RawFd> {
         match (&self.backing, &self.store) {
-            (Backing::Memfd(fd) | Backing::Fd(fd), _) | (_, Some(fd)) => Some(fd.as_raw_fd()),
+            (Backing::Memfd(fd) | Backing::Fd(fd), _) => Some(fd.as_raw_fd()),
+            (_, Some(fd)) => Some(fd.as_raw_fd()),
             _ => None,
         }
     }
@@ -561,7 +582,7 @@ pub fn create_anonymous(h: &Header) -> Result<Region> {
         backing: Backing::Anonymous,
         readonly: false,
         id,
-        store: Some(fd),
+        store: Some(Arc::new(fd)),
     })
 }
 
@@ -853,7 +874,7 @@ fn file_region(map: MmapRaw, h: &Header, path: &CStr, st: &libc::stat, fd: Owned
         backing: Backing::File(path.to_owned()),
         readonly: false,
         id: ident(st),
-        store: Some(fd),
+        store: Some(shared_fd(ident(st), fd)),
     }
 }
 
@@ -887,7 +908,7 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
         backing: Backing::File(path.to_owned()),
         readonly: false,
         id: ident(&st),
-        store: Some(fd),
+        store: Some(shared_fd(ident(&st), fd)),
     };
     if r.frozen() {
         return Err(Error::new(

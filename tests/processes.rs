@@ -638,7 +638,7 @@ fn killed_mid_merge_or_intersect() {
                     .map(|(a, b)| if op == "merge" { a | b } else { a & b })
                     .collect();
                 assert_ne!(before, after);
-                let chunks = before.len().div_ceil(64);
+                let chunks = (before.len() + 63) / 64;
                 let done = stop.map(|c| c.min(chunks / 2));
                 let (_, len) = testing::journal_range(&f).unwrap();
                 let k = spawn(|| {
@@ -730,6 +730,44 @@ fn killed_mid_merge_or_intersect() {
         }
     }
     let _ = std::fs::remove_file(&path);
+}
+
+/// A merger stopped while it copies the other filter into the journal
+/// holds only the journal: adds go on; another merger waits for it, and
+/// goes on once it is killed (leaving the filter as before its merge).
+fn stopped_merger_holds_off_only_mergers() {
+    let f = anon(100_000);
+    f.add(b"mine").unwrap();
+    let k = spawn(|| {
+        let other = anon(100_000);
+        other.add(b"stopped").unwrap();
+        testing::stop_journaled(None);
+        f.merge(&other).unwrap();
+    });
+    wait_stopped(k);
+    let d = stall(|| {
+        for i in 0..1000 {
+            f.add(&item(i)).unwrap();
+        }
+    });
+    assert!(
+        d < Duration::from_millis(500),
+        "adds waited for a stopped merger: {d:?}"
+    );
+    let d = waits_until_killed(
+        k,
+        || {
+            let other = anon(100_000);
+            other.add(b"theirs").unwrap();
+            f.merge(&other).unwrap();
+            assert!(f.contains(b"theirs"));
+        },
+        "a merger holding the journal",
+    );
+    reap(k);
+    assert!(f.contains(b"theirs") && f.contains(b"mine") && f.contains(&item(999)));
+    assert!(!f.contains(b"stopped"), "the killed merge changed nothing");
+    println!("# merger stopped while copying: adds went on, a merger waited; killed, it finished {d:?} later");
 }
 
 /// A file whose control line claims a merge under way with no journal
@@ -848,6 +886,10 @@ fn main() {
         ("killed_mid_merge", killed_mid_merge),
         ("killed_mid_merge_or_intersect", killed_mid_merge_or_intersect),
         ("pending_merge_without_a_journal", pending_merge_without_a_journal),
+        (
+            "stopped_merger_holds_off_only_mergers",
+            stopped_merger_holds_off_only_mergers,
+        ),
         ("sigkill_storm", sigkill_storm),
         ("killed_inside_a_lockfree_add", killed_inside_a_lockfree_add),
         (
