@@ -8,16 +8,22 @@
 //!   chosen by the item's hash, each on its own cache line). Adders of the same
 //!   item meet on the same stripe, so among them at most one sees a zero bit
 //!   and is told "new"; adders of different items almost never meet.
-//! * A merger marks its own process slot `busy` instead (it touches every word).
-//!   So does an adder of a blocked filter (`begin_lockfree_add`), whose one
-//!   atomic update of the item's word decides "new" without any stripe: no
-//!   adder ever waits for another, and only exclusive operations wait for
-//!   the mark.
-//! * An exclusive operation (`clear`, `intersect`, `invert`, `freeze`) takes
-//!   the `excl` word, makes `epoch` odd, then *drains*: waits until no stripe
-//!   and no busy mark is held. Adders and mergers check `excl` after taking
-//!   their stripe or mark; both sides use `SeqCst` for that store→load pair
-//!   (Dekker), so at least one of them sees the other and backs off.
+//! * A merge or an intersect copies the other filter into the *journal*
+//!   (storage past the filter's bytes, see `lock_journal`), taking turns with
+//!   other journal users through the `journal` word, then applies it as an
+//!   exclusive operation that whoever finds its owner dead finishes. (Where
+//!   no journal can exist, a memfd sealed against growing, a merger marks its
+//!   own process slot `busy` instead and ORs in place.)
+//! * An adder of a blocked filter (`begin_lockfree_add`) marks its slot
+//!   `busy` too: its one atomic update of the item's word decides "new"
+//!   without any stripe: no adder ever waits for another, and only exclusive
+//!   operations wait for the mark.
+//! * An exclusive operation (`clear`, `intersect`, `invert`, `freeze`, a
+//!   merge's second half) takes the `excl` word, makes `epoch` odd, then
+//!   *drains*: waits until no stripe and no busy mark is held. Adders and
+//!   mergers check `excl` after taking their stripe or mark; both sides use
+//!   `SeqCst` for that store→load pair (Dekker), so at least one of them
+//!   sees the other and backs off.
 //!
 //! Every lock word holds an owner *token*: the owner's slot index and that
 //! slot's claim generation. Liveness comes from the kernel, never from
