@@ -109,13 +109,13 @@ SKIP: {
 # is cut back.
 my $journal_script = <<'PERL';
 use strict; use warnings; use Data::BloomFilter::Shared;
-my ($mnt) = @ARGV;
+my ($mnt, $cap, $remount) = @ARGV;
 my $C = 'Data::BloomFilter::Shared';
 $| = 1;
 my $path = "$mnt/j.bf";
-my $f = $C->new($path, 1_000_000, 0.01);
+my $f = $C->new($path, $cap, 0.01);
 $f->add_many([map { "mine $_" } 1 .. 5000]);
-my $o = $C->new(undef, 1_000_000, 0.01);
+my $o = $C->new(undef, $cap, 0.01);
 $o->add_many([map { "theirs $_" } 1 .. 5000]);
 my ($before, $size) = ($f->serialize, -s $path);
 print "size: $size\n";
@@ -127,6 +127,7 @@ for my $op (qw(merge intersect)) {
 }
 $f->add('after');
 print 'usable: ', ($f->contains('after') && $f->contains('mine 1') ? 'yes' : 'no'), "\n";
+exit 0 unless $remount;
 system('mount', '-o', 'remount,size=8m', $mnt) == 0 or print "remount failed\n";
 $f->merge($o);
 print 'merged with room: ', ($f->contains('theirs 1') ? 'yes' : 'no'), ', size ', -s $path, "\n";
@@ -140,7 +141,7 @@ SKIP: {
     mkdir $mnt or die;
     local $ENV{PERL5LIB} = perl5lib();
     # 1e6 items at 0.01: a 2.3 MiB file, and a 2 MiB journal: 3 MiB is too little.
-    my ($out, $status) = run_sh("mount -t tmpfs -o size=3m tmpfs '$mnt' || exit 98; exec \"\$@\" '$mnt'",
+    my ($out, $status) = run_sh("mount -t tmpfs -o size=3m tmpfs '$mnt' || exit 98; exec \"\$@\" '$mnt' 1000000 1",
         $journal_script, 'unshare', '-m');
     skip "cannot mount a tmpfs here (status $status)", 9 if $status >> 8 == 98;
     like($out, qr/^alive$/m, 'merge and intersect without room: the process lives through both')
@@ -155,6 +156,30 @@ SKIP: {
     is(line($out, 'usable'), 'yes', 'the filter works on');
     my ($size) = line($out, 'size') =~ /(\d+)/;
     is(line($out, 'merged with room'), "yes, size $size", 'with room, a merge works and the file is cut back');
+}
+
+# A file under the file size limit whose journal would take it past the limit:
+# 3e5 items, a 836 KiB file, a 512 KiB journal, under a limit of exactly 1 MiB
+# (prlimit: a shell's ulimit -f counts in blocks whose size varies).
+SKIP: {
+    skip 'needs prlimit(1) to set an exact file size limit', 8
+        unless system('prlimit --fsize=1048576 true >/dev/null 2>&1') == 0;
+    my $sub = "$dir/journal-limited";
+    mkdir $sub or die;
+    local $ENV{PERL5LIB} = perl5lib();
+    my ($out, $status) = run_sh("exec \"\$@\" '$sub' 300000 0", $journal_script, 'prlimit', '--fsize=1048576');
+    {
+        is($status, 0, 'merge and intersect past RLIMIT_FSIZE: the process exits normally (no SIGXFSZ)')
+            or diag($out);
+        for my $op (qw(merge intersect)) {
+            like(line($out, $op),
+                qr/^\Q$C\E->$op: the journal needs the file to grow to \d+ bytes, more than the file size limit \(RLIMIT_FSIZE/,
+                "$op croaks naming itself and the limit");
+            is(line($out, "$op filter"), 'unchanged', '... the filter is unchanged');
+            is(line($out, "$op file"), 'same size', '... and so is its file');
+        }
+        is(line($out, 'usable'), 'yes', 'the filter works on');
+    }
 }
 
 # --- a file size limit below the filter's size (ulimit -f) ----------------------------------
