@@ -1335,8 +1335,8 @@ mod journal {
         let mut bits = s.bits;
         if let Some((op, _)) = s.pending {
             if s.space {
-                for i in s.cursor as usize..2 {
-                    bits[i] = apply(op, bits[i], s.journal[i]);
+                for (b, j) in bits.iter_mut().zip(s.journal).skip(s.cursor as usize) {
+                    *b = apply(op, *b, j);
                 }
             }
         }
@@ -1350,8 +1350,8 @@ mod journal {
         let mut bits = INIT;
         for &p in order {
             if p < MERGERS {
-                for i in 0..2 {
-                    bits[i] = apply(journaled_op(p, op1), bits[i], OPERAND[p][i]);
+                for (b, o) in bits.iter_mut().zip(OPERAND[p]) {
+                    *b = apply(journaled_op(p, op1), *b, o);
                 }
             }
         }
