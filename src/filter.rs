@@ -14,7 +14,9 @@ use crate::geometry::Geometry;
 use crate::hashing::{hash_item, ItemHash};
 use crate::layout::{prefetch_line, Layout, Probe, Probing};
 use crate::region::{self, Region};
-use crate::sync::{self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INVERT};
+use crate::sync::{
+    self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INTERSECT, PENDING_INVERT, PENDING_MERGE,
+};
 use crate::window::{View, Window};
 use crate::with_probe;
 
@@ -433,6 +435,7 @@ impl Filter {
                 stripes: std::slice::from_raw_parts(self.at::<Stripe>(STRIPES_OFF), self.stripes as usize),
                 bits: self.words_slice(),
                 scratch: std::slice::from_raw_parts(self.at::<AtomicU64>(format::SCRATCH_OFF), format::SCRATCH_WORDS),
+                journal: Some(&self.region),
             }
         }
     }
@@ -1252,9 +1255,50 @@ impl Filter {
         Ok(r)
     }
 
-    /// Union: OR `other`'s bits in, one atomic word at a time. Reads `other`
-    /// lock-free (never two filters' locks at once); a merge with the same
-    /// filter is a no-op.
+    /// Run journaled `op` (`PENDING_MERGE`, `PENDING_INTERSECT`) with
+    /// `other` as operand, so that a process killed anywhere leaves the
+    /// filter as before or as after (`sync::lock_journal`): take the
+    /// journal word, copy `other` into the journal (reading it lock-free,
+    /// holding no lock of ours but the journal word: never two filters'
+    /// locks at once), then apply the journal exclusively. `Ok(false)`:
+    /// this filter's storage cannot hold a journal (a memfd sealed against
+    /// growing); nothing was done.
+    fn journaled(&self, other: &Filter, op: u32, c: Claim) -> Result<bool> {
+        let sh = self.shared();
+        let lock = sh.lock_journal(c);
+        let Some(j) = self.region.prepare_journal()? else {
+            return Ok(false); // `lock` drops: the word is given back
+        };
+        let journal = j.words();
+        for (d, s) in journal.iter().zip(other.words_slice()) {
+            // Relaxed: a per-word snapshot of a concurrently changing
+            // filter; `begin`'s Release of pending publishes the copy to a
+            // recoverer.
+            d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        if testing::STOP.with(|s| s.get()) == Some(None) {
+            testing::stop_here(None);
+        }
+        let g = sh.lock_exclusive(c);
+        if sh.frozen() {
+            return Err(Error::frozen()); // g, then lock, drop: all released
+        }
+        if let Some(Some(chunks)) = testing::STOP.with(|s| s.get()) {
+            g.apply_journal_partly(op, journal, chunks);
+            testing::stop_here(Some(g));
+        }
+        g.apply_journal(op, journal);
+        drop(g);
+        drop(j);
+        drop(lock);
+        sh.count_ops(c, 1);
+        Ok(true)
+    }
+
+    /// Union: OR `other`'s bits in. `other` is copied to the journal first
+    /// (lock-free), then ORed in exclusively, so that a merge killed part-way
+    /// is finished by whoever writes next; a merge with the same filter is a
+    /// no-op.
     pub fn merge(&self, other: &Filter) -> Result<()> {
         self.writable()?;
         self.not_windowed("merge")?;
@@ -1267,6 +1311,12 @@ impl Filter {
             sh.count_ops(c, 1); // a write call all the same
             return Ok(());
         }
+        if self.journaled(other, PENDING_MERGE, c)? {
+            return Ok(());
+        }
+        // No journal possible (a memfd sealed against growing, as earlier
+        // versions made them): OR in place, lock-free, one word at a time,
+        // as those versions did; a kill leaves a part merged.
         if !sh.begin_merge(c) {
             return Err(Error::frozen());
         }
@@ -1284,17 +1334,23 @@ impl Filter {
         Ok(())
     }
 
-    /// Intersection: AND `other`'s bits in, exclusively.
+    /// Intersection: AND `other`'s bits in, exclusively, from a copy in the
+    /// journal (see merge).
     pub fn intersect(&self, other: &Filter) -> Result<()> {
         self.writable()?;
         self.not_windowed("intersect")?;
         other.not_windowed("intersect")?;
         self.check_compatible(other)?;
+        let held = self.claim()?;
         if self.same_filter(other) {
-            let held = self.claim()?;
             self.shared().count_ops(held.c, 1); // a write call all the same
             return Ok(());
         }
+        if self.journaled(other, PENDING_INTERSECT, held.c)? {
+            return Ok(());
+        }
+        drop(held);
+        // No journal possible (see merge): AND in place, exclusively.
         self.exclusive(|_, words| {
             for (i, w) in words.iter().enumerate() {
                 let s = other.word(i).load(Ordering::Relaxed);
@@ -1443,6 +1499,37 @@ pub mod testing {
     pub fn hold_lockfree_add(f: &Filter) {
         let c = f.claim().expect("slot").c;
         assert!(f.shared().begin_lockfree_add(c));
+    }
+
+    thread_local! {
+        /// Set by `stop_journaled`: where this thread's next journaled
+        /// operation stops as if killed: None after the copy, before it
+        /// takes the exclusive lock; Some(c) after applying c chunks.
+        pub(super) static STOP: Cell<Option<Option<usize>>> = const { Cell::new(None) };
+    }
+
+    /// Hold everything taken so far (the journal word, the exclusive lock
+    /// `g` and pending when given) as a process killed there would: stop
+    /// this process (SIGSTOP) until it is killed.
+    pub(super) fn stop_here(g: Option<sync::Exclusive<'_>>) -> ! {
+        std::mem::forget(g);
+        loop {
+            // SAFETY: raising a signal at ourselves.
+            unsafe { libc::raise(libc::SIGSTOP) };
+        }
+    }
+
+    /// Make this thread's next merge or intersect stop after copying the
+    /// operand to the journal (`chunks` None) or after applying `chunks`
+    /// chunks of it, holding what it holds, and stop the process there
+    /// (SIGSTOP): the caller's parent sees it stopped and kills it.
+    pub fn stop_journaled(chunks: Option<usize>) {
+        STOP.with(|s| s.set(Some(chunks)));
+    }
+
+    /// Where the journal is in the file or memfd: (offset, bytes).
+    pub fn journal_range(f: &Filter) -> Option<(u64, u64)> {
+        format::journal(&f.region.header)
     }
 
     /// Mark this handle's slot busy (a merge killed midway).
@@ -1651,6 +1738,94 @@ mod tests {
         assert_eq!(a.add(b"z").unwrap_err().kind, ErrorKind::Frozen);
         assert_eq!(a.clear().unwrap_err().kind, ErrorKind::Frozen);
         assert_eq!(a.merge(&b).unwrap_err().kind, ErrorKind::Frozen);
+    }
+
+    /// A filter in a memfd of `len` bytes holding `image`, sealed as given.
+    fn sealed_memfd(image: &[u8], len: u64, seals: libc::c_int) -> std::fs::File {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::unix::fs::FileExt;
+        // SAFETY: a NUL-terminated name; the descriptor is ours.
+        let f = unsafe {
+            std::fs::File::from_raw_fd(libc::memfd_create(
+                b"sealed\0".as_ptr().cast(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            ))
+        };
+        f.write_all_at(image, 0).unwrap();
+        f.set_len(len).unwrap();
+        // SAFETY: plain fcntl on our descriptor.
+        assert_eq!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, seals) }, 0);
+        f
+    }
+
+    fn image(f: &Filter) -> Vec<u8> {
+        // SAFETY: the handle's mapping, mmap_size bytes, read while nothing
+        // writes it.
+        unsafe { std::slice::from_raw_parts(f.region.base(), f.mmap_size() as usize) }.to_vec()
+    }
+
+    fn all_words(f: &Filter) -> Vec<u64> {
+        let mut v = Vec::new();
+        f.for_each_word(|w| v.push(w));
+        v
+    }
+
+    /// A memfd sealed against growing (as earlier versions sealed them, or
+    /// as another program may) cannot hold a journal: merge and intersect
+    /// still work, in place, and the memfd is not grown.
+    #[test]
+    fn a_memfd_sealed_against_growing_merges_in_place() {
+        use std::os::fd::AsRawFd;
+        let a = anon(100_000, 0.01);
+        let b = anon(100_000, 0.01);
+        for i in 0..3000 {
+            a.add(format!("a{i}").as_bytes()).unwrap();
+            b.add(format!("b{i}").as_bytes()).unwrap();
+        }
+        let total = a.mmap_size();
+        let fd = sealed_memfd(&image(&a), total, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW);
+        let m = Filter::from_fd(fd.as_raw_fd()).unwrap();
+        let or: Vec<u64> = all_words(&a).iter().zip(all_words(&b)).map(|(x, y)| x | y).collect();
+        m.merge(&b).unwrap();
+        assert_eq!(all_words(&m), or);
+        assert_eq!(fd.metadata().unwrap().len(), total, "not grown");
+        let c = anon(100_000, 0.01);
+        c.add(b"a1").unwrap();
+        m.intersect(&c).unwrap();
+        assert!(m.contains(b"a1") && !m.contains(b"b1"));
+        assert_eq!(all_words(&m), all_words(&c));
+        assert_eq!(fd.metadata().unwrap().len(), total);
+        assert_eq!(m.ops(), a.ops() + 2);
+    }
+
+    /// A memfd of this version is sealed against shrinking only: the
+    /// journal grows it; its pages are freed after, its size stays.
+    #[test]
+    fn a_memfd_grows_for_the_journal_and_frees_it() {
+        use std::os::unix::fs::MetadataExt;
+        let a = Filter::new_memfd("grow", 1_000_000, 0.01, Options::default()).unwrap();
+        let b = anon(1_000_000, 0.01);
+        b.add(b"b").unwrap();
+        let fd = a.memfd();
+        let md = || {
+            // SAFETY: borrowing the handle's descriptor for one fstat.
+            let f = std::mem::ManuallyDrop::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            f.metadata().unwrap()
+        };
+        let total = a.mmap_size();
+        assert_eq!(md().len(), total);
+        a.merge(&b).unwrap();
+        assert!(a.contains(b"b"));
+        let (off, len) = format::journal(&a.region.header).unwrap();
+        assert_eq!(md().len(), off + len, "grown to hold the journal");
+        assert!(md().blocks() * 512 < total + len / 2, "the journal's pages are freed");
+        // SAFETY: plain fcntl on the handle's descriptor.
+        let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+        assert_eq!(seals & (libc::F_SEAL_SHRINK | libc::F_SEAL_GROW), libc::F_SEAL_SHRINK);
+        // Another handle through the descriptor maps only the filter.
+        let again = Filter::from_fd(fd).unwrap();
+        assert_eq!(again.mmap_size(), total);
+        assert!(again.contains(b"b"));
     }
 
     #[test]

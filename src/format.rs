@@ -13,6 +13,9 @@
 //!                 cache line each
 //! bits_off        the bit array, page aligned (2 MiB aligned when large);
 //!                 a windowed filter's g + 1 arrays one after the other
+//! journal_off     (not part of `total`; `journal`) while a merge or an
+//!                 intersect runs: a copy of the operand's bit array, at
+//!                 the first page boundary at or after `total`
 //! ```
 //!
 //! A header is untrusted input: it may come from a file another user can
@@ -47,6 +50,9 @@ pub const OFF_FLAGS: u64 = 128;
 pub const OFF_EPOCH: u64 = 132;
 pub const OFF_EXCL: u64 = 136;
 pub const OFF_PENDING: u64 = 140;
+/// The journal owner word (control line, after the 8-byte cursor at 144):
+/// the token of the merger or intersecter using the journal, else 0.
+pub const OFF_JOURNAL: u64 = 152;
 /// Where a resumable exclusive operation keeps the chunk it is changing:
 /// the second half of the header page.
 pub const SCRATCH_OFF: u64 = 2048;
@@ -136,6 +142,26 @@ pub fn ring_layout(m: u64, ring: u32) -> Layout {
         bits_off,
         total: bits_off + bytes * ring as u64,
     }
+}
+
+/// Where a merge or an intersect keeps its copy of the operand's bits:
+/// `(offset, bytes)` in the filter's file or memfd, past the filter itself
+/// and page aligned, so it can be mapped on its own and given back with
+/// `ftruncate` or a punched hole. Every process derives it from the
+/// validated geometry, so all agree on it. None for a windowed filter
+/// (no merge, no intersect).
+pub fn journal(h: &Header) -> Option<(u64, u64)> {
+    if h.window.is_some() {
+        return None;
+    }
+    let total = h.layout().total;
+    Some(((total + PAGE - 1) / PAGE * PAGE, h.geometry.m / 8))
+}
+
+/// The largest size a filter's file may have: its own bytes plus a whole
+/// journal (one left by a process killed in a merge, or one in use).
+pub fn max_size(h: &Header) -> u64 {
+    journal(h).map_or(h.layout().total, |(off, len)| off + len)
 }
 
 /// The immutable facts of a filter, as stored in its header.
@@ -325,18 +351,21 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
     {
         return Err(FormatError::Layout);
     }
-    if actual_size != l.total {
+    let h = Header {
+        geometry,
+        seed: get_u64(b, 48),
+        instance: get_u64(b, 96),
+        window,
+    };
+    // Longer is fine up to the end of a journal (a merge under way, or
+    // one whose process was killed); the mapping never reaches past total.
+    if actual_size < l.total || actual_size > max_size(&h) {
         return Err(FormatError::SizeMismatch {
             header: l.total,
             actual: actual_size,
         });
     }
-    Ok(Header {
-        geometry,
-        seed: get_u64(b, 48),
-        instance: get_u64(b, 96),
-        window,
-    })
+    Ok(h)
 }
 
 #[cfg(test)]
@@ -376,6 +405,27 @@ mod tests {
                 "stripes end before the bits"
             );
             assert_eq!(l.total, l.bits_off + (1u64 << shift) / 8);
+        }
+    }
+
+    #[test]
+    fn the_journal_follows_the_filter_on_a_page_boundary() {
+        for g in [
+            Geometry::for_capacity(1000, 0.01).unwrap(),
+            Geometry::for_capacity(10_000_000, 0.001).unwrap(),
+            Geometry::for_layout(12_345, 0.02, crate::layout::Layout::Blocked).unwrap(),
+        ] {
+            let h = Header {
+                geometry: g,
+                ..sample()
+            };
+            let total = h.layout().total;
+            let (off, len) = journal(&h).unwrap();
+            assert_eq!(off % PAGE, 0);
+            assert!(off >= total && off < total + PAGE);
+            assert_eq!(len, g.m / 8, "one bit array");
+            assert_eq!(len, 8 * g.words() as u64);
+            assert_eq!(max_size(&h), off + len);
         }
     }
 
@@ -440,11 +490,17 @@ mod tests {
                 actual: total - 1
             })
         );
+        // Longer by up to a journal: accepted; one byte more: grown.
+        let max = max_size(&h);
+        assert!(max > total + 2048);
+        for ok in [total + 1, total + 8, max - 1, max] {
+            assert_eq!(decode(&b, ok), Ok(h), "size {ok}");
+        }
         assert_eq!(
-            decode(&b, total + 4096),
+            decode(&b, max + 1),
             Err(FormatError::SizeMismatch {
                 header: total,
-                actual: total + 4096
+                actual: max + 1
             })
         );
         assert!(FormatError::SizeMismatch { header: 2, actual: 1 }
@@ -514,6 +570,12 @@ mod tests {
             assert_eq!(decode(&b, l.total), Ok(h));
             assert!(decode(&b[..IMMUTABLE_LEN], l.total).is_err(), "window bytes missing");
             assert!(decode(&b, layout(h.geometry.m).total).is_err(), "one array only");
+            assert_eq!(
+                journal(&h),
+                None,
+                "no journal: windowed filters neither merge nor intersect"
+            );
+            assert!(decode(&b, l.total + 1).is_err(), "grown");
             for byte in (0..IMMUTABLE_LEN).chain(WINDOW_OFF as usize..HEADER_READ_LEN) {
                 for bit in 0..8 {
                     let mut c = b;

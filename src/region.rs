@@ -11,10 +11,17 @@
 //! *truncating* it while we have it mapped: touching the lost pages raises
 //! `SIGBUS`. Memfds are sealed against shrinking; for files, write access is
 //! trust (DESIGN §5).
+//!
+//! Past the filter's own bytes, a file or memfd may hold a *journal* (see
+//! `format::journal` and `sync::lock_journal`): storage grown on demand
+//! while a merge or an intersect runs. The filter's mapping never covers
+//! it (every mapping is sized from the validated header, never from the
+//! file's size), and the journal's own mapping is made only after checking
+//! that the file is long enough.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
@@ -50,6 +57,83 @@ pub struct Region {
     /// The mapping keeps the inode alive, so no other object can take the
     /// number while this region exists.
     id: (u64, u64),
+    /// The descriptor of a file or anonymous region, kept so that the
+    /// journal can be grown, mapped and freed (a memfd's or a handed-in
+    /// descriptor is in `backing`). A file's is shared by all of this
+    /// process's handles of it (`shared_fd`). None for read-only regions.
+    store: Option<Arc<OwnedFd>>,
+}
+
+/// One descriptor per filter file per process, whatever the number of its
+/// handles: a process may hold more handles of one file than it may open
+/// descriptors. Only offset-free calls (fstat, fallocate, ftruncate, mmap)
+/// use it, so sharing it is harmless. While a handle holds it, the inode is
+/// open, so no other file can take its (device, inode) key.
+fn shared_fd(id: (u64, u64), fd: OwnedFd) -> Arc<OwnedFd> {
+    type Table = Vec<((u64, u64), std::sync::Weak<OwnedFd>)>;
+    static FDS: std::sync::Mutex<Table> = std::sync::Mutex::new(Vec::new());
+    // A panic elsewhere while holding the lock leaves the table usable.
+    let mut t = FDS.lock().unwrap_or_else(|e| e.into_inner());
+    t.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(a) = t.iter().find(|(i, _)| *i == id).and_then(|(_, w)| w.upgrade()) {
+        return a; // `fd` closes: the same file is open already
+    }
+    let a = Arc::new(fd);
+    t.push((id, Arc::downgrade(&a)));
+    a
+}
+
+/// A mapping of the journal: `words` atomics, shared with every process
+/// that maps it.
+pub struct JournalMap {
+    map: MmapRaw,
+    words: usize,
+}
+
+impl JournalMap {
+    pub fn words(&self) -> &[AtomicU64] {
+        // SAFETY: the mapping is `words` * 8 bytes (map_range asked for
+        // exactly that), page aligned, and only ever accessed atomically.
+        unsafe { std::slice::from_raw_parts(self.map.as_mut_ptr() as *const AtomicU64, self.words) }
+    }
+}
+
+/// The name of the errnos a journal's storage can fail with, for messages
+/// that must say which it was.
+fn errno_name(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => "ENOSPC".into(),
+        Some(libc::EDQUOT) => "EDQUOT".into(),
+        Some(libc::EFBIG) => "EFBIG".into(),
+        Some(libc::EPERM) => "EPERM".into(),
+        Some(libc::EIO) => "EIO".into(),
+        Some(libc::ENOMEM) => "ENOMEM".into(),
+        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP".into(),
+        Some(n) => format!("errno {n}"),
+        None => "error".into(),
+    }
+}
+
+/// The file size limit, when there is one.
+fn fsize_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } == 0 && lim.rlim_cur != libc::RLIM_INFINITY {
+        Some(lim.rlim_cur)
+    } else {
+        None
+    }
+}
+
+/// The seals of a memfd (or of a tmpfs file, which can carry them too);
+/// None for a descriptor that cannot carry seals.
+fn seals(fd: RawFd) -> Option<libc::c_int> {
+    // SAFETY: plain fcntl on a descriptor we hold.
+    let s = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+    (s >= 0).then_some(s)
 }
 
 impl Region {
@@ -135,6 +219,119 @@ impl Region {
     pub fn frozen(&self) -> bool {
         self.stored_flags() & FLAG_FROZEN != 0
     }
+
+    /// The descriptor the journal is reached through.
+    fn store_fd(&self) -> Option<RawFd> {
+        match (&self.backing, &self.store) {
+            (Backing::Memfd(fd) | Backing::Fd(fd), _) => Some(fd.as_raw_fd()),
+            (_, Some(fd)) => Some(fd.as_raw_fd()),
+            _ => None,
+        }
+    }
+
+    /// Give the journal all of its storage and map it, for a merge or an
+    /// intersect that holds the journal word. `Ok(None)`: this
+    /// filter's storage can never hold a journal (a memfd sealed against
+    /// growing, as memfds made by earlier versions are): the caller runs
+    /// without one. A file system without room, a quota or the file size
+    /// limit give an error naming it, and leave the filter as it was (the
+    /// caller's journal lock frees whatever was reserved).
+    pub fn prepare_journal(&self) -> Result<Option<JournalMap>> {
+        let (Some(fd), Some((off, len))) = (self.store_fd(), format::journal(&self.header)) else {
+            return Ok(None);
+        };
+        let end = off + len;
+        let size = fstat(fd, "journal")?.st_size as u64;
+        if size < end && seals(fd).is_some_and(|s| s & libc::F_SEAL_GROW != 0) {
+            return Ok(None);
+        }
+        // Growing a file past RLIMIT_FSIZE sends SIGXFSZ, which kills the
+        // process: ask first.
+        if let Some(lim) = fsize_limit().filter(|&l| end > l) {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "the journal needs the file to grow to {end} bytes, more than the file size \
+                     limit (RLIMIT_FSIZE, {lim} bytes); nothing was changed"
+                ),
+            ));
+        }
+        loop {
+            // SAFETY: plain syscall on our descriptor.
+            match unsafe { libc::posix_fallocate(fd, off as libc::off_t, len as libc::off_t) } {
+                0 => break,
+                libc::EINTR => continue,
+                e => {
+                    let e = std::io::Error::from_raw_os_error(e);
+                    return Err(Error::new(
+                        ErrorKind::Io,
+                        format!(
+                            "cannot reserve {len} bytes for the journal (a copy of the other \
+                             filter): {}: {e}; nothing was changed",
+                            errno_name(&e)
+                        ),
+                    ));
+                }
+            }
+        }
+        map_range(fd, off, len)
+            .map(Some)
+            .map_err(|e| Error::io("mmap of the journal", e))
+    }
+}
+
+/// Map `len` bytes of `fd` at `off`, shared and writable.
+fn map_range(fd: RawFd, off: u64, len: u64) -> std::io::Result<JournalMap> {
+    let map = MmapOptions::new().offset(off).len(len as usize).map_raw(fd)?;
+    Ok(JournalMap {
+        map,
+        words: (len / 8) as usize,
+    })
+}
+
+impl crate::sync::JournalStore for Region {
+    fn map_journal(&self) -> Option<JournalMap> {
+        let fd = self.store_fd()?;
+        let (off, len) = format::journal(&self.header)?;
+        // Never map past the end of the file: touching such a page would
+        // raise SIGBUS. (A file shrunk under us afterwards is the one danger
+        // no check removes; see the module's Safety.)
+        if (fstat(fd, "journal").ok()?.st_size as u64) < off + len || self.readonly {
+            return None;
+        }
+        map_range(fd, off, len).ok()
+    }
+
+    fn free_journal(&self) {
+        let (Some(fd), Some((off, len))) = (self.store_fd(), format::journal(&self.header)) else {
+            return;
+        };
+        let total = self.header.layout().total;
+        let Ok(st) = fstat(fd, "journal") else { return };
+        if st.st_size as u64 <= total {
+            return;
+        }
+        // Best effort both ways: a tail left behind is accepted by every
+        // opener and reused by the next journal user.
+        // Not "is it a memfd": tmpfs files (/dev/shm) answer F_GET_SEALS too.
+        if seals(fd).is_some_and(|s| s & libc::F_SEAL_SHRINK != 0) {
+            // A memfd sealed against shrinking (a shrink would SIGBUS other
+            // mappings): keep its size, free its pages.
+            // SAFETY: plain syscall on our descriptor.
+            unsafe {
+                libc::fallocate(
+                    fd,
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    off as libc::off_t,
+                    len as libc::off_t,
+                )
+            };
+        } else {
+            // SAFETY: as above. Nobody maps past `total` but a journal
+            // user, and we hold the journal word.
+            unsafe { libc::ftruncate(fd, total as libc::off_t) };
+        }
+    }
 }
 
 pub(crate) fn cstr(path: impl AsRef<[u8]>) -> Result<CString> {
@@ -216,28 +413,49 @@ pub(crate) fn legacy_message(path: Option<&str>) -> String {
     )
 }
 
-/// Copy the immutable header out of a mapping and validate it. `path` is
-/// only for the message about a file of the original module.
-fn read_header(map: &MmapRaw, path: Option<&str>) -> Result<Header> {
-    if map.len() >= crate::legacy::MAGIC.len() {
+/// Read the immutable header of the file `fd` (`size` bytes long) and
+/// validate it against that size. `path` is only for the message about a
+/// file of the original module. The caller then maps exactly the header's
+/// `total`: a longer file holds a journal past it.
+fn read_header(fd: &OwnedFd, size: u64, path: Option<&str>) -> Result<Header> {
+    let n = size.min(format::HEADER_READ_LEN as u64) as usize;
+    let mut b = [0u8; format::HEADER_READ_LEN];
+    let mut got = 0;
+    while got < n {
+        // SAFETY: reads at most n - got bytes into our own buffer, after
+        // the got bytes already there.
+        let r = unsafe {
+            libc::pread(
+                fd.as_raw_fd(),
+                b[got..].as_mut_ptr() as *mut libc::c_void,
+                n - got,
+                got as libc::off_t,
+            )
+        };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(Error::io("read header", e));
+        }
+        if r == 0 {
+            break; // shrunk meanwhile: validated as what we read
+        }
+        got += r as usize;
+    }
+    if got >= crate::legacy::MAGIC.len() {
         let mut magic = [0u8; 4];
-        // SAFETY: the mapping is at least 4 bytes; a copy of them.
-        unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), magic.as_mut_ptr(), 4) };
+        magic.copy_from_slice(&b[..4]);
         if crate::legacy::has_magic(&magic) {
             return Err(Error::format(legacy_message(path)));
         }
     }
-    if map.len() < IMMUTABLE_LEN {
-        return Err(Error::format(
-            format::FormatError::TooSmall(map.len() as u64).to_string(),
-        ));
+    if got < IMMUTABLE_LEN {
+        return Err(Error::format(format::FormatError::TooSmall(size).to_string()));
     }
-    let n = map.len().min(format::HEADER_READ_LEN);
-    let mut b = [0u8; format::HEADER_READ_LEN];
-    // SAFETY: the mapping is at least n bytes; we copy them once into our
-    // own buffer and validate only the copy (DESIGN C6).
-    unsafe { std::ptr::copy_nonoverlapping(map.as_ptr(), b.as_mut_ptr(), n) };
-    format::decode(&b[..n], map.len() as u64).map_err(|e| Error::format(e.to_string()))
+    // Only our own copy is validated (DESIGN C6).
+    format::decode(&b[..got], size).map_err(|e| Error::format(e.to_string()))
 }
 
 /// Write a new header into a fresh (all-zero) mapping.
@@ -338,16 +556,12 @@ fn memfd(name: &[u8], size: u64) -> Result<(OwnedFd, (u64, u64))> {
     // SAFETY: fd is a fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     reserve(&fd, size, "memfd")?;
-    // Sealed against resizing: a receiver of the descriptor can then never
-    // shrink it under another process's mapping (SIGBUS).
+    // Sealed against shrinking: a receiver of the descriptor can then never
+    // shrink it under another process's mapping (SIGBUS). Not against
+    // growing, which harms no mapping: the journal of a merge or an
+    // intersect grows it (its pages are freed after, the size stays).
     // SAFETY: plain fcntl on our descriptor.
-    unsafe {
-        libc::fcntl(
-            fd.as_raw_fd(),
-            libc::F_ADD_SEALS,
-            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
-        )
-    };
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
     let id = ident(&fstat(fd.as_raw_fd(), "memfd")?);
     Ok((fd, id))
 }
@@ -359,14 +573,16 @@ pub fn create_anonymous(h: &Header) -> Result<Region> {
     let map = map(&fd, l.total, false)?;
     write_header(&map, h);
     advise_huge(&map, &l);
-    // The descriptor is closed here: the mapping keeps the memory (and so
-    // the inode number in `id`) alive.
+    // The descriptor is kept (close-on-exec; inherited by forked children,
+    // which reach the journal through it): the mapping keeps the memory
+    // (and so the inode number in `id`) alive.
     Ok(Region {
         map: Arc::new(map),
         header: *h,
         backing: Backing::Anonymous,
         readonly: false,
         id,
+        store: Some(Arc::new(fd)),
     })
 }
 
@@ -384,6 +600,7 @@ pub fn create_memfd(name: &[u8], h: &Header) -> Result<Region> {
         backing: Backing::Memfd(fd),
         readonly: false,
         id,
+        store: None,
     })
 }
 
@@ -614,7 +831,7 @@ fn create_file(
             Publish::Replace => TempName::beside(raw)?,
         };
         match link_tmpfile(&fd, &target) {
-            Ok(()) if how == Publish::Link => return Ok(Some(file_region(m, h, path, &st))),
+            Ok(()) if how == Publish::Link => return Ok(Some(file_region(m, h, path, &st, fd))),
             Ok(()) => temp = TempName(Some(target)),
             Err(e) if how == Publish::Link && e.raw_os_error() == Some(libc::EEXIST) => return Ok(None),
             Err(e) if unnameable(&e) => {
@@ -647,16 +864,17 @@ fn create_file(
             temp.keep();
         }
     }
-    Ok(Some(file_region(m, h, path, &st)))
+    Ok(Some(file_region(m, h, path, &st, fd)))
 }
 
-fn file_region(map: MmapRaw, h: &Header, path: &CStr, st: &libc::stat) -> Region {
+fn file_region(map: MmapRaw, h: &Header, path: &CStr, st: &libc::stat, fd: OwnedFd) -> Region {
     Region {
         map: Arc::new(map),
         header: *h,
         backing: Backing::File(path.to_owned()),
         readonly: false,
         id: ident(st),
+        store: Some(shared_fd(ident(st), fd)),
     }
 }
 
@@ -680,8 +898,9 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
             return adopt(path, shown, h, &st);
         }
     }
-    let m = map(&fd, st.st_size as u64, false)?;
-    let header = read_header(&m, Some(shown)).map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
+    let header = read_header(&fd, st.st_size as u64, Some(shown))
+        .map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
+    let m = map(&fd, header.layout().total, false)?;
     drop(lock);
     let r = Region {
         map: Arc::new(m),
@@ -689,6 +908,7 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
         backing: Backing::File(path.to_owned()),
         readonly: false,
         id: ident(&st),
+        store: Some(shared_fd(ident(&st), fd)),
     };
     if r.frozen() {
         return Err(Error::new(
@@ -778,28 +998,30 @@ pub fn open_fd(fd: RawFd) -> Result<Region> {
     // SAFETY: plain fcntl on our descriptor.
     let acc = unsafe { libc::fcntl(dup, libc::F_GETFL) } & libc::O_ACCMODE;
     let readonly = acc == libc::O_RDONLY;
-    let m = map(&own, st.st_size as u64, readonly)?;
-    let header = read_header(&m, None)?;
+    let header = read_header(&own, st.st_size as u64, None)?;
+    let m = map(&own, header.layout().total, readonly)?;
     let mut r = Region {
         map: Arc::new(m),
         header,
         backing: Backing::Fd(own),
         readonly,
         id: ident(&st),
+        store: None,
     };
     if r.frozen() && !readonly {
         // A frozen filter is only ever queried: map it read-only.
         let Backing::Fd(own) = std::mem::replace(&mut r.backing, Backing::Anonymous) else {
             unreachable!()
         };
-        let m = map(&own, st.st_size as u64, true)?;
-        let header = read_header(&m, None)?;
+        let header = read_header(&own, fstat(own.as_raw_fd(), "descriptor")?.st_size as u64, None)?;
+        let m = map(&own, header.layout().total, true)?;
         return Ok(Region {
             map: Arc::new(m),
             header,
             backing: Backing::Fd(own),
             readonly: true,
             id: ident(&st),
+            store: None,
         });
     }
     Ok(r)
@@ -813,14 +1035,16 @@ pub fn open_readonly(raw: &[u8]) -> Result<Region> {
         .ok_or_else(|| Error::new(ErrorKind::Io, format!("open {shown}: No such file or directory")))?;
     let st = fstat(fd.as_raw_fd(), shown)?;
     require_regular(&st, shown)?;
-    let m = map(&fd, st.st_size as u64, true)?;
-    let header = read_header(&m, Some(shown)).map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
+    let header = read_header(&fd, st.st_size as u64, Some(shown))
+        .map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
+    let m = map(&fd, header.layout().total, true)?;
     let r = Region {
         map: Arc::new(m),
         header,
         backing: Backing::File(path),
         readonly: true,
         id: ident(&st),
+        store: None,
     };
     if !r.frozen() {
         return Err(Error::new(

@@ -8,16 +8,22 @@
 //!   chosen by the item's hash, each on its own cache line). Adders of the same
 //!   item meet on the same stripe, so among them at most one sees a zero bit
 //!   and is told "new"; adders of different items almost never meet.
-//! * A merger marks its own process slot `busy` instead (it touches every word).
-//!   So does an adder of a blocked filter (`begin_lockfree_add`), whose one
-//!   atomic update of the item's word decides "new" without any stripe: no
-//!   adder ever waits for another, and only exclusive operations wait for
-//!   the mark.
-//! * An exclusive operation (`clear`, `intersect`, `invert`, `freeze`) takes
-//!   the `excl` word, makes `epoch` odd, then *drains*: waits until no stripe
-//!   and no busy mark is held. Adders and mergers check `excl` after taking
-//!   their stripe or mark; both sides use `SeqCst` for that store→load pair
-//!   (Dekker), so at least one of them sees the other and backs off.
+//! * A merge or an intersect copies the other filter into the *journal*
+//!   (storage past the filter's bytes, see `lock_journal`), taking turns with
+//!   other journal users through the `journal` word, then applies it as an
+//!   exclusive operation that whoever finds its owner dead finishes. (Where
+//!   no journal can exist, a memfd sealed against growing, a merger marks its
+//!   own process slot `busy` instead and ORs in place.)
+//! * An adder of a blocked filter (`begin_lockfree_add`) marks its slot
+//!   `busy` too: its one atomic update of the item's word decides "new"
+//!   without any stripe: no adder ever waits for another, and only exclusive
+//!   operations wait for the mark.
+//! * An exclusive operation (`clear`, `intersect`, `invert`, `freeze`, a
+//!   merge's second half) takes the `excl` word, makes `epoch` odd, then
+//!   *drains*: waits until no stripe and no busy mark is held. Adders and
+//!   mergers check `excl` after taking their stripe or mark; both sides use
+//!   `SeqCst` for that store→load pair (Dekker), so at least one of them
+//!   sees the other and backs off.
 //!
 //! Every lock word holds an owner *token*: the owner's slot index and that
 //! slot's claim generation. Liveness comes from the kernel, never from
@@ -74,6 +80,9 @@ pub struct Control {
     /// chunk `c` is being changed and the scratch holds its words as they
     /// were before.
     pub cursor: AtomicU64,
+    /// The journal's owner token (a merger or intersecter, see
+    /// `lock_journal`), with WAITERS when someone sleeps on it; 0 when free.
+    pub journal: AtomicU32,
 }
 
 /// One process slot: its own cache line, written only by its owner (and by a
@@ -117,6 +126,16 @@ const _: () = assert!(SLOTS <= IDX_MASK);
 pub const PENDING_NONE: u32 = 0;
 pub const PENDING_CLEAR: u32 = 1;
 pub const PENDING_INVERT: u32 = 2;
+/// OR, then AND, of the journal's words (a copy of the operand, see
+/// `lock_journal`) into the bits. Applying either twice changes nothing, so
+/// these need no scratch: a recoverer redoes the chunk under way.
+pub const PENDING_MERGE: u32 = 3;
+pub const PENDING_INTERSECT: u32 = 4;
+
+/// Whether `op` reads the journal.
+fn journaled(op: u32) -> bool {
+    op == PENDING_MERGE || op == PENDING_INTERSECT
+}
 
 /// Words per chunk of a resumable operation: the size of the scratch area.
 pub const CHUNK: usize = crate::format::SCRATCH_WORDS;
@@ -128,6 +147,39 @@ fn apply(op: u32, w: u64) -> u64 {
         PENDING_INVERT => !w,
         _ => 0,
     }
+}
+
+/// A word after journaled operation `op`, `j` the journal's word.
+#[inline(always)]
+fn apply_journal(op: u32, w: u64, j: u64) -> u64 {
+    if op == PENDING_MERGE {
+        w | j
+    } else {
+        w & j
+    }
+}
+
+/// Where the journal lives: the filter's file or memfd, past the filter
+/// (`format::journal`). Any process that maps the filter reaches it
+/// through its own descriptor.
+pub trait JournalStore: Sync {
+    /// The journal's words as its last user left them, mapped shared; None
+    /// when it cannot be reached (no descriptor, or a file too short to hold
+    /// it: never a mapping past the end of the file).
+    fn map_journal(&self) -> Option<crate::region::JournalMap>;
+    /// Give the journal's space back (best effort: a tail left behind is
+    /// accepted by every opener and reused by the next journal user).
+    fn free_journal(&self);
+}
+
+static RESUMED_CHUNKS: AtomicU64 = AtomicU64::new(0);
+
+/// Chunks this process has redone while finishing operations whose owners
+/// died (`resume`). For the crash tests: recovery does only what was left.
+#[doc(hidden)]
+pub fn resumed_chunks() -> u64 {
+    // Relaxed: a statistic read by the process that did the work.
+    RESUMED_CHUNKS.load(Ordering::Relaxed)
 }
 
 // ---------------------------------------------------------------- tokens
@@ -374,6 +426,23 @@ pub fn futex_wake(word: &AtomicU32) {
     }
 }
 
+/// Mark a lock word (holding `cur`) as waited on, so its releaser wakes
+/// us, and sleep at most WAIT_SLICE. Returns at once if the word changed
+/// meanwhile; every caller re-reads it.
+fn sleep_on(word: &AtomicU32, cur: u32) {
+    let want = cur | WAITERS;
+    // Relaxed: only announces a sleeper; the caller's re-read (Acquire or
+    // a CAS) is what orders anything.
+    if cur & WAITERS == 0
+        && word
+            .compare_exchange(cur, want, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    futex_wait(word, want, WAIT_SLICE);
+}
+
 // ---------------------------------------------------------------- the protocol
 
 /// Why a lock-protocol call failed.
@@ -393,6 +462,9 @@ pub struct Shared<'a> {
     pub bits: &'a [AtomicU64],
     /// Where a resumable operation keeps the chunk it is changing.
     pub scratch: &'a [AtomicU64],
+    /// Where a merge or an intersect keeps its copy of the operand (None:
+    /// this mapping has none; a pending one is then dropped, see `resume`).
+    pub journal: Option<&'a dyn JournalStore>,
 }
 
 /// A slot this handle owns in this process.
@@ -714,16 +786,7 @@ impl<'a> Shared<'a> {
     /// wakes us, and sleep at most WAIT_SLICE. Returns at once if the word
     /// changed meanwhile; every caller re-reads it.
     fn sleep_on_excl(&self, cur: u32) {
-        let excl = &self.ctl.excl;
-        let want = cur | WAITERS;
-        if cur & WAITERS == 0
-            && excl
-                .compare_exchange(cur, want, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            return;
-        }
-        futex_wait(excl, want, WAIT_SLICE);
+        sleep_on(&self.ctl.excl, cur);
     }
 
     // ------------------------------------------------------------ exclusive
@@ -772,7 +835,81 @@ impl<'a> Shared<'a> {
         // An operation whose owner died part-way: finish it, so that the
         // filter is as after it, never a mix.
         self.resume();
+        // A journal whose user died (before or after its operation ran):
+        // give its space back.
+        self.reclaim_journal(me);
         Exclusive { sh: *self }
+    }
+
+    // ------------------------------------------------------------ journal
+    //
+    // A merge or an intersect must survive its process: the operand is
+    // another mapping (maybe another process's memory) that is gone when a
+    // recoverer comes, so it is first copied into the journal, storage
+    // beside the filter that every process mapping the filter can reach.
+    // Then, exclusive, the journal is ORed or ANDed in chunk by chunk under
+    // `pending` and `cursor`, as clear and invert run. The journal word
+    // makes its users take turns: it is taken before the journal is written
+    // and given back after its space is freed. Order: journal word, then
+    // excl; never the other way round except by a CAS that does not wait
+    // (`reclaim_journal`), so nothing deadlocks. No other filter's lock is
+    // held meanwhile (C3).
+
+    /// Take the journal word for `me`, waiting for a live user and taking
+    /// it over from a dead one. Whatever a dead user left pending is
+    /// finished (by `lock_exclusive`'s resume) before the caller may write
+    /// the journal.
+    pub fn lock_journal(&self, me: Claim) -> JournalLock<'a> {
+        let word = &self.ctl.journal;
+        loop {
+            // Acquire: pairs with the Release in JournalLock's drop; the
+            // last user's journal writes and its freeing come before ours.
+            let cur = match word.compare_exchange(0, me.token, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(cur) => cur,
+            };
+            if self.owner_dead(cur) {
+                // AcqRel: Acquire as above (from whatever the dead user
+                // published); Release hands on the word with our token.
+                if word
+                    .compare_exchange(cur, me.token, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    break;
+                }
+                continue;
+            }
+            sleep_on(word, cur);
+        }
+        // Acquire: pairs with `begin`'s Release store of pending.
+        if journaled(self.ctl.pending.load(Ordering::Acquire)) {
+            // A dead user's operation; only the journal word's holder sets
+            // it, so it cannot be anyone else's. Taking the exclusive lock
+            // finishes it from the journal, which we now keep unchanged
+            // until that is done.
+            drop(self.lock_exclusive(me));
+        }
+        JournalLock { sh: *self }
+    }
+
+    /// Holding the exclusive lock: if the journal's user died, take its
+    /// word (a CAS: never waits, since we hold excl), free the space and
+    /// give the word back. Nothing is pending by now (resume ran).
+    fn reclaim_journal(&self, me: Claim) {
+        let word = &self.ctl.journal;
+        // Acquire: pairs with the Release of the word's last change.
+        let cur = word.load(Ordering::Acquire);
+        if cur == 0 || !self.owner_dead(cur) {
+            return;
+        }
+        // AcqRel: as lock_journal's take-over. Losing means another
+        // process took it over: it frees the space when it is done.
+        if word
+            .compare_exchange(cur, me.token, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            drop(JournalLock { sh: *self });
+        }
     }
 
     /// Run resumable operation `op` over the words from chunk `from` on.
@@ -800,12 +937,39 @@ impl<'a> Shared<'a> {
         }
     }
 
+    /// Run journaled operation `op` over the words from chunk `from` on,
+    /// reading the operand's words from `journal`. Redoing a chunk is
+    /// harmless (OR and AND of fixed words), so the cursor just moves past
+    /// each chunk once it is done.
+    fn run_journal_from(&self, op: u32, from: usize, journal: &[AtomicU64]) {
+        debug_assert_eq!(journal.len(), self.bits.len());
+        let ctl = self.ctl;
+        for (c, (words, js)) in self
+            .bits
+            .chunks(CHUNK)
+            .zip(journal.chunks(CHUNK))
+            .enumerate()
+            .skip(from)
+        {
+            for (w, j) in words.iter().zip(js) {
+                // Relaxed: we are exclusive; the epoch/excl release publishes.
+                w.store(
+                    apply_journal(op, w.load(Ordering::Relaxed), j.load(Ordering::Relaxed)),
+                    Ordering::Relaxed,
+                );
+            }
+            // Release: the chunk's new words before the cursor passes it
+            // (pairs with the Acquire in resume).
+            ctl.cursor.store(2 * c as u64 + 2, Ordering::Release);
+        }
+    }
+
     /// Finish a resumable operation a dead owner left, doing only what it
     /// did not: put back the chunk it was changing, then go on from there.
     fn resume(&self) {
-        // Acquire: pairs with the Release stores of run_from.
+        // Acquire: pairs with the Release stores of begin and run_from.
         let op = self.ctl.pending.load(Ordering::Acquire);
-        if op != PENDING_CLEAR && op != PENDING_INVERT {
+        if op != PENDING_CLEAR && op != PENDING_INVERT && !journaled(op) {
             return; // none, or not one we write (a damaged file): touch nothing
         }
         let chunks = (self.bits.len() + CHUNK - 1) / CHUNK;
@@ -813,6 +977,22 @@ impl<'a> Shared<'a> {
         // The cursor comes from shared memory: one out of range (a damaged
         // file) finishes nothing rather than indexing outside the bits.
         let c = usize::try_from(cur / 2).map_or(chunks, |c| c.min(chunks));
+        // Relaxed: a statistic (resumed_chunks).
+        RESUMED_CHUNKS.fetch_add((chunks - c) as u64, Ordering::Relaxed);
+        if journaled(op) {
+            // The journal must be whole: its user wrote all of it before
+            // setting pending (the Acquire above pairs with that Release).
+            // Unreachable, or not the bit array's size (a damaged file
+            // claiming a merge): drop the operation, touch no bit.
+            match self.journal.and_then(|s| s.map_journal()) {
+                Some(j) if j.words().len() == self.bits.len() => self.run_journal_from(op, c, j.words()),
+                _ => {}
+            }
+            // Done: whoever holds excl next must not redo it (the journal
+            // may be freed or rewritten from here on).
+            self.ctl.pending.store(PENDING_NONE, Ordering::Release);
+            return;
+        }
         if cur & 1 == 1 && c < chunks {
             let start = c * CHUNK;
             let end = (start + CHUNK).min(self.bits.len());
@@ -866,6 +1046,30 @@ impl Exclusive<'_> {
         self.sh.run_from(op, 0);
     }
 
+    /// Run journaled operation `op` (`PENDING_MERGE`, `PENDING_INTERSECT`)
+    /// over every word, `journal` (the caller's mapping of the journal,
+    /// whole, written before this call) holding the operand. Needs the
+    /// journal word (`lock_journal`); whoever finds this lock's owner dead
+    /// finishes it from its own mapping of the journal.
+    pub fn apply_journal(&self, op: u32, journal: &[AtomicU64]) {
+        debug_assert!(journaled(op));
+        self.begin(op);
+        self.sh.run_journal_from(op, 0, journal);
+    }
+
+    /// Apply journaled `op` to the first `chunks` chunks and stop there: an
+    /// operation killed part-way. For the crash tests.
+    #[doc(hidden)]
+    pub fn apply_journal_partly(&self, op: u32, journal: &[AtomicU64], chunks: usize) {
+        self.begin(op);
+        let n = (chunks * CHUNK).min(self.sh.bits.len());
+        Shared {
+            bits: &self.sh.bits[..n],
+            ..self.sh
+        }
+        .run_journal_from(op, 0, &journal[..n]);
+    }
+
     /// Record that `op` starts at the first chunk.
     pub fn begin(&self, op: u32) {
         self.sh.ctl.cursor.store(0, Ordering::Relaxed);
@@ -889,6 +1093,26 @@ impl Exclusive<'_> {
         self.sh.ctl.cursor.store(2 * chunks as u64 + 1, Ordering::Release);
         for w in &next[..next.len() / 2] {
             w.store(apply(op, w.load(Ordering::Relaxed)), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Held while the journal is in use; gives its space back, then the word,
+/// when dropped (so an early return never leaves either behind).
+pub struct JournalLock<'a> {
+    sh: Shared<'a>,
+}
+
+impl Drop for JournalLock<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.sh.journal {
+            s.free_journal();
+        }
+        let word = &self.sh.ctl.journal;
+        // Release: the journal's freeing (and nothing pending) before the
+        // word is free (pairs with lock_journal's Acquire).
+        if word.swap(0, Ordering::Release) & WAITERS != 0 {
+            futex_wake(word);
         }
     }
 }
@@ -946,6 +1170,7 @@ mod tests {
             stripes: &[],
             bits: &[],
             scratch: &[],
+            journal: None,
         }
     }
 

@@ -173,4 +173,21 @@ sub mode_of { (stat $_[0])[2] & 07777 }
     is($f->bits, 16384, 'the winner built the right geometry');
 }
 
+# --- the descriptor a file filter keeps (for a merge's journal) ------------------------------
+# One per file per process, whatever the number of handles, and close-on-exec.
+{
+    my $path = "$dir/kept.bf";
+    my $free = POSIX::open('/dev/null', POSIX::O_RDONLY()) // die "open: $!";
+    POSIX::close($free);
+    my @h = map { $C->new($path, 1000, 0.01) } 1 .. 3;
+    my $dup = POSIX::dup($free);
+    ok(defined $dup, "the filter keeps a descriptor (fd $free)");
+    POSIX::close($dup) if defined $dup;
+    my $next = POSIX::open('/dev/null', POSIX::O_RDONLY()) // die "open: $!";
+    POSIX::close($next);
+    is($next, $free + 1, 'one for three handles of the file');
+    is(system($^X, '-MPOSIX', '-e', "exit(defined POSIX::dup($free) ? 1 : 0)"), 0,
+        '... and it is close-on-exec: an exec\'d program does not have it');
+}
+
 done_testing;

@@ -11,6 +11,7 @@ use lib "$FindBin::Bin/lib";
 use BFTest qw(perl5lib spew run_sh);
 use Data::BloomFilter::Shared;
 
+my $C = 'Data::BloomFilter::Shared';
 my $dir = tempdir(CLEANUP => 1);
 my $outside = tempdir(CLEANUP => 1);
 
@@ -99,6 +100,86 @@ SKIP: {
     is(line($out, 'small'), 'made and used', 'a filter that fits is made and works');
     unlike($out, qr/^(new|deserialize|adopt): made/m, 'no filter too large was made');
     ok(!-e "$mnt/big.bf", 'the tmpfs was private to the child');
+}
+
+# --- a merge or an intersect whose journal does not fit ------------------------------------
+# Both copy the other filter beside this one first (the file grows by one bit
+# array while they run). Without room: a croak naming ENOSPC, the filter and
+# its file as they were, no SIGBUS; with room again, both work and the file
+# is cut back.
+my $journal_script = <<'PERL';
+use strict; use warnings; use Data::BloomFilter::Shared;
+my ($mnt, $cap, $remount) = @ARGV;
+my $C = 'Data::BloomFilter::Shared';
+$| = 1;
+my $path = "$mnt/j.bf";
+my $f = $C->new($path, $cap, 0.01);
+$f->add_many([map { "mine $_" } 1 .. 5000]);
+my $o = $C->new(undef, $cap, 0.01);
+$o->add_many([map { "theirs $_" } 1 .. 5000]);
+my ($before, $size) = ($f->serialize, -s $path);
+print "size: $size\n";
+for my $op (qw(merge intersect)) {
+    (my $e = eval { $f->$op($o); 'done' } // $@) =~ s/\n//g;
+    print "$op: $e\n";
+    print "$op filter: ", ($f->serialize eq $before ? 'unchanged' : 'changed'), "\n";
+    print "$op file: ", ((-s $path) == $size ? 'same size' : 'size ' . -s $path), "\n";
+}
+$f->add('after');
+print 'usable: ', ($f->contains('after') && $f->contains('mine 1') ? 'yes' : 'no'), "\n";
+exit 0 unless $remount;
+system('mount', '-o', 'remount,size=8m', $mnt) == 0 or print "remount failed\n";
+$f->merge($o);
+print 'merged with room: ', ($f->contains('theirs 1') ? 'yes' : 'no'), ', size ', -s $path, "\n";
+print "alive\n";
+PERL
+
+SKIP: {
+    my $ns = ($> == 0) && system('unshare -m true >/dev/null 2>&1') == 0;
+    skip 'needs root and mount namespaces (unshare -m) to mount a small tmpfs', 9 unless $ns;
+    my $mnt = "$dir/journal";
+    mkdir $mnt or die;
+    local $ENV{PERL5LIB} = perl5lib();
+    # 1e6 items at 0.01: a 2.3 MiB file, and a 2 MiB journal: 3 MiB is too little.
+    my ($out, $status) = run_sh("mount -t tmpfs -o size=3m tmpfs '$mnt' || exit 98; exec \"\$@\" '$mnt' 1000000 1",
+        $journal_script, 'unshare', '-m');
+    skip "cannot mount a tmpfs here (status $status)", 9 if $status >> 8 == 98;
+    like($out, qr/^alive$/m, 'merge and intersect without room: the process lives through both')
+        or diag("status $status\n$out");
+    is($status, 0, '... and exits normally (no SIGBUS)') or diag($out);
+    for my $op (qw(merge intersect)) {
+        like(line($out, $op), qr/^\Q$C\E->$op: cannot reserve \d+ bytes for the journal .*ENOSPC/,
+            "$op croaks naming itself and ENOSPC");
+        is(line($out, "$op filter"), 'unchanged', '... the filter is unchanged');
+        is(line($out, "$op file"), 'same size', '... and so is its file');
+    }
+    is(line($out, 'usable'), 'yes', 'the filter works on');
+    my ($size) = line($out, 'size') =~ /(\d+)/;
+    is(line($out, 'merged with room'), "yes, size $size", 'with room, a merge works and the file is cut back');
+}
+
+# A file under the file size limit whose journal would take it past the limit:
+# 3e5 items, a 836 KiB file, a 512 KiB journal, under a limit of exactly 1 MiB
+# (prlimit: a shell's ulimit -f counts in blocks whose size varies).
+SKIP: {
+    skip 'needs prlimit(1) to set an exact file size limit', 8
+        unless system('prlimit --fsize=1048576 true >/dev/null 2>&1') == 0;
+    my $sub = "$dir/journal-limited";
+    mkdir $sub or die;
+    local $ENV{PERL5LIB} = perl5lib();
+    my ($out, $status) = run_sh("exec \"\$@\" '$sub' 300000 0", $journal_script, 'prlimit', '--fsize=1048576');
+    {
+        is($status, 0, 'merge and intersect past RLIMIT_FSIZE: the process exits normally (no SIGXFSZ)')
+            or diag($out);
+        for my $op (qw(merge intersect)) {
+            like(line($out, $op),
+                qr/^\Q$C\E->$op: the journal needs the file to grow to \d+ bytes, more than the file size limit \(RLIMIT_FSIZE/,
+                "$op croaks naming itself and the limit");
+            is(line($out, "$op filter"), 'unchanged', '... the filter is unchanged');
+            is(line($out, "$op file"), 'same size', '... and so is its file');
+        }
+        is(line($out, 'usable'), 'yes', 'the filter works on');
+    }
 }
 
 # --- a file size limit below the filter's size (ulimit -f) ----------------------------------

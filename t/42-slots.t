@@ -5,7 +5,7 @@ use File::Temp qw(tempdir);
 use POSIX ();
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use BFTest qw(reap);
+use BFTest qw(reap run_sh perl5lib);
 use Data::BloomFilter::Shared;
 
 # Slots are per process, not per handle: a process with more handles than
@@ -24,6 +24,28 @@ for my $i (0 .. $#handles) {
     eval { $handles[$i]->add("handle $i"); 1 } or $failed++;
 }
 is($failed, 0, '1100 handles of one process all add');
+
+# Handles of one file share one descriptor (kept for a merge's journal): a
+# process may hold more handles of a file than it may open descriptors.
+{
+    local $ENV{PERL5LIB} = perl5lib();
+    my $script = <<'PERL';
+use strict; use warnings; use Data::BloomFilter::Shared;
+my $C = 'Data::BloomFilter::Shared';
+my @h = map { $C->new($ARGV[0], 100_000, 0.01) } 1 .. 1100;
+$_->add('under a low descriptor limit') for @h;
+my $o = $C->new(undef, 100_000, 0.01);
+$o->add('merged under a low descriptor limit');
+$h[-1]->merge($o);
+print 'handles: ', scalar(@h), ', merged: ', $h[0]->contains('merged under a low descriptor limit'), "\n";
+PERL
+    my ($out, $status) = run_sh('ulimit -n 64 || exit 98; exec "$@" ' . "'$path'", $script);
+    SKIP: {
+        skip 'cannot lower the descriptor limit here', 1 if $status >> 8 == 98;
+        is($out, "handles: 1100, merged: 1\n", 'under ulimit -n 64, 1100 handles of one file open, add and merge')
+            or diag("status $status: $out");
+    }
+}
 
 # While they are all open, other processes still take slots of their own
 # and add (with slots per handle, the table would be full).

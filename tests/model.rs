@@ -25,6 +25,10 @@
 //! atomic update of the item's word, fenced off from exclusive operations by
 //! a mark on the adder's own slot (`begin_lockfree_add`), against a `clear`
 //! or a `freeze`, with a kill at every step.
+//!
+//! A fourth (`journal`) covers merges and intersects through the journal:
+//! its word, the copy, the exclusive application under a cursor, and its
+//! recovery and freeing by others, with a kill at every step.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -1065,4 +1069,336 @@ fn model_catches_an_exclusive_op_that_ignores_adders_marks() {
         let r = std::panic::catch_unwind(|| lockfree::explore(op, false, lockfree::Broken::NoDrain));
         assert!(r.is_err(), "{op:?} without drain passed the model");
     }
+}
+
+/// A fourth model (`journal`) covers crash-atomic merges and intersects:
+/// two processes each copy their own operand into the one journal, taking
+/// turns through the journal word, then apply it exclusively under
+/// `pending` and a cursor, chunk by chunk (two chunks of one word each);
+/// a third takes the exclusive lock (as any writer that finds a dead owner
+/// does), finishing what a dead owner left and freeing a dead user's
+/// journal. Any one process may be killed at any step.
+///
+/// Checked at every step: nobody writes the journal while an operation
+/// waits to be finished from it, nothing reads the journal but the user it
+/// holds the operand of, and the journal's space is never freed under a
+/// pending operation. At the end of every run: some live process could
+/// always move, and the bits, once the filter is touched again (a killed
+/// operation finished from its cursor), are the initial bits with the
+/// completed operations applied in some real-time order, the killed one
+/// in or out.
+mod journal {
+    use super::{and_a_kill, explore_model, me as id, Model, Owner, Procs, PROCS};
+
+    /// Processes 0 and 1 merge (1 may intersect instead); 2 only takes the
+    /// exclusive lock.
+    const MERGERS: usize = 2;
+    const INIT: [u8; 2] = [0b0011, 0b0101];
+    const OPERAND: [[u8; 2]; MERGERS] = [[0b1000, 0b0010], [0b0110, 0b0111]];
+
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+    pub enum Op {
+        Merge,
+        Intersect,
+    }
+
+    /// Ways to break the protocol, which the model must catch.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub enum Broken {
+        No,
+        /// A new journal user writes the journal without finishing what a
+        /// dead one left pending.
+        NoPendingCheck,
+        /// Reclaiming frees a journal whose user is alive.
+        ReclaimLive,
+    }
+
+    #[derive(Clone, PartialEq, Eq, Hash, Debug)]
+    struct S {
+        bits: [u8; 2],
+        journal: [u8; 2],
+        /// The journal's storage exists (grown, not yet freed).
+        space: bool,
+        jword: Owner,
+        excl: Owner,
+        /// The operation to finish, and the journal user it belongs to.
+        pending: Option<(Op, usize)>,
+        cursor: u8,
+        pc: [u8; PROCS],
+        /// Where a process goes once it holds the exclusive lock and has
+        /// recovered what a dead owner left.
+        ret: [u8; PROCS],
+        procs: Procs<u8>,
+    }
+
+    impl Model for S {
+        type Response = u8;
+        fn procs(&self) -> &Procs<u8> {
+            &self.procs
+        }
+        fn procs_mut(&mut self) -> &mut Procs<u8> {
+            &mut self.procs
+        }
+    }
+
+    fn apply(op: Op, w: u8, j: u8) -> u8 {
+        match op {
+            Op::Merge => w | j,
+            Op::Intersect => w & j,
+        }
+    }
+
+    // The merger's program.
+    const J_TAKE: u8 = 0;
+    const J_PENDING: u8 = 1;
+    const J_FIN_RELEASE: u8 = 2;
+    const J_RESERVE: u8 = 3;
+    const J_COPY0: u8 = 4;
+    const J_COPY1: u8 = 5;
+    const J_BEGIN: u8 = 6;
+    const J_APPLY0: u8 = 7;
+    const J_CURSOR0: u8 = 8;
+    const J_APPLY1: u8 = 9;
+    const J_CURSOR1: u8 = 10;
+    const J_REL_PENDING: u8 = 11;
+    const J_REL_EXCL: u8 = 12;
+    const J_FREE: u8 = 13;
+    const J_REL_JOURNAL: u8 = 14;
+    // lock_exclusive: take (or steal), resume, reclaim; then `ret`.
+    const X_TAKE: u8 = 20;
+    const X_RESUME: u8 = 21;
+    const X_RESUME_CURSOR: u8 = 22;
+    const X_RECLAIM: u8 = 23;
+    const X_RECLAIM_FREE: u8 = 24;
+    const X_RECLAIM_RELEASE: u8 = 25;
+    // The toucher, after its exclusive entry.
+    const T_RELEASE: u8 = 30;
+
+    fn journaled_op(p: usize, op1: Op) -> Op {
+        if p == 0 {
+            Op::Merge
+        } else {
+            op1
+        }
+    }
+
+    fn steps(s: &S, p: usize, op1: Op, broken: Broken) -> Vec<S> {
+        if !s.procs.live(p) {
+            return vec![];
+        }
+        let mut n = s.clone();
+        n.procs.invoke(p);
+        match s.pc[p] {
+            J_TAKE => {
+                if s.jword == 0 || s.procs.owner_dead(s.jword) {
+                    n.jword = id(p);
+                    n.pc[p] = if broken == Broken::NoPendingCheck {
+                        J_RESERVE
+                    } else {
+                        J_PENDING
+                    };
+                } else {
+                    return vec![];
+                }
+            }
+            J_PENDING => {
+                if s.pending.is_some() {
+                    n.pc[p] = X_TAKE;
+                    n.ret[p] = J_FIN_RELEASE;
+                } else {
+                    n.pc[p] = J_RESERVE;
+                }
+            }
+            J_FIN_RELEASE => {
+                // Exclusive's drop: pending cleared, then the lock.
+                n.pending = None;
+                n.excl = 0;
+                n.pc[p] = J_RESERVE;
+            }
+            J_RESERVE => {
+                n.space = true;
+                n.pc[p] = J_COPY0;
+            }
+            J_COPY0 | J_COPY1 => {
+                assert!(
+                    s.pending.is_none(),
+                    "{p} writes the journal while {:?} is to be finished from it: {s:?}",
+                    s.pending
+                );
+                let i = (s.pc[p] - J_COPY0) as usize;
+                n.journal[i] = OPERAND[p][i];
+                n.pc[p] += 1;
+                if s.pc[p] == J_COPY1 {
+                    n.pc[p] = X_TAKE;
+                    n.ret[p] = J_BEGIN;
+                }
+            }
+            J_BEGIN => {
+                n.cursor = 0;
+                n.pending = Some((journaled_op(p, op1), p));
+                n.pc[p] = J_APPLY0;
+            }
+            J_APPLY0 | J_APPLY1 => {
+                let i = (s.pc[p] - J_APPLY0) as usize / 2;
+                assert!(s.space, "{p} reads a freed journal: {s:?}");
+                assert_eq!(s.journal, OPERAND[p], "{p} applies another's journal: {s:?}");
+                n.bits[i] = apply(journaled_op(p, op1), s.bits[i], s.journal[i]);
+                n.pc[p] += 1;
+            }
+            J_CURSOR0 | J_CURSOR1 => {
+                n.cursor = (s.pc[p] - J_CURSOR0) / 2 + 1;
+                n.pc[p] = if s.pc[p] == J_CURSOR1 { J_REL_PENDING } else { J_APPLY1 };
+            }
+            J_REL_PENDING => {
+                n.pending = None;
+                n.pc[p] = J_REL_EXCL;
+            }
+            J_REL_EXCL => {
+                n.excl = 0;
+                n.pc[p] = J_FREE;
+            }
+            J_FREE => {
+                n.space = false;
+                n.pc[p] = J_REL_JOURNAL;
+            }
+            J_REL_JOURNAL => {
+                n.jword = 0;
+                n.procs.respond(p, 0);
+            }
+            X_TAKE => {
+                if s.excl == 0 || s.procs.owner_dead(s.excl) {
+                    n.excl = id(p);
+                    n.pc[p] = X_RESUME;
+                } else {
+                    return vec![];
+                }
+            }
+            X_RESUME => match s.pending {
+                Some((op, owner)) if s.cursor < 2 => {
+                    if s.space {
+                        assert_eq!(s.journal, OPERAND[owner], "resume reads a journal not {owner}'s: {s:?}");
+                        let i = s.cursor as usize;
+                        n.bits[i] = apply(op, s.bits[i], s.journal[i]);
+                        n.pc[p] = X_RESUME_CURSOR;
+                    } else {
+                        n.pending = None; // unreachable journal: dropped
+                        n.pc[p] = X_RECLAIM;
+                    }
+                }
+                Some(_) => {
+                    n.pending = None;
+                    n.pc[p] = X_RECLAIM;
+                }
+                None => n.pc[p] = X_RECLAIM,
+            },
+            X_RESUME_CURSOR => {
+                n.cursor = s.cursor + 1;
+                n.pc[p] = X_RESUME;
+            }
+            X_RECLAIM => {
+                let take =
+                    s.jword != 0 && s.jword != id(p) && (s.procs.owner_dead(s.jword) || broken == Broken::ReclaimLive);
+                if take {
+                    n.jword = id(p);
+                    n.pc[p] = X_RECLAIM_FREE;
+                } else {
+                    n.pc[p] = s.ret[p];
+                }
+            }
+            X_RECLAIM_FREE => {
+                n.space = false;
+                n.pc[p] = X_RECLAIM_RELEASE;
+            }
+            X_RECLAIM_RELEASE => {
+                n.jword = 0;
+                n.pc[p] = s.ret[p];
+            }
+            T_RELEASE => {
+                n.pending = None;
+                n.excl = 0;
+                n.procs.respond(p, 0);
+            }
+            _ => unreachable!(),
+        }
+        and_a_kill(s, p, n)
+    }
+
+    fn check_state(s: &S) {
+        if s.pending.is_some() {
+            assert!(s.space, "the journal was freed under a pending operation: {s:?}");
+        }
+    }
+
+    /// The bits once anyone touches the filter: a dead owner's operation
+    /// finished from its cursor.
+    fn settled(s: &S) -> [u8; 2] {
+        let mut bits = s.bits;
+        if let Some((op, _)) = s.pending {
+            if s.space {
+                for (b, j) in bits.iter_mut().zip(s.journal).skip(s.cursor as usize) {
+                    *b = apply(op, *b, j);
+                }
+            }
+        }
+        bits
+    }
+
+    fn explains(s: &S, order: &[usize], op1: Op) -> bool {
+        if !s.procs.in_real_time(order) {
+            return false;
+        }
+        let mut bits = INIT;
+        for &p in order {
+            if p < MERGERS {
+                for (b, o) in bits.iter_mut().zip(OPERAND[p]) {
+                    *b = apply(journaled_op(p, op1), *b, o);
+                }
+            }
+        }
+        bits == settled(s)
+    }
+
+    pub fn explore(op1: Op, broken: Broken) -> usize {
+        let s0 = S {
+            bits: INIT,
+            journal: [0; 2],
+            space: false,
+            jword: 0,
+            excl: 0,
+            pending: None,
+            cursor: 0,
+            pc: [J_TAKE, J_TAKE, X_TAKE],
+            ret: [0, 0, T_RELEASE],
+            procs: Procs::new(),
+        };
+        explore_model(
+            s0,
+            check_state,
+            |s, p| steps(s, p, op1, broken),
+            |s, order| explains(s, order, op1),
+        )
+    }
+}
+
+#[test]
+fn journaled_merges_and_intersects_every_interleaving_every_kill() {
+    for op in [journal::Op::Merge, journal::Op::Intersect] {
+        let finals = journal::explore(op, journal::Broken::No);
+        assert!(finals > 100, "{op:?}: explored only {finals} runs");
+    }
+}
+
+/// The journal model must catch a journal user that overwrites the journal
+/// a dead user's operation is still to be finished from ...
+#[test]
+fn model_catches_a_journal_user_that_ignores_a_pending_operation() {
+    let r = std::panic::catch_unwind(|| journal::explore(journal::Op::Merge, journal::Broken::NoPendingCheck));
+    assert!(r.is_err(), "a journal user ignoring pending passed the model");
+}
+
+/// ... and a reclaim that frees a live user's journal.
+#[test]
+fn model_catches_a_reclaim_of_a_live_users_journal() {
+    let r = std::panic::catch_unwind(|| journal::explore(journal::Op::Intersect, journal::Broken::ReclaimLive));
+    assert!(r.is_err(), "reclaiming a live user's journal passed the model");
 }

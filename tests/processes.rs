@@ -550,6 +550,347 @@ fn killed_mid_merge() {
     println!("# merge killed midway: next exclusive op took {d:?}");
 }
 
+/// What backs a filter of the journal tests.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Store {
+    Anonymous,
+    Memfd,
+    File,
+}
+
+fn opts() -> Options {
+    Options {
+        layout: BLOCKED.load(Ordering::Relaxed).then_some(Layout::Blocked),
+        mode: 0o600,
+        ..Options::default()
+    }
+}
+
+fn store_filter(store: Store, cap: u64, path: &std::path::Path) -> Filter {
+    match store {
+        Store::Anonymous => anon(cap),
+        Store::Memfd => Filter::new_memfd("journal test", cap, rate(), opts()).unwrap(),
+        Store::File => {
+            let _ = std::fs::remove_file(path);
+            Filter::open_file(path, cap, rate(), opts()).unwrap()
+        }
+    }
+}
+
+fn words(f: &Filter) -> Vec<u64> {
+    let mut v = Vec::new();
+    f.for_each_word(|w| v.push(w));
+    v
+}
+
+/// Size and allocated bytes of what backs `f` (None for an anonymous one).
+fn backing_size(f: &Filter, store: Store, path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let md = match f.memfd() {
+        _ if store == Store::Anonymous => return None,
+        -1 => std::fs::metadata(path).ok()?,
+        // SAFETY: the handle's own descriptor, borrowed for the fstat only.
+        fd => unsafe { std::mem::ManuallyDrop::new(<std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd)) }
+            .metadata()
+            .unwrap(),
+    };
+    Some((md.len(), md.blocks() * 512))
+}
+
+/// Wait until child `k` stops (SIGSTOP), as the journal hook makes it.
+fn wait_stopped(k: libc::pid_t) {
+    let mut st = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(k, &mut st, libc::WUNTRACED) }, k);
+    assert!(
+        libc::WIFSTOPPED(st),
+        "child ended ({st:#x}) instead of stopping in the operation"
+    );
+}
+
+/// A merge or an intersect killed part-way, on each kind of storage, with
+/// its operand in the killed process's own memory: the next process that
+/// touches the filter finds it as before (killed before the journal was
+/// applied) or exactly as after (killed while applying: finished from the
+/// journal, redoing only the chunks not done), and the journal's space is
+/// given back.
+fn killed_mid_merge_or_intersect() {
+    const CAP: u64 = 1_000_000;
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!("bfs-journal-{}.bf", std::process::id()));
+    for store in [Store::Anonymous, Store::Memfd, Store::File] {
+        for op in ["merge", "intersect"] {
+            for stop in [None, Some(3), Some(usize::MAX)] {
+                let f = store_filter(store, CAP, &path);
+                for i in 0..20_000 {
+                    f.add(&item(i)).unwrap();
+                }
+                let before = words(&f);
+                // The operand's bits, as the child will make them.
+                let operand = anon(CAP);
+                for i in 10_000..30_000 {
+                    operand.add(&item(i)).unwrap();
+                }
+                let theirs = words(&operand);
+                let after: Vec<u64> = before
+                    .iter()
+                    .zip(&theirs)
+                    .map(|(a, b)| if op == "merge" { a | b } else { a & b })
+                    .collect();
+                assert_ne!(before, after);
+                let chunks = (before.len() + 63) / 64;
+                let done = stop.map(|c| c.min(chunks / 2));
+                let (_, len) = testing::journal_range(&f).unwrap();
+                let k = spawn(|| {
+                    let other = anon(CAP);
+                    for i in 10_000..30_000 {
+                        other.add(&item(i)).unwrap();
+                    }
+                    testing::stop_journaled(done);
+                    let r = if op == "merge" {
+                        f.merge(&other)
+                    } else {
+                        f.intersect(&other)
+                    };
+                    r.unwrap();
+                    panic!("the operation returned");
+                });
+                wait_stopped(k);
+                kill9(k);
+                reap(k);
+                let what = format!(
+                    "{store:?} {op} killed {}",
+                    done.map_or("before applying".into(), |c| format!("after {c} of {chunks} chunks"))
+                );
+                let total = f.mmap_size();
+                if let Some((size, _)) = backing_size(&f, store, &path) {
+                    assert!(size >= total + len, "{what}: the journal is there ({size} bytes)");
+                }
+                if store == Store::File {
+                    // A file left longer opens fine.
+                    let g = Filter::open_file(&path, CAP, rate(), opts()).unwrap();
+                    assert_eq!(g.mmap_size(), total, "{what}: mapped to the filter's size");
+                    assert_eq!(words(&g), words(&f));
+                }
+                if store == Store::Memfd {
+                    let g = Filter::from_fd(f.memfd()).unwrap();
+                    assert_eq!(g.mmap_size(), total, "{what}: mapped to the filter's size");
+                }
+                // Touch: add an item of both filters, there before and
+                // after (it changes no bit). It waits for the dead
+                // exclusive owner, if any, and finishes its work.
+                let resumed = bloomfilter_shared::sync::resumed_chunks();
+                let d = stall(|| {
+                    f.add(&item(15_000)).unwrap();
+                });
+                assert!(d < Duration::from_secs(1), "{what}: stalled {d:?}");
+                let redone = bloomfilter_shared::sync::resumed_chunks() - resumed;
+                let now = words(&f);
+                match done {
+                    None => {
+                        assert!(now == before, "{what}: not as before");
+                        assert_eq!(redone, 0);
+                        // The next exclusive operation gives the space
+                        // back; the next merge reuses the journal.
+                        f.invert().unwrap();
+                        f.invert().unwrap();
+                        assert!(words(&f) == before);
+                    }
+                    Some(c) => {
+                        let wrong = now.iter().zip(&after).filter(|(a, b)| a != b).count();
+                        assert_eq!(wrong, 0, "{what}: {wrong} words not as after");
+                        assert_eq!(redone as usize, chunks - c, "{what}: only the chunks left were redone");
+                    }
+                }
+                if let Some((size, alloc)) = backing_size(&f, store, &path) {
+                    if store == Store::File {
+                        assert_eq!(size, total, "{what}: the file is cut back");
+                    }
+                    assert!(
+                        alloc < total + len / 2,
+                        "{what}: the journal's space is freed ({alloc} bytes held)"
+                    );
+                }
+                // The operation works again, and leaves the journal freed.
+                let r = if op == "merge" {
+                    f.merge(&operand)
+                } else {
+                    f.intersect(&operand)
+                };
+                r.unwrap();
+                assert!(words(&f) == after, "{what}: redone from here");
+                if let Some((size, alloc)) = backing_size(&f, store, &path) {
+                    if store == Store::File {
+                        assert_eq!(size, total);
+                    }
+                    assert!(alloc < total + len / 2);
+                }
+                println!("# {what}: touched after {d:?}, {redone} chunks redone");
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A merger stopped while it copies the other filter into the journal
+/// holds only the journal: adds go on; another merger waits for it, and
+/// goes on once it is killed (leaving the filter as before its merge).
+fn stopped_merger_holds_off_only_mergers() {
+    let f = anon(100_000);
+    f.add(b"mine").unwrap();
+    let k = spawn(|| {
+        let other = anon(100_000);
+        other.add(b"stopped").unwrap();
+        testing::stop_journaled(None);
+        f.merge(&other).unwrap();
+    });
+    wait_stopped(k);
+    let d = stall(|| {
+        for i in 0..1000 {
+            f.add(&item(i)).unwrap();
+        }
+    });
+    assert!(
+        d < Duration::from_millis(500),
+        "adds waited for a stopped merger: {d:?}"
+    );
+    let d = waits_until_killed(
+        k,
+        || {
+            let other = anon(100_000);
+            other.add(b"theirs").unwrap();
+            f.merge(&other).unwrap();
+            assert!(f.contains(b"theirs"));
+        },
+        "a merger holding the journal",
+    );
+    reap(k);
+    assert!(f.contains(b"theirs") && f.contains(b"mine") && f.contains(&item(999)));
+    assert!(!f.contains(b"stopped"), "the killed merge changed nothing");
+    println!("# merger stopped while copying: adds went on, a merger waited; killed, it finished {d:?} later");
+}
+
+/// Mergers and intersecters racing on one filter, with adders, one of
+/// them SIGKILLed at a random moment of its operation each round: every
+/// operation is all or nothing once the filter is touched again, none that
+/// completed is lost, and no add is lost.
+fn journal_storm() {
+    const CAP: u64 = 4_000_000; // 2^25 bits: 4 MiB
+    const N: u64 = 400;
+    let f = anon(CAP);
+    let s = Scratch::new(4096);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut landed = 0;
+    for round in 0..24u64 {
+        // Three mergers (the third intersects with a filter holding
+        // everything so far plus its own items), each with an operand of
+        // its own that dies with it, and an adder.
+        let keep: Vec<Vec<u8>> = (0..round * 3 * N).map(|i| format!("m{i}").into_bytes()).collect();
+        let kids: Vec<libc::pid_t> = (0..3u64)
+            .map(|k| {
+                let (f, s, keep) = (&f, &s, &keep);
+                spawn(move || {
+                    let other = anon(CAP);
+                    for i in 0..N {
+                        other.add(format!("m{}", (round * 3 + k) * N + i).as_bytes()).unwrap();
+                    }
+                    s.word(k as usize).store(1, Ordering::Release);
+                    if k == 2 {
+                        // Intersect with a superset of everything added:
+                        // changes nothing when whole, so a mix would show as
+                        // lost items only if the AND ran against a partial
+                        // copy (it never does: the copy is whole first).
+                        for i in keep {
+                            other.add(i).unwrap();
+                        }
+                        for r in 0..=round {
+                            for i in 0..N {
+                                other.add(format!("a{r}-{i}").as_bytes()).unwrap();
+                            }
+                        }
+                        for i in 0..3 * N {
+                            other.add(format!("m{}", round * 3 * N + i).as_bytes()).unwrap();
+                        }
+                        other.add(b"touch").unwrap();
+                        f.intersect(&other).unwrap();
+                    } else {
+                        f.merge(&other).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let adder = spawn(|| {
+            for i in 0..N {
+                f.add(format!("a{round}-{i}").as_bytes()).unwrap();
+            }
+        });
+        let victim = (round % 2) as usize; // a merger
+        while s.word(victim).load(Ordering::Acquire) == 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_micros(seed % 8_000));
+        kill9(kids[victim]);
+        let st: Vec<i32> = kids.iter().map(|&k| reap(k)).collect();
+        assert_eq!(reap(adder), 0, "round {round}: adder failed");
+        for w in 0..3 {
+            s.word(w).store(0, Ordering::Relaxed);
+        }
+        // Touch: finishes whatever the killed one left applied in part.
+        f.add(b"touch").unwrap();
+        for (k, &st) in st.iter().enumerate() {
+            let items = (0..N).map(|i| format!("m{}", (round * 3 + k as u64) * N + i));
+            let present = items.filter(|i| f.contains(i.as_bytes())).count() as u64;
+            if k != victim || st == 0 {
+                assert_eq!(st, 0, "round {round}: child {k} failed");
+                if k < 2 {
+                    assert_eq!(present, N, "round {round}: merger {k} completed, items missing");
+                }
+            } else {
+                assert!(
+                    present <= 2 || present == N,
+                    "round {round}: killed merger left {present} of {N} items: a mix"
+                );
+                landed += (present == N) as u32;
+            }
+        }
+        for i in 0..N {
+            assert!(
+                f.contains(format!("a{round}-{i}").as_bytes()),
+                "round {round}: add lost"
+            );
+        }
+    }
+    println!("# journal storm, 24 rounds: {landed} killed merges had taken effect (done, or finished by others), the rest none");
+}
+
+/// A file whose control line claims a merge under way with no journal
+/// behind it (damaged, or hostile): the next exclusive operation drops the
+/// claim and changes no bit for it.
+fn pending_merge_without_a_journal() {
+    use std::os::unix::fs::FileExt;
+    let path = std::env::temp_dir().join(format!("bfs-nojournal-{}.bf", std::process::id()));
+    let f = store_filter(Store::File, 100_000, &path);
+    for i in 0..1000 {
+        f.add(&item(i)).unwrap();
+    }
+    let before = words(&f);
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    for (op, cursor) in [(3u32, 0u64), (4, 0), (4, 7), (3, u64::MAX)] {
+        file.write_at(&op.to_ne_bytes(), 140).unwrap();
+        file.write_at(&cursor.to_ne_bytes(), 144).unwrap();
+        // An exclusive operation finds it; invert twice changes nothing.
+        f.invert().unwrap();
+        f.invert().unwrap();
+        assert!(words(&f) == before, "pending {op} at {cursor}: bits changed");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), f.mmap_size());
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+}
+
 fn sigkill_storm() {
     // Children add in a loop and report each completed add; we kill them at
     // random moments and check no completed add was lost, and that we are
@@ -639,6 +980,13 @@ fn main() {
         ),
         ("main_thread_exited_owner_is_alive", main_thread_exited_owner_is_alive),
         ("killed_mid_merge", killed_mid_merge),
+        ("killed_mid_merge_or_intersect", killed_mid_merge_or_intersect),
+        ("pending_merge_without_a_journal", pending_merge_without_a_journal),
+        (
+            "stopped_merger_holds_off_only_mergers",
+            stopped_merger_holds_off_only_mergers,
+        ),
+        ("journal_storm", journal_storm),
         ("sigkill_storm", sigkill_storm),
         ("killed_inside_a_lockfree_add", killed_inside_a_lockfree_add),
         (

@@ -626,13 +626,34 @@ descriptor), the same memfd, the same anonymous filter. A copy of a filter
 file (C<cp>) is another filter, and merging it brings in what was added to
 the copy.
 
+A merge is crash-atomic: a process killed in the middle of one leaves the
+filter as before or as after it, once any other process touches it (see
+L</CONCURRENCY AND CRASH SAFETY>). For that it first copies C<$other>'s bits
+into a I<journal> beside this filter, then ORs them in with the filter held
+exclusively (adds wait for that pass over the bits). The journal takes one
+bit array's bytes (L</bits> / 8) more, for as long as the merge runs: a file
+grows by that much and is cut back after; a memfd (and an anonymous filter,
+a memfd inside) grows by that much and keeps the size, but its pages are
+given back. To reach the journal from any process, a process keeps one
+descriptor of a filter file open while it has handles of it (one, however
+many handles: close-on-exec), and each anonymous filter keeps its memfd's.
+Where that space is missing (a full file system, a quota, the
+file size limit) the merge croaks naming the reason (C<ENOSPC>, ...) and
+changes nothing. A memfd sealed against growing (made by an earlier
+version, or by another program) cannot hold a journal: there the merge ORs
+in place, one word at a time, as earlier versions did, and a process killed
+in it leaves part of C<$other> merged.
+
 =head3 intersect
 
     $bf->intersect($other);
 
 Intersection: ANDs C<$other>'s bits into this filter. Both must be compatible.
 Items in only one of the two may then be reported absent. With itself (in
-the sense of L</merge>) it does nothing; with a copy it takes effect.
+the sense of L</merge>) it does nothing; with a copy it takes effect. It is
+crash-atomic, through a journal, as L</merge> is, and needs the same space;
+the same exception for a memfd sealed against growing (there it ANDs in
+place, exclusively).
 
 =head3 invert
 
@@ -1331,8 +1352,9 @@ The command line tool creates one with C<--window 24h>.
 =head1 CONCURRENCY AND CRASH SAFETY
 
 An add sets bits with atomic OR while holding only the lock of its item's
-stripe (one of 4096); C<clear>, C<intersect>, C<invert> and C<freeze> take the
-filter exclusively and wait for in-flight adds. Every lock word names its
+stripe (one of 4096); C<clear>, C<intersect>, C<invert>, C<freeze> and the
+second half of C<merge> take the filter exclusively and wait for in-flight
+adds. Every lock word names its
 owner's process slot, and each slot holds a robust process-shared mutex that
 its owner keeps locked while it uses the filter. When a process dies, however
 it dies, the kernel marks its mutexes "owner died"; a waiter that finds the
@@ -1343,9 +1365,14 @@ between users, and in a process whose main thread has exited.
 
 What waits on what: an adder waits only for another adder of the same stripe
 (a few hundred nanoseconds), or for an exclusive operation to end; an
-exclusive operation waits for adds and merges in flight. A process that is
-stopped (SIGSTOP, a debugger, a frozen cgroup) is alive: whoever needs what it
-holds waits until it runs again or dies. Queries never wait.
+exclusive operation waits for adds in flight. A C<merge> or an C<intersect>
+first copies the other filter into the journal holding only the journal
+(no lock of the other filter, and nothing an adder waits for), then applies
+it exclusively: adds wait for that one pass over the bits. Mergers and
+intersecters of one filter take turns at the journal: each waits for those
+before it to finish both passes. A process that is stopped (SIGSTOP, a
+debugger, a frozen cgroup) is alive: whoever needs what it holds waits until
+it runs again or dies. Queries never wait.
 
 A C<clear> or C<invert> interrupted by a crash is finished by the next
 process that writes (an add, a merge, any exclusive operation): before each
@@ -1354,10 +1381,26 @@ is, so the next process puts back the chunk it was changing and does only the
 rest. That process waits for the death to be noticed (at most 20 ms) plus the
 rest of the operation, at most one pass over the bits (about 5 ms per 32 MiB
 of bits on the machine of the README's performance figures;
-F<t/51-crash-exclusive.t> prints both). C<freeze> sets one flag, so it is done or not. Limits: a killed
-C<intersect> or C<merge> has changed a prefix of the words (the other filter
-it was reading may be gone, so nobody can finish it); a killed C<add_many>
-has added a prefix of its items. Nothing another process completed is lost.
+F<t/51-crash-exclusive.t> prints both). C<freeze> sets one flag, so it is done or not.
+
+A C<merge> or an C<intersect> interrupted by a crash is finished the same
+way, from the journal: the other filter may be gone with the process that
+was reading it, so it is copied beside this filter first (the file, or the
+memfd, grows by one bit array's bytes while the operation runs; see
+L</merge>). Killed while copying, the operation has changed nothing (the
+filter is as before); killed while applying, the next process that writes
+ORs or ANDs the rest of the journal in, from the chunk it was at: it waits
+for the death to be noticed (at most 20 ms) plus at most one pass over the
+bits (F<t/51-crash-exclusive.t> checks and prints the wait for a 64 MiB bit
+array, and how long one whole operation takes). The space is given
+back by whoever finishes, or else by the next exclusive operation or merge:
+until then a file stays longer by up to the journal, which every opener
+accepts and ignores. A file whose control words claim an operation with no
+journal behind it (damaged) has the claim dropped and no bit changed.
+
+Limits: a killed C<add_many> has added a prefix of its items; a C<merge>
+or C<intersect> on a memfd sealed against growing (see L</merge>) is not
+crash-atomic. Nothing another process completed is lost.
 
 Liveness needs glibc's robust process-shared mutexes and a kernel with
 robust futexes (every Linux since 2.6.17, but not some emulators and
@@ -1385,9 +1428,11 @@ type is checked first: only a regular file is accepted; directories, FIFOs,
 sockets and devices croak, and so do descriptors of them given to
 L</new_from_fd>. Every field of the header is checked against what this
 module would have written for the stored geometry, with a checksum over the
-immutable ones, and the file's size must be exactly the size the header
-implies: a truncated, grown, corrupted or foreign file croaks and is left
-as it was. The geometry is read once, when the handle is made, and kept in
+immutable ones, and the file's size must be the size the header implies,
+or longer by at most one bit array from the next page boundary (the journal
+of a merge or an intersect under way, or of one whose process was killed;
+the mapping never covers it): a truncated, grown, corrupted or foreign file
+croaks and is left as it was. The geometry is read once, when the handle is made, and kept in
 the process: a peer that rewrites the header later cannot make this process
 read or write outside its mapping.
 
@@ -1418,7 +1463,8 @@ therefore a trust relation, as it is for any robust-mutex lock file (LMDB's,
 say). So give write access only to
 processes you trust, and keep the filters of privileged processes in
 directories that only trusted users can write (not in F</tmp>). Memfds are
-sealed against resizing, so a receiver of one cannot truncate it.
+sealed against shrinking, so a receiver of one cannot truncate it (not
+against growing, which harms no mapping: a merge's journal grows them).
 
 =head2 Crafted items
 
@@ -1457,6 +1503,22 @@ L</rotate> found the filter's shared step words holding what no step
 writes.
 
 =item rotate needs a windowed filter
+
+=item cannot reserve %d bytes for the journal (a copy of the other filter): %s: %s; nothing was changed
+
+A L</merge> or L</intersect> found no room for its journal: the errno's name
+(C<ENOSPC>, C<EDQUOT>, ...) and text follow. The filter is as it was; free
+some space (one bit array's bytes) and call again.
+
+=item the journal needs the file to grow to %d bytes, more than the file size limit (RLIMIT_FSIZE, %d bytes); nothing was changed
+
+The same, for the process's file size limit (C<ulimit -f>).
+
+=item mmap of the journal: %s
+
+=item fstat journal: %s
+
+The journal's storage could not be mapped or examined; nothing was changed.
 
 =item merge is not supported on a windowed filter
 
@@ -1805,6 +1867,8 @@ initialises there: the file was damaged or written by something else.
 =item PATH: file is truncated: %d bytes, header says %d
 
 =item PATH: file is grown: %d bytes, header says %d
+
+Longer than the filter plus a journal (see L</SECURITY>).
 
 =item file too large to map
 
