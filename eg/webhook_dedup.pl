@@ -29,7 +29,8 @@
 # "Seen" in time: an id delivered at time t is a duplicate until at least
 # t + 24 h, and forgotten by t + 32 h (window * g / (g - 1) with the default
 # g = 4 generations); a redelivery within the window extends that from its
-# own time. Senders retry for hours, not days, so 24 h covers them.
+# own time. Make the window cover your senders' retry schedules (some retry
+# for days).
 use strict;
 use warnings;
 use Mojolicious::Lite;
@@ -62,9 +63,9 @@ printf STDERR "webhook_dedup: %s, window %gs in %d generations, %.1f MiB mapped\
 sysopen(my $spool_fh, $spool, O_WRONLY | O_APPEND | O_CREAT, 0600)
     or die "webhook_dedup: cannot open $spool: $!\n";
 
-# The header real senders put their delivery id in: GitHub, a generic one,
-# and the IETF draft's Idempotency-Key (Stripe and others). All share one
-# filter, which is fine for ids that are UUIDs.
+# The headers senders put their delivery id in: GitHub's, a generic one,
+# and the IETF draft's Idempotency-Key. The first one given is taken; all
+# share one filter, which is fine for ids that are UUIDs.
 my @ID_HEADERS = qw(X-GitHub-Delivery X-Delivery-ID Idempotency-Key);
 my $MAX_ID     = 200;
 

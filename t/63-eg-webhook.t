@@ -1,7 +1,8 @@
 # eg/webhook_dedup.pl under Mojolicious's prefork server: four workers share
 # one windowed filter file. Concurrent redeliveries are processed once, a
 # restart on the same file keeps the ids, ids are forgotten after the
-# window's retention bound, and bad delivery ids are refused.
+# window's retention bound, bad delivery ids are refused, and a failed
+# spool write answers 500.
 use strict;
 use warnings;
 use Test::More;
@@ -95,8 +96,10 @@ $SIG{INT} = $SIG{TERM} = sub { die "63-eg-webhook: interrupted\n" };
 $SIG{ALRM} = sub { die "63-eg-webhook: global timeout\n" };
 alarm 29;
 
+sub full_log { -e "$dir/server.log" ? slurp("$dir/server.log") : '' }
+
 sub server_log {
-    my $log = -e "$dir/server.log" ? slurp("$dir/server.log") : '';
+    my $log = full_log();
     return length $log > 3000 ? '...' . substr($log, -3000) : $log;
 }
 
@@ -367,5 +370,25 @@ my $forgotten_by = $window * $g / ($g - 1) + $window / ($g - 1) + 0.1;
 }
 $group = $server;
 stop_server();
+is_deeply([live_members($group)], [], 'stopped after the short window');
+
+# 4. Processing fails after add() said new (a spool on /dev/full, where every
+# write fails with ENOSPC): 500 and the id logged; the filter cannot take the
+# id back, so the retry is a duplicate, as the example says.
+SKIP: {
+    skip 'needs a writable /dev/full', 4 if !-c '/dev/full' || !-w _;
+    my $log_before = length full_log();
+    $port = start_or_bail({ %env, WEBHOOK_FILTER => "$dir/full.bloom", WEBHOOK_SPOOL => '/dev/full' },
+        'a spool that cannot be written');
+    my $ua = ua();
+    my ($code, $j) = deliver($ua, $port, 'unlucky');
+    is($code, 500, 'a failed append: 500');
+    ($code, $j) = deliver($ua, $port, 'unlucky');
+    ok($code == 200 && $j->{duplicate}, 'and the retry is a duplicate');
+    $group = $server;
+    stop_server();
+    like(substr(full_log(), $log_before), qr/\[error\] delivery unlucky not spooled: /,
+        'the id is in the log for a replay by hand');
+}
 is_deeply([live_members($group)], [], 'the manager and its workers are gone at the end');
 done_testing;
