@@ -1025,7 +1025,7 @@ impl Filter {
         // Acquire: pairs with an adder's fetch_max of last[].
         let last = self.last_word(v.pos).load(Ordering::Acquire);
         let q = Window::reader_grid_of(self.clock_grid(w, now), last).max(v.m);
-        if Window::raised_last(last, q) != last || !p.contains(self.generation(win, v.pos), loc) {
+        if Window::raised_last(last, q) != last || !p.contains_gated(self.generation(win, v.pos), loc) {
             return false;
         }
         // Acquire fence: the bit loads complete before the view and epoch
@@ -1039,7 +1039,7 @@ impl Filter {
     fn held_visible<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, slot: u32, q: u64) -> bool {
         // Acquire: pairs with the adders' fetch_max.
         let last = self.last_word(slot).load(Ordering::Acquire);
-        win.w.visible(last, q) && p.contains_early(self.generation(win, slot), loc)
+        win.w.visible(last, q) && p.contains_gated(self.generation(win, slot), loc)
     }
 
     /// The add stripe of an item in a windowed filter: adders of one item
