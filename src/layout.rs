@@ -1002,4 +1002,34 @@ mod tests {
             assert!((est - n).abs() <= 0.002 * n + 1.0, "{n}: {est}");
         }
     }
+
+    /// Every way of asking agrees: `contains`, `contains_early` and
+    /// `contains_gated`, for k = 1 to 12, on arrays from empty to full.
+    #[test]
+    fn the_ways_of_asking_agree() {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        for k in 1..=12u32 {
+            let p = Standard {
+                k,
+                mask: (1 << 12) - 1,
+                stripes: 64,
+            };
+            let bits: Vec<AtomicU64> = (0..64).map(|_| AtomicU64::new(0)).collect();
+            for round in 0..200 {
+                // Fill grows with the rounds: from sparse to nearly full.
+                if round % 2 == 0 {
+                    for _ in 0..20 {
+                        let i = next() & 4095;
+                        bits[(i >> 6) as usize].fetch_or(1 << (i & 63), Ordering::Relaxed);
+                    }
+                }
+                let h = hash_item(0, &next().to_le_bytes());
+                let all = p.contains(&bits, &h);
+                assert_eq!(p.contains_early(&bits, &h), all, "k {k} round {round}");
+                assert_eq!(p.contains_gated(&bits, &h), all, "k {k} round {round}");
+                p.set(&bits, &h);
+                assert!(p.contains(&bits, &h) && p.contains_early(&bits, &h) && p.contains_gated(&bits, &h));
+            }
+        }
+    }
 }
