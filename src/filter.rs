@@ -915,6 +915,29 @@ impl Filter {
         }
     }
 
+    /// The cleaner word for a copy (`copy_window`): taken as soon as the
+    /// live cleaner lets go of it (it holds it for one clear at a time), or
+    /// None after DRAIN_LIMIT.
+    fn hold_cleaner(&self, c: Claim) -> Option<CleanerHold<'_>> {
+        let until = std::time::Instant::now() + DRAIN_LIMIT;
+        loop {
+            if self.take_cleaner(c) {
+                return Some(CleanerHold(self.cleaner_word()));
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            for _ in 0..1000 {
+                // Relaxed: a hint; take_cleaner's CAS decides.
+                if self.cleaner_word().load(Ordering::Relaxed) == 0 {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Clear the spare, unless another live process is at it. Never called
     /// holding a stripe.
     fn clean_spare(&self, win: &Win, c: Claim) {
@@ -1124,8 +1147,10 @@ impl Filter {
     /// holds the cleaner word during the copy (if it gets it within
     /// `DRAIN_LIMIT`), so that no spare is cleared and at most that one
     /// step can land; steps are deferred meanwhile (items then live longer
-    /// by the copy's time at most). A read-only handle cannot, and tries
-    /// again when more than one step landed, `SNAPSHOT_TRIES` times.
+    /// by the copy's time at most). A read-only handle cannot (nor a
+    /// writable one that did not get the word), and tries again when more
+    /// than one step landed, `SNAPSHOT_TRIES` times, a writable handle
+    /// trying for the cleaner word before each.
     pub fn copy_window(&self, out: &mut [u8]) -> Result<crate::serial::WindowState> {
         let Some(win) = self.win else {
             return Err(Error::arg("not a windowed filter"));
@@ -1136,16 +1161,6 @@ impl Filter {
         assert_eq!(out.len(), g * gen_bytes);
         let held = if self.readonly() { None } else { self.claim().ok() };
         let mut holding = None;
-        if let Some(h) = &held {
-            let until = std::time::Instant::now() + DRAIN_LIMIT;
-            while holding.is_none() && std::time::Instant::now() < until {
-                if self.take_cleaner(h.c) {
-                    holding = Some(CleanerHold(self.cleaner_word()));
-                } else {
-                    std::thread::sleep(std::time::Duration::from_micros(200));
-                }
-            }
-        }
         let copy = |slot: u32, to: &mut [u8]| {
             for (word, bytes) in self.generation(&win, slot).iter().zip(to.chunks_exact_mut(8)) {
                 // Relaxed: a per-word snapshot, as for a plain filter; the
@@ -1154,6 +1169,9 @@ impl Filter {
             }
         };
         for _ in 0..SNAPSHOT_TRIES {
+            if let (None, Some(h)) = (&holding, &held) {
+                holding = self.hold_cleaner(h.c);
+            }
             let v1 = self.load_view(w);
             // Acquire: pairs with the cleaner's Release of clean[] (the
             // spare's zeros are seen before we rely on them).
@@ -2210,7 +2228,8 @@ mod tests {
     /// the step to `j`, the copy at start `m` holds those of steps
     /// `m - g + 1 .. m - 1` complete (step 0 has none) and none of step
     /// `m - g`. A writable
-    /// handle (which holds the cleaner) and a read-only one (which retries).
+    /// handle (which holds the cleaner) always copies; a read-only one
+    /// (which retries) may give up on a filter stepping this fast.
     #[test]
     fn windowed_copy_is_consistent_while_stepping() {
         use std::os::fd::AsRawFd;
@@ -2257,6 +2276,9 @@ mod tests {
                 let bytes = match h.serialize() {
                     Ok(b) => b,
                     Err(e) => {
+                        // Only a read-only handle, which cannot hold the
+                        // cleaner word, may give up.
+                        assert!(h.readonly(), "round {round}: {}", e.msg);
                         assert_eq!(e.kind, ErrorKind::Busy, "{}", e.msg);
                         busy += 1;
                         continue;
@@ -2275,7 +2297,8 @@ mod tests {
                 }
                 checked += 1;
             }
-            assert!(checked > 75, "{checked} copies checked, {busy} busy");
+            // Every copy through the writable handle, at least.
+            assert!(checked >= 50, "{checked} copies checked, {busy} busy");
         });
     }
 }
