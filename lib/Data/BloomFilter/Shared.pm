@@ -1650,7 +1650,8 @@ Constructor arguments out of range.
 
 A path that cannot be a file name (L</new_readonly> and L</upgrade> say
 C<path required> for undef). L</new_memfd> reports the same problems with
-its C<$name> (C<name must be a string>, ...), but takes an empty one.
+its C<$name> (C<name must be a string>, ...), but takes an empty one; so
+does L</deserialize> with its C<memfd> option.
 
 =item fd must be a non-negative integer or an open file handle
 
