@@ -1158,7 +1158,9 @@ impl Filter {
         let w = &win.w;
         let g = w.generations() as usize;
         let gen_bytes = win.gen_words * 8;
-        assert_eq!(out.len(), g * gen_bytes);
+        if out.len() != g * gen_bytes {
+            return Err(Error::arg("copy buffer has the wrong size"));
+        }
         let held = if self.readonly() { None } else { self.claim().ok() };
         let mut holding = None;
         let copy = |slot: u32, to: &mut [u8]| {
