@@ -1389,8 +1389,9 @@ belong together even while other processes add and step. A writable handle
 holds the next clear back during the copy, so that at most one step lands
 meanwhile and the copy accounts for it (steps are deferred for the copy's
 time: items then live longer by that time at most, never shorter); a
-read-only handle copies again when two or more steps land, up to 16 times
-(then it croaks, see L</DIAGNOSTICS>).
+process killed during the copy holds up no step (the next writer takes
+over, as from a killed clear). A read-only handle copies again when two or
+more steps land, up to 16 times (then it croaks, see L</DIAGNOSTICS>).
 
 Options: C<window> and C<generations> may be given; when they differ from
 the bytes' they croak (C<window mismatch (the bytes have ..., not ...)>,
