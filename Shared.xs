@@ -559,12 +559,15 @@ _xs_new_readonly(klass, path)
     BFS_RETURN_OBJECT(klass, h);
 
 void
-_xs_deserialize(klass, bytes, path, mode, layout = 0)
+_xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 0, to_memfd = 0)
     SV *klass
     SV *bytes
     SV *path
     UV mode
     UV layout
+    UV generations
+    NV window
+    IV to_memfd
   PREINIT:
     const char *p, *bad, *b;
     STRLEN len;
@@ -599,10 +602,12 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0)
     opts.mode = (uint32_t)mode;
     opts.seed = 0; /* the seed travels in the bytes */
     opts.layout = layout > BFS_LAYOUT_BLOCKED ? UINT32_MAX : (uint32_t)layout;
-    opts.generations = 0; /* plain filters only */
-    opts.window = 0.0;
+    opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
+    opts.window = (double)window;
     err[0] = '\0';
-    st = bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, err);
+    /* to_memfd: path is the new memfd's name */
+    st = to_memfd ? bfs_deserialize_memfd((const uint8_t *)b, len, p, &opts, &h, err)
+                  : bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, err);
     if (st != BFS_OK || !h)
         BFS_RETURN_ERROR(err[0] ? err : "cannot deserialize the filter");
     BFS_RETURN_OBJECT(klass, h);

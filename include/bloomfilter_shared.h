@@ -27,6 +27,18 @@
 #define BFS_LAYOUT_BLOCKED 2
 
 /**
+ * The version of a windowed filter's bytes.
+ */
+#define WINDOWED_VERSION 2
+
+/**
+ * Fixed header of a windowed filter's bytes, before its `last` words.
+ */
+#define WINDOWED_HEADER_LEN 80
+
+
+
+/**
  * A process-local handle on a shared filter. Opaque.
  */
 typedef struct BfsFilter BfsFilter;
@@ -56,7 +68,8 @@ typedef struct BfsOptions {
   /**
    * 0: a plain filter. 2 to 16: a windowed filter of that many
    * generations (see `window`); on an existing file the stored window
-   * wins and a different one is refused. Serialized bytes take 0 only.
+   * wins and a different one is refused, as for serialized bytes of a
+   * windowed filter.
    */
   uint32_t generations;
   /**
@@ -255,11 +268,23 @@ BfsStatus bfs_new_readonly(const char *path, struct BfsFilter **out, char *err);
 /**
  * A new filter from portable bytes: anonymous (`path` NULL) or a new file
  * at `path` created with `opts->mode` (an existing path is refused).
+ * Windowed bytes give a windowed filter; `opts->generations` (with
+ * `opts->window`) other than 0 must then match theirs. Plain bytes with
+ * `opts->generations` give a windowed filter whose current generation
+ * holds their bits.
  *
  * # Safety
  * `bytes`: valid for `len` bytes. Others as `bfs_new`.
  */
 BfsStatus bfs_deserialize(const uint8_t *bytes_ptr, size_t len, const char *path, const struct BfsOptions *opts, struct BfsFilter **out, char *err);
+
+/**
+ * As `bfs_deserialize`, into a new memfd named `name` (as `bfs_new_memfd`).
+ *
+ * # Safety
+ * As `bfs_deserialize`; `name` NULL or NUL-terminated.
+ */
+BfsStatus bfs_deserialize_memfd(const uint8_t *bytes_ptr, size_t len, const char *name, const struct BfsOptions *opts, struct BfsFilter **out, char *err);
 
 /**
  * Release a handle (unmaps; the shared filter lives on for others).
@@ -466,7 +491,9 @@ uint64_t bfs_serialized_size(const struct BfsFilter *h);
 
 /**
  * Write the portable image into `buf`, which must be exactly
- * `bfs_serialized_size` bytes.
+ * `bfs_serialized_size` bytes. A windowed filter's copy is consistent
+ * across generation steps (see `Filter::copy_window`); `BFS_ERR_BUSY` when
+ * it stepped more than once during each of several copies.
  *
  * # Safety
  * `h`: live handle. `buf`: valid for `len` bytes. `err`: NULL or

@@ -9,10 +9,9 @@ use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, ErrorKind};
-use crate::filter::{Filter, Options, WindowOptions};
+use crate::filter::{Filter, Options, Target, WindowOptions};
 use crate::layout::Layout;
 use crate::remote;
-use crate::serial;
 use crate::window;
 
 /// Status of a call: `BFS_OK` or one of the `BFS_ERR_*` codes.
@@ -63,7 +62,8 @@ pub struct BfsOptions {
     pub layout: u32,
     /// 0: a plain filter. 2 to 16: a windowed filter of that many
     /// generations (see `window`); on an existing file the stored window
-    /// wins and a different one is refused. Serialized bytes take 0 only.
+    /// wins and a different one is refused, as for serialized bytes of a
+    /// windowed filter.
     pub generations: u32,
     /// With `generations`: the window in seconds (at least 0.001, at most
     /// 3653 days), or 0 for a filter that steps only on `bfs_rotate`.
@@ -356,6 +356,10 @@ pub unsafe extern "C" fn bfs_new_readonly(
 
 /// A new filter from portable bytes: anonymous (`path` NULL) or a new file
 /// at `path` created with `opts->mode` (an existing path is refused).
+/// Windowed bytes give a windowed filter; `opts->generations` (with
+/// `opts->window`) other than 0 must then match theirs. Plain bytes with
+/// `opts->generations` give a windowed filter whose current generation
+/// holds their bits.
 ///
 /// # Safety
 /// `bytes`: valid for `len` bytes. Others as `bfs_new`.
@@ -374,10 +378,37 @@ pub unsafe extern "C" fn bfs_deserialize(
         // SAFETY: per the function's contract.
         let p = unsafe { opt_path(path) };
         let o = options(opts)?;
-        if o.window.is_some() {
-            return Err(Error::arg("serialized bytes cannot make a windowed filter"));
+        if o.mode & !0o7777 != 0 {
+            return Err(Error::arg(format!("mode {:#o} is not a file mode", o.mode)));
         }
-        publish(out, Filter::deserialize_as(b, p, o.mode, o.layout)?)
+        let to = match p {
+            Some(p) => Target::File(p, o.mode),
+            None => Target::Anonymous,
+        };
+        publish(out, Filter::deserialize_to(b, to, o.layout, o.window)?)
+    })
+}
+
+/// As `bfs_deserialize`, into a new memfd named `name` (as `bfs_new_memfd`).
+///
+/// # Safety
+/// As `bfs_deserialize`; `name` NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_deserialize_memfd(
+    bytes_ptr: *const u8,
+    len: usize,
+    name: *const c_char,
+    opts: *const BfsOptions,
+    out: *mut *mut BfsFilter,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let b = unsafe { bytes(bytes_ptr, len) };
+        // SAFETY: per the function's contract.
+        let name = unsafe { opt_cbytes(name) }.unwrap_or(b"");
+        let o = options(opts)?;
+        publish(out, Filter::deserialize_to(b, Target::Memfd(name), o.layout, o.window)?)
     })
 }
 
@@ -767,12 +798,14 @@ pub unsafe extern "C" fn bfs_upgrade(path: *const c_char, out: *mut BfsUpgraded,
 pub unsafe extern "C" fn bfs_serialized_size(h: *const BfsFilter) -> u64 {
     guard_value(0, || {
         // SAFETY: per the function's contract.
-        unsafe { handle(h) }.map_or(0, |f| serial::serialized_len(f.geometry().m))
+        unsafe { handle(h) }.map_or(0, |f| f.serialized_size())
     })
 }
 
 /// Write the portable image into `buf`, which must be exactly
-/// `bfs_serialized_size` bytes.
+/// `bfs_serialized_size` bytes. A windowed filter's copy is consistent
+/// across generation steps (see `Filter::copy_window`); `BFS_ERR_BUSY` when
+/// it stepped more than once during each of several copies.
 ///
 /// # Safety
 /// `h`: live handle. `buf`: valid for `len` bytes. `err`: NULL or
@@ -782,15 +815,11 @@ pub unsafe extern "C" fn bfs_serialize(h: *const BfsFilter, buf: *mut u8, len: u
     guard(err, || {
         // SAFETY: per the function's contract.
         let f = unsafe { handle(h) }?;
-        if f.window().is_some() {
-            return Err(Error::arg("a windowed filter cannot be serialized"));
-        }
-        if len as u64 != serial::serialized_len(f.geometry().m) || buf.is_null() {
+        if len as u64 != f.serialized_size() || buf.is_null() {
             return Err(Error::arg("serialize buffer has the wrong size"));
         }
         // SAFETY: buf is valid for len bytes per contract.
-        f.serialize_into(unsafe { std::slice::from_raw_parts_mut(buf, len) });
-        Ok(())
+        f.serialize_into(unsafe { std::slice::from_raw_parts_mut(buf, len) })
     })
 }
 

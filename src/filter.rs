@@ -54,6 +54,21 @@ const DRAIN_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
 /// only live longer meanwhile).
 const SPARE_SLICE_WORDS: usize = 8192;
 
+/// Attempts of a windowed copy that cannot hold the cleaner word (a
+/// read-only handle) before it gives up: each fails only when two steps
+/// land during one copy of the generations.
+const SNAPSHOT_TRIES: u32 = 16;
+
+/// The cleaner word held by a windowed copy, released when it ends.
+struct CleanerHold<'a>(&'a AtomicU32);
+
+impl Drop for CleanerHold<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the next cleaner's Acquire (take_cleaner).
+        self.0.store(0, Ordering::Release);
+    }
+}
+
 /// Whether batches hash ahead and prefetch: unless the environment variable
 /// `BLOOMFILTER_SHARED_NO_PIPELINE` is set. It is read on every batch that
 /// could be pipelined (well under a microsecond, on a batch whose work takes
@@ -119,7 +134,7 @@ pub struct WindowStats {
 /// taken to have been added before it was). Windowed filters read it on
 /// every call; a step comes at most one tick late, within the "one step of
 /// clock granularity" the window allows.
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     static TICK_NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     let tick = *TICK_NS.get_or_init(|| {
         let mut r = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -185,6 +200,17 @@ fn path_bytes(p: &std::path::Path) -> &[u8] {
 
 /// Receives `(index, word)` pairs when a filter is built from bytes.
 pub type WordSink<'a> = &'a mut dyn FnMut(usize, u64);
+
+/// Where a filter built from bytes goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    /// Shared anonymous memory.
+    Anonymous,
+    /// A new file at the path, created with the mode.
+    File(&'a std::path::Path, u32),
+    /// A new memfd of that name (a label: any bytes but NUL).
+    Memfd(&'a [u8]),
+}
 
 /// Creation options.
 #[derive(Clone, Copy, Debug, Default)]
@@ -373,28 +399,86 @@ impl Filter {
         mode: u32,
         fill: &dyn Fn(WordSink),
     ) -> Result<Filter> {
-        let words = h.geometry.words();
-        let bits_off = format::layout(h.geometry.m).bits_off as usize;
-        match path {
-            None => {
-                let f = Self::from_region(region::create_anonymous(&h)?);
-                fill(&mut |i, w| {
-                    if i < words {
-                        f.word(i).store(w, Ordering::Relaxed);
-                    }
-                });
-                Ok(f)
+        let to = match path {
+            None => Target::Anonymous,
+            Some(p) => Target::File(p, mode),
+        };
+        Self::with_state(h, to, None, fill)
+    }
+
+    /// A new filter of header `h` at `to`, holding the words `fill` gives
+    /// (validated by the caller). A windowed header takes `state` (the
+    /// window, start and `last` words of its generations, current first)
+    /// and `fill` gives its generations' words in that order; the current
+    /// generation goes in ring slot 0 and the spare, slot 1, is clean for
+    /// the next step.
+    pub(crate) fn with_state(
+        h: Header,
+        to: Target<'_>,
+        state: Option<&crate::serial::WindowState>,
+        fill: &dyn Fn(WordSink),
+    ) -> Result<Filter> {
+        let gen_words = h.geometry.words();
+        let words = gen_words * h.arrays() as usize;
+        let bits_off = h.layout().bits_off as usize;
+        // Where the state goes: a view, and `(header offset, word)` pairs.
+        let mut view = None;
+        let mut header_words = Vec::new();
+        if let (Some(w), Some(st)) = (h.window, state) {
+            debug_assert_eq!(st.window, w);
+            debug_assert_eq!(st.last.len(), w.generations() as usize);
+            let v = View { m: st.current, pos: 0 };
+            header_words.push((format::OFF_VIEW, v.pack()));
+            for (d, last) in st.last.iter().enumerate() {
+                header_words.push((format::OFF_LAST + 8 * w.slot_at(v, d as u32) as u64, *last));
             }
-            Some(p) => {
+            // write_header marked slot 1 clean for the initial view's step;
+            // mark it for this view's.
+            header_words.push((format::OFF_CLEAN + 8 * w.spare(v) as u64, v.clean_mark()));
+            view = Some((w, v));
+        }
+        // The ring word of the image's word `i`.
+        let place = |i: usize| -> usize {
+            match view {
+                None => i,
+                Some((w, v)) => w.slot_at(v, (i / gen_words) as u32) as usize * gen_words + i % gen_words,
+            }
+        };
+        let in_memory = |r: Region| -> Filter {
+            let f = Self::from_region(r);
+            // Relaxed: nobody else can see the new region yet (an
+            // anonymous one until a fork, a memfd until its descriptor is
+            // passed on: both order these stores).
+            for &(off, word) in &header_words {
+                f.win_word(off).store(word, Ordering::Relaxed);
+            }
+            fill(&mut |i, w| {
+                if i < words {
+                    f.word(place(i)).store(w, Ordering::Relaxed);
+                }
+            });
+            f
+        };
+        match to {
+            Target::Anonymous => Ok(in_memory(region::create_anonymous(&h)?)),
+            Target::Memfd(name) => Ok(in_memory(region::create_memfd(name, &h)?)),
+            Target::File(p, mode) => {
                 let r = region::create_new_file(path_bytes(p), &h, mode, &|base| {
+                    for &(off, word) in &header_words {
+                        // SAFETY: the window words are at fixed 8-aligned
+                        // offsets of the header page, inside every mapping;
+                        // the file is not yet visible to any other process.
+                        unsafe { (base.add(off as usize) as *mut u64).write(word) };
+                    }
                     // SAFETY: base is the new file's mapping (layout total
                     // bytes), bits at bits_off, `words` words long.
                     let bits = unsafe { base.add(bits_off) } as *mut u64;
                     fill(&mut |i, w| {
                         if i < words {
-                            // SAFETY: in bounds (checked above); the file is not
-                            // yet visible to any other process.
-                            unsafe { bits.add(i).write(w) };
+                            // SAFETY: in bounds (place maps below `words`
+                            // what is below it); the file is not yet visible
+                            // to any other process.
+                            unsafe { bits.add(place(i)).write(w) };
                         }
                     });
                 })?;
@@ -863,6 +947,55 @@ impl Filter {
         self.clean_word(w.spare(v)).load(Ordering::Relaxed) != v.clean_mark()
     }
 
+    /// Claim the cleaner word for `c`; a dead owner's claim is taken over.
+    /// False when a live process (or this slot, reentering) holds it. The
+    /// first look is a load: no CAS on the shared line while a live
+    /// process is at it.
+    fn take_cleaner(&self, c: Claim) -> bool {
+        let sh = self.shared();
+        let cw = self.cleaner_word();
+        // Relaxed: only a guess at what the CAS expects.
+        let mut cur = cw.load(Ordering::Relaxed);
+        loop {
+            if cur == c.token {
+                return false; // ours already (reentry)
+            }
+            if cur != 0 && !sh.owner_dead(cur) {
+                return false;
+            }
+            // AcqRel: Acquire pairs with the previous cleaner's Release (its
+            // cursor and zeroed words are seen); Release is not needed to
+            // take.
+            match cw.compare_exchange(cur, c.token, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(held) => cur = held,
+            }
+        }
+    }
+
+    /// The cleaner word for a copy (`copy_window`): taken as soon as the
+    /// live cleaner lets go of it (it holds it for one slice at a time), or
+    /// None after DRAIN_LIMIT.
+    fn hold_cleaner(&self, c: Claim) -> Option<CleanerHold<'_>> {
+        let until = std::time::Instant::now() + DRAIN_LIMIT;
+        loop {
+            if self.take_cleaner(c) {
+                return Some(CleanerHold(self.cleaner_word()));
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            for _ in 0..1000 {
+                // Relaxed: a hint; take_cleaner's CAS decides.
+                if self.cleaner_word().load(Ordering::Relaxed) == 0 {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Clear the spare, unless another live process is at it: all of it,
     /// or (`slice`) at most that many words of it, going on from where the
     /// last cleaner stopped. Adds clear a slice each, so that no add pays
@@ -872,25 +1005,8 @@ impl Filter {
         let w = &win.w;
         let sh = self.shared();
         let cw = self.cleaner_word();
-        // Claim the cleaner word; a dead owner's claim is taken over. The
-        // first look is a load: no CAS on the shared line while a live
-        // process is at it.
-        // Relaxed: only a guess at what the CAS expects.
-        let mut cur = cw.load(Ordering::Relaxed);
-        loop {
-            if cur == c.token {
-                return; // ours already (reentry)
-            }
-            if cur != 0 && !sh.owner_dead(cur) {
-                return;
-            }
-            // AcqRel: Acquire pairs with the previous cleaner's Release (its
-            // cursor and zeroed words are seen); Release is not needed to
-            // take.
-            match cw.compare_exchange(cur, c.token, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break,
-                Err(held) => cur = held,
-            }
+        if !self.take_cleaner(c) {
+            return;
         }
         let v = self.load_view(w);
         let spare = w.spare(v);
@@ -1128,6 +1244,101 @@ impl Filter {
     /// The window configuration (None: not windowed).
     pub fn window(&self) -> Option<Window> {
         self.win.map(|w| w.w)
+    }
+
+    /// Copy a windowed filter's `g` generations into `out` (`g` arrays of
+    /// little-endian words, current first), with the view and `last` words
+    /// they belong to: the state of `serial`'s windowed bytes.
+    ///
+    /// The copy is consistent as a whole, not only word by word. It reads
+    /// the view before and after copying; the same view means no step
+    /// landed meanwhile (a start only grows, so a view never recurs) and
+    /// nothing copied was being cleared (only the spare is). One step
+    /// meanwhile is answered for the later view: its generations but the
+    /// current are the earlier view's but its oldest (the earlier current
+    /// copied again, so that every add to it that ended before the step is
+    /// in), and its current is the earlier spare, which was clean before
+    /// the copy began (so all it holds is adds after the step), copied
+    /// afterwards. A writable handle
+    /// holds the cleaner word during the copy (if it gets it within
+    /// `DRAIN_LIMIT`), so that no spare is cleared and at most that one
+    /// step can land; steps are deferred meanwhile (items then live longer
+    /// by the copy's time at most). A read-only handle cannot (nor a
+    /// writable one that did not get the word), and tries again when more
+    /// than one step landed, `SNAPSHOT_TRIES` times, a writable handle
+    /// trying for the cleaner word before each.
+    pub fn copy_window(&self, out: &mut [u8]) -> Result<crate::serial::WindowState> {
+        let Some(win) = self.win else {
+            return Err(Error::arg("not a windowed filter"));
+        };
+        let w = &win.w;
+        let g = w.generations() as usize;
+        let gen_bytes = win.gen_words * 8;
+        if out.len() != g * gen_bytes {
+            return Err(Error::arg("copy buffer has the wrong size"));
+        }
+        let held = if self.readonly() { None } else { self.claim().ok() };
+        let mut holding = None;
+        let copy = |slot: u32, to: &mut [u8]| {
+            for (word, bytes) in self.generation(&win, slot).iter().zip(to.chunks_exact_mut(8)) {
+                // Relaxed: a per-word snapshot, as for a plain filter; the
+                // views read around the copy order it against steps.
+                bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+            }
+        };
+        for _ in 0..SNAPSHOT_TRIES {
+            if let (None, Some(h)) = (&holding, &held) {
+                holding = self.hold_cleaner(h.c);
+            }
+            let v1 = self.load_view(w);
+            // Acquire: pairs with the cleaner's Release of clean[] (the
+            // spare's zeros are seen before we rely on them).
+            let spare_clean = self.clean_word(w.spare(v1)).load(Ordering::Acquire) == v1.clean_mark();
+            // Oldest first, as a query looks: an item only moves to newer
+            // generations.
+            for d in (0..g).rev() {
+                copy(w.slot_at(v1, d as u32), &mut out[d * gen_bytes..(d + 1) * gen_bytes]);
+            }
+            let v2 = self.load_view(w);
+            let view = if v2 == v1 {
+                v1
+            } else if spare_clean
+                && v2.pos == w.spare(v1)
+                && v2.m > v1.m
+                // Acquire: as above. The earlier spare keeps the clean mark
+                // of v1 until it is the spare again, g steps on: so this
+                // is one step, not g + 2.
+                && self.clean_word(v2.pos).load(Ordering::Acquire) == v1.clean_mark()
+            {
+                out.copy_within(gen_bytes..(g - 1) * gen_bytes, 2 * gen_bytes);
+                // The earlier current again: adds to it that ended before
+                // the step (so before v2 was read) must all be in.
+                copy(v1.pos, &mut out[gen_bytes..2 * gen_bytes]);
+                copy(v2.pos, &mut out[..gen_bytes]);
+                v2
+            } else {
+                continue;
+            };
+            // After the bits: an adder raises `last` before it sets bits,
+            // so every bit copied is covered. Acquire: pairs with the
+            // adders' fetch_max.
+            let last = (0..g as u32)
+                .map(|d| self.last_word(w.slot_at(view, d)).load(Ordering::Acquire))
+                .collect();
+            if self.load_view(w) != view {
+                continue;
+            }
+            return Ok(crate::serial::WindowState {
+                window: *w,
+                current: view.m,
+                last,
+            });
+        }
+        drop(holding);
+        Err(Error::new(
+            ErrorKind::Busy,
+            format!("the filter stepped during each of {SNAPSHOT_TRIES} attempts to copy it"),
+        ))
     }
 
     /// Take a generation step now, due or not: the oldest generation is
@@ -1901,7 +2112,7 @@ mod tests {
             b.contains_many(&prefs, Some(&mut res));
             let expect: Vec<u8> = prefs.iter().map(|p| b.contains(p) as u8).collect();
             assert_eq!(res, expect);
-            assert_eq!(a.serialize(), b.serialize());
+            assert_eq!(a.serialize().unwrap(), b.serialize().unwrap());
             if cap == 5000 {
                 continue;
             }
@@ -2261,5 +2472,232 @@ mod tests {
         assert_eq!(f.window_stats().unwrap().current, 2);
         drop(f);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn win_items(step: u32, n: u32) -> Vec<Vec<u8>> {
+        (0..n).map(|i| format!("step {step} item {i}").into_bytes()).collect()
+    }
+
+    /// What a windowed filter answers for every item of `steps` steps.
+    fn answers(f: &Filter, steps: u32, n: u32) -> Vec<bool> {
+        (0..steps)
+            .flat_map(|s| win_items(s, n))
+            .map(|i| f.contains(&i))
+            .collect()
+    }
+
+    /// Round trips of windowed filters (g = 2, 4, 16; both layouts; stepped
+    /// by rotate only and timed; anonymous, file and memfd): the copy has
+    /// the same window, epoch, view and stats and answers the same for
+    /// every item; stepped alike, the two forget every item after exactly
+    /// the same number of steps; the copy serializes to the same bytes.
+    #[test]
+    fn windowed_round_trip_keeps_answers_and_retention() {
+        let dir = std::env::temp_dir().join(format!("bfs-winser-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut case = 0;
+        for layout in [None, Some(Layout::Blocked)] {
+            for g in [2u32, 4, 16] {
+                for window_ns in [None, Some(3600 * 1_000_000_000)] {
+                    case += 1;
+                    let f = windowed(window_ns, g, layout);
+                    let steps = g + 2;
+                    for s in 0..steps {
+                        for i in win_items(s, 20) {
+                            f.add(&i).unwrap();
+                        }
+                        if s + 1 < steps {
+                            f.rotate().unwrap();
+                        }
+                    }
+                    let bytes = f.serialize().unwrap();
+                    assert_eq!(bytes.len() as u64, crate::serial::windowed_len(f.geometry().m, g));
+                    let path = dir.join(format!("c{case}"));
+                    let to = match case % 3 {
+                        0 => Target::Anonymous,
+                        1 => Target::File(&path, 0o600),
+                        _ => Target::Memfd(b"copy"),
+                    };
+                    let d = Filter::deserialize_to(&bytes, to, None, None).unwrap();
+                    assert_eq!(d.window(), f.window(), "case {case}: window and epoch");
+                    assert_eq!(d.window_stats(), f.window_stats(), "case {case}");
+                    assert_eq!(d.window_stats().unwrap().current, steps as u64 - 1);
+                    assert_eq!((d.geometry(), d.seed()), (f.geometry(), f.seed()));
+                    assert_eq!(d.bits_set(), f.bits_set(), "case {case}");
+                    let before = answers(&f, steps, 20);
+                    assert_eq!(answers(&d, steps, 20), before, "case {case}");
+                    // Only the last g steps' items are there.
+                    let alive = before.iter().filter(|&&b| b).count();
+                    assert!(
+                        alive >= 20 * g as usize && alive < 20 * (g as usize + 1),
+                        "case {case}: {alive}"
+                    );
+                    assert_eq!(d.serialize().unwrap(), bytes, "case {case}: a second round trip");
+                    for k in 1..=g {
+                        f.rotate().unwrap();
+                        d.rotate().unwrap();
+                        let a = answers(&f, steps, 20);
+                        assert_eq!(answers(&d, steps, 20), a, "case {case}: after {k} more steps");
+                        let left = a.iter().filter(|&&b| b).count();
+                        assert!(left <= 20 * (g - k) as usize + 2, "case {case}: {left} left after {k}");
+                    }
+                    // Both take new items the same way afterwards.
+                    for i in win_items(100, 20) {
+                        assert_eq!(d.add(&i).unwrap(), f.add(&i).unwrap());
+                    }
+                }
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The options against windowed bytes: the same window (or rotate-only
+    /// with the same generations) is accepted; another is a window
+    /// mismatch; plain bytes with a window give a windowed filter whose
+    /// current generation holds their items, forgotten after g steps.
+    #[test]
+    fn windowed_deserialize_options() {
+        let timed = windowed(Some(3_000_000_000), 4, None);
+        timed.add(b"t").unwrap();
+        let manual = windowed(None, 3, None);
+        manual.add(b"m").unwrap();
+        let wo = |window_ns, generations| Some(WindowOptions { window_ns, generations });
+        let (tb, mb) = (timed.serialize().unwrap(), manual.serialize().unwrap());
+        let ok = Filter::deserialize_to(&tb, Target::Anonymous, None, wo(Some(3_000_000_000), 4)).unwrap();
+        assert!(ok.contains(b"t"));
+        let ok = Filter::deserialize_to(&mb, Target::Anonymous, None, wo(None, 3)).unwrap();
+        assert!(ok.contains(b"m"));
+        for (bytes, other, has) in [
+            (&tb, wo(Some(2_000_000_000), 4), "window 3s, 4 generations"),
+            (&tb, wo(Some(3_000_000_000), 3), "window 3s, 4 generations"),
+            (&tb, wo(None, 4), "window 3s, 4 generations"),
+            (&mb, wo(None, 4), "manual steps, 3 generations"),
+            (&mb, wo(Some(3_000_000_000), 3), "manual steps, 3 generations"),
+        ] {
+            let e = Filter::deserialize_to(bytes, Target::Anonymous, None, other)
+                .err()
+                .unwrap();
+            assert_eq!(e.kind, ErrorKind::Mismatch);
+            assert!(
+                e.msg
+                    .starts_with(&format!("window mismatch (the bytes have {has}, not ")),
+                "{}",
+                e.msg
+            );
+        }
+        let e = Filter::deserialize_to(&tb, Target::Anonymous, Some(Layout::Blocked), None)
+            .err()
+            .unwrap();
+        assert!(e.msg.starts_with("layout mismatch"), "{}", e.msg);
+
+        let plain = anon(1000, 0.01);
+        plain.add(b"p").unwrap();
+        let pb = plain.serialize().unwrap();
+        for g in [2u32, 4] {
+            let d = Filter::deserialize_to(&pb, Target::Anonymous, None, wo(None, g)).unwrap();
+            assert_eq!(d.window().unwrap().generations(), g);
+            assert_eq!(d.geometry(), plain.geometry());
+            assert_eq!(d.bits_set(), plain.bits_set(), "the bits are the current generation's");
+            assert!(!d.add(b"p").unwrap(), "seen");
+            for k in 1..g {
+                d.rotate().unwrap();
+                assert!(d.contains(b"p"), "g {g}: gone after {k} steps");
+            }
+            d.rotate().unwrap();
+            assert!(!d.contains(b"p"), "g {g}: kept past {g} steps");
+        }
+        let d = Filter::deserialize_to(&pb, Target::Anonymous, None, wo(Some(3_000_000_000), 4)).unwrap();
+        let w = d.window().unwrap();
+        assert_eq!(w.window_ns(), Some(3_000_000_000));
+        let now = now_ns();
+        assert!(
+            w.epoch_ns() <= now && now - w.epoch_ns() < 60_000_000_000,
+            "epoch0 is now"
+        );
+        assert!(d.contains(b"p"));
+        // Plain bytes, no window: a plain filter as before.
+        assert!(Filter::deserialize_to(&pb, Target::Anonymous, None, None)
+            .unwrap()
+            .window()
+            .is_none());
+    }
+
+    /// A copy taken while another handle steps the filter as fast as it
+    /// can is always of one view: with items of step `j` added right after
+    /// the step to `j`, the copy at start `m` holds those of steps
+    /// `m - g + 1 .. m - 1` complete (step 0 has none) and none of step
+    /// `m - g`. A writable
+    /// handle (which holds the cleaner) always copies; a read-only one
+    /// (which retries) may give up on a filter stepping this fast.
+    #[test]
+    fn windowed_copy_is_consistent_while_stepping() {
+        use std::os::fd::AsRawFd;
+        let g = 3u32;
+        let opts = Options {
+            window: Some(WindowOptions {
+                window_ns: None,
+                generations: g,
+            }),
+            ..Options::default()
+        };
+        // 2 MiB generations: a copy takes long enough for steps to land.
+        let f = Filter::new_memfd("steps", 1_000_000, 0.001, opts).unwrap();
+        let ro_file = std::fs::File::open(format!("/proc/self/fd/{}", f.memfd())).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        // Stops the stepping thread however the checks end (a failed one
+        // panics inside the scope, which then waits for it).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let fd = f.memfd();
+        std::thread::scope(|sc| {
+            let _stop = Stop(&stop);
+            sc.spawn(|| {
+                let w = Filter::from_fd(fd).unwrap();
+                let mut j = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    w.rotate().unwrap();
+                    j += 1;
+                    for i in win_items(j, 10) {
+                        w.add(&i).unwrap();
+                    }
+                }
+            });
+            let ro = Filter::from_fd(ro_file.as_raw_fd()).unwrap();
+            assert!(ro.readonly());
+            let mut checked = 0;
+            let mut busy = 0;
+            for round in 0..100 {
+                let h = if round % 2 == 0 { &f } else { &ro };
+                let bytes = match h.serialize() {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // Only a read-only handle, which cannot hold the
+                        // cleaner word, may give up.
+                        assert!(h.readonly(), "round {round}: {}", e.msg);
+                        assert_eq!(e.kind, ErrorKind::Busy, "{}", e.msg);
+                        busy += 1;
+                        continue;
+                    }
+                };
+                let d = Filter::deserialize(&bytes, None, 0o600).unwrap();
+                let m = d.window_stats().unwrap().current as u32;
+                for s in m.saturating_sub(g - 1).max(1)..m {
+                    for i in win_items(s, 10) {
+                        assert!(d.contains(&i), "round {round}: start {m}, step {s} incomplete");
+                    }
+                }
+                if m >= g {
+                    let gone = win_items(m - g, 10).iter().filter(|i| d.contains(i)).count();
+                    assert!(gone <= 1, "round {round}: start {m}: step {} kept", m - g);
+                }
+                checked += 1;
+            }
+            // Every copy through the writable handle, at least.
+            assert!(checked >= 50, "{checked} copies checked, {busy} busy");
+        });
     }
 }

@@ -45,19 +45,42 @@ pub use geometry::Geometry;
 pub use layout::Layout;
 
 impl Filter {
-    /// The filter's portable bytes (see `serial`).
-    pub fn serialize(&self) -> Vec<u8> {
-        let g = self.geometry();
-        let mut out = vec![0u8; serial::serialized_len(g.m) as usize];
-        self.serialize_into(&mut out);
-        out
+    /// The length of the filter's portable bytes: `serial::serialized_len`,
+    /// or `serial::windowed_len` for a windowed filter.
+    pub fn serialized_size(&self) -> u64 {
+        let m = self.geometry().m;
+        match self.window() {
+            None => serial::serialized_len(m),
+            Some(w) => serial::windowed_len(m, w.generations()),
+        }
     }
 
-    /// Write the portable bytes into `out`, exactly `serial::serialized_len`
+    /// The filter's portable bytes (see `serial`). Fails only for a
+    /// windowed filter that keeps stepping while it is copied (see
+    /// `copy_window`).
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.serialized_size() as usize];
+        self.serialize_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Write the portable bytes into `out`, exactly `serialized_size`
     /// bytes long.
-    pub fn serialize_into(&self, out: &mut [u8]) {
+    pub fn serialize_into(&self, out: &mut [u8]) -> Result<()> {
+        if out.len() as u64 != self.serialized_size() {
+            return Err(Error::arg("serialize buffer has the wrong size"));
+        }
         let g = self.geometry();
-        serial::write(&g, self.seed(), |f| self.for_each_word(f), out);
+        let Some(w) = self.window() else {
+            serial::write(&g, self.seed(), |f| self.for_each_word(f), out);
+            return Ok(());
+        };
+        let off = serial::windowed_bits_off(w.generations());
+        let end = out.len() - serial::TRAILER_LEN;
+        let st = self.copy_window(&mut out[off..end])?;
+        serial::write_windowed_header(&g, self.seed(), &st, out);
+        serial::seal_windowed(out);
+        Ok(())
     }
 
     /// A new filter from portable bytes: anonymous, or a new file at `path`
@@ -74,6 +97,29 @@ impl Filter {
         mode: u32,
         layout: Option<Layout>,
     ) -> Result<Filter> {
+        if mode & !0o7777 != 0 {
+            return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));
+        }
+        let to = match path {
+            Some(p) => filter::Target::File(p, mode),
+            None => filter::Target::Anonymous,
+        };
+        Filter::deserialize_to(bytes, to, layout, None)
+    }
+
+    /// A new filter from portable bytes at `to`. An explicit `layout` or
+    /// `window` that differs from the bytes' is refused ("layout mismatch",
+    /// "window mismatch"). Windowed bytes give a windowed filter with the
+    /// same window, epoch, generations, current start and `last` words, so
+    /// that its items are seen and forgotten at the same instants as on
+    /// the source. Plain bytes with a `window` give a new windowed filter
+    /// (epoch now) whose current generation holds their bits, added now.
+    pub fn deserialize_to(
+        bytes: &[u8],
+        to: filter::Target<'_>,
+        layout: Option<Layout>,
+        window: Option<filter::WindowOptions>,
+    ) -> Result<Filter> {
         let img = serial::parse(bytes).map_err(|e| Error::format(e.to_string()))?;
         if let Some(l) = layout {
             if l != img.geometry.layout() {
@@ -87,16 +133,47 @@ impl Filter {
                 ));
             }
         }
+        let asked = match window {
+            None => None,
+            Some(wo) => Some(window::Window::new(wo.window_ns, wo.generations, 0).map_err(Error::arg)?),
+        };
+        if let (Some(st), Some(a)) = (&img.window, asked) {
+            if st.window.generations() != a.generations() || st.window.window_ns() != a.window_ns() {
+                return Err(Error::new(
+                    ErrorKind::Mismatch,
+                    format!("window mismatch (the bytes have {}, not {a})", st.window),
+                ));
+            }
+        }
         if img.geometry.scheme == layout::Scheme::Block128 && !layout::cas128_available() {
             return Err(Error::format(
                 "the bytes' 128-bit blocks need a 16-byte compare-and-swap, which this machine lacks",
             ));
         }
-        if mode & !0o7777 != 0 {
-            return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));
+        if let filter::Target::File(_, mode) = to {
+            if mode & !0o7777 != 0 {
+                return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));
+            }
         }
-        let h = region::new_header(img.geometry, img.seed);
-        Filter::with_bits(h, path, mode, &|put| {
+        let mut h = region::new_header(img.geometry, img.seed);
+        let state = match (&img.window, asked) {
+            (Some(st), _) => Some(st.clone()),
+            (None, None) => None,
+            (None, Some(a)) => {
+                // A window starting now, its current generation holding
+                // the bits as if they were added now: seen for a window.
+                let w = window::Window::new(a.window_ns(), a.generations(), filter::now_ns()).map_err(Error::arg)?;
+                let mut last = vec![0; w.generations() as usize];
+                last[0] = window::Window::raised_last(0, 0);
+                Some(serial::WindowState {
+                    window: w,
+                    current: 0,
+                    last,
+                })
+            }
+        };
+        h.window = state.as_ref().map(|st| st.window);
+        Filter::with_state(h, to, state.as_ref(), &|put| {
             for (i, w) in img.words().enumerate() {
                 put(i, w);
             }
@@ -147,7 +224,7 @@ mod tests {
 
             let f = Filter::new_anonymous(capacity, rate, opts).unwrap();
             f.add_many(&refs, None).unwrap();
-            let bytes = f.serialize();
+            let bytes = f.serialize().unwrap();
             assert_eq!(bytes.len() as u64, serial::serialized_len(f.geometry().m));
 
             let d = Filter::deserialize(&bytes, None, 0o600).unwrap();
@@ -159,13 +236,13 @@ mod tests {
                 n as u64,
                 "round {round}: a false negative"
             );
-            assert_eq!(d.serialize(), bytes, "round {round}");
+            assert_eq!(d.serialize().unwrap(), bytes, "round {round}");
 
             let g = Filter::new_anonymous(capacity, rate, opts).unwrap();
             for item in refs.iter().rev() {
                 g.add(item).unwrap();
             }
-            assert_eq!(g.serialize(), bytes, "round {round}: order changed the bytes");
+            assert_eq!(g.serialize().unwrap(), bytes, "round {round}: order changed the bytes");
         }
     }
 
@@ -183,7 +260,7 @@ mod tests {
         )
         .unwrap();
         f.add(b"a").unwrap();
-        let d = Filter::deserialize(&f.serialize(), None, 0o600).unwrap();
+        let d = Filter::deserialize(&f.serialize().unwrap(), None, 0o600).unwrap();
         assert!(!d.add(b"a").unwrap());
         assert!(d.add(b"b").unwrap());
         assert!(!f.contains(b"b"));
@@ -193,7 +270,7 @@ mod tests {
     #[test]
     fn deserialize_refuses_bad_bytes_and_modes() {
         let f = Filter::new_anonymous(100, 0.01, Options::default()).unwrap();
-        let b = f.serialize();
+        let b = f.serialize().unwrap();
         let e = Filter::deserialize(&b[..b.len() - 1], None, 0o600).err().unwrap();
         assert_eq!(e.kind, ErrorKind::Format);
         assert!(e.msg.starts_with("truncated input"), "{}", e.msg);

@@ -310,7 +310,7 @@ mod tests {
 
     fn bit_bytes(f: &Filter) -> Vec<u8> {
         let m = f.geometry().m;
-        f.serialize()[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (m / 8) as usize].to_vec()
+        f.serialize().unwrap()[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (m / 8) as usize].to_vec()
     }
 
     /// The offsets address, in the MSB-first view of the local filter's own
@@ -541,7 +541,7 @@ mod tests {
             let c = Filter::from_bit_bytes(500, rate, 5, ProbeLayout::Blocked, &bits, None, 0o600).unwrap();
             assert_eq!(c.geometry(), f.geometry());
             assert_eq!(c.layout(), Layout::Blocked);
-            assert_eq!(c.serialize(), f.serialize());
+            assert_eq!(c.serialize().unwrap(), f.serialize().unwrap());
             for i in 0..400u32 {
                 assert_eq!(c.contains(&i.to_le_bytes()), f.contains(&i.to_le_bytes()));
             }
@@ -565,10 +565,10 @@ mod tests {
             f.add(&i.to_le_bytes()).unwrap();
         }
         let g = f.geometry();
-        let ser = f.serialize();
+        let ser = f.serialize().unwrap();
         let bits = &ser[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (g.m / 8) as usize];
         let c = Filter::from_bit_bytes(500, 0.01, 5, ProbeLayout::Standard, bits, None, 0o600).unwrap();
-        assert_eq!(c.serialize(), ser);
+        assert_eq!(c.serialize().unwrap(), ser);
         let e = Filter::from_bit_bytes(500, 0.01, 5, ProbeLayout::Standard, &bits[1..], None, 0o600)
             .err()
             .unwrap();

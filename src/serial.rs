@@ -1,5 +1,7 @@
 //! Portable bytes: a versioned, little-endian image of a filter.
 //!
+//! A plain filter (version 1):
+//!
 //! ```text
 //! 0   magic "BLOOMSER"            8 bytes
 //! 8   version (1)                 u32
@@ -16,10 +18,52 @@
 //! end checksum: XXH3-64 of all the bytes before it
 //! ```
 //!
+//! A windowed filter (version 2; see `window`): the same first 56 bytes
+//! but for the version and the word at 20, then its time facts and its
+//! `g` generations, *normalised*: the current generation first, then the
+//! one before it, and so on to the oldest. The ring slot each occupied,
+//! the spare and the `clean` words are the source's own business and do
+//! not travel: the destination puts the current generation in a slot of
+//! its own choosing, with a clean (all-zero) spare ready for the next step.
+//!
+//! ```text
+//! 0   magic "BLOOMSER"            8 bytes
+//! 8   version (2)                 u32
+//! 12  hash scheme                 u32
+//! 16  k                           u32
+//! 20  generations g (2 to 16)     u32
+//! 24  m (bits of one generation)  u64
+//! 32  capacity (per window)       u64
+//! 40  fp_rate (IEEE-754 bits)     u64
+//! 48  seed                        u64
+//! 56  window in ns (0: stepped    u64
+//!     only by rotate), a multiple
+//!     of g - 1
+//! 64  epoch0: ns since the Unix   u64
+//!     epoch (grid 0 starts here)
+//! 72  current generation's start  u64
+//!     (its grid number, or the
+//!     steps taken), < 2^59
+//! 80  last words, g of them       u64 each
+//!     (current first): one more
+//!     than the grid of the latest
+//!     add to that generation, 0
+//!     for none; at most 2^59
+//! 80 + 8g  the g bit arrays       m/64 words each
+//!     (current first)
+//! end checksum: XXH3-64 of all the bytes before it
+//! ```
+//!
+//! Time travels as wall-clock nanoseconds since the Unix epoch, which all
+//! hosts share: grid numbers count periods from `epoch0`, so an item is
+//! seen on every host until the same instant and forgotten by the same
+//! bound.
+//!
 //! All integers little-endian; filter bit `i` is bit `i % 64` of word `i / 64`.
 //! The input of `parse` is hostile: every field
 //! and the exact length are checked before anything is allocated, and the
-//! largest allocation a valid input can ask for is its own bit array.
+//! largest allocation a valid input can ask for is its own bit arrays (one
+//! more generation for a windowed filter: the spare).
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
@@ -27,38 +71,99 @@ use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 use crate::format::HASH_SCHEME;
 use crate::geometry::Geometry;
 use crate::layout::Scheme;
+use crate::window::{View, Window};
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSER";
+/// The version of a plain filter's bytes.
 pub const SERIAL_VERSION: u32 = 1;
+/// The version of a windowed filter's bytes.
+pub const WINDOWED_VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 56;
+/// Fixed header of a windowed filter's bytes, before its `last` words.
+pub const WINDOWED_HEADER_LEN: usize = 80;
 pub const TRAILER_LEN: usize = 8;
+/// The largest `last` word (and, less one, generation start) bytes may carry.
+pub const MAX_LAST: u64 = View::MAX_START + 1;
 
 /// The serialized size of a filter of `m` bits.
 pub fn serialized_len(m: u64) -> u64 {
     HEADER_LEN as u64 + m / 8 + TRAILER_LEN as u64
 }
 
-/// Write a filter's image into `out` (exactly `serialized_len` bytes).
-/// `words` yields the bit words in order.
-pub fn write(g: &Geometry, seed: u64, words: impl FnOnce(&mut dyn FnMut(u64)), out: &mut [u8]) {
-    assert_eq!(out.len() as u64, serialized_len(g.m));
+/// The serialized size of a windowed filter of `g` generations of `m`
+/// bits each.
+pub fn windowed_len(m: u64, g: u32) -> u64 {
+    WINDOWED_HEADER_LEN as u64 + 8 * g as u64 + g as u64 * (m / 8) + TRAILER_LEN as u64
+}
+
+/// A windowed filter's time state, as its bytes carry it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowState {
+    /// Window, generations and epoch0.
+    pub window: Window,
+    /// The current generation's start (`View::m`).
+    pub current: u64,
+    /// Each generation's `last` word, current first (`g` of them).
+    pub last: Vec<u64>,
+}
+
+fn put_common(g: &Geometry, seed: u64, version: u32, word20: u32, out: &mut [u8]) {
     out[0..8].copy_from_slice(&MAGIC);
-    out[8..12].copy_from_slice(&SERIAL_VERSION.to_le_bytes());
+    out[8..12].copy_from_slice(&version.to_le_bytes());
     out[12..16].copy_from_slice(&g.scheme.id().to_le_bytes());
     out[16..20].copy_from_slice(&g.k.to_le_bytes());
-    out[20..24].copy_from_slice(&0u32.to_le_bytes());
+    out[20..24].copy_from_slice(&word20.to_le_bytes());
     out[24..32].copy_from_slice(&g.m.to_le_bytes());
     out[32..40].copy_from_slice(&g.capacity.to_le_bytes());
     out[40..48].copy_from_slice(&g.fp_rate.to_bits().to_le_bytes());
     out[48..56].copy_from_slice(&seed.to_le_bytes());
+}
+
+fn seal(out: &mut [u8]) {
+    let body = out.len() - TRAILER_LEN;
+    let sum = xxh3_64(&out[..body]);
+    out[body..].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// Write a filter's image into `out` (exactly `serialized_len` bytes).
+/// `words` yields the bit words in order.
+pub fn write(g: &Geometry, seed: u64, words: impl FnOnce(&mut dyn FnMut(u64)), out: &mut [u8]) {
+    assert_eq!(out.len() as u64, serialized_len(g.m));
+    put_common(g, seed, SERIAL_VERSION, 0, out);
     let mut pos = HEADER_LEN;
     words(&mut |w| {
         out[pos..pos + 8].copy_from_slice(&w.to_le_bytes());
         pos += 8;
     });
     debug_assert_eq!(pos, out.len() - TRAILER_LEN);
-    let sum = xxh3_64(&out[..pos]);
-    out[pos..].copy_from_slice(&sum.to_le_bytes());
+    seal(out);
+}
+
+/// Write the header of a windowed filter's image into `out` (exactly
+/// `windowed_len` bytes); the caller has put the bit arrays (current
+/// first) at `windowed_bits_off`, and `seal_windowed` finishes.
+pub fn write_windowed_header(g: &Geometry, seed: u64, st: &WindowState, out: &mut [u8]) {
+    let gens = st.window.generations();
+    assert_eq!(out.len() as u64, windowed_len(g.m, gens));
+    assert_eq!(st.last.len(), gens as usize);
+    put_common(g, seed, WINDOWED_VERSION, gens, out);
+    out[56..64].copy_from_slice(&st.window.window_ns().unwrap_or(0).to_le_bytes());
+    out[64..72].copy_from_slice(&st.window.epoch_ns().to_le_bytes());
+    out[72..80].copy_from_slice(&st.current.to_le_bytes());
+    for (d, last) in st.last.iter().enumerate() {
+        let o = WINDOWED_HEADER_LEN + 8 * d;
+        out[o..o + 8].copy_from_slice(&last.to_le_bytes());
+    }
+}
+
+/// Where a windowed image's bit arrays start.
+pub fn windowed_bits_off(g: u32) -> usize {
+    WINDOWED_HEADER_LEN + 8 * g as usize
+}
+
+/// Put the checksum at the end of a windowed filter's image.
+pub fn seal_windowed(out: &mut [u8]) {
+    seal(out);
 }
 
 /// Why bytes were refused.
@@ -72,6 +177,10 @@ pub enum SerialError {
     Reserved,
     Geometry,
     Checksum,
+    Generations(u32),
+    Window,
+    Current(u64),
+    Last { generation: u32, value: u64 },
 }
 
 impl std::fmt::Display for SerialError {
@@ -85,6 +194,13 @@ impl std::fmt::Display for SerialError {
             SerialError::Reserved => f.write_str("reserved field is not zero"),
             SerialError::Geometry => f.write_str("impossible geometry"),
             SerialError::Checksum => f.write_str("bad checksum (corrupted input)"),
+            SerialError::Generations(g) => write!(f, "windowed bytes with {g} generations (2 to 16)"),
+            SerialError::Window => f.write_str("impossible window in windowed bytes"),
+            SerialError::Current(m) => write!(f, "generation number {m} out of range in windowed bytes"),
+            SerialError::Last { generation, value } => write!(
+                f,
+                "last word {value} of generation {generation} out of range in windowed bytes"
+            ),
         }
     }
 }
@@ -98,22 +214,47 @@ fn le64(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// A validated image: geometry, seed, and the bytes of the bit array.
+/// A validated image: geometry, seed, the window state of a windowed
+/// filter, and the bytes of the bit arrays.
 #[derive(Debug)]
 pub struct Image<'a> {
     pub geometry: Geometry,
     pub seed: u64,
+    /// None: a plain filter.
+    pub window: Option<WindowState>,
     bits: &'a [u8],
 }
 
 impl Image<'_> {
-    /// The bit words in order.
+    /// The bit words in order (a windowed filter's generations one after
+    /// the other, current first).
     pub fn words(&self) -> impl Iterator<Item = u64> + '_ {
         self.bits.chunks_exact(8).map(|c| le64(c, 0))
     }
+
+    /// The image's bytes, as `write` (or the windowed writer) makes them.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match &self.window {
+            None => {
+                let mut out = vec![0u8; serialized_len(self.geometry.m) as usize];
+                write(&self.geometry, self.seed, |f| self.words().for_each(f), &mut out);
+                out
+            }
+            Some(st) => {
+                let g = st.window.generations();
+                let mut out = vec![0u8; windowed_len(self.geometry.m, g) as usize];
+                write_windowed_header(&self.geometry, self.seed, st, &mut out);
+                let off = windowed_bits_off(g);
+                out[off..off + self.bits.len()].copy_from_slice(self.bits);
+                seal_windowed(&mut out);
+                out
+            }
+        }
+    }
 }
 
-/// Validate `b` completely; allocates nothing.
+/// Validate `b` completely; allocates nothing (but the `last` words of a
+/// windowed image, at most 16).
 pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
     let min = (HEADER_LEN + TRAILER_LEN) as u64;
     if b.len() < 8 {
@@ -132,15 +273,20 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
         });
     }
     let version = le32(b, 8);
-    if version != SERIAL_VERSION {
+    if version != SERIAL_VERSION && version != WINDOWED_VERSION {
         return Err(SerialError::Version(version));
     }
+    let windowed = version == WINDOWED_VERSION;
     let id = le32(b, 12);
     let Some(scheme) = Scheme::from_id(id) else {
         return Err(SerialError::HashScheme(id));
     };
-    if le32(b, 20) != 0 {
+    let gens = le32(b, 20);
+    if !windowed && gens != 0 {
         return Err(SerialError::Reserved);
+    }
+    if windowed && !(Window::MIN_GENERATIONS..=Window::MAX_GENERATIONS).contains(&gens) {
+        return Err(SerialError::Generations(gens));
     }
     let geometry = Geometry {
         k: le32(b, 16),
@@ -152,7 +298,34 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
     if !geometry.is_valid() {
         return Err(SerialError::Geometry);
     }
-    let need = serialized_len(geometry.m);
+    let mut state = None;
+    let (need, bits_off) = if windowed {
+        let wmin = (WINDOWED_HEADER_LEN + TRAILER_LEN) as u64;
+        if (b.len() as u64) < wmin {
+            return Err(SerialError::Truncated {
+                len: b.len(),
+                need: wmin,
+            });
+        }
+        let ns = le64(b, 56);
+        let window = Window::new((ns != 0).then_some(ns), gens, le64(b, 64)).map_err(|_| SerialError::Window)?;
+        // What this library writes: a window of a whole number of periods.
+        if window.window_ns().unwrap_or(0) != ns {
+            return Err(SerialError::Window);
+        }
+        let current = le64(b, 72);
+        if current > View::MAX_START {
+            return Err(SerialError::Current(current));
+        }
+        state = Some(WindowState {
+            window,
+            current,
+            last: Vec::new(),
+        });
+        (windowed_len(geometry.m, gens), windowed_bits_off(gens))
+    } else {
+        (serialized_len(geometry.m), HEADER_LEN)
+    };
     if (b.len() as u64) < need {
         return Err(SerialError::Truncated { len: b.len(), need });
     }
@@ -165,10 +338,20 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
     if h.digest() != le64(b, body) {
         return Err(SerialError::Checksum);
     }
+    if let Some(st) = state.as_mut() {
+        for d in 0..gens {
+            let value = le64(b, WINDOWED_HEADER_LEN + 8 * d as usize);
+            if value > MAX_LAST {
+                return Err(SerialError::Last { generation: d, value });
+            }
+            st.last.push(value);
+        }
+    }
     Ok(Image {
         geometry,
         seed: le64(b, 48),
-        bits: &b[HEADER_LEN..body],
+        window: state,
+        bits: &b[bits_off..body],
     })
 }
 
@@ -271,7 +454,10 @@ mod tests {
             parse(&reseal(c)).unwrap_err()
         };
         assert_eq!(put32(8, 0), SerialError::Version(0));
-        assert_eq!(put32(8, 2), SerialError::Version(2));
+        // Version 2 is a windowed image: this one's word at 20 (0) is then
+        // its number of generations.
+        assert_eq!(put32(8, 2), SerialError::Generations(0));
+        assert_eq!(put32(8, 3), SerialError::Version(3));
         assert_eq!(put32(12, 4), SerialError::HashScheme(4));
         assert_eq!(put32(20, 1), SerialError::Reserved);
         for k in [0, 33, u32::MAX] {
@@ -327,6 +513,170 @@ mod tests {
                 _ => c = (0..next() % 200).map(|_| next() as u8).collect(),
             }
             let _ = parse(&c);
+        }
+    }
+
+    /// A windowed image of `g` generations of a 128-bit filter, generation
+    /// `d`'s words `d * 100 + i`.
+    fn windowed_image(g: u32, window_ns: Option<u64>) -> Vec<u8> {
+        let geom = Geometry::for_capacity(20, 0.1).unwrap();
+        let st = WindowState {
+            window: Window::new(window_ns, g, 1_700_000_000_000_000_000).unwrap(),
+            current: 41,
+            last: (0..g as u64).map(|d| 42 - d).collect(),
+        };
+        let mut out = vec![0u8; windowed_len(geom.m, g) as usize];
+        write_windowed_header(&geom, 7, &st, &mut out);
+        let off = windowed_bits_off(g);
+        let words = geom.words();
+        for d in 0..g as usize {
+            for i in 0..words {
+                let o = off + 8 * (d * words + i);
+                out[o..o + 8].copy_from_slice(&((d * 100 + i) as u64).to_le_bytes());
+            }
+        }
+        seal_windowed(&mut out);
+        out
+    }
+
+    #[test]
+    fn windowed_round_trip_and_layout() {
+        for g in [2u32, 4, 16] {
+            for w in [None, Some(3_000_000_000)] {
+                let b = windowed_image(g, w);
+                let img = parse(&b).unwrap();
+                let st = img.window.as_ref().unwrap();
+                assert_eq!((st.window.generations(), st.window.window_ns()), (g, w));
+                assert_eq!(st.window.epoch_ns(), 1_700_000_000_000_000_000);
+                assert_eq!(st.current, 41);
+                assert_eq!(st.last, (0..g as u64).map(|d| 42 - d).collect::<Vec<_>>());
+                let words: Vec<u64> = img.words().collect();
+                assert_eq!(words.len(), 2 * g as usize);
+                assert_eq!(words[2 * (g as usize - 1) + 1], (g as u64 - 1) * 100 + 1);
+                assert_eq!(img.to_bytes(), b);
+                // The documented offsets.
+                assert_eq!(b.len(), 80 + 8 * g as usize + 16 * g as usize + 8);
+                assert_eq!(&b[8..12], &[2, 0, 0, 0]);
+                assert_eq!(&b[20..24], &g.to_le_bytes());
+                assert_eq!(&b[56..64], &w.unwrap_or(0).to_le_bytes());
+                assert_eq!(&b[64..72], &1_700_000_000_000_000_000u64.to_le_bytes());
+                assert_eq!(&b[72..80], &41u64.to_le_bytes());
+                assert_eq!(&b[80..88], &42u64.to_le_bytes());
+                let bits = 80 + 8 * g as usize;
+                assert_eq!(&b[bits + 16..bits + 24], &100u64.to_le_bytes(), "generation 1 word 0");
+            }
+        }
+    }
+
+    #[test]
+    fn windowed_flips_truncations_and_extensions_are_refused() {
+        let b = windowed_image(3, Some(2_000_000_000));
+        for byte in 0..b.len() {
+            for bit in 0..8 {
+                let mut c = b.clone();
+                c[byte] ^= 1 << bit;
+                assert!(parse(&c).is_err(), "flip {byte}.{bit}");
+            }
+        }
+        for n in 0..b.len() {
+            assert!(parse(&b[..n]).is_err(), "truncated to {n}");
+        }
+        let mut c = b.clone();
+        c.extend([0; 8]);
+        assert!(matches!(parse(&reseal(c)), Err(SerialError::Extended { .. })));
+    }
+
+    #[test]
+    fn windowed_sealed_bad_fields_are_refused_by_name() {
+        let good = windowed_image(4, Some(3_000_000_000));
+        let put = |off: usize, v: &[u8]| {
+            let mut c = good.clone();
+            c[off..off + v.len()].copy_from_slice(v);
+            parse(&reseal(c)).unwrap_err()
+        };
+        for g in [0u32, 1, 17, u32::MAX] {
+            assert_eq!(put(20, &g.to_le_bytes()), SerialError::Generations(g), "g {g}");
+        }
+        // Another valid g: the generations no longer match the length.
+        assert!(matches!(put(20, &3u32.to_le_bytes()), SerialError::Extended { .. }));
+        assert!(matches!(put(20, &5u32.to_le_bytes()), SerialError::Truncated { .. }));
+        assert!(matches!(put(20, &16u32.to_le_bytes()), SerialError::Truncated { .. }));
+        // Windows out of range, or not a whole number of periods.
+        for w in [
+            1u64,
+            Window::MIN_WINDOW_NS - 1,
+            Window::MAX_WINDOW_NS + 3,
+            3_000_000_001,
+            u64::MAX,
+        ] {
+            assert_eq!(put(56, &w.to_le_bytes()), SerialError::Window, "window {w}");
+        }
+        // The generation number: the view word's range.
+        assert_eq!(
+            put(72, &(View::MAX_START + 1).to_le_bytes()),
+            SerialError::Current(View::MAX_START + 1)
+        );
+        assert_eq!(put(72, &u64::MAX.to_le_bytes()), SerialError::Current(u64::MAX));
+        for d in 0..4u32 {
+            let off = WINDOWED_HEADER_LEN + 8 * d as usize;
+            assert_eq!(
+                put(off, &(MAX_LAST + 1).to_le_bytes()),
+                SerialError::Last {
+                    generation: d,
+                    value: MAX_LAST + 1
+                }
+            );
+        }
+        // At the limits: accepted.
+        let mut c = good.clone();
+        c[72..80].copy_from_slice(&View::MAX_START.to_le_bytes());
+        c[80..88].copy_from_slice(&MAX_LAST.to_le_bytes());
+        c[56..64].copy_from_slice(&0u64.to_le_bytes());
+        let c = reseal(c);
+        let img = parse(&c).unwrap();
+        assert_eq!(img.window.unwrap().window.window_ns(), None);
+        // A windowed header on too few bytes for its fixed part.
+        let mut short = good[..72].to_vec();
+        short.extend([0; 8]);
+        assert!(matches!(parse(&short), Err(SerialError::Truncated { need: 88, .. })));
+        // Plain bytes with a non-zero word at 20 stay refused as before.
+        let plain = image(20, 0.1, 5, |i| i as u64);
+        let mut c = plain.clone();
+        c[20..24].copy_from_slice(&4u32.to_le_bytes());
+        assert_eq!(parse(&reseal(c)).unwrap_err(), SerialError::Reserved);
+    }
+
+    /// Random and mutated windowed inputs never panic.
+    #[test]
+    fn windowed_random_inputs_never_panic() {
+        let base = windowed_image(5, None);
+        let mut x = 0x0fed_cba9_8765_4321u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let mut c = base.clone();
+            match next() % 3 {
+                0 => {
+                    for _ in 0..(next() % 4 + 1) {
+                        let i = (next() as usize) % c.len();
+                        c[i] = next() as u8;
+                    }
+                }
+                1 => c.truncate((next() as usize) % (base.len() + 1)),
+                _ => c.extend((0..next() % 24).map(|_| next() as u8)),
+            }
+            let c = if next() % 2 == 0 && c.len() >= TRAILER_LEN {
+                reseal(c)
+            } else {
+                c
+            };
+            if let Ok(img) = parse(&c) {
+                assert_eq!(img.to_bytes(), c);
+            }
         }
     }
 }

@@ -71,11 +71,6 @@ subtest 'options and croaks' => sub {
     is($other->generations, 2, 'a descriptor attaches with the window');
     ok(abs($other->window - 3) < 1e-6, 'and its length');
 
-    croaks_like(sub { $f->serialize }, qr/->serialize: a windowed filter cannot be serialized at /, 'serialize');
-    croaks_like(sub { $C->deserialize($plain->serialize, { window => 2 }) },
-        qr/->deserialize: serialized bytes cannot make a windowed filter at /, 'deserialize');
-    croaks_like(sub { $C->deserialize($plain->serialize, { generations => 2 }) },
-        qr/->deserialize: serialized bytes cannot make a windowed filter at /, 'deserialize generations');
     for my $op (qw(merge intersect)) {
         croaks_like(sub { $f->$op($plain) }, qr/->$op: $op is not supported on a windowed filter at /, $op);
         croaks_like(sub { $plain->$op($f) }, qr/->$op: $op is not supported on a windowed filter at /, "$op into plain");

@@ -120,7 +120,10 @@ refuses_ok(with(0, 'BLOOMSEX'), qr/bad magic/, 'bad magic');
 refuses_ok(with(0, "\0" x 8), qr/bad magic/, 'zero magic');
 refuses_ok(with(0, 'bloomser'), qr/bad magic/, 'lower-case magic');
 refuses_ok(with(8, pack 'V', $_), qr/unsupported serialization version $_\b/, "version $_")
-    for 0, 2, 3, 0xFFFFFFFF;
+    for 0, 3, 0xFFFFFFFF;
+# Version 2 is a windowed filter's: the word at 20 (here 0) is its number of
+# generations.
+refuses_ok(with(8, pack 'V', 2), qr/windowed bytes with 0 generations \(2 to 16\)/, 'version 2');
 refuses_ok(with(12, pack 'V', 4), qr/unknown hash scheme 4\b/, 'hash scheme 4');
 refuses_ok(with(20, pack 'V', 1), qr/reserved field is not zero/, 'reserved field 1');
 refuses_ok(with(16, pack 'V', 0), qr/impossible geometry/, 'k = 0');
@@ -240,6 +243,70 @@ refuses_ok(with(64, "\0" x 8), qr/bad checksum/, 'a zero checksum');
     is(scalar @bad, 0, 'every mutated input croaked with ->deserialize: and a reason')
         or diag(join "\n", @bad[0 .. ($#bad < 19 ? $#bad : 19)]);
     is($state, 'alive', 'valid bytes still deserialize afterwards');
+}
+
+# --- windowed bytes (version 2) ----------------------------------------------------------------
+{
+    # 3 generations of 64 bits: 80 + 3 * 8 (last words) + 3 * 8 (bits) + 8.
+    my $wf = $C->new(undef, 10, 0.5, { window => 3600, generations => 3 });
+    $wf->add_many([qw(a b)]);
+    $wf->rotate;
+    $wf->add('c');
+    my $wgood = $wf->serialize;
+    my $wlen = length $wgood;
+    is($wlen, 136, 'a windowed filter of 3 generations of 64 bits serializes to 136 bytes');
+    ok($C->deserialize($wgood), 'its bytes deserialize');
+    my $wwith = sub {
+        my ($off, $bytes) = @_;
+        my $b = $wgood;
+        substr($b, $off, length $bytes) = $bytes;
+        return $b;
+    };
+    my @bad;
+    for my $n (0 .. $wlen - 1) {
+        my $need = $n < 64 ? 64 : $n < 88 ? 88 : $wlen;
+        my $err = refused(substr($wgood, 0, $n), qr/truncated input \($n bytes, need $need\)/);
+        push @bad, "truncated to $n: $err" if $err;
+    }
+    for my $n (1 .. 16) {
+        my $err = refused($wgood . ("\0" x $n), qr/extended input \(\d+ bytes, expected $wlen\)/);
+        push @bad, "extended by $n: $err" if $err;
+    }
+    is(scalar @bad, 0, "windowed: truncated at every length, extended by 1..16") or diag(join "\n", @bad);
+    @bad = ();
+    for my $bit (0 .. 8 * $wlen - 1) {
+        my $b = $wgood;
+        vec($b, $bit, 1) ^= 1;
+        my $err = refused($b, qr/[a-z][a-z ]+/);
+        push @bad, "bit $bit: $err" if $err;
+    }
+    is(scalar @bad, 0, "windowed: each of the @{[8 * $wlen]} single-bit flips croaks")
+        or diag(join "\n", @bad[0 .. ($#bad < 19 ? $#bad : 19)]);
+    refuses_ok($wwith->(20, pack 'V', $_), qr/windowed bytes with $_ generations \(2 to 16\)/,
+        "generations $_") for 0, 1, 17, 0xFFFFFFFF;
+    # Another valid number of generations: the generations' lengths no
+    # longer add up to the input's.
+    refuses_ok($wwith->(20, pack 'V', 2), qr/extended input \($wlen bytes, expected 120\)/,
+        'generations 2 on bytes of 3');
+    refuses_ok($wwith->(20, pack 'V', 4), qr/truncated input \($wlen bytes, need 152\)/,
+        'generations 4 on bytes of 3');
+    refuses_ok($wwith->(56, pack 'Q<', $_), qr/impossible window in windowed bytes/, "window $_ ns")
+        for 1, 999_999, 3_600_000_000_001, 3653 * 86400 * 1e9 + 2;
+    refuses_ok($wwith->(56, pack 'Q<', 7_200_000_000_000), qr/bad checksum/, 'another valid window');
+    refuses_ok($wwith->(72, pack 'Q<', $_->[0]), qr/generation number $_->[1] out of range in windowed bytes/,
+        "generation number $_->[1]") for [2**59, '576460752303423488'], [2**63, '9223372036854775808'];
+    refuses_ok($wwith->(64, pack 'Q<', 1), qr/bad checksum/, 'another epoch');
+    refuses_ok($wwith->(80, pack 'Q<', 0), qr/bad checksum/, 'another last word');
+    refuses_ok($wwith->(12, pack 'V', 9), qr/unknown hash scheme 9/, 'windowed: hash scheme');
+    # The layout option against windowed bytes, as against plain ones.
+    my $err = refused($wgood, qr/layout mismatch \(the bytes are of a standard filter, not blocked\)/,
+        { layout => 'blocked' });
+    ok(!$err, 'windowed: layout mismatch') or diag($err);
+    my $p = "$dir/never-windowed.bf";
+    $err = refused(substr($wgood, 0, $wlen - 1), qr/truncated input/, { path => $p, window => 3600, generations => 3 });
+    ok(!$err && !-e $p, 'truncated windowed bytes to a path croak and create no file') or diag($err);
+    $err = refused($wgood, qr/window mismatch/, { path => $p, window => 60, generations => 3 });
+    ok(!$err && !-e $p, 'a window mismatch to a path creates no file') or diag($err);
 }
 
 done_testing;

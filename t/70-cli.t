@@ -499,6 +499,53 @@ sub added_before_blocking {
     fails_ok('bloomfilter-shared export nope.bf', qr/nope\.bf: No such file/, 'export of a missing file');
 }
 
+# --- export and import of windowed filters ------------------------------------------------------
+{
+    my ($rc, $out, $err) = run('bloomfilter-shared create w.bf -n 1000 --window 2h --generations 3');
+    is($rc . $out . $err, '0', 'create --window');
+    run(q{printf 'a\nb\n' | bloomfilter-shared add w.bf -q});
+    my $w = $C->new_from_fd(do { open(my $fh, '+<', 'w.bf') or die; $fh });
+    $w->rotate;
+    run(q{printf 'c\n' | bloomfilter-shared add w.bf -q});
+    ($rc, $out, $err) = run('bloomfilter-shared export w.bf | bloomfilter-shared import wcopy.bf');
+    is($rc . $out . $err, '0', 'export | import of a windowed filter exits 0 silently');
+    my ($src, $copy) = map { json_info($_) } qw(w.bf wcopy.bf);
+    is($copy->{window}, 7200, 'info of the import shows the window');
+    is($copy->{generations}, 3, '... the generations');
+    is($copy->{generation}, 1, '... and the current generation');
+    is($copy->{generation_start}, $src->{generation_start}, '... which started when the original did');
+    ($rc, $out) = run('bloomfilter-shared info wcopy.bf');
+    like($out, qr/^window\s+7200 s$/m, 'info as text shows the window');
+    ($rc, $out) = run(q{printf 'a\nc\nzz\n' | bloomfilter-shared check wcopy.bf});
+    is($out, "a\tpresent\nc\tpresent\nzz\tabsent\n", 'the import holds the items of both generations');
+    my $c = $C->new_from_fd(do { open(my $fh, '+<', 'wcopy.bf') or die; $fh });
+    is($c->serialize, $w->serialize, 'the import serializes as the original does');
+    $_->rotate, $_->rotate for $w, $c;
+    ok($c->contains('c') && $w->contains('c'), 'both keep an item through g - 1 steps');
+    $_->rotate for $w, $c;
+    ok(!$c->contains('c') && !$w->contains('c'), 'and forget it at the gth');
+
+    ($rc, $out, $err) = run('bloomfilter-shared export w.bf -o w.bytes && bloomfilter-shared import wc2.bf -i w.bytes --window 2h --generations 3');
+    is($rc . $out . $err, '0', 'import with the bytes\' own window');
+    fails_ok('bloomfilter-shared import wc3.bf -i w.bytes --window 1h',
+        qr/w\.bytes: window mismatch \(the bytes have window 7200s, 3 generations, not window 3600s, 4 generations\)/,
+        'import with another window');
+    ok(!-e 'wc3.bf', 'no file left by a window mismatch');
+
+    # Plain bytes into a window.
+    ($rc, $out, $err) = run('bloomfilter-shared import pw.bf -i f.bytes --window 1d --generations 2');
+    is($rc . $out . $err, '0', 'import of plain bytes with --window');
+    my $pw = json_info('pw.bf');
+    is($pw->{window}, 86400, '... makes a windowed filter');
+    is($pw->{generations}, 2, '... of those generations');
+    is($pw->{bits}, json_info('f.bf')->{bits}, '... of the bytes\' geometry');
+    ($rc, $out) = run(q{printf 'a\nzz\n' | bloomfilter-shared check pw.bf});
+    is($out, "a\tpresent\nzz\tabsent\n", '... holding their items');
+    ok(!defined json_info('copy2.bf')->{window}, 'without --window plain bytes stay plain');
+    fails_ok('bloomfilter-shared import pw2.bf -i f.bytes --generations 2', qr/--generations needs --window/,
+        'import --generations alone');
+}
+
 # --- merge -------------------------------------------------------------------------------------
 {
     run('bloomfilter-shared create m1.bf -n 500 --seed 7');

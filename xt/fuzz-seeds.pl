@@ -43,3 +43,20 @@ for my $spec (@filters) {
         spew("$out/open/frozen", "\0\x81" . substr(slurp($path), 0, 192));
     }
 }
+
+# Windowed filters' portable bytes (version 2): timed and stepped by hand,
+# both layouts, 2 to 16 generations, a step taken so that the current
+# generation is not the first.
+my @windowed = (
+    ['windowed-timed'   => 10,  0.5, { window => 3600,  generations => 3 }],
+    ['windowed-manual'  => 20,  0.1, { window => undef, generations => 2, layout => 'blocked' }],
+    ['windowed-g16'     => 10,  0.5, { window => 0.001, generations => 16 }],
+);
+for my $spec (@windowed) {
+    my ($name, $cap, $rate, $opts) = @$spec;
+    my $f = $C->new(undef, $cap, $rate, $opts);
+    $f->add_many([map { "seed-item-$_" } 1 .. 5]);
+    $f->rotate;
+    $f->add('seed-item-late');
+    spew("$out/serial/$name", "\0" . $f->serialize);
+}

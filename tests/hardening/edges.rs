@@ -61,7 +61,7 @@ fn bad_modes_and_paths_are_refused() {
         Filter::open_file("", 10, 0.1, opts()).err().unwrap().msg,
         "path is empty"
     );
-    let bytes = Filter::new_anonymous(10, 0.1, opts()).unwrap().serialize();
+    let bytes = Filter::new_anonymous(10, 0.1, opts()).unwrap().serialize().unwrap();
     let e = Filter::deserialize(&bytes, None, 0o10000).err().unwrap();
     assert!(e.msg.contains("not a file mode"), "{}", e.msg);
     let e = Filter::deserialize(&bytes, Some(Path::new("")), 0o600).err().unwrap();

@@ -525,12 +525,56 @@ fn windows_through_the_c_api() {
             0,
             "forgotten at the 3rd rotation"
         );
+        // Windowed bytes: g * (m / 8 + 8) + 88 bytes, back as a windowed
+        // filter anonymous or in a memfd, with the same generation.
+        assert!(bfs_add(h, b"late".as_ptr(), 4, &mut new, err.as_mut_ptr()) == BFS_OK && new == 1);
         let mut buf = vec![0u8; bfs_serialized_size(h) as usize];
+        bfs_info(h, &mut info);
+        assert_eq!(buf.len() as u64, 3 * (info.bits / 8 + 8) + 88);
+        assert_eq!(bfs_serialize(h, buf.as_mut_ptr(), buf.len(), err.as_mut_ptr()), BFS_OK);
         assert_eq!(
-            bfs_serialize(h, buf.as_mut_ptr(), buf.len(), err.as_mut_ptr()),
-            BFS_ERR_ARG
+            bfs_serialize(h, buf.as_mut_ptr(), buf.len() - 1, err.as_mut_ptr()),
+            BFS_ERR_ARG,
+            "a buffer of the wrong size"
         );
-        assert_eq!(msg(&err), "a windowed filter cannot be serialized");
+        let name = CString::new("copy").unwrap();
+        for to_memfd in [false, true] {
+            let mut d = null_mut();
+            let st = if to_memfd {
+                bfs_deserialize_memfd(
+                    buf.as_ptr(),
+                    buf.len(),
+                    name.as_ptr(),
+                    &manual,
+                    &mut d,
+                    err.as_mut_ptr(),
+                )
+            } else {
+                bfs_deserialize(buf.as_ptr(), buf.len(), null(), null(), &mut d, err.as_mut_ptr())
+            };
+            assert_eq!(st, BFS_OK, "{}", msg(&err));
+            let mut di = std::mem::zeroed::<BfsInfo>();
+            bfs_info(d, &mut di);
+            assert_eq!((di.generations, di.window_ns, di.generation), (3, 0, 3));
+            assert_eq!(di.memfd >= 0, to_memfd);
+            assert_eq!(bfs_contains(d, b"late".as_ptr(), 4), 1);
+            assert_eq!(bfs_contains(d, item.as_ptr(), item.len()), 0);
+            bfs_free(d);
+        }
+        let other = BfsOptions {
+            generations: 4,
+            ..manual
+        };
+        let mut d = null_mut();
+        assert_eq!(
+            bfs_deserialize(buf.as_ptr(), buf.len(), null(), &other, &mut d, err.as_mut_ptr()),
+            BFS_ERR_MISMATCH
+        );
+        assert_eq!(
+            msg(&err),
+            "window mismatch (the bytes have manual steps, 3 generations, not manual steps, 4 generations)"
+        );
+        assert!(d.is_null(), "no handle on failure");
         bfs_free(h);
 
         let timed = BfsOptions { window: 2.0, ..manual };
@@ -590,8 +634,12 @@ fn windows_through_the_c_api() {
         let mut x = null_mut();
         assert_eq!(
             bfs_deserialize(buf.as_ptr(), buf.len(), null(), &timed, &mut x, err.as_mut_ptr()),
-            BFS_ERR_ARG
+            BFS_ERR_MISMATCH
         );
-        assert_eq!(msg(&err), "serialized bytes cannot make a windowed filter");
+        assert_eq!(
+            msg(&err),
+            "window mismatch (the bytes have manual steps, 3 generations, not window 2s, 3 generations)"
+        );
+        assert!(x.is_null());
     }
 }

@@ -300,14 +300,18 @@ sub deserialize {
         if @_ < 2 || @_ > 3;
     # $_[1] goes to the XS untouched: no copy of a large string, and its get
     # magic runs once, there.
-    my $opts = _options('deserialize', $_[2], qw(path mode layout window generations));
-    _croak('deserialize', 'serialized bytes cannot make a windowed filter')
-        if exists $opts->{window} || exists $opts->{generations};
+    my $opts = _options('deserialize', $_[2], qw(path memfd mode layout window generations));
+    _croak('deserialize', 'the path and memfd options exclude each other')
+        if defined $opts->{path} && defined $opts->{memfd};
+    my ($generations, $window) = _window('deserialize', $opts);
     my $path = defined $opts->{path}
         ? _bytes_string('deserialize', 'path', $opts->{path}) : undef;
+    my $to_memfd = defined $opts->{memfd} ? 1 : 0;
+    $path = _bytes_string('deserialize', 'name', $opts->{memfd}) if $to_memfd;
     my $mode = _mode('deserialize', $opts->{mode});
     my $layout = _layout('deserialize', $opts->{layout});
-    return _made('deserialize', _xs_deserialize($class, $_[1], $path, $mode, $layout));
+    return _made('deserialize', _xs_deserialize($class, $_[1], $path, $mode, $layout,
+            $generations, $window, $to_memfd));
 }
 
 # Storable would copy the handle's pointer and free it twice.
@@ -543,18 +547,26 @@ opened read-only.
     my $bf = Data::BloomFilter::Shared->deserialize($bytes);
     my $bf = Data::BloomFilter::Shared->deserialize($bytes,
         { path => $path, mode => 0600, layout => 'blocked' });
+    my $bf = Data::BloomFilter::Shared->deserialize($bytes, { memfd => $name });
+    my $bf = Data::BloomFilter::Shared->deserialize($bytes,
+        { window => 86400, generations => 4 });
 
-A new filter from the output of L</serialize>: anonymous, or at C<path>
+A new filter from the output of L</serialize>: anonymous, at C<path>
 (created with C<mode>, default C<0600>, built and reserved as by L</new>,
-so that a full file system or C<RLIMIT_FSIZE> croaks and leaves no file).
+so that a full file system or C<RLIMIT_FSIZE> croaks and leaves no file),
+or in a new memfd named C<memfd> (as L</new_memfd>; C<path> and C<memfd>
+exclude each other).
 The bytes are treated as hostile:
 every length and field is checked. The seed is taken from the bytes, so
 C<seed> is not an option here; so is the layout, and an explicit C<layout>
 that differs from the bytes' croaks with C<layout mismatch (the bytes are of
 a ... filter, not ...)>. An existing C<path> is refused, never
-replaced. Windowed filters have no portable bytes: the options C<window>
-and C<generations> croak here. The result is an ordinary read-write filter; see
-L</PORTABLE FILTERS>.
+replaced. The bytes of a L<windowed|/WINDOWED FILTERS> filter give a
+windowed filter with the same window, generations and items; the options
+C<window> and C<generations> must then be the bytes' own. Given to plain
+bytes, they make a windowed filter whose current generation holds the
+bytes' items; see L</Windowed filters as bytes>. The result is an ordinary
+read-write filter; see L</PORTABLE FILTERS>.
 
 =head2 Adding and testing
 
@@ -795,8 +807,9 @@ The number of generations of a windowed filter; undef for a plain filter.
 The filter as portable bytes (versioned, little-endian, with a checksum),
 for L</deserialize>: C<bits / 8 + 64> bytes, the same for the same items,
 geometry and seed on any host. Works on frozen and read-only handles too.
-The format is in L</PORTABLE FILTERS>. A windowed filter croaks (C<a
-windowed filter cannot be serialized>).
+The format is in L</PORTABLE FILTERS>. A windowed filter's bytes are
+C<g * (bits / 8 + 8) + 88> bytes (I<g> generations, without the spare) and
+carry its window and time state: see L</Windowed filters as bytes>.
 
 =head3 stats
 
@@ -977,9 +990,41 @@ C<h = XXH3-128(item, seed)>, C<h1> its low 64 bits, C<h2> its high 64 bits
 with the lowest bit set, and probe C<i> (0 to k-1) is bit
 C<(h1 + i * h2) mod m> in wrapping 64-bit arithmetic.
 
+A L<windowed|/WINDOWED FILTERS> filter's bytes are version 2: the same
+first 56 bytes but for the version (2) and the word at 20, which holds the
+number of generations I<g>, then:
+
+    offset     size   field            value
+    ---------  -----  ---------------  -------------------------------------------
+    20         4      generations      g, 2 to 16 (u32)
+    24         8      m                bits of one generation (u64)
+    32         8      capacity         distinct items per window (u64)
+    56         8      window           ns (u64), a multiple of g - 1; 0 for a
+                                       filter stepped only by rotate
+    64         8      epoch0           ns since the Unix epoch (u64): periods
+                                       of window / (g - 1) count from here
+    72         8      generation       the current generation's number (u64):
+                                       the period it started in, or the steps
+                                       taken by rotate; below 2**59
+    80         8 * g  last words       (u64 each) current generation first:
+                                       one more than the period of its latest
+                                       add, 0 for none; at most 2**59
+    80 + 8g    g*m/8  bit arrays       the g generations, current first, each
+                                       as the bit array above
+    end - 8    8      checksum         XXH3-64 (seed 0) of every byte before it
+
+The generations are in age order, not in the ring order of the source's
+memory, and its spare generation (see L</WINDOWED FILTERS>) does not
+travel: the copy starts with a clean one. The checks are those of version 1
+and, before the length, the generations, the window (in range, a whole
+number of periods) and the generation number; after the checksum, each
+last word.
+
 The format is documented in F<src/serial.rs> too. A reader of version 1
-accepts version 1 only; a change of layout or hashing gets a new version or
-hash scheme number, which older readers refuse by name.
+accepts version 1 only, and this one versions 1 and 2; a change of layout
+or hashing gets a new version or hash scheme number, which older readers
+refuse by name. Plain filters still serialize as version 1, byte for byte
+as before.
 
 The input of L</deserialize> is treated as hostile. It checks, in this order:
 the magic, a length of at least 64 bytes, the version, the hash scheme, the
@@ -1337,17 +1382,69 @@ C<< window => undef, generations => $g >> makes a filter that steps only on
 L</rotate>: an item added between two rotations is seen through I<g> - 1 more
 and forgotten at the I<g>th.
 
+=item What a windowed filter has
+
+Everything a plain filter has (L</add>, L</add_many>, L</contains>,
+L</contains_many>, L</clear>, L</freeze>, L</serialize> and
+L</deserialize>, the accessors and L</stats>) and L</rotate>, but
+L</merge>, L</intersect> and L</invert>, which croak (C<... is not
+supported on a windowed filter>): the union or intersection of two
+windows has no single retention to keep. L</clear> forgets every
+generation. A frozen windowed filter still forgets with time.
+
 =item Limits
 
-The window is from 0.001 seconds to 3653 days. L</merge>, L</intersect>,
-L</invert> and L</serialize> croak on windowed filters (C<... is not
-supported on a windowed filter>, C<a windowed filter cannot be
-serialized>), and L</deserialize> cannot make one. L</clear> forgets every
-generation. A frozen windowed filter still forgets with time.
+The window is from 0.001 seconds to 3653 days.
 
 =back
 
 The command line tool creates one with C<--window 24h>.
+
+=head2 Windowed filters as bytes
+
+    # On one host:
+    my $bytes = $seen->serialize;
+    # On another (or later), as a file, a memfd or anonymous memory:
+    my $copy = Data::BloomFilter::Shared->deserialize($bytes,
+        { path => '/dev/shm/webhooks.bloom' });
+
+L</serialize> of a windowed filter writes its window, generations, the
+instant its periods are counted from, the current generation's number, and
+every generation's bits and time of last add (format version 2, see
+L</The byte format>). L</deserialize> turns them into a windowed filter
+with the same window, generations and generation number (L</stats> shows
+the same C<generation> and C<generation_start>), whose generations hold the
+same items. Since time is wall-clock time shared by the hosts, an item
+added at I<t> on the source is seen on the copy until the same
+I<t> + window and forgotten by the same bound; stepped by L</rotate>
+alike, the copy forgets each item after exactly the same number of steps.
+A host whose clock is ahead forgets early, as it would the original.
+
+The copy is of one moment: the generations and the generation number
+belong together even while other processes add and step. A writable handle
+holds the next clear back during the copy, so that at most one step lands
+meanwhile and the copy accounts for it (steps are deferred for the copy's
+time: items then live longer by that time at most, never shorter); a
+process killed during the copy holds up no step (the next writer takes
+over, as from a killed clear). A read-only handle copies again when two or
+more steps land, up to 16 times (then it croaks, see L</DIAGNOSTICS>).
+
+Options: C<window> and C<generations> may be given; when they differ from
+the bytes' they croak (C<window mismatch (the bytes have ..., not ...)>,
+the words L</new> uses for a file). C<< window => undef, generations => $g >>
+matches the bytes of a filter stepped only by L</rotate>.
+
+Plain bytes (of a filter without a window) with C<window> (and
+C<generations>) make a new windowed filter of the bytes' geometry and seed,
+whose current generation holds their bits: every item in them counts as
+added at the moment of the L</deserialize>, so it is seen for one window
+from then (C<window> and C<generations> then work as for L</new>, the
+window starting now). Without those options plain bytes make a plain filter,
+as always.
+
+The command line tool does the same: C<export> of a windowed filter, then
+C<import> (with C<--window>, C<--generations> for plain bytes), and C<info>
+of the new file shows the window.
 
 =head1 CONCURRENCY AND CRASH SAFETY
 
@@ -1490,12 +1587,29 @@ the method called, and ends with the caller's file and line.
 
 =item the generations option needs the window option (window => undef for a filter stepped only by rotate)
 
-The C<window> and C<generations> options of L</new> and L</new_memfd>; see
-L</WINDOWED FILTERS>.
+The C<window> and C<generations> options of L</new>, L</new_memfd> and
+L</deserialize>; see L</WINDOWED FILTERS>.
 
 =item window mismatch (the filter has %s, not %s)
 
 An existing file's window or generations differ from the options given.
+
+=item window mismatch (the bytes have %s, not %s)
+
+L</deserialize> of a windowed filter's bytes with C<window> or
+C<generations> options other than the bytes' own; see
+L</Windowed filters as bytes>.
+
+=item the path and memfd options exclude each other
+
+L</deserialize> makes a filter file or a memfd, not both.
+
+=item the filter stepped during each of 16 attempts to copy it
+
+L</serialize> of a windowed filter through a read-only handle (which
+cannot hold steps back) saw two or more generation steps land during each
+of 16 copies: a window far shorter than copying the filter takes. Copy
+through a writable handle, or with a longer window.
 
 =item the generation number is at its limit (corrupted file)
 
@@ -1525,10 +1639,6 @@ The journal's storage could not be mapped or examined; nothing was changed.
 =item intersect is not supported on a windowed filter
 
 =item invert is not supported on a windowed filter
-
-=item a windowed filter cannot be serialized
-
-=item serialized bytes cannot make a windowed filter
 
 What a windowed filter does not have; see L</WINDOWED FILTERS>.
 
@@ -1618,7 +1728,8 @@ Constructor arguments out of range.
 
 A path that cannot be a file name (L</new_readonly> and L</upgrade> say
 C<path required> for undef). L</new_memfd> reports the same problems with
-its C<$name> (C<name must be a string>, ...), but takes an empty one.
+its C<$name> (C<name must be a string>, ...), but takes an empty one; so
+does L</deserialize> with its C<memfd> option.
 
 =item fd must be a non-negative integer or an open file handle
 
@@ -1651,6 +1762,14 @@ stringification is taken as its string).
 =item impossible geometry
 
 =item bad checksum (corrupted input)
+
+=item windowed bytes with %d generations (2 to 16)
+
+=item impossible window in windowed bytes
+
+=item generation number %d out of range in windowed bytes
+
+=item last word %d of generation %d out of range in windowed bytes
 
 L</deserialize> was given bytes that are not the output of L</serialize>,
 or were cut, extended or damaged on the way. The checks and their order are
