@@ -1367,14 +1367,14 @@ calls, usually long before the next step is due; a step that finds it not
 done yet waits for more writes, and items only live longer meanwhile).
 L</rotate> clears all of it at once. Queries never wait. An add of an item
 the current generation already holds takes no lock and sets no bit; other
-adds take their item's lock
-stripe, as in a plain filter, in every layout. A process killed mid-step or
-mid-clear leaves the filter usable: the next writer goes on with the clear
-where it stopped. A writer clearing waits up to 20 ms for adds in flight
-to finish; a stopped adder (C<SIGSTOP>, a debugger) holding its stripe
-makes writers leave the clear for later, and a L</rotate> that finds the
-clear not done waits until the adder runs again. Concurrent adders of an item not seen within the window:
-exactly one is told new, across steps too.
+adds take their item's lock stripe, as in a plain filter, in every layout.
+A process killed mid-step or mid-clear leaves the filter usable: the next
+writer goes on with the clear where it stopped. A writer clearing waits up
+to 20 ms for adds in flight to finish; a stopped adder (C<SIGSTOP>, a
+debugger) holding its stripe makes writers leave the clear for later, and
+a L</rotate> that finds the clear not done waits until the adder runs
+again. Concurrent adders of an item not seen within the window: exactly
+one is told new, across steps too.
 
 =item Stepping by hand
 
