@@ -76,6 +76,7 @@ sub free_port {
 # appended to dir/server.log.
 sub start_ok {
     my ($class, $what, %opt) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;    # failures name the test's line
     my $self = bless {
         workers      => 4,
         start_within => 8,
@@ -205,6 +206,7 @@ sub live_members {
 # clients, each as [@fields].
 sub run_clients {
     my ($count, $code, %opt) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
     my ($dir, $alarm, $ready_within, $reap_within) = @opt{qw(dir alarm ready_within reap_within)};
     pipe(my $ready_r, my $ready_w) or die "pipe: $!";
     pipe(my $go_r, my $go_w) or die "pipe: $!";
