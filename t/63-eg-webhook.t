@@ -10,157 +10,26 @@ use Cwd ();
 use Fcntl qw(O_RDONLY);
 use File::Temp qw(tempdir);
 use FindBin ();
-use IO::Select;
-use IO::Socket::INET;
-use POSIX ();
 use Time::HiRes qw(time sleep);
 use lib "$FindBin::Bin/lib";
-use BFTest qw(reap child_status_text perl5lib slurp);
+use BFTest qw(slurp);
+use PreforkServer;
 use Data::BloomFilter::Shared;
 
-BEGIN {
-    eval { require Mojolicious; require Mojo::UserAgent; 1 }
-        or plan skip_all => 'needs Mojolicious (Debian: libmojolicious-perl)';
-}
-
-# Without a working loopback (a network namespace whose lo is down, a
-# sandbox without networking) nothing below can connect: say so at once
-# instead of retrying until the global timeout.
-if (my $why = loopback_problem()) {
-    plan skip_all => "needs connections to 127.0.0.1, which fail here: $why";
-}
-
-# Why a connection to a listening socket on 127.0.0.1 fails, or '' when it
-# works; every step is bounded by 2 s.
-sub loopback_problem {
-    my $l = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 1)
-        or return "bind: $!";
-    my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $l->sockport,
-        Timeout => 2) or return "connect: $!";
-    IO::Select->new($l)->can_read(2) or return 'connect: not accepted within 2 s';
-    $l->accept or return "accept: $!";
-    return '';
-}
+BEGIN { PreforkServer::skip_unless_usable() }
 
 my $example = Cwd::abs_path("$FindBin::Bin/../eg/webhook_dedup.pl");
 my $dir = tempdir(CLEANUP => 1);
-my $ORIG_PID = $$;
 my ($WORKERS, $CLIENTS, $IDS) = (4, 4, 300);
 my @ID_HEADERS = qw(X-GitHub-Delivery X-Delivery-ID Idempotency-Key);
+PreforkServer::time_limit('63-eg-webhook', 29);
 
-my $server;    # pid of the prefork manager, also its process group
-my @clients;
-
-# The manager, its workers and anything they started form one process group:
-# ask it to stop, give it 5 s, then kill what is left of the group.
-sub stop_server {
-    return if !$server;
-    kill 'TERM', -$server;
-    my $deadline = time + 5;
-    while (time < $deadline && !manager_gone()) { sleep 0.05 }
-    kill 'KILL', -$server;    # before reaping: the group id cannot be reused yet
-    waitpid $server, 0;
-    $server = undef;
-}
-
-# True once the manager has exited (a zombie or reaped).
-sub manager_gone {
-    open(my $fh, '<', "/proc/$server/stat") or return 1;
-    my $stat = <$fh> // '';
-    return $stat =~ /\) Z /;
-}
-
-# Processes of process group $pgid that still run (zombies do not count).
-sub live_members {
-    my ($pgid) = @_;
-    my @live;
-    opendir(my $dh, '/proc') or return;
-    for my $pid (grep { /\A[0-9]+\z/ } readdir $dh) {
-        open(my $fh, '<', "/proc/$pid/stat") or next;
-        my $stat = <$fh> // next;
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
-        my ($state, $ppid, $pgrp) = $stat =~ /\) (\S) (\d+) (\d+) / or next;
-        push @live, $pid if $pgrp == $pgid && $state ne 'Z';
-    }
-    return @live;
-}
-
-END {
-    local $?;
-    if (defined $ORIG_PID && $$ == $ORIG_PID) {    # not set when skipped early
-        kill 'KILL', @clients if @clients;
-        stop_server();
-    }
-}
-$SIG{INT} = $SIG{TERM} = sub { die "63-eg-webhook: interrupted\n" };
-$SIG{ALRM} = sub { die "63-eg-webhook: global timeout\n" };
-alarm 29;
-
-sub full_log { -e "$dir/server.log" ? slurp("$dir/server.log") : '' }
-
-sub server_log {
-    my $log = full_log();
-    return length $log > 3000 ? '...' . substr($log, -3000) : $log;
-}
-
-sub free_port {
-    my $s = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 1)
-        or die "cannot bind a loopback port: $!";
-    return $s->sockport;
-}
-
-# Start the example with the settings of %$env on a free loopback port;
-# returns the port once it accepts connections, or undef (the server
-# stopped) when it could not start.
-sub start_server {
-    my ($env) = @_;
-    my $port = free_port();
-    local $ENV{PERL5LIB} = perl5lib();
-    local $ENV{MOJO_MODE} = 'production';    # info-level log, no per-request lines
-    local @ENV{keys %$env} = values %$env;
-    my $pid = fork // die "fork: $!";
-    if (!$pid) {
-        POSIX::setpgid(0, 0);
-        open(STDIN, '<', '/dev/null') or POSIX::_exit(127);
-        open(STDOUT, '>>', "$dir/server.log") or POSIX::_exit(127);
-        open(STDERR, '>&', \*STDOUT) or POSIX::_exit(127);
-        # -c 1: a worker holds one connection at a time, so clients that keep
-        # their connections open are served by different workers.
-        { exec $^X, $example, 'prefork', '-l', "http://127.0.0.1:$port",
-            '-w', $WORKERS, '-c', 1, '-P', "$dir/prefork.pid" }
-        POSIX::_exit(127);
-    }
-    POSIX::setpgid($pid, $pid);    # also here: no window where it is not a group
-    $server = $pid;
-    my $deadline = time + 8;
-    while (time < $deadline) {
-        if (manager_gone()) { stop_server(); return undef }
-        my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Timeout => 1);
-        if ($s) { close $s; return $port }
-        # Refused means not listening yet; no route to 127.0.0.1 will not
-        # get better by waiting.
-        last if $!{ENETUNREACH} || $!{EHOSTUNREACH} || $!{ENETDOWN} || $!{EADDRNOTAVAIL};
-        sleep 0.05;
-    }
-    stop_server();
-    return undef;
-}
-
-# Start, or end the test here with the server's log.
+# Start the example with the settings of %$env, or end the test here with
+# the server's log.
 sub start_or_bail {
     my ($env, $what) = @_;
-    my $port;
-    for my $attempt (1 .. 2) {    # another process may take the free port first
-        last if defined($port = start_server($env));
-    }
-    if (!defined $port) {
-        fail("$what: the prefork server starts and listens");
-        diag(server_log());
-        done_testing;
-        exit;
-    }
-    pass("$what: the prefork server listens on 127.0.0.1:$port");
-    return $port;
+    return PreforkServer->start_ok($what, example => $example, dir => $dir, env => $env,
+        workers => $WORKERS);
 }
 
 # The spool's lines as [id, pid]; a line that is not "id<TAB>pid" (two
@@ -196,73 +65,28 @@ my @ids = map { sprintf '%08x-cc78-11e3-81ab-%012x', 0x72d3162e + $_, $_ * 7919 
 # 1. Every client delivers every id, each in its own order and with its own
 # header name: each id is delivered $CLIENTS times, often at the same moment
 # to several workers.
-my $port = start_or_bail(\%env, 'first start');
-pipe(my $ready_r, my $ready_w) or die "pipe: $!";
-pipe(my $go_r, my $go_w) or die "pipe: $!";
-for my $n (0 .. $CLIENTS - 1) {
-    my $pid = fork // die "fork: $!";
-    if (!$pid) {
-        @clients = ();
-        close $ready_r;
-        close $go_w;
-        alarm 20;
-        my $ok = eval {
-            my $ua = ua();
-            my @order = map { ($_ * 7 + $n * 75) % $IDS } 0 .. $IDS - 1;
-            @order = reverse @order if $n % 2;
-            open(my $out, '>', "$dir/client-$n.txt") or die "client-$n.txt: $!";
-            for my $k (0 .. $#order) {
-                my $i = $order[$k];
-                my ($code, $j) = deliver($ua, $port, $ids[$i], $ID_HEADERS[$n % @ID_HEADERS]);
-                my $dup = $j && $j->{duplicate} ? 1 : 0;
-                print {$out} join("\t", $i, $code, $dup), "\n";
-                if ($k == 0) {
-                    # Every client's first delivery (and connection, kept
-                    # alive) is answered before any client goes on.
-                    syswrite $ready_w, 'r';
-                    sysread($go_r, my $go, 1) == 1 or die "no go from the test\n";
-                }
-            }
-            close $out or die "client-$n.txt: $!";
-            1;
-        };
-        print STDERR "client $n: $@" if !$ok;
-        POSIX::_exit($ok ? 0 : 3);
+my $server = start_or_bail(\%env, 'first start');
+my $port = $server->port;
+my @answers = PreforkServer::run_clients($CLIENTS, sub {
+    my ($n, $first_answered, $record) = @_;
+    my $ua = ua();
+    my @order = map { ($_ * 7 + $n * 75) % $IDS } 0 .. $IDS - 1;
+    @order = reverse @order if $n % 2;
+    for my $k (0 .. $#order) {
+        my $i = $order[$k];
+        my ($code, $j) = deliver($ua, $port, $ids[$i], $ID_HEADERS[$n % @ID_HEADERS]);
+        $record->($i, $code, $j && $j->{duplicate} ? 1 : 0);
+        $first_answered->() if $k == 0;
     }
-    push @clients, $pid;
-}
-close $ready_w;
-close $go_r;
-{
-    my $sel = IO::Select->new($ready_r);
-    my ($ready, $deadline) = (0, time + 10);
-    while ($ready < $CLIENTS && time < $deadline && $sel->can_read(1)) {
-        my $n = sysread($ready_r, my $buf, 64);
-        last if !$n;    # every client exited
-        $ready += $n;
-    }
-    is($ready, $CLIENTS, 'every client got its first answer');
-    syswrite $go_w, 'g' x $CLIENTS;
-    close $go_w;
-}
-my @status = map { [reap($_, 20)] } @clients;
-@clients = ();
-is_deeply([map { $_->[0] } @status], [(0) x $CLIENTS], 'every client finished without error')
-    or diag(join "\n", map { child_status_text({ status => $_->[0], exit => $_->[0] >> 8,
-        signal => $_->[0] & 127, timed_out => $_->[1], out => '' }) } @status);
+}, dir => $dir, alarm => 20, ready_within => 10, reap_within => 20);
 
-my (%accepted, %answers, $answers);
-for my $n (0 .. $CLIENTS - 1) {
-    open(my $fh, '<', "$dir/client-$n.txt") or next;
-    while (<$fh>) {
-        chomp;
-        my ($i, $code, $dup) = split /\t/;
-        $answers{"$code dup $dup"}++;
-        $accepted{$i}++ if $code == 202;
-        $answers++;
-    }
+my (%accepted, %answers);
+for (@answers) {
+    my ($i, $code, $dup) = @$_;
+    $answers{"$code dup $dup"}++;
+    $accepted{$i}++ if $code == 202;
 }
-is($answers, $IDS * $CLIENTS, "$IDS ids x $CLIENTS clients answered");
+is(scalar @answers, $IDS * $CLIENTS, "$IDS ids x $CLIENTS clients answered");
 is_deeply(\%answers, { '202 dup 0' => $IDS, '200 dup 1' => $IDS * ($CLIENTS - 1) },
     'one 202 per id, every other delivery a 200 duplicate');
 is_deeply([grep { ($accepted{$_} // 0) != 1 } 0 .. $IDS - 1], [], 'each id accepted exactly once');
@@ -278,10 +102,9 @@ cmp_ok(scalar keys %pids, '>', 1, 'deliveries were processed by more than one wo
 my $spool_before = slurp($env{WEBHOOK_SPOOL});
 
 # 2. A restart on the same file: the old ids are still duplicates.
-my $group = $server;
-stop_server();
-is_deeply([live_members($group)], [], 'the manager and its workers are gone');
-$port = start_or_bail(\%env, 'restart on the same file');
+is_deeply([$server->stop], [], 'the manager and its workers are gone');
+$server = start_or_bail(\%env, 'restart on the same file');
+$port = $server->port;
 {
     my $ua = ua();
     my %codes;
@@ -312,15 +135,14 @@ $port = start_or_bail(\%env, 'restart on the same file');
     like(slurp($env{WEBHOOK_SPOOL}), qr/\A\Q$spool_before$long\E\t[0-9]+\n\z/,
         'and spooled: one more line');
 }
-$group = $server;
-stop_server();
-is_deeply([live_members($group)], [], 'stopped again');
+is_deeply([$server->stop], [], 'stopped again');
 
 # 3. A 2-second window on a new file: a delivery is a duplicate for the
 # window, and processed again once the retention bound has passed.
 my %short = (%env, WEBHOOK_FILTER => "$dir/short.bloom", WEBHOOK_SPOOL => "$dir/short.txt",
     WEBHOOK_WINDOW => 2);
-$port = start_or_bail(\%short, 'a 2 s window');
+$server = start_or_bail(\%short, 'a 2 s window');
+$port = $server->port;
 # A query-only handle of the server's filter: it reads the window the file
 # stores, and looks without adding (a delivery would extend an id's life).
 sysopen(my $ro_fh, $short{WEBHOOK_FILTER}, O_RDONLY) or die "$short{WEBHOOK_FILTER}: $!";
@@ -368,27 +190,25 @@ my $forgotten_by = $window * $g / ($g - 1) + $window / ($g - 1) + 0.1;
     $n{$_->[0]}++ for @{ spool($short{WEBHOOK_SPOOL}) };
     is_deeply(\%n, { once => 2, again => 2 }, 'each processed twice in all');
 }
-$group = $server;
-stop_server();
-is_deeply([live_members($group)], [], 'stopped after the short window');
+is_deeply([$server->stop], [], 'stopped after the short window');
 
 # 4. Processing fails after add() said new (a spool on /dev/full, where every
 # write fails with ENOSPC): 500 and the id logged; the filter cannot take the
 # id back, so the retry is a duplicate, as the example says.
 SKIP: {
     skip 'needs a writable /dev/full', 4 if !-c '/dev/full' || !-w _;
-    my $log_before = length full_log();
-    $port = start_or_bail({ %env, WEBHOOK_FILTER => "$dir/full.bloom", WEBHOOK_SPOOL => '/dev/full' },
+    $server = start_or_bail({ %env, WEBHOOK_FILTER => "$dir/full.bloom", WEBHOOK_SPOOL => '/dev/full' },
         'a spool that cannot be written');
+    $port = $server->port;
     my $ua = ua();
     my ($code, $j) = deliver($ua, $port, 'unlucky');
     is($code, 500, 'a failed append: 500');
     ($code, $j) = deliver($ua, $port, 'unlucky');
     ok($code == 200 && $j->{duplicate}, 'and the retry is a duplicate');
-    $group = $server;
-    stop_server();
-    like(substr(full_log(), $log_before), qr/\[error\] delivery unlucky not spooled: /,
+    $server->stop;
+    like($server->log, qr/\[error\] delivery unlucky not spooled: /,
         'the id is in the log for a replay by hand');
 }
-is_deeply([live_members($group)], [], 'the manager and its workers are gone at the end');
+# Stopping again only looks: whichever server ran last, nothing of it is left.
+is_deeply([$server->stop], [], 'the manager and its workers are gone at the end');
 done_testing;
