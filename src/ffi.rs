@@ -372,21 +372,20 @@ pub unsafe extern "C" fn bfs_deserialize(
     out: *mut *mut BfsFilter,
     err: *mut c_char,
 ) -> BfsStatus {
-    guard(err, || {
-        // SAFETY: per the function's contract.
-        let b = unsafe { bytes(bytes_ptr, len) };
-        // SAFETY: per the function's contract.
-        let p = unsafe { opt_path(path) };
-        let o = options(opts)?;
-        if o.mode & !0o7777 != 0 {
-            return Err(Error::arg(format!("mode {:#o} is not a file mode", o.mode)));
-        }
-        let to = match p {
-            Some(p) => Target::File(p, o.mode),
-            None => Target::Anonymous,
-        };
-        publish(out, Filter::deserialize_to(b, to, o.layout, o.window)?)
-    })
+    // SAFETY: per the function's contract.
+    let p = unsafe { opt_path(path) };
+    // SAFETY: per the function's contract.
+    unsafe {
+        deserialize_as(bytes_ptr, len, opts, out, err, |o| {
+            if o.mode & !0o7777 != 0 {
+                return Err(Error::arg(format!("mode {:#o} is not a file mode", o.mode)));
+            }
+            Ok(match p {
+                Some(p) => Target::File(p, o.mode),
+                None => Target::Anonymous,
+            })
+        })
+    }
 }
 
 /// As `bfs_deserialize`, into a new memfd named `name` (as `bfs_new_memfd`).
@@ -402,13 +401,31 @@ pub unsafe extern "C" fn bfs_deserialize_memfd(
     out: *mut *mut BfsFilter,
     err: *mut c_char,
 ) -> BfsStatus {
+    // SAFETY: per the function's contract.
+    let name = unsafe { opt_cbytes(name) }.unwrap_or(b"");
+    // SAFETY: per the function's contract.
+    unsafe { deserialize_as(bytes_ptr, len, opts, out, err, |_| Ok(Target::Memfd(name))) }
+}
+
+/// The body of `bfs_deserialize` and `bfs_deserialize_memfd`: the bytes
+/// and options checked, then a filter made where `target` says.
+///
+/// # Safety
+/// As `bfs_deserialize`.
+unsafe fn deserialize_as<'a>(
+    bytes_ptr: *const u8,
+    len: usize,
+    opts: *const BfsOptions,
+    out: *mut *mut BfsFilter,
+    err: *mut c_char,
+    target: impl FnOnce(&Options) -> Result<Target<'a>, Error>,
+) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
         let b = unsafe { bytes(bytes_ptr, len) };
-        // SAFETY: per the function's contract.
-        let name = unsafe { opt_cbytes(name) }.unwrap_or(b"");
         let o = options(opts)?;
-        publish(out, Filter::deserialize_to(b, Target::Memfd(name), o.layout, o.window)?)
+        let to = target(&o)?;
+        publish(out, Filter::deserialize_to(b, to, o.layout, o.window)?)
     })
 }
 

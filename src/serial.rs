@@ -487,17 +487,21 @@ mod tests {
         assert_eq!(parse(&reseal(c)).unwrap().seed, u64::MAX);
     }
 
-    /// Random and mutated inputs never panic (a small deterministic fuzz).
-    #[test]
-    fn random_inputs_never_panic() {
-        let base = image(50, 0.05, 3, |i| i as u64 ^ 0xabcdef);
-        let mut x = 0x1234_5678_9abc_def0u64;
-        let mut next = || {
+    /// A deterministic stream of pseudo-random words.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x
-        };
+        }
+    }
+
+    /// Random and mutated inputs never panic (a small deterministic fuzz).
+    #[test]
+    fn random_inputs_never_panic() {
+        let base = image(50, 0.05, 3, |i| i as u64 ^ 0xabcdef);
+        let mut next = xorshift(0x1234_5678_9abc_def0);
         for _ in 0..20_000 {
             let mut c = base.clone();
             match next() % 4 {
@@ -650,13 +654,7 @@ mod tests {
     #[test]
     fn windowed_random_inputs_never_panic() {
         let base = windowed_image(5, None);
-        let mut x = 0x0fed_cba9_8765_4321u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x0fed_cba9_8765_4321);
         for _ in 0..20_000 {
             let mut c = base.clone();
             match next() % 3 {
