@@ -642,6 +642,8 @@ fn block_fp_table(block: u64, k: u32) -> Vec<f64> {
         }
         p
     };
+    // hit(s) does not depend on the load: once per s, not once per load.
+    let hits: Vec<f64> = (0..=b).map(hit).collect();
     let mut occ = vec![0.0; b + 1];
     occ[0] = 1.0;
     let mut q = Vec::with_capacity(jmax + 1);
@@ -651,7 +653,7 @@ fn block_fp_table(block: u64, k: u32) -> Vec<f64> {
                 occ = step(&occ);
             }
         }
-        q.push((0..=b).map(|s| occ[s] * hit(s)).sum());
+        q.push((0..=b).map(|s| occ[s] * hits[s]).sum());
     }
     q
 }
