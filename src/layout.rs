@@ -304,7 +304,7 @@ impl Probe for Standard {
     /// each bit is a coin toss per array.
     #[inline(always)]
     fn contains_gated(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
-        let two = Self::bit(bits, h.probe(0, self.mask)) & Self::bit(bits, h.probe(1 % self.k, self.mask));
+        let two = Self::bit(bits, h.probe(0, self.mask)) & Self::bit(bits, h.probe((self.k > 1) as u32, self.mask));
         two != 0 && self.contains(bits, h)
     }
 
