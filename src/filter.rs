@@ -2290,10 +2290,8 @@ mod tests {
     /// a plain filter's operations on all bits are refused.
     #[test]
     fn windowed_file_reopens_and_refuses() {
-        let dir = std::env::temp_dir().join(format!("bfs-win-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = region::scratch_dir("win");
         let path = dir.join("w.bf");
-        let _ = std::fs::remove_file(&path);
         let wo = WindowOptions {
             window_ns: Some(3_000_000_000),
             generations: 4,
@@ -2473,10 +2471,8 @@ mod tests {
     /// adder, and goes on once it is released.
     #[test]
     fn windowed_present_add_takes_no_stripe_and_rotate_waits_for_a_stopped_adder() {
-        let dir = std::env::temp_dir().join(format!("bfs-win-stripe-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = region::scratch_dir("win-stripe");
         let path = dir.join("w.bf");
-        let _ = std::fs::remove_file(&path);
         let opts = Options {
             mode: 0o600,
             window: Some(WindowOptions {
@@ -2541,8 +2537,7 @@ mod tests {
     /// the same number of steps; the copy serializes to the same bytes.
     #[test]
     fn windowed_round_trip_keeps_answers_and_retention() {
-        let dir = std::env::temp_dir().join(format!("bfs-winser-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = region::scratch_dir("winser");
         let mut case = 0;
         for layout in [None, Some(Layout::Blocked)] {
             for g in [2u32, 4, 16] {

@@ -1072,17 +1072,22 @@ pub fn unlink(raw: &[u8]) -> Result<bool> {
     Ok(true)
 }
 
+/// A fresh directory of a test's own, under the system's temporary one.
+#[cfg(test)]
+pub(crate) fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("bfs-{name}-{}-{:x}", std::process::id(), random_u64()));
+    std::fs::create_dir(&d).unwrap();
+    d
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::geometry::Geometry;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-    /// A fresh directory of this test's own.
     fn scratch(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("bfs-region-{}-{name}-{:x}", std::process::id(), random_u64()));
-        std::fs::create_dir(&d).unwrap();
-        d
+        scratch_dir(&format!("region-{name}"))
     }
 
     fn header() -> Header {

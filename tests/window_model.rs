@@ -9,8 +9,9 @@
 //! * adder A1: take a due step first, then add the item;
 //! * writer W: two steps (the clock is two periods ahead, or `rotate`
 //!   twice), clearing the spare after each;
-//! * reader Q: one query (oldest generation first, then a re-read of the
-//!   view: it looks again when the view moved two steps meanwhile).
+//! * reader Q: one query (newest generation first, then a re-read of the
+//!   view: "absent" stands only if no step came meanwhile, "present" also
+//!   after one; otherwise it looks again).
 //!
 //! The clock is not modelled here (grid numbers, `last` and visibility by
 //! time are per-process arithmetic, tested in `src/window.rs`): every
@@ -40,8 +41,8 @@
 //! Broken variants of the protocol must fail the model: adders that do not
 //! re-read the view after their write; a clear without drain; a step that
 //! publishes a spare not yet clean; a clear of the generation just
-//! published; a reader that looks newest first, or does not re-read the
-//! view.
+//! published; a reader that takes "absent" across a step, or does not
+//! re-read the view.
 
 use std::collections::HashSet;
 
