@@ -9,20 +9,13 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child reap perl5lib);
+use BFTest qw(in_child reap perl5lib croaks_like);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
 my $dir = tempdir(CLEANUP => 1);
 $SIG{ALRM} = sub { die "07-window: global timeout\n" };
 alarm 240;
-
-sub croaks_like {
-    my ($code, $re, $name) = @_;
-    my $ok = eval { $code->(); 1 };
-    ok(!$ok, "$name: croaks");
-    like($@, $re, "$name: message");
-}
 
 subtest 'options and croaks' => sub {
     my $f = $C->new(undef, 1000, 0.01, { window => 2 });

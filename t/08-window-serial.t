@@ -10,20 +10,13 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child reap);
+use BFTest qw(in_child reap croaks_like);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
 my $dir = tempdir(CLEANUP => 1);
 $SIG{ALRM} = sub { die "08-window-serial: global timeout\n" };
 alarm 180;
-
-sub croaks_like {
-    my ($code, $re, $name) = @_;
-    my $ok = eval { $code->(); 1 };
-    ok(!$ok, "$name: croaks");
-    like($@, $re, "$name: message");
-}
 
 sub items { my ($step) = @_; return map { "step $step item $_" } 1 .. 20 }
 

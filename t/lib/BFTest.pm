@@ -9,7 +9,7 @@ use IO::Select ();
 use Exporter 'import';
 
 our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew readable_build run_sh
-    layout_from_env run_with_layout);
+    layout_from_env run_with_layout croaks_like);
 
 # The multi-process suites run on both layouts: with BFTEST_LAYOUT=blocked,
 # every filter the test makes with new or new_memfd asks for that layout
@@ -52,6 +52,15 @@ sub run_with_layout {
 }
 
 # A whole file's bytes; write bytes to a file.
+# Two checks: $code croaks, and its message matches $re.
+sub croaks_like {
+    my ($code, $re, $name) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;    # failures name the caller's line
+    my $ok = eval { $code->(); 1 };
+    Test::More::ok(!$ok, "$name: croaks");
+    Test::More::like($@, $re, "$name: message");
+}
+
 sub slurp {
     my ($path) = @_;
     open(my $fh, '<:raw', $path) or die "$path: $!";
