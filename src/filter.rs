@@ -895,9 +895,17 @@ impl Filter {
 
     /// The grid a reader or writer of view `v` goes by now.
     fn grid_now(&self, w: &Window, v: View, now: u64) -> u64 {
+        self.grid_and_last(w, v, now).0
+    }
+
+    /// `grid_now`, and the current generation's `last` it went by.
+    fn grid_and_last(&self, w: &Window, v: View, now: u64) -> (u64, u64) {
         // Acquire: pairs with an adder's fetch_max (its grid is seen).
         let cur_last = self.last_word(v.pos).load(Ordering::Acquire);
-        Window::reader_grid_of(self.clock_grid(w, now), cur_last).max(v.m)
+        (
+            Window::reader_grid_of(self.clock_grid(w, now), cur_last).max(v.m),
+            cur_last,
+        )
     }
 
     /// `w.grid(now)`, without a division while `now` stays in the span of
@@ -1135,9 +1143,7 @@ impl Filter {
             return false;
         }
         let v = self.load_view(w);
-        // Acquire: pairs with an adder's fetch_max of last[].
-        let last = self.last_word(v.pos).load(Ordering::Acquire);
-        let q = Window::reader_grid_of(self.clock_grid(w, now), last).max(v.m);
+        let (q, last) = self.grid_and_last(w, v, now);
         if Window::raised_last(last, q) != last || !p.contains_gated(self.generation(win, v.pos), loc) {
             return false;
         }
