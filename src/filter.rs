@@ -1211,39 +1211,17 @@ impl Filter {
     }
 
     /// Whether a windowed filter holds the item in a visible generation.
-    ///
-    /// Newest generation first: a recent item is found after one look.
-    /// The order is safe because an answer of "absent" stands only when no
-    /// step came between the two reads of the view: without a step no
-    /// generation is cleared, and every bit seen clear was clear while the
-    /// whole view stood. "Present" stands across one step too: bits seen
-    /// set were set (a clear only takes bits away). Otherwise it looks
-    /// again; steps come once a period, so that is rare.
     fn window_contains(&self, win: &Win, h: &crate::hashing::ItemHash) -> bool {
-        let w = &win.w;
-        let now = now_ns();
         with_probe!(&self.probing, p => {
-            let loc = p.locate(h);
-            let mut v = self.load_view(w);
-            loop {
-                let q = self.grid_now(w, v, now);
-                let found = (0..w.generations()).any(|d| self.held_visible(win, p, &loc, w.slot_at(v, d), q));
-                let v2 = self.load_view(w);
-                if v2 == v || (found && v.at_most_one_step(v2, w.ring_len())) {
-                    break found;
-                }
-                v = v2;
-            }
+            let mut found = [false];
+            self.window_look(win, p, &[p.locate(h)], &mut found);
+            found[0]
         })
     }
 
-    /// `window_contains` for a batch: the clock, the view and the grid are
-    /// read once per group of `WINDOW_QUERY_GROUP` items, and the view again
-    /// after the group, with the same rule: "absent" stands when no step
-    /// came between, "present" also across one step; the items whose answer
-    /// does not stand are looked at again.
+    /// `window_contains` for a batch, in groups of `WINDOW_QUERY_GROUP`
+    /// items that share one reading of the clock and the view.
     fn window_contains_many<P: Probe>(&self, win: &Win, p: &P, items: &[&[u8]], mut results: Option<&mut [u8]>) -> u64 {
-        let w = &win.w;
         let mut present = 0u64;
         let mut found = [false; WINDOW_QUERY_GROUP];
         let mut locs: Vec<P::Loc> = Vec::with_capacity(WINDOW_QUERY_GROUP.min(items.len()));
@@ -1251,28 +1229,7 @@ impl Filter {
             locs.clear();
             locs.extend(group.iter().map(|item| p.locate(&hash_item(self.seed, item))));
             let found = &mut found[..group.len()];
-            found.fill(false);
-            // Which items still need a look: all at first.
-            let mut todo = group.len();
-            let mut v = self.load_view(w);
-            while todo > 0 {
-                let q = self.grid_now(w, v, now_ns());
-                for (f, loc) in found.iter_mut().zip(&locs) {
-                    if !*f {
-                        *f = (0..w.generations()).any(|d| self.held_visible(win, p, loc, w.slot_at(v, d), q));
-                    }
-                }
-                let v2 = self.load_view(w);
-                todo = if v2 == v {
-                    0
-                } else if v.at_most_one_step(v2, w.ring_len()) {
-                    found.iter().filter(|f| !**f).count() // the absent ones again
-                } else {
-                    found.fill(false);
-                    group.len() // all again
-                };
-                v = v2;
-            }
+            self.window_look(win, p, &locs, found);
             for (i, f) in found.iter().enumerate() {
                 present += *f as u64;
                 if let Some(r) = results.as_deref_mut() {
@@ -1281,6 +1238,44 @@ impl Filter {
             }
         }
         present
+    }
+
+    /// Whether a visible generation holds each item of `locs` (into
+    /// `found`), for one reading of the clock and the view.
+    ///
+    /// Newest generation first: a recent item is found after one look.
+    /// The order is safe because an answer of "absent" stands only when no
+    /// step came between the two reads of the view: without a step no
+    /// generation is cleared, and every bit seen clear was clear while the
+    /// whole view stood. "Present" stands across one step too: bits seen
+    /// set were set (a clear only takes bits away). The items whose answer
+    /// does not stand are looked at again; steps come once a period, so
+    /// that is rare.
+    #[inline(always)]
+    fn window_look<P: Probe>(&self, win: &Win, p: &P, locs: &[P::Loc], found: &mut [bool]) {
+        let w = &win.w;
+        found.fill(false);
+        // Which items still need a look: all at first.
+        let mut todo = locs.len();
+        let mut v = self.load_view(w);
+        while todo > 0 {
+            let q = self.grid_now(w, v, now_ns());
+            for (f, loc) in found.iter_mut().zip(locs) {
+                if !*f {
+                    *f = (0..w.generations()).any(|d| self.held_visible(win, p, loc, w.slot_at(v, d), q));
+                }
+            }
+            let v2 = self.load_view(w);
+            todo = if v2 == v {
+                0
+            } else if v.at_most_one_step(v2, w.ring_len()) {
+                found.iter().filter(|f| !**f).count() // the absent ones again
+            } else {
+                found.fill(false);
+                locs.len() // all again
+            };
+            v = v2;
+        }
     }
 
     /// The window's facts and the current generation (None: not windowed).
