@@ -75,9 +75,6 @@ bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
     bfs_croak(aTHX_ cv, "error (status %u)", (unsigned)st);
 }
 
-/* The advice every wide-character croak about items ends with. */
-#define BFS_ENCODE_FIRST "encode first (e.g. Encode::encode_utf8)"
-
 /* An item that cannot be used; idx < 0 for a single-item method. */
 static void bfs_croak_item(pTHX_ CV *cv, const char *what, SSize_t idx)
     __attribute__noreturn__;
@@ -85,11 +82,23 @@ static void bfs_croak_item(pTHX_ CV *cv, const char *what, SSize_t idx)
 static void
 bfs_croak_item(pTHX_ CV *cv, const char *what, SSize_t idx)
 {
-    /* A wide character is a character string where bytes are wanted: say how. */
-    const char *hint = strEQ(what, "Wide character") ? ": " BFS_ENCODE_FIRST : "";
     if (idx < 0)
-        bfs_croak(aTHX_ cv, "%s%s", what, hint);
-    bfs_croak(aTHX_ cv, "%s at index %" IVdf "%s", what, (IV)idx, hint);
+        bfs_croak(aTHX_ cv, "%s", what);
+    bfs_croak(aTHX_ cv, "%s at index %" IVdf, what, (IV)idx);
+}
+
+/* A character string where bytes are wanted: say how to make them. */
+static void bfs_croak_wide(pTHX_ CV *cv, SSize_t idx)
+    __attribute__noreturn__;
+
+static void
+bfs_croak_wide(pTHX_ CV *cv, SSize_t idx)
+{
+#define BFS_ENCODE_FIRST ": encode first (e.g. Encode::encode_utf8)"
+    if (idx < 0)
+        bfs_croak(aTHX_ cv, "Wide character" BFS_ENCODE_FIRST);
+    bfs_croak(aTHX_ cv, "Wide character at index %" IVdf BFS_ENCODE_FIRST, (IV)idx);
+#undef BFS_ENCODE_FIRST
 }
 
 static void bfs_croak_usage(pTHX_ CV *cv, const char *usage)
@@ -283,7 +292,7 @@ bfs_downgrade(pTHX_ CV *cv, const char *p, STRLEN *lenp, SSize_t idx)
         return p; /* ASCII: the same bytes in either encoding */
     copy = bytes_from_utf8((const U8 *)p, lenp, &is_utf8);
     if (is_utf8) /* then copy is p itself, nothing to free */
-        bfs_croak_item(aTHX_ cv, "Wide character", idx);
+        bfs_croak_wide(aTHX_ cv, idx);
     SAVEFREEPV(copy);
     return (const char *)copy;
 }
@@ -402,7 +411,7 @@ slow:
         if (SvUTF8(e)) {
             STRLEN blen = len;
             if (!utf8_to_bytes((U8 *)SvPVX(buf) + off, &blen))
-                bfs_croak_item(aTHX_ cv, "Wide character", i);
+                bfs_croak_wide(aTHX_ cv, i);
             len = blen;
             SvCUR_set(buf, off + len);
         }

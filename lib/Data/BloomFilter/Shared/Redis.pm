@@ -158,12 +158,8 @@ sub _fp_rate {
 
 sub _seed {
     my ($method, $v) = @_;
-    my $s = defined $v ? "$v" : '';
-    $s =~ s/\A0+(?=[0-9])//;
-    _croak($method, 'seed must be a non-negative integer that fits in 64 bits')
-        if !defined $v || (ref $v && !overload::Method($v, '""'))
-        || $s !~ /\A[0-9]{1,20}\z/
-        || (length $s == 20 && $s gt '18446744073709551615');
+    my $s = Data::BloomFilter::Shared::_uint64($v);
+    _croak($method, 'seed must be a non-negative integer that fits in 64 bits') if !defined $s;
     return $s;
 }
 
@@ -638,30 +634,51 @@ sub _batch {
     # One copy: each element's magic or overloading runs once, and every
     # element is checked before anything is sent.
     my @plain = map { ref ? "$_" : $_ } @$items;
-    eval { _xs_items(\@plain) } // _croak($method, _strip($@));
-    return $self->_batch_sharded($method, $verb, \@plain, $out) if $self->{shards} > 1;
     my $n = @plain;
     my $k = $self->{hashes};
     my ($count, $known, $refused) = (0, 0, 0);
     my @each;
+    # One command of piece $p: the item indexes it covers (undef: $s .. $e)
+    # and its arguments (an array, or code that makes them when sent).
+    my $command = sub {
+        my ($p, $ix, $s, $e, $args) = @_;
+        return [$p, $verb ? 'bitfield' : 'bitfield_ro', $args, sub {
+            my @r;
+            my $c = _xs_fold($_[0], $k, $out ? \@r : undef);
+            my $got = @{ $_[0] } / $k;
+            $count += $verb ? $c : $got - $c;
+            $known += $got;
+            return if !$out;
+            @r = map { 1 - $_ } @r if !$verb;
+            if ($ix) { @each[@$ix] = @r } else { @each[$s .. $e] = @r }
+        }, sub { $refused += $ix ? @$ix : $e - $s + 1 }];
+    };
     my @cmds;
-    my @geo = @$self{qw(layout seed bits hashes span piece)};
-    my $key = "{$self->{tags}[0]}:bits";
-    for (my $from = 0; $from < $n; $from += $CHUNK) {
-        my ($s, $e) = ($from, ($from + $CHUNK < $n ? $from + $CHUNK : $n) - 1);    # per closure
-        # The arguments are made when sent (again if redirected), straight
-        # onto the stack: copying thousands of them costs more than sending.
-        push @cmds, [0, $verb ? 'bitfield' : 'bitfield_ro',
-            sub { ($key, _xs_args($verb, @geo, [@plain[$s .. $e]], undef)) },
-            sub {
-                my @r;
-                my $c = _xs_fold($_[0], $k, $out ? \@r : undef);
-                my $got = @{ $_[0] } / $k;
-                $count += $verb ? $c : $got - $c;
-                $known += $got;
-                @each[$s .. $e] = $verb ? @r : map { 1 - $_ } @r if $out;
-            },
-            sub { $refused += $e - $s + 1 }];
+    if ($self->{shards} > 1) {
+        # The items grouped by piece; _plan checks every item first.
+        my ($args, $pieces) = $self->_plan($method, $verb, \@plain);
+        my $per = $verb ? 4 * $k : 3 * $k;
+        my @by;
+        push @{ $by[$pieces->[$_]] }, $_ for 0 .. $n - 1;
+        for my $p (0 .. $#by) {
+            my $idx = $by[$p] or next;
+            for (my $s = 0; $s < @$idx; $s += $CHUNK) {
+                my @ix = @$idx[$s .. ($s + $CHUNK < @$idx ? $s + $CHUNK : @$idx) - 1];
+                push @cmds, $command->($p, \@ix, 0, 0, ["{$self->{tags}[$p]}:bits",
+                    map { @$args[$_ * $per .. ($_ + 1) * $per - 1] } @ix]);
+            }
+        }
+    }
+    else {
+        eval { _xs_items(\@plain) } // _croak($method, _strip($@));
+        my @geo = @$self{qw(layout seed bits hashes span piece)};
+        for (my $from = 0; $from < $n; $from += $CHUNK) {
+            my ($s, $e) = ($from, ($from + $CHUNK < $n ? $from + $CHUNK : $n) - 1);    # per closure
+            # The arguments are made when sent (again if redirected), straight
+            # onto the stack: copying thousands of them costs more than sending.
+            push @cmds, $command->(0, undef, $s, $e,
+                sub { ($self->{bitskey}, _xs_args($verb, @geo, [@plain[$s .. $e]], undef)) });
+        }
     }
     $self->_run($method, \@cmds, $self->_batch_failed($method, $verb, $n, $out, \@each, \$known, \$refused))
         if @cmds;
@@ -684,48 +701,6 @@ sub _batch_failed {
         }
         Carp::croak(__PACKAGE__ . "->$method: $e: $what");
     };
-}
-
-# The batch engine for a sharded filter: the items grouped by piece.
-sub _batch_sharded {
-    my ($self, $method, $verb, $items, $out) = @_;
-    my ($args, $pieces) = $self->_plan($method, $verb, $items);
-    my $n = @$items;
-    my $k = $self->{hashes};
-    my $per = $verb ? 4 * $k : 3 * $k;
-    my ($count, $known, $refused) = (0, 0, 0);
-    my @each;
-    # One command: the item indexes it covers (undef: $s .. $e) and its args.
-    my $command = sub {
-        my ($p, $ix, $s, $e, @a) = @_;
-        return [$p, $verb ? 'bitfield' : 'bitfield_ro', ["{$self->{tags}[$p]}:bits", @a], sub {
-            my @r;
-            my $c = _xs_fold($_[0], $k, $out ? \@r : undef);
-            my $got = @{ $_[0] } / $k;
-            $count += $verb ? $c : $got - $c;
-            $known += $got;
-            return if !$out;
-            @r = map { 1 - $_ } @r if !$verb;
-            if ($ix) { @each[@$ix] = @r } else { @each[$s .. $e] = @r }
-        }, sub { $refused += $ix ? @$ix : $e - $s + 1 }];
-    };
-    my @cmds;
-    {
-        my @by;
-        push @{ $by[$pieces->[$_]] }, $_ for 0 .. $n - 1;
-        for my $p (0 .. $#by) {
-            my $idx = $by[$p] or next;
-            for (my $s = 0; $s < @$idx; $s += $CHUNK) {
-                my @ix = @$idx[$s .. ($s + $CHUNK < @$idx ? $s + $CHUNK : @$idx) - 1];
-                push @cmds, $command->($p, \@ix, 0, 0,
-                    map { @$args[$_ * $per .. ($_ + 1) * $per - 1] } @ix);
-            }
-        }
-    }
-    $self->_run($method, \@cmds, $self->_batch_failed($method, $verb, $n, $out, \@each, \$known, \$refused))
-        if @cmds;
-    @$out = @each if $out;
-    return $count;
 }
 
 sub _out_array {
@@ -766,10 +741,7 @@ sub _single {
     return $self->_batch($method, $verb, [$item]) if $e =~ /\A(?:MOVED|ASK) \d+ \S+\z/;
     my $refused = $e =~ /\A[A-Z][A-Z_-]* / ? 1 : 0;
     $self->_drop_broken('') if !$refused;
-    _croak($method, $verb
-        ? "$e: 0 of 1 items known added; $refused refused by the server or not sent (not added); the other "
-            . (1 - $refused) . ' may or may not have been added'
-        : "$e: 0 of 1 items known checked");
+    $self->_batch_failed($method, $verb, 1, undef, undef, \0, \$refused)->($e);
 }
 
 sub add {
