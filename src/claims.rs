@@ -33,27 +33,27 @@ struct Entry {
     fork: u32,
     claim: Claim,
     holder: u64,
-    map: Option<Arc<MmapRaw>>,
+    map: Arc<MmapRaw>,
 }
 
 impl Entry {
     /// Whether the handle that claimed the slot is gone (dropped, perhaps in
     /// another thread, which could not give the slot back).
     fn orphaned(&self) -> bool {
-        self.map.as_ref().is_some_and(|m| Arc::strong_count(m) == 1)
+        Arc::strong_count(&self.map) == 1
     }
 }
 
 impl Drop for Entry {
     fn drop(&mut self) {
-        let Some(map) = self.map.take() else { return };
         // Only in the process that claimed it: a forked child's copy of the
         // table names its parent's slots (and a mutex it does not hold).
         if self.fork == sync::fork_generation() {
             // SAFETY: the slot table lies at SLOTS_OFF of every mapping this
             // library makes (validated when it was attached), and `map`
             // keeps the mapping alive for this call.
-            let slot = unsafe { &*(map.as_ptr().add(SLOTS_OFF as usize) as *const Slot).add(self.claim.idx as usize) };
+            let slot =
+                unsafe { &*(self.map.as_ptr().add(SLOTS_OFF as usize) as *const Slot).add(self.claim.idx as usize) };
             slot.release(self.claim);
         }
     }
@@ -116,7 +116,7 @@ pub fn insert(id: Id, fork: u32, claim: Claim, holder: u64, map: Arc<MmapRaw>) -
                 fork,
                 claim,
                 holder,
-                map: Some(map),
+                map,
             })
         })
         .is_ok()

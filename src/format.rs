@@ -339,8 +339,13 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
     if !geometry.is_valid() {
         return Err(FormatError::Geometry);
     }
-    let window = decode_window(b)?;
-    let l = ring_layout(geometry.m, window.map_or(1, |w| w.ring_len()));
+    let h = Header {
+        geometry,
+        seed: get_u64(b, 48),
+        instance: get_u64(b, 96),
+        window: decode_window(b)?,
+    };
+    let l = h.layout();
     if get_u64(b, 56) != l.total
         || get_u64(b, 64) != SLOTS_OFF
         || get_u32(b, 72) != SLOTS
@@ -351,12 +356,6 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
     {
         return Err(FormatError::Layout);
     }
-    let h = Header {
-        geometry,
-        seed: get_u64(b, 48),
-        instance: get_u64(b, 96),
-        window,
-    };
     // Longer is fine up to the end of a journal (a merge under way, or
     // one whose process was killed); the mapping never reaches past total.
     if actual_size < l.total || actual_size > max_size(&h) {

@@ -25,6 +25,7 @@
 //! is ours with seed 0.
 
 use crate::geometry::{Geometry, MAX_BITS, MAX_K, MIN_BITS, MIN_K};
+use crate::serial::{le32, le64};
 
 /// The header's size, and the least a legacy file can be.
 pub const HEADER_LEN: usize = 256;
@@ -93,14 +94,6 @@ impl std::fmt::Display for LegacyError {
     }
 }
 
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
-}
-
 /// Whether `b` begins with the original's magic (however damaged the rest).
 pub fn has_magic(b: &[u8]) -> bool {
     b.len() >= MAGIC.len() && b[..MAGIC.len()] == MAGIC
@@ -116,34 +109,34 @@ pub fn parse(b: &[u8], actual_size: u64) -> Result<LegacyHeader, LegacyError> {
     if !has_magic(b) {
         return Err(LegacyError::BadMagic);
     }
-    let version = u32_at(b, 4);
+    let version = le32(b, 4);
     if !VERSIONS.contains(&version) {
         return Err(LegacyError::UnknownVersion(version));
     }
-    let k = u32_at(b, 8);
+    let k = le32(b, 8);
     if !(MIN_K..=MAX_K).contains(&k) {
         return Err(LegacyError::BadK(k));
     }
-    let m = u64_at(b, 16);
+    let m = le64(b, 16);
     if !m.is_power_of_two() || !(MIN_BITS..=MAX_BITS).contains(&m) {
         return Err(LegacyError::BadBits(m));
     }
-    let capacity = u64_at(b, 32);
+    let capacity = le64(b, 32);
     if capacity == 0 {
         return Err(LegacyError::BadCapacity);
     }
-    let fp_rate = f64::from_le_bytes(b[40..48].try_into().expect("8 bytes"));
+    let fp_rate = f64::from_bits(le64(b, 40));
     if !(fp_rate > 0.0 && fp_rate < 1.0) {
         return Err(LegacyError::BadFpRate);
     }
-    let total_size = u64_at(b, 48);
+    let total_size = le64(b, 48);
     if total_size != actual_size {
         return Err(LegacyError::SizeMismatch {
             header: total_size,
             actual: actual_size,
         });
     }
-    let bits_off = u64_at(b, 64);
+    let bits_off = le64(b, 64);
     let bytes = m / 8;
     let fits = bits_off >= HEADER_LEN as u64
         && bits_off % 8 == 0
@@ -169,7 +162,7 @@ pub fn parse(b: &[u8], actual_size: u64) -> Result<LegacyHeader, LegacyError> {
         geometry,
         total_size,
         bits_off,
-        ops: u64_at(b, 88),
+        ops: le64(b, 88),
     })
 }
 
@@ -194,7 +187,7 @@ mod tests {
     }
 
     fn size_of(b: &[u8]) -> u64 {
-        u64_at(b, 48)
+        le64(b, 48)
     }
 
     #[test]

@@ -417,39 +417,42 @@ pub(crate) fn legacy_message(path: Option<&str>) -> String {
 /// validate it against that size. `path` is only for the message about a
 /// file of the original module. The caller then maps exactly the header's
 /// `total`: a longer file holds a journal past it.
-fn read_header(fd: &OwnedFd, size: u64, path: Option<&str>) -> Result<Header> {
-    let n = size.min(format::HEADER_READ_LEN as u64) as usize;
-    let mut b = [0u8; format::HEADER_READ_LEN];
-    let mut got = 0;
-    while got < n {
-        // SAFETY: reads at most n - got bytes into our own buffer, after
-        // the got bytes already there.
-        let r = unsafe {
+/// `pread` into `buf` from `off` until it is full or the file ends
+/// (retrying EINTR): the bytes read.
+pub(crate) fn pread_full(fd: RawFd, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the destination is the unread rest of `buf`.
+        let n = unsafe {
             libc::pread(
-                fd.as_raw_fd(),
-                b[got..].as_mut_ptr() as *mut libc::c_void,
-                n - got,
-                got as libc::off_t,
+                fd,
+                buf[done..].as_mut_ptr() as *mut libc::c_void,
+                buf.len() - done,
+                off as libc::off_t,
             )
         };
-        if r < 0 {
+        if n < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(Error::io("read header", e));
+            return Err(e);
         }
-        if r == 0 {
-            break; // shrunk meanwhile: validated as what we read
+        if n == 0 {
+            break;
         }
-        got += r as usize;
+        done += n as usize;
+        off += n as u64;
     }
-    if got >= crate::legacy::MAGIC.len() {
-        let mut magic = [0u8; 4];
-        magic.copy_from_slice(&b[..4]);
-        if crate::legacy::has_magic(&magic) {
-            return Err(Error::format(legacy_message(path)));
-        }
+    Ok(done)
+}
+
+fn read_header(fd: &OwnedFd, size: u64, path: Option<&str>) -> Result<Header> {
+    let n = size.min(format::HEADER_READ_LEN as u64) as usize;
+    let mut b = [0u8; format::HEADER_READ_LEN];
+    let got = pread_full(fd.as_raw_fd(), &mut b[..n], 0).map_err(|e| Error::io("read header", e))?;
+    if crate::legacy::has_magic(&b[..got]) {
+        return Err(Error::format(legacy_message(path)));
     }
     if got < IMMUTABLE_LEN {
         return Err(Error::format(format::FormatError::TooSmall(size).to_string()));
@@ -492,7 +495,7 @@ fn advise_huge(map: &MmapRaw, l: &Layout) {
 }
 
 /// Device and inode of a descriptor's file: the region's identity.
-fn ident(st: &libc::stat) -> (u64, u64) {
+pub(crate) fn ident(st: &libc::stat) -> (u64, u64) {
     (st.st_dev, st.st_ino)
 }
 
@@ -629,7 +632,7 @@ pub(crate) fn open_nofollow(path: &CStr, flags: libc::c_int, shown: &str) -> Res
     Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
-fn lstat(path: &CStr) -> Option<libc::stat> {
+pub(crate) fn lstat(path: &CStr) -> Option<libc::stat> {
     // SAFETY: an all-zero stat is a valid value; lstat fills it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: path is NUL-terminated, `st` a valid out-pointer.
@@ -687,14 +690,14 @@ static TMPFILE_NAMEABLE: AtomicBool = AtomicBool::new(true);
 
 /// A temporary name beside the final one, removed when dropped unless
 /// `keep` was called (after it was renamed away).
-struct TempName(Option<CString>);
+pub(crate) struct TempName(pub(crate) Option<CString>);
 impl TempName {
     fn beside(raw: &[u8]) -> Result<CString> {
         let mut tmp = raw.to_vec();
         tmp.extend_from_slice(format!(".tmp.{}.{:x}", std::process::id(), random_u64()).as_bytes());
         cstr(tmp)
     }
-    fn keep(&mut self) {
+    pub(crate) fn keep(&mut self) {
         self.0 = None;
     }
 }

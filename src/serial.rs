@@ -205,10 +205,10 @@ impl std::fmt::Display for SerialError {
     }
 }
 
-fn le32(b: &[u8], off: usize) -> u32 {
+pub(crate) fn le32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
-fn le64(b: &[u8], off: usize) -> u64 {
+pub(crate) fn le64(b: &[u8], off: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[off..off + 8]);
     u64::from_le_bytes(a)

@@ -777,16 +777,9 @@ impl<'a> Shared<'a> {
                 }
                 return;
             }
-            self.sleep_on_excl(cur);
+            sleep_on(&self.ctl.excl, cur);
             cur = excl.load(Ordering::Acquire);
         }
-    }
-
-    /// Mark the exclusive word (holding `cur`) as waited on, so its releaser
-    /// wakes us, and sleep at most WAIT_SLICE. Returns at once if the word
-    /// changed meanwhile; every caller re-reads it.
-    fn sleep_on_excl(&self, cur: u32) {
-        sleep_on(&self.ctl.excl, cur);
     }
 
     // ------------------------------------------------------------ exclusive
@@ -805,7 +798,7 @@ impl<'a> Shared<'a> {
                         }
                         continue;
                     }
-                    self.sleep_on_excl(cur);
+                    sleep_on(&self.ctl.excl, cur);
                 }
             }
         }

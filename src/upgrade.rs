@@ -30,30 +30,9 @@ pub struct Upgraded {
 }
 
 /// `pread` all of `buf` at `off`.
-fn pread_exact(fd: i32, buf: &mut [u8], mut off: u64) -> std::io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        // SAFETY: the destination is the unread rest of `buf`.
-        let n = unsafe {
-            libc::pread(
-                fd,
-                buf[done..].as_mut_ptr() as *mut libc::c_void,
-                buf.len() - done,
-                off as libc::off_t,
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
-        }
-        done += n as usize;
-        off += n as u64;
+fn pread_exact(fd: i32, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+    if region::pread_full(fd, buf, off)? < buf.len() {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
     }
     Ok(())
 }
@@ -147,10 +126,8 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
     tmp.extend_from_slice(format!(".upgrade.{}.{:x}", std::process::id(), region::random_u64()).as_bytes());
     let tmp_path = std::path::PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&tmp));
     let ctmp = region::cstr(&tmp)?;
-    let remove_tmp = || {
-        // SAFETY: ctmp is NUL-terminated.
-        unsafe { libc::unlink(ctmp.as_ptr()) };
-    };
+    // Removed on every failure (even one after it was linked).
+    let mut temp = region::TempName(Some(ctmp.clone()));
 
     let failed: RefCell<Option<Error>> = RefCell::new(None);
     let words = lh.geometry.words();
@@ -174,13 +151,7 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
             i += n;
         }
     });
-    let f = match made {
-        Ok(f) => f,
-        Err(e) => {
-            remove_tmp(); // in case it was linked before failing
-            return Err(e);
-        }
-    };
+    let f = made?;
     let finish = || -> Result<u64> {
         if let Some(e) = failed.borrow_mut().take() {
             return Err(e);
@@ -188,12 +159,7 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
         f.sync()?;
         // The old file's owner and group carry over (we are root, or its
         // owner: nobody else can replace it).
-        // SAFETY: an all-zero stat is valid; lstat fills it.
-        let mut made: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: ctmp is NUL-terminated, `made` a valid out-pointer.
-        if unsafe { libc::lstat(ctmp.as_ptr(), &mut made) } != 0 {
-            return Err(Error::last_os(format!("stat {shown}")));
-        }
+        let made = region::lstat(&ctmp).ok_or_else(|| Error::last_os(format!("stat {shown}")))?;
         if (made.st_uid, made.st_gid) != (st.st_uid, st.st_gid)
             // SAFETY: ctmp is NUL-terminated.
             && unsafe { libc::lchown(ctmp.as_ptr(), st.st_uid, st.st_gid) } != 0
@@ -205,10 +171,7 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
             return Err(Error::last_os(format!("chmod {shown}")));
         }
         // The path must still name the file we read and checked.
-        // SAFETY: an all-zero stat is valid; lstat fills it.
-        let mut now: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: path is NUL-terminated, `now` a valid out-pointer.
-        if unsafe { libc::lstat(path.as_ptr(), &mut now) } != 0 || (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) {
+        if region::lstat(&path).map(|now| region::ident(&now)) != Some(region::ident(&st)) {
             return Err(Error::new(
                 ErrorKind::Io,
                 format!("{shown}: replaced by another file during the upgrade (nothing changed)"),
@@ -220,15 +183,11 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
         }
         Ok(f.bits_set())
     };
-    match finish() {
-        Ok(bits_set) => Ok(Upgraded {
-            from_version: lh.version,
-            header: lh,
-            bits_set,
-        }),
-        Err(e) => {
-            remove_tmp();
-            Err(e)
-        }
-    }
+    let bits_set = finish()?;
+    temp.keep();
+    Ok(Upgraded {
+        from_version: lh.version,
+        header: lh,
+        bits_set,
+    })
 }
