@@ -312,9 +312,9 @@ impl Filter {
     /// Refuse an explicit window that differs from this filter's.
     fn check_window(self, want: Option<WindowOptions>) -> Result<Filter> {
         let Some(wo) = want else { return Ok(self) };
+        let asked = Window::new(wo.window_ns, wo.generations, 0);
         let ok = self.win.is_some_and(|s| {
-            s.w.generations() == wo.generations
-                && Window::new(wo.window_ns, wo.generations, 0).ok().map(|w| w.window_ns()) == Some(s.w.window_ns())
+            s.w.generations() == wo.generations && asked.as_ref().ok().map(|w| w.window_ns()) == Some(s.w.window_ns())
         });
         if ok {
             return Ok(self);
@@ -324,7 +324,7 @@ impl Filter {
             format!(
                 "window mismatch (the filter has {}, not {})",
                 self.win.map_or_else(|| "no window".to_string(), |s| s.w.to_string()),
-                Window::new(wo.window_ns, wo.generations, 0).map_or_else(|e| e, |w| w.to_string())
+                asked.map_or_else(|e| e, |w| w.to_string())
             ),
         ))
     }
@@ -677,7 +677,7 @@ impl Filter {
         let held = self.claim()?;
         let c = held.c;
         if let Some(win) = &self.win {
-            return self.window_add_many(win, &[item], None, c).map(|n| n == 1);
+            return with_probe!(&self.probing, p => self.window_add_many(win, p, &[item], None, c)).map(|n| n == 1);
         }
         let h = hash_item(self.seed, item);
         let r = with_probe!(&self.probing, p => self.add_at(p, &p.locate(&h), c));
@@ -756,7 +756,7 @@ impl Filter {
         let held = self.claim()?;
         let c = held.c;
         if let Some(win) = &self.win {
-            return self.window_add_many(win, items, results, c);
+            return with_probe!(&self.probing, p => self.window_add_many(win, p, items, results, c));
         }
         with_probe!(&self.probing, p => self.add_many_with(p, items, results, c))
     }
@@ -1097,31 +1097,21 @@ impl Filter {
         let v = self.load_view(w);
         let (q1, old1, new1) = write(v);
         let v2 = self.load_view(w);
-        let mut had;
-        if v2 != v {
+        let (q, had) = if v2 == v {
+            (q1, w.visible(old1, q1) && !new1)
+        } else {
             // A step landed meanwhile (one at most: the next one's drain
             // waits for our stripe). Answer for the later view; the slot
             // first written counts with what it held before us.
             let (q2, old2, new2) = write(v2);
-            had = (w.visible(old1, q2) && !new1) || (w.visible(old2, q2) && !new2);
-            for d in 1..w.generations() {
-                let slot = w.slot_at(v2, d);
-                if had {
-                    break;
-                }
-                if slot != v.pos {
-                    had = self.held_visible(win, p, loc, slot, q2);
-                }
-            }
-        } else {
-            had = w.visible(old1, q1) && !new1;
-            for d in 1..w.generations() {
-                if had {
-                    break;
-                }
-                had = self.held_visible(win, p, loc, w.slot_at(v, d), q1);
-            }
-        }
+            (q2, (w.visible(old1, q2) && !new1) || (w.visible(old2, q2) && !new2))
+        };
+        // The older generations of the later view (without the slot first
+        // written: with an unchanged view it is not among them anyway).
+        let had = had
+            || (1..w.generations())
+                .map(|d| w.slot_at(v2, d))
+                .any(|slot| slot != v.pos && self.held_visible(win, p, loc, slot, q));
         sh.end_add(s);
         Ok(!had)
     }
@@ -1168,7 +1158,14 @@ impl Filter {
     }
 
     /// Windowed adds: each item as `add` does; the spare cleared after.
-    fn window_add_many(&self, win: &Win, items: &[&[u8]], mut results: Option<&mut [u8]>, c: Claim) -> Result<u64> {
+    fn window_add_many<P: Probe>(
+        &self,
+        win: &Win,
+        p: &P,
+        items: &[&[u8]],
+        mut results: Option<&mut [u8]>,
+        c: Claim,
+    ) -> Result<u64> {
         let w = &win.w;
         let mut new = 0u64;
         let mut r = Ok(());
@@ -1182,14 +1179,12 @@ impl Filter {
             }
             let h = hash_item(self.seed, item);
             let s = self.window_stripe(&h);
-            let n = with_probe!(&self.probing, p => {
-                let loc = p.locate(&h);
-                if self.window_held_now(win, p, &loc, now) {
-                    Ok(false)
-                } else {
-                    self.window_add_at(win, p, &loc, s, c, now)
-                }
-            });
+            let loc = p.locate(&h);
+            let n = if self.window_held_now(win, p, &loc, now) {
+                Ok(false)
+            } else {
+                self.window_add_at(win, p, &loc, s, c, now)
+            };
             let n = match n {
                 Ok(n) => n,
                 Err(e) => {
@@ -1430,15 +1425,6 @@ impl Filter {
         Ok(())
     }
 
-    /// Set bits of a windowed filter's current generation.
-    fn window_bits_set(&self, win: &Win) -> u64 {
-        let v = self.load_view(&win.w);
-        self.generation(win, v.pos)
-            .iter()
-            .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
-            .sum()
-    }
-
     /// Refuse operations a windowed filter does not have.
     fn not_windowed(&self, what: &str) -> Result<()> {
         match self.win {
@@ -1675,10 +1661,12 @@ impl Filter {
     /// Number of set bits (loads only); of the current generation for a
     /// windowed filter.
     pub fn bits_set(&self) -> u64 {
-        if let Some(win) = &self.win {
-            return self.window_bits_set(win);
-        }
-        self.words_slice()
+        // A windowed filter: its current generation's.
+        let words = match &self.win {
+            Some(win) => self.generation(win, self.load_view(&win.w).pos),
+            None => self.words_slice(),
+        };
+        words
             .iter()
             .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
             .sum()
