@@ -862,11 +862,11 @@ pub struct BfsRemoteGeometry {
 
 /// # Safety
 /// `p` must be a NUL-terminated string.
-unsafe fn layout_arg(p: *const c_char) -> Result<remote::ProbeLayout, Error> {
+unsafe fn layout_arg(p: *const c_char) -> Result<crate::layout::Layout, Error> {
     // SAFETY: per the contract above.
     let name = unsafe { opt_cbytes(p) }.ok_or_else(|| Error::arg("layout is required"))?;
     let name = std::str::from_utf8(name).map_err(|_| Error::arg("layout is not valid UTF-8"))?;
-    remote::ProbeLayout::from_name(name)
+    crate::layout::Layout::named(name)
 }
 
 /// The geometry `layout` ("standard" or "blocked") gives `capacity` and `fp_rate`.

@@ -17,44 +17,22 @@ use crate::hashing::hash_item;
 use crate::layout::{blocked_bits, Layout, Scheme};
 use crate::region;
 
-/// Where an item's probes fall. Every layout a local filter can have gets a
-/// variant here, so that the remote code never knows which one it runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProbeLayout {
-    /// `bloom.h`'s double hashing over the whole array.
-    Standard,
-    /// All of an item's bits in one aligned 64-bit word or 128-bit block
-    /// (the geometry's scheme says which).
-    Blocked,
-}
-
-impl ProbeLayout {
+/// What the remote code needs of a layout (where an item's probes fall),
+/// so that it never asks which one it runs.
+impl Layout {
     /// The layout a name (as the Perl option `layout`) stands for.
-    pub fn from_name(name: &str) -> Result<ProbeLayout> {
-        match name {
-            "standard" => Ok(ProbeLayout::Standard),
-            "blocked" => Ok(ProbeLayout::Blocked),
-            _ => Err(Error::arg(format!(
+    pub fn named(name: &str) -> Result<Layout> {
+        Layout::from_name(name).ok_or_else(|| {
+            Error::arg(format!(
                 "unknown layout '{}' (this build has: standard, blocked)",
                 name.escape_default()
-            ))),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ProbeLayout::Standard => "standard",
-            ProbeLayout::Blocked => "blocked",
-        }
+            ))
+        })
     }
 
     /// The geometry this layout gives `capacity` and `fp_rate`.
     pub fn geometry(self, capacity: u64, fp_rate: f64) -> Result<Geometry> {
-        let layout = match self {
-            ProbeLayout::Standard => Layout::Standard,
-            ProbeLayout::Blocked => Layout::Blocked,
-        };
-        Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))
+        Geometry::for_layout(capacity, fp_rate, self).map_err(|e| Error::arg(e.to_string()))
     }
 
     /// The size of the aligned range that holds all of one item's bits: a
@@ -65,9 +43,9 @@ impl ProbeLayout {
     /// blocked item's bits are in one word (64) or block (128).
     pub fn span_bits(self, g: &Geometry) -> Option<u64> {
         match self {
-            ProbeLayout::Standard if g.k == 1 => Some(64),
-            ProbeLayout::Standard => None,
-            ProbeLayout::Blocked => Some(g.scheme.block_bits()),
+            Layout::Standard if g.k == 1 => Some(64),
+            Layout::Standard => None,
+            Layout::Blocked => Some(g.scheme.block_bits()),
         }
     }
 
@@ -78,8 +56,8 @@ impl ProbeLayout {
     pub fn positions(self, seed: u64, g: &Geometry, item: &[u8], out: &mut Vec<u64>) {
         let h = hash_item(seed, item);
         match self {
-            ProbeLayout::Standard => out.extend(h.probes(g.k, g.m - 1)),
-            ProbeLayout::Blocked => {
+            Layout::Standard => out.extend(h.probes(g.k, g.m - 1)),
+            Layout::Blocked => {
                 let b = g.scheme.block_bits();
                 out.extend(blocked_bits(&h, b, g.m / b, g.k))
             }
@@ -91,10 +69,10 @@ impl ProbeLayout {
     /// untrusted values: the blocked width is the span.
     pub fn stored_geometry(self, m: u64, k: u32, span: u64) -> Result<Geometry> {
         let scheme = match self {
-            ProbeLayout::Standard => Scheme::Standard,
-            ProbeLayout::Blocked if span == 64 => Scheme::Word64,
-            ProbeLayout::Blocked if span == 128 => Scheme::Block128,
-            ProbeLayout::Blocked => {
+            Layout::Standard => Scheme::Standard,
+            Layout::Blocked if span == 64 => Scheme::Word64,
+            Layout::Blocked if span == 128 => Scheme::Block128,
+            Layout::Blocked => {
                 return Err(Error::arg(format!("span {span} is not a blocked filter's (64 or 128)")));
             }
         };
@@ -142,7 +120,7 @@ pub fn msb_first(i: u64) -> u64 {
 /// `piece_bits` must be a multiple of the layout's span (or hold the whole
 /// array) and of 8 (pieces are whole bytes).
 pub fn offsets(
-    layout: ProbeLayout,
+    layout: Layout,
     seed: u64,
     g: &Geometry,
     piece_bits: u64,
@@ -197,7 +175,7 @@ pub fn offsets(
 
 /// The count and false-positive estimates of a filter of this layout with
 /// `bits_set` of its bits set: what a local filter with those bits reports.
-pub fn estimates(layout: ProbeLayout, capacity: u64, fp_rate: f64, bits_set: u64) -> Result<(u64, f64)> {
+pub fn estimates(layout: Layout, capacity: u64, fp_rate: f64, bits_set: u64) -> Result<(u64, f64)> {
     let g = layout.geometry(capacity, fp_rate)?;
     if bits_set > g.m {
         return Err(Error::arg(format!("{bits_set} bits set in a filter of {} bits", g.m)));
@@ -254,7 +232,7 @@ impl Filter {
         capacity: u64,
         fp_rate: f64,
         seed: u64,
-        layout: ProbeLayout,
+        layout: Layout,
         bits: &[u8],
         path: Option<&std::path::Path>,
         mode: u32,
@@ -284,17 +262,14 @@ impl Filter {
 mod tests {
     use super::*;
     use crate::filter::Options;
-    use crate::layout::{Layout, Scheme};
+    use crate::layout::Scheme;
 
     fn bit_of(bytes: &[u8], msb_offset: u64) -> bool {
         bytes[(msb_offset / 8) as usize] & (0x80 >> (msb_offset % 8)) != 0
     }
 
-    fn local(cap: u64, rate: f64, seed: u64, layout: ProbeLayout) -> Filter {
-        let layout = Some(match layout {
-            ProbeLayout::Standard => Layout::Standard,
-            ProbeLayout::Blocked => Layout::Blocked,
-        });
+    fn local(cap: u64, rate: f64, seed: u64, layout: Layout) -> Filter {
+        let layout = Some(layout);
         Filter::new_anonymous(
             cap,
             rate,
@@ -320,12 +295,12 @@ mod tests {
     fn offsets_address_the_local_bits() {
         let mut schemes = Vec::new();
         for (layout, cap, rate, seed) in [
-            (ProbeLayout::Standard, 1000u64, 0.01, 0u64),
-            (ProbeLayout::Standard, 50, 0.3, 7),
-            (ProbeLayout::Standard, 20_000, 0.001, u64::MAX),
-            (ProbeLayout::Blocked, 1000, 0.01, 0),
-            (ProbeLayout::Blocked, 50, 0.3, 7),
-            (ProbeLayout::Blocked, 3000, 0.0001, u64::MAX),
+            (Layout::Standard, 1000u64, 0.01, 0u64),
+            (Layout::Standard, 50, 0.3, 7),
+            (Layout::Standard, 20_000, 0.001, u64::MAX),
+            (Layout::Blocked, 1000, 0.01, 0),
+            (Layout::Blocked, 50, 0.3, 7),
+            (Layout::Blocked, 3000, 0.0001, u64::MAX),
         ] {
             let f = local(cap, rate, seed, layout);
             let g = f.geometry();
@@ -373,7 +348,7 @@ mod tests {
     #[test]
     fn blocked_filters_cut_into_pieces() {
         for rate in [0.01, 0.0001] {
-            let l = ProbeLayout::Blocked;
+            let l = Layout::Blocked;
             let g = l.geometry(5000, rate).unwrap();
             let span = l.span_bits(&g).unwrap();
             assert_eq!(span, g.scheme.block_bits());
@@ -405,25 +380,23 @@ mod tests {
     #[test]
     fn stored_geometry_checks_its_values() {
         for rate in [0.01, 0.0001] {
-            let g = ProbeLayout::Blocked.geometry(5000, rate).unwrap();
+            let g = Layout::Blocked.geometry(5000, rate).unwrap();
             let span = g.scheme.block_bits();
-            let s = ProbeLayout::Blocked.stored_geometry(g.m, g.k, span).unwrap();
+            let s = Layout::Blocked.stored_geometry(g.m, g.k, span).unwrap();
             assert_eq!((s.m, s.k, s.scheme), (g.m, g.k, g.scheme));
             for bad in [0, 32, 256, 192] {
-                let e = ProbeLayout::Blocked.stored_geometry(g.m, g.k, bad).unwrap_err();
+                let e = Layout::Blocked.stored_geometry(g.m, g.k, bad).unwrap_err();
                 assert!(e.msg.contains("span"), "{}", e.msg);
             }
-            assert!(ProbeLayout::Blocked
-                .stored_geometry(g.m / 128 * 128 + 64, g.k, 128)
-                .is_err());
-            assert!(ProbeLayout::Blocked.stored_geometry(g.m, 17, span).is_err());
+            assert!(Layout::Blocked.stored_geometry(g.m / 128 * 128 + 64, g.k, 128).is_err());
+            assert!(Layout::Blocked.stored_geometry(g.m, 17, span).is_err());
         }
-        let g = ProbeLayout::Standard.geometry(1000, 0.01).unwrap();
-        assert_eq!(ProbeLayout::Standard.stored_geometry(g.m, g.k, 0).unwrap().m, g.m);
-        let e = ProbeLayout::Standard.stored_geometry(g.m, g.k, 64).unwrap_err();
+        let g = Layout::Standard.geometry(1000, 0.01).unwrap();
+        assert_eq!(Layout::Standard.stored_geometry(g.m, g.k, 0).unwrap().m, g.m);
+        let e = Layout::Standard.stored_geometry(g.m, g.k, 64).unwrap_err();
         assert!(e.msg.contains("span"), "{}", e.msg);
-        assert!(ProbeLayout::Standard.stored_geometry(g.m + 1, g.k, 0).is_err());
-        assert!(ProbeLayout::Standard.stored_geometry(g.m, 0, 0).is_err());
+        assert!(Layout::Standard.stored_geometry(g.m + 1, g.k, 0).is_err());
+        assert!(Layout::Standard.stored_geometry(g.m, 0, 0).is_err());
     }
 
     #[test]
@@ -440,20 +413,20 @@ mod tests {
 
     #[test]
     fn pieces_and_bad_piece_sizes() {
-        let g = ProbeLayout::Standard.geometry(1000, 0.01).unwrap();
+        let g = Layout::Standard.geometry(1000, 0.01).unwrap();
         let items: [&[u8]; 2] = [b"a", b"b"];
         let mut off = vec![0u64; 2 * g.k as usize];
         let mut pc = vec![9u64; 2];
-        offsets(ProbeLayout::Standard, 0, &g, g.m, &items, &mut off, Some(&mut pc)).unwrap();
+        offsets(Layout::Standard, 0, &g, g.m, &items, &mut off, Some(&mut pc)).unwrap();
         assert_eq!(pc, [0, 0]);
         // Standard spreads an item over the whole array: no smaller piece.
         for bad in [g.m / 2, 64, 3, 0] {
-            let e = offsets(ProbeLayout::Standard, 0, &g, bad, &items, &mut off, None).unwrap_err();
+            let e = offsets(Layout::Standard, 0, &g, bad, &items, &mut off, None).unwrap_err();
             assert!(e.msg.contains("cannot hold whole items"), "{}", e.msg);
         }
-        offsets(ProbeLayout::Standard, 0, &g, g.m * 2, &items, &mut off, Some(&mut pc)).unwrap();
+        offsets(Layout::Standard, 0, &g, g.m * 2, &items, &mut off, Some(&mut pc)).unwrap();
         assert_eq!(pc, [0, 0], "a piece larger than the array holds it all");
-        let e = offsets(ProbeLayout::Standard, 0, &g, g.m, &items, &mut off[1..], None).unwrap_err();
+        let e = offsets(Layout::Standard, 0, &g, g.m, &items, &mut off[1..], None).unwrap_err();
         assert!(e.msg.contains("wrong length"));
     }
 
@@ -461,26 +434,26 @@ mod tests {
     /// piece `i`, offset `o` is byte-string bit `i * piece + o` of the array.
     #[test]
     fn single_probe_filters_cut_into_pieces() {
-        let g = ProbeLayout::Standard.geometry(1000, 0.5).unwrap();
+        let g = Layout::Standard.geometry(1000, 0.5).unwrap();
         assert_eq!(g.k, 1);
-        assert_eq!(ProbeLayout::Standard.span_bits(&g), Some(64));
-        let g7 = ProbeLayout::Standard.geometry(1000, 0.01).unwrap();
-        assert_eq!(ProbeLayout::Standard.span_bits(&g7), None);
+        assert_eq!(Layout::Standard.span_bits(&g), Some(64));
+        let g7 = Layout::Standard.geometry(1000, 0.01).unwrap();
+        assert_eq!(Layout::Standard.span_bits(&g7), None);
         let items: Vec<Vec<u8>> = (0..500u32).map(|i| i.to_le_bytes().to_vec()).collect();
         let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
         let mut whole = vec![0u64; refs.len()];
-        offsets(ProbeLayout::Standard, 3, &g, g.m, &refs, &mut whole, None).unwrap();
+        offsets(Layout::Standard, 3, &g, g.m, &refs, &mut whole, None).unwrap();
         // pieces of 3 words: not a power of two, the last one shorter
         for piece in [64, 192, g.m / 4] {
             let mut off = vec![0u64; refs.len()];
             let mut pc = vec![0u64; refs.len()];
-            offsets(ProbeLayout::Standard, 3, &g, piece, &refs, &mut off, Some(&mut pc)).unwrap();
+            offsets(Layout::Standard, 3, &g, piece, &refs, &mut off, Some(&mut pc)).unwrap();
             for n in 0..refs.len() {
                 assert!(off[n] < piece);
                 assert_eq!(pc[n] * piece + off[n], whole[n], "piece {piece}, item {n}");
             }
         }
-        let e = offsets(ProbeLayout::Standard, 3, &g, 32, &refs, &mut whole, None).unwrap_err();
+        let e = offsets(Layout::Standard, 3, &g, 32, &refs, &mut whole, None).unwrap_err();
         assert!(e.msg.contains("cannot hold whole items"), "{}", e.msg);
     }
 
@@ -499,9 +472,9 @@ mod tests {
     #[test]
     fn estimates_are_the_local_filters() {
         for (layout, rate) in [
-            (ProbeLayout::Standard, 0.01),
-            (ProbeLayout::Blocked, 0.01),
-            (ProbeLayout::Blocked, 0.0001),
+            (Layout::Standard, 0.01),
+            (Layout::Blocked, 0.01),
+            (Layout::Blocked, 0.0001),
         ] {
             let f = local(3000, rate, 0, layout);
             for i in 0..2500u32 {
@@ -520,12 +493,9 @@ mod tests {
 
     #[test]
     fn layout_names() {
-        assert_eq!(ProbeLayout::from_name("standard").unwrap().name(), "standard");
-        assert_eq!(ProbeLayout::from_name("blocked").unwrap().name(), "blocked");
-        assert!(ProbeLayout::from_name("Standard")
-            .unwrap_err()
-            .msg
-            .contains("unknown layout"));
+        assert_eq!(Layout::named("standard").unwrap().name(), "standard");
+        assert_eq!(Layout::named("blocked").unwrap().name(), "blocked");
+        assert!(Layout::named("Standard").unwrap_err().msg.contains("unknown layout"));
     }
 
     /// A blocked remote copy's bytes give a local filter of the same
@@ -533,12 +503,12 @@ mod tests {
     #[test]
     fn from_bit_bytes_keeps_the_blocked_scheme() {
         for rate in [0.01, 0.0001] {
-            let f = local(500, rate, 5, ProbeLayout::Blocked);
+            let f = local(500, rate, 5, Layout::Blocked);
             for i in 0..200u32 {
                 f.add(&i.to_le_bytes()).unwrap();
             }
             let bits = bit_bytes(&f);
-            let c = Filter::from_bit_bytes(500, rate, 5, ProbeLayout::Blocked, &bits, None, 0o600).unwrap();
+            let c = Filter::from_bit_bytes(500, rate, 5, Layout::Blocked, &bits, None, 0o600).unwrap();
             assert_eq!(c.geometry(), f.geometry());
             assert_eq!(c.layout(), Layout::Blocked);
             assert_eq!(c.serialize().unwrap(), f.serialize().unwrap());
@@ -567,9 +537,9 @@ mod tests {
         let g = f.geometry();
         let ser = f.serialize().unwrap();
         let bits = &ser[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (g.m / 8) as usize];
-        let c = Filter::from_bit_bytes(500, 0.01, 5, ProbeLayout::Standard, bits, None, 0o600).unwrap();
+        let c = Filter::from_bit_bytes(500, 0.01, 5, Layout::Standard, bits, None, 0o600).unwrap();
         assert_eq!(c.serialize().unwrap(), ser);
-        let e = Filter::from_bit_bytes(500, 0.01, 5, ProbeLayout::Standard, &bits[1..], None, 0o600)
+        let e = Filter::from_bit_bytes(500, 0.01, 5, Layout::Standard, &bits[1..], None, 0o600)
             .err()
             .unwrap();
         assert!(e.msg.contains("bytes of bits"), "{}", e.msg);
