@@ -463,6 +463,25 @@ bfs_cstr(pTHX_ SV *sv, const char **bad)
         XSRETURN(1); \
     } STMT_END
 
+/* A reply's decimal integer (an optional '-', then digits) that fits in 64
+   signed bits, as its two's-complement bit pattern; false for anything else. */
+static bool bfs_decimal_i64(const char *p, STRLEN len, uint64_t *out)
+{
+    bool neg = len > 0 && p[0] == '-';
+    uint64_t v = 0, limit = neg ? (uint64_t)1 << 63 : ((uint64_t)1 << 63) - 1;
+    STRLEN i = neg ? 1 : 0;
+    if (i == len)
+        return FALSE;
+    for (; i < len; i++) {
+        unsigned d = (unsigned)(p[i] - '0');
+        if (d > 9 || v > (limit - d) / 10)
+            return FALSE;
+        v = v * 10 + d;
+    }
+    *out = neg ? (uint64_t)0 - v : v;
+    return TRUE;
+}
+
 MODULE = Data::BloomFilter::Shared    PACKAGE = Data::BloomFilter::Shared
 
 PROTOTYPES: DISABLE
@@ -1118,7 +1137,7 @@ _xs_items(items_ref)
     RETVAL
 
 void
-_xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pieces_out)
+_xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pieces_out, masks_out)
     IV verb
     const char *layout
     UV seed
@@ -1128,32 +1147,54 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
     UV piece_bits
     SV *items_ref
     SV *pieces_out
+    SV *masks_out
   PREINIT:
     BfsSlice *slices;
     SSize_t n, i, total;
     bool ran_perl = FALSE;
-    uint64_t *offsets, *pieces = NULL;
+    uint64_t *offsets, *masks, *pieces = NULL;
+    uint32_t width = 1, per = (uint32_t)hashes;
     AV *pav = NULL;
-    SV *op, *u1, *one;
+    SV *op, *type, *one;
     BfsStatus st;
     char err[BFS_ERRBUF_LEN];
   PPCODE:
-    /* The BITFIELD arguments for each item's probes, in item order:
-       verb 1: SET u1 OFFSET 1 (k times per item); verb 0: GET u1 OFFSET.
-       pieces_out, an array ref or undef, gets each item's piece number. */
+    /* The BITFIELD arguments of a batch, in item order. verb 1 (add):
+       SET u1 OFFSET 1 for each of an item's k probes. verb 0 (query): GET
+       u1 OFFSET per probe, or GET i64 OFFSET per word of a blocked item,
+       with the bits each field must hold packed (native u64s) into
+       masks_out, a scalar ref. pieces_out, an array ref or undef, gets
+       each item's piece number. */
     if (hashes < 1 || hashes > 32)
         bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
     if (SvROK(pieces_out) && SvTYPE(SvRV(pieces_out)) == SVt_PVAV)
         pav = (AV *)SvRV(pieces_out);
-    n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
-    total = n * (SSize_t)hashes;
-    Newx(offsets, total + (pav ? n : 0) + 1, uint64_t);
-    SAVEFREEPV(offsets);
-    if (pav)
-        pieces = offsets + total;
     err[0] = '\0';
-    st = bfs_remote_offsets(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes,
-                            (uint64_t)span_bits, (uint64_t)piece_bits, slices, (size_t)n, offsets, pieces, err);
+    if (!verb) {
+        if (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out)))
+            bfs_croak(aTHX_ cv, "masks must be a scalar reference");
+        st = bfs_remote_query_shape(layout, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
+                                    &width, &per, err);
+        if (st != BFS_OK)
+            bfs_croak_status(aTHX_ cv, st, err);
+    }
+    n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
+    total = n * (SSize_t)per;
+    Newx(offsets, 2 * total + (pav ? n : 0) + 1, uint64_t);
+    SAVEFREEPV(offsets);
+    masks = offsets + total;
+    if (pav)
+        pieces = masks + total;
+    if (verb) {
+        st = bfs_remote_offsets(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
+                                (uint64_t)piece_bits, slices, (size_t)n, offsets, pieces, err);
+    }
+    else {
+        st = bfs_remote_queries(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
+                                (uint64_t)piece_bits, slices, (size_t)n, offsets, masks, pieces, err);
+        if (st == BFS_OK)
+            sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)total * 8);
+    }
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
     if (pav) {
@@ -1164,7 +1205,7 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
     }
     SP = PL_stack_base + ax - 1; /* Perl code may have moved the stack */
     op = sv_2mortal(verb ? newSVpvs_share("SET") : newSVpvs_share("GET"));
-    u1 = sv_2mortal(newSVpvs_share("u1"));
+    type = sv_2mortal(width == 1 ? newSVpvs_share("u1") : newSVpvs_share("i64"));
     one = sv_2mortal(newSVpvs_share("1"));
     EXTEND(SP, total * (verb ? 4 : 3));
     for (i = 0; i < total; i++) {
@@ -1177,58 +1218,71 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
             v /= 10;
         } while (v);
         PUSHs(op);
-        PUSHs(u1);
+        PUSHs(type);
         mPUSHp(d, (STRLEN)(e - d));
         if (verb)
             PUSHs(one);
     }
 
 UV
-_xs_fold(old_ref, hashes, out_ref)
-    SV *old_ref
-    UV hashes
+_xs_fold(reply_ref, per_item, masks, out_ref)
+    SV *reply_ref
+    UV per_item
+    SV *masks
     SV *out_ref
   PREINIT:
     AV *av, *out = NULL;
     SSize_t n, i;
-    U8 *old, *was_new;
-    uint64_t count = 0;
+    uint64_t *values, count = 0;
+    const uint64_t *m = NULL;
+    U8 *full;
     BfsStatus st;
     char err[BFS_ERRBUF_LEN];
   CODE:
-    /* A BITFIELD reply (one 0/1 per probe, hashes per item) to the number of
-       items with a 0 among their bits; out_ref, an array ref or undef, gets
-       one 0/1 per item appended. */
-    if (!SvROK(old_ref) || SvTYPE(SvRV(old_ref)) != SVt_PVAV)
+    /* A BITFIELD reply (per_item fields per item) to the number of items
+       whose every field holds its mask's bits (masks: the packed string
+       _xs_args gave, or undef for one-bit fields that must be 1); out_ref,
+       an array ref or undef, gets one 0/1 per item appended. */
+    if (!SvROK(reply_ref) || SvTYPE(SvRV(reply_ref)) != SVt_PVAV)
         bfs_croak(aTHX_ cv, "reply is not an array reference");
-    if (hashes < 1 || hashes > 32)
-        bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
+    if (per_item < 1 || per_item > 32)
+        bfs_croak(aTHX_ cv, "fields per item %" UVuf " is out of range", per_item);
     if (SvROK(out_ref) && SvTYPE(SvRV(out_ref)) == SVt_PVAV)
         out = (AV *)SvRV(out_ref);
-    av = (AV *)SvRV(old_ref);
+    av = (AV *)SvRV(reply_ref);
     n = av_top_index(av) + 1;
-    Newx(old, 2 * n + 1, U8);
-    SAVEFREEPV(old);
-    was_new = old + n;
+    if (SvOK(masks)) {
+        STRLEN len;
+        (void)SvPVbyte(masks, len);
+        if (len != (STRLEN)n * 8)
+            bfs_croak(aTHX_ cv, "the reply has %" IVdf " fields where %" UVuf " were asked", (IV)n, (UV)(len / 8));
+    }
+    Newx(values, 2 * n + 1, uint64_t);
+    SAVEFREEPV(values);
+    if (SvOK(masks)) {
+        /* copied: a Perl string's buffer need not be aligned for u64s */
+        Copy(SvPVX(masks), values + n, n * 8, char);
+        m = values + n;
+    }
+    Newx(full, n + 1, U8);
+    SAVEFREEPV(full);
     for (i = 0; i < n; i++) {
+        /* an integer (Redis::Fast) or its decimal string (Redis.pm) */
         SV **e = av_fetch(av, i, 0);
-        /* an integer 0 or 1 (Redis::Fast) or the string "0" or "1" (Redis.pm);
-           anything else is refused by the fold */
-        old[i] = 2;
-        if (e && SvIOK(*e) && (SvIVX(*e) == 0 || SvIVX(*e) == 1))
-            old[i] = (U8)SvIVX(*e);
-        else if (e && SvPOK(*e) && SvCUR(*e) == 1 && (SvPVX(*e)[0] == '0' || SvPVX(*e)[0] == '1'))
-            old[i] = (U8)(SvPVX(*e)[0] - '0');
+        if (e && SvIOK(*e))
+            values[i] = (uint64_t)SvIVX(*e);
+        else if (!(e && SvPOK(*e) && bfs_decimal_i64(SvPVX(*e), SvCUR(*e), &values[i])))
+            bfs_croak(aTHX_ cv, "reply field %" IVdf " is not an integer", (IV)i);
     }
     err[0] = '\0';
-    st = bfs_remote_fold(old, (size_t)n, (uint32_t)hashes, out ? was_new : NULL, &count, err);
+    st = bfs_remote_fold(values, (size_t)n, (uint32_t)per_item, m, out ? full : NULL, &count, err);
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
     if (out) {
-        SSize_t items_n = n / (SSize_t)hashes;
+        SSize_t items_n = n / (SSize_t)per_item;
         av_extend(out, av_top_index(out) + 1 + items_n);
         for (i = 0; i < items_n; i++)
-            av_push(out, newSViv(was_new[i]));
+            av_push(out, newSViv(full[i]));
     }
     RETVAL = (UV)count;
   OUTPUT:

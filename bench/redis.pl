@@ -3,10 +3,15 @@
 # against one redis-server:
 #   - a single add / contains as a ratio to a PING round trip through the
 #     same client, timed in the same run (goal: add <= 1.5x PING);
-#   - adds and contains of new items in batches of 1000 (add_many,
-#     contains_many), in items per second, and as a ratio to pipelined ECHOs
-#     in batches of 1000 (the client's and server's ceiling for the
-#     cheapest command). Goals: 300 000 adds/s and 500 000 contains/s.
+#   - adds of new items and queries of the items added, in batches of 1000
+#     (add_many, contains_many), in items per second, and as a ratio to
+#     pipelined ECHOs in batches of 1000 (the client's and server's ceiling
+#     for the cheapest command). Goals: 300 000 adds/s and 500 000
+#     contains/s;
+#   - the server alone: the same BITFIELD commands, encoded before the clock
+#     starts, written to a plain socket a batch at a time and their replies
+#     read back (no client library): what the server allows any client.
+# Both layouts, at fp rates 0.01 and 0.001.
 #
 #   perl -Mblib bench/redis.pl [--quick] [--server HOST:PORT]
 #
@@ -22,6 +27,7 @@ use warnings;
 use File::Temp qw(tempdir);
 use Getopt::Long;
 use IO::Socket::INET ();
+use Socket ();
 use POSIX ();
 use Time::HiRes qw(time sleep);
 
@@ -61,6 +67,8 @@ if (!defined $server) {
 END { if ($pid) { kill 'TERM', $pid; waitpid $pid, 0 } }
 
 my $redis = Redis::Fast->new(server => $server, reconnect => 0);
+my $raw = IO::Socket::INET->new(PeerAddr => $server, Proto => 'tcp') or die "connect: $!";
+$raw->setsockopt(Socket::IPPROTO_TCP(), Socket::TCP_NODELAY(), 1);
 my $version = $redis->info('server')->{redis_version};
 say "redis-server $version at $server; Perl $^V; ", `nproc` =~ s/\s+//r, ' CPUs; load ',
     (split ' ', `cat /proc/loadavg`)[0];
@@ -70,11 +78,40 @@ sub median { my @s = sort { $a <=> $b } @_; $s[@s / 2] }
 my $run = 0;
 sub items { my ($n) = @_; $run++; [map { "bench-$run-$_" } 1 .. $n] }
 
+# The RESP encoding of one command.
+sub resp { join '', '*' . @_ . "\r\n", map { '$' . length($_) . "\r\n$_\r\n" } @_ }
+
+# Items per second of pre-encoded batches (each a string of commands whose
+# replies hold $fields integers in all) through the plain socket.
+sub server_alone {
+    my ($batches, $fields, $items) = @_;
+    my $t0 = time;
+    for my $b (@$batches) {
+        my $off = 0;
+        while ($off < length $b) {
+            my $w = syswrite $raw, $b, length($b) - $off, $off;
+            die "write: $!" if !defined $w;
+            $off += $w;
+        }
+        # Replies: one array header per command, one integer line per field.
+        my ($buf, $lines) = ('', 0);
+        my $want = $fields->{$b};
+        while ($lines < $want) {
+            my $r = sysread $raw, $buf, 1 << 20;
+            die "read: $!" if !$r;
+            $lines += ($buf =~ tr/\n//);
+        }
+    }
+    return $items / (time - $t0);
+}
+
+for my $layout ('standard', 'blocked') {
 for my $fp (0.01, 0.001) {
     $redis->flushall;
-    my $f = Data::BloomFilter::Shared::Redis->new($redis, "bench", 2_000_000, $fp);
+    my $f = Data::BloomFilter::Shared::Redis->new($redis, "bench", 2_000_000, $fp, { layout => $layout });
     say '';
-    say sprintf 'fp_rate %s: k = %d probes, m = 2^%d bits', $fp, $f->hashes, log($f->bits) / log(2);
+    say sprintf '%s, fp_rate %s: k = %d probes, m = %.1f Mbit, a query reads %d %s', $layout, $fp,
+        $f->hashes, $f->bits / 1e6, $f->{fields}, $layout eq 'blocked' ? '64-bit fields' : 'bits';
 
     my %t;
     # Single calls: blocks of $BLOCK PINGs, adds and contains in turn, so
@@ -113,6 +150,24 @@ for my $fp (0.01, 0.001) {
         $t0 = time;
         scalar $f->contains_many($_) for @batches;
         push @{ $t{contains_many} }, $ITEMS / (time - $t0);
+
+        # The server alone, on new items and on the same items again.
+        for my $verb (1, 0) {
+            my (@enc, %fields);
+            my $it = items($ITEMS);
+            while (my @b = splice @$it, 0, $BATCH) {
+                my ($cmds, $lines) = ('', 0);
+                while (my @c = splice @b, 0, 100) {
+                    my @a = Data::BloomFilter::Shared::Redis::_xs_args($verb,
+                        @$f{qw(layout seed bits hashes span piece)}, \@c, undef, \my $masks);
+                    $cmds .= resp($verb ? 'BITFIELD' : 'BITFIELD_RO', $f->{bitskey}, @a);
+                    $lines += 1 + @a / ($verb ? 4 : 3);
+                }
+                push @enc, $cmds;
+                $fields{$cmds} = $lines;
+            }
+            push @{ $t{ $verb ? 'alone_add' : 'alone_contains' } }, server_alone(\@enc, \%fields, $ITEMS);
+        }
     }
     my %m = map { $_ => median(@{ $t{$_} }) } keys %t;
     printf "  PING round trip            %7.1f us (median of blocks of %d)\n", $m{ping} * 1e6, $BLOCK;
@@ -123,4 +178,6 @@ for my $fp (0.01, 0.001) {
         $BATCH, $m{add_many}, $m{add_many} / $m{pings};
     printf "  contains_many, batches     %9.0f items/s  %5.2fx pipelined ECHOs  (goal 500000/s)\n",
         $m{contains_many}, $m{contains_many} / $m{pings};
+    printf "  the server alone: adds     %9.0f items/s, queries %.0f items/s\n", $m{alone_add}, $m{alone_contains};
+}
 }

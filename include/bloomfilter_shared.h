@@ -534,15 +534,45 @@ BfsStatus bfs_remote_offsets(const char *layout, uint64_t seed, uint64_t bits, u
 BfsStatus bfs_remote_estimates(const char *layout, uint64_t capacity, double fp_rate, uint64_t bits_set, uint64_t *count, double *fpp, char *err);
 
 /**
- * Fold `len` old probe bits (`'0'`/`'1'` or 0/1 bytes, `hashes` per item)
- * into one 0/1 per item in `was_new` (NULL: not wanted; else `len / hashes`
- * bytes): 1 when any of the item's bits was 0. `*count` = how many were.
+ * How a query of a filter of `layout`, `bits`, `hashes` and `span_bits`
+ * reads each item: `*per_item` fields of `*field_bits` bits (1: one per
+ * probe; 64: a blocked item's word or block, tested against masks).
  *
  * # Safety
- * `old`: valid for `len` bytes. `was_new`: NULL or valid for `len / hashes`
- * bytes. `count`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ * `layout`: NUL-terminated. `field_bits`, `per_item`: valid. `err`: NULL
+ * or BFS_ERRBUF_LEN bytes.
  */
-BfsStatus bfs_remote_fold(const uint8_t *old, size_t len, uint32_t hashes, uint8_t *was_new, uint64_t *count, char *err);
+BfsStatus bfs_remote_query_shape(const char *layout, uint64_t bits, uint32_t hashes, uint64_t span_bits, uint32_t *field_bits, uint32_t *per_item, char *err);
+
+/**
+ * For each of the `n` items, the fields a query reads (`per_item` of them,
+ * as `bfs_remote_query_shape` gave it): their offsets within the item's
+ * piece of `piece_bits` bits (`offsets`, `n * per_item` values, counted as
+ * for `bfs_remote_offsets`), the bits each must hold as the store returns
+ * it (`masks`, as many), and each item's piece number (`pieces`: `n`
+ * values, or NULL).
+ *
+ * # Safety
+ * `layout`: NUL-terminated. `items`: `n` valid slices. `offsets`, `masks`:
+ * valid for `n * per_item` values; `pieces`: NULL or valid for `n`. `err`:
+ * NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_queries(const char *layout, uint64_t seed, uint64_t bits, uint32_t hashes, uint64_t span_bits, uint64_t piece_bits, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *masks, uint64_t *pieces, char *err);
+
+/**
+ * Fold `len` field values a remote store returned (`per_item` per item)
+ * into one 0/1 per item in `full` (NULL: not wanted; else `len / per_item`
+ * bytes): 1 when each field holds every bit of its mask (`masks`: `len`
+ * values, or NULL for one-bit fields, which must then be 0 or 1). For an
+ * add's old bits, 1 means the item was there before; for a query, that it
+ * is present. `*count` = how many items were full.
+ *
+ * # Safety
+ * `values`: valid for `len` values; `masks`: NULL or as many. `full`: NULL
+ * or valid for `len / per_item` bytes. `count`: valid. `err`: NULL or
+ * BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_fold(const uint64_t *values, size_t len, uint32_t per_item, const uint64_t *masks, uint8_t *full, uint64_t *count, char *err);
 
 /**
  * A new local filter (anonymous when `path` is NULL, else a new file at

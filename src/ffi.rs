@@ -928,25 +928,10 @@ pub unsafe extern "C" fn bfs_remote_offsets(
         let total = n
             .checked_mul(hashes as usize)
             .ok_or_else(|| Error::arg("too many items"))?;
-        if offsets.is_null() && total > 0 {
-            return Err(Error::arg("null output pointer"));
-        }
         // SAFETY: per the function's contract.
         let it = unsafe { slices(items, n) };
-        let off: &mut [u64] = if total == 0 {
-            &mut []
-        } else {
-            // SAFETY: offsets is valid for n * hashes values per contract.
-            unsafe { std::slice::from_raw_parts_mut(offsets, total) }
-        };
-        let pc: Option<&mut [u64]> = if pieces.is_null() {
-            None
-        } else if n == 0 {
-            Some(&mut [])
-        } else {
-            // SAFETY: pieces is valid for n values per contract.
-            Some(unsafe { std::slice::from_raw_parts_mut(pieces, n) })
-        };
+        // SAFETY: offsets is valid for n * hashes values, pieces for n.
+        let (off, pc) = unsafe { (out_words(offsets, total)?, opt_words(pieces, n)) };
         remote::offsets(l, seed, &g, piece_bits, &it, off, pc)
     })
 }
@@ -983,29 +968,143 @@ pub unsafe extern "C" fn bfs_remote_estimates(
     })
 }
 
-/// Fold `len` old probe bits (`'0'`/`'1'` or 0/1 bytes, `hashes` per item)
-/// into one 0/1 per item in `was_new` (NULL: not wanted; else `len / hashes`
-/// bytes): 1 when any of the item's bits was 0. `*count` = how many were.
+/// How a query of a filter of `layout`, `bits`, `hashes` and `span_bits`
+/// reads each item: `*per_item` fields of `*field_bits` bits (1: one per
+/// probe; 64: a blocked item's word or block, tested against masks).
 ///
 /// # Safety
-/// `old`: valid for `len` bytes. `was_new`: NULL or valid for `len / hashes`
-/// bytes. `count`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+/// `layout`: NUL-terminated. `field_bits`, `per_item`: valid. `err`: NULL
+/// or BFS_ERRBUF_LEN bytes.
 #[no_mangle]
-pub unsafe extern "C" fn bfs_remote_fold(
-    old: *const u8,
-    len: usize,
+pub unsafe extern "C" fn bfs_remote_query_shape(
+    layout: *const c_char,
+    bits: u64,
     hashes: u32,
-    was_new: *mut u8,
-    count: *mut u64,
+    span_bits: u64,
+    field_bits: *mut u32,
+    per_item: *mut u32,
     err: *mut c_char,
 ) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
-        let o = unsafe { bytes(old, len) };
-        let per = if hashes == 0 { 0 } else { len / hashes as usize };
-        // SAFETY: was_new is NULL or valid for len / hashes bytes.
-        let w = unsafe { out_bytes(was_new, per) };
-        let c = remote::fold_new(o, hashes, w)?;
+        let l = unsafe { layout_arg(layout) }?;
+        let g = l.stored_geometry(bits, hashes, span_bits)?;
+        let (width, per) = l.query_shape(&g);
+        // SAFETY: both are valid per contract.
+        match unsafe { (field_bits.as_mut(), per_item.as_mut()) } {
+            (Some(w), Some(p)) => {
+                *w = width as u32;
+                *p = per as u32;
+                Ok(())
+            }
+            _ => Err(Error::arg("null output pointer")),
+        }
+    })
+}
+
+/// For each of the `n` items, the fields a query reads (`per_item` of them,
+/// as `bfs_remote_query_shape` gave it): their offsets within the item's
+/// piece of `piece_bits` bits (`offsets`, `n * per_item` values, counted as
+/// for `bfs_remote_offsets`), the bits each must hold as the store returns
+/// it (`masks`, as many), and each item's piece number (`pieces`: `n`
+/// values, or NULL).
+///
+/// # Safety
+/// `layout`: NUL-terminated. `items`: `n` valid slices. `offsets`, `masks`:
+/// valid for `n * per_item` values; `pieces`: NULL or valid for `n`. `err`:
+/// NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn bfs_remote_queries(
+    layout: *const c_char,
+    seed: u64,
+    bits: u64,
+    hashes: u32,
+    span_bits: u64,
+    piece_bits: u64,
+    items: *const BfsSlice,
+    n: usize,
+    offsets: *mut u64,
+    masks: *mut u64,
+    pieces: *mut u64,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let l = unsafe { layout_arg(layout) }?;
+        let g = l.stored_geometry(bits, hashes, span_bits)?;
+        let total = n
+            .checked_mul(l.query_shape(&g).1)
+            .ok_or_else(|| Error::arg("too many items"))?;
+        // SAFETY: per the function's contract.
+        let it = unsafe { slices(items, n) };
+        // SAFETY: offsets and masks are valid for total values, pieces for n.
+        let (off, m, pc) = unsafe {
+            (
+                out_words(offsets, total)?,
+                out_words(masks, total)?,
+                opt_words(pieces, n),
+            )
+        };
+        remote::query_fields(l, seed, &g, piece_bits, &it, off, m, pc)
+    })
+}
+
+/// # Safety
+/// `out` must be NULL or valid for `n` values; NULL is refused unless `n`
+/// is 0.
+unsafe fn out_words<'a>(out: *mut u64, n: usize) -> Result<&'a mut [u64], Error> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    // SAFETY: per the contract above.
+    unsafe { opt_words(out, n) }.ok_or_else(|| Error::arg("null output pointer"))
+}
+
+/// # Safety
+/// `out` must be NULL or valid for `n` values.
+unsafe fn opt_words<'a>(out: *mut u64, n: usize) -> Option<&'a mut [u64]> {
+    match out.is_null() {
+        true => None,
+        false if n == 0 => Some(&mut []),
+        // SAFETY: per the contract above.
+        false => Some(unsafe { std::slice::from_raw_parts_mut(out, n) }),
+    }
+}
+
+/// Fold `len` field values a remote store returned (`per_item` per item)
+/// into one 0/1 per item in `full` (NULL: not wanted; else `len / per_item`
+/// bytes): 1 when each field holds every bit of its mask (`masks`: `len`
+/// values, or NULL for one-bit fields, which must then be 0 or 1). For an
+/// add's old bits, 1 means the item was there before; for a query, that it
+/// is present. `*count` = how many items were full.
+///
+/// # Safety
+/// `values`: valid for `len` values; `masks`: NULL or as many. `full`: NULL
+/// or valid for `len / per_item` bytes. `count`: valid. `err`: NULL or
+/// BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_remote_fold(
+    values: *const u64,
+    len: usize,
+    per_item: u32,
+    masks: *const u64,
+    full: *mut u8,
+    count: *mut u64,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        let words = |p: *const u64| match (p.is_null(), len) {
+            (true, _) => None,
+            (false, 0) => Some(&[][..]),
+            // SAFETY: values and masks are valid for len values per contract.
+            (false, _) => Some(unsafe { std::slice::from_raw_parts(p, len) }),
+        };
+        let v = words(values).unwrap_or(&[]);
+        let per = if per_item == 0 { 0 } else { len / per_item as usize };
+        // SAFETY: full is NULL or valid for len / per_item bytes.
+        let f = unsafe { out_bytes(full, per) };
+        let c = remote::fold_full(v, per_item as usize, words(masks), f)?;
         // SAFETY: count is valid per contract.
         let out = unsafe { count.as_mut() }.ok_or_else(|| Error::arg("null output pointer"))?;
         *out = c;

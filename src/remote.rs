@@ -49,6 +49,17 @@ impl Layout {
         }
     }
 
+    /// How a remote query reads an item, as (bits per field, fields per
+    /// item): a standard item's probes are read one bit each; a blocked
+    /// item's word or block is read whole, as one or two 64-bit fields
+    /// tested against masks, so a query sends 1 or 2 fields instead of k.
+    pub fn query_shape(self, g: &Geometry) -> (u64, usize) {
+        match self {
+            Layout::Standard => (1, g.k as usize),
+            Layout::Blocked => (64, (g.scheme.block_bits() / 64) as usize),
+        }
+    }
+
     /// Append the bit indexes of `item`'s `g.k` probes to `out`, in the
     /// local filter's numbering. A blocked item's all lie in its one word or
     /// block, and two of them may be the same bit (as in the local filter,
@@ -114,20 +125,10 @@ pub fn msb_first(i: u64) -> u64 {
     i ^ 7
 }
 
-/// For each item, the byte-string offsets of its probes within the piece of
-/// `piece_bits` bits holding it, and that piece's number: piece `i` is bits
-/// `i * piece_bits ..` of the array (the last one may be shorter).
-/// `piece_bits` must be a multiple of the layout's span (or hold the whole
-/// array) and of 8 (pieces are whole bytes).
-pub fn offsets(
-    layout: Layout,
-    seed: u64,
-    g: &Geometry,
-    piece_bits: u64,
-    items: &[&[u8]],
-    offsets: &mut [u64],
-    pieces: Option<&mut [u64]>,
-) -> Result<()> {
+/// Refuse pieces that cannot hold whole items: `piece_bits` must be a
+/// multiple of the layout's span (or hold the whole array) and of 8
+/// (pieces are whole bytes).
+fn check_cut(layout: Layout, g: &Geometry, piece_bits: u64) -> Result<()> {
     let cut_ok = match layout.span_bits(g) {
         _ if piece_bits >= g.m => true,
         Some(span) => piece_bits % span == 0,
@@ -140,37 +141,122 @@ pub fn offsets(
             layout.name()
         )));
     }
-    let k = g.k as usize;
-    if offsets.len() != items.len() * k {
+    Ok(())
+}
+
+/// Check the output buffers' lengths: `per` values per item, and one piece
+/// number per item when asked.
+fn check_lengths(items: usize, per: usize, got: usize, pieces: &Option<&mut [u64]>) -> Result<()> {
+    if got != items * per {
         return Err(Error::arg("offset buffer has the wrong length"));
     }
-    let mut pieces = pieces;
-    if let Some(p) = &pieces {
-        if p.len() != items.len() {
-            return Err(Error::arg("piece buffer has the wrong length"));
-        }
+    if matches!(pieces, Some(p) if p.len() != items) {
+        return Err(Error::arg("piece buffer has the wrong length"));
     }
-    let mut pos = Vec::with_capacity(k);
+    Ok(())
+}
+
+/// Call `each(n, piece, positions)` with every item's probe positions (the
+/// local numbering) and the number of the piece of `piece_bits` bits that
+/// holds them, checking that they are all in that piece: a broken promise
+/// of the layout would send a bit to the wrong key.
+fn each_item(
+    layout: Layout,
+    seed: u64,
+    g: &Geometry,
+    piece_bits: u64,
+    items: &[&[u8]],
+    mut each: impl FnMut(usize, u64, &[u64]),
+) -> Result<()> {
+    let mut pos = Vec::with_capacity(g.k as usize);
     for (n, item) in items.iter().enumerate() {
         pos.clear();
         layout.positions(seed, g, item, &mut pos);
         let piece = pos[0] / piece_bits;
-        for (j, &p) in pos.iter().enumerate() {
-            // The layout promised one piece per item; a broken promise would
-            // send a bit to the wrong key, so it is checked, not assumed.
-            if p / piece_bits != piece {
-                return Err(Error::new(
-                    ErrorKind::Mismatch,
-                    "an item's bits span two pieces (a layout bug)",
-                ));
-            }
-            offsets[n * k + j] = msb_first(p % piece_bits);
+        if pos.iter().any(|&p| p / piece_bits != piece) {
+            return Err(Error::new(
+                ErrorKind::Mismatch,
+                "an item's bits span two pieces (a layout bug)",
+            ));
         }
-        if let Some(p) = pieces.as_deref_mut() {
-            p[n] = piece;
-        }
+        each(n, piece, &pos);
     }
     Ok(())
+}
+
+/// For each item, the byte-string offsets of its probes within the piece of
+/// `piece_bits` bits holding it (what an add sets, one bit each), and that
+/// piece's number: piece `i` is bits `i * piece_bits ..` of the array (the
+/// last one may be shorter).
+pub fn offsets(
+    layout: Layout,
+    seed: u64,
+    g: &Geometry,
+    piece_bits: u64,
+    items: &[&[u8]],
+    offsets: &mut [u64],
+    pieces: Option<&mut [u64]>,
+) -> Result<()> {
+    check_cut(layout, g, piece_bits)?;
+    let k = g.k as usize;
+    check_lengths(items.len(), k, offsets.len(), &pieces)?;
+    let mut pieces = pieces;
+    each_item(layout, seed, g, piece_bits, items, |n, piece, pos| {
+        for (j, &p) in pos.iter().enumerate() {
+            offsets[n * k + j] = msb_first(p % piece_bits);
+        }
+        if let Some(pc) = pieces.as_deref_mut() {
+            pc[n] = piece;
+        }
+    })
+}
+
+/// For each item, the fields a query reads (`layout.query_shape` tells
+/// their width and number per item): their byte-string offsets within the
+/// item's piece, and the bits each must hold for the item to be present,
+/// as the remote store returns the field's value (a 64-bit field is the
+/// word's bytes read most significant first: the local word byte-swapped).
+/// A one-bit field's mask is 1.
+#[allow(clippy::too_many_arguments)]
+pub fn query_fields(
+    layout: Layout,
+    seed: u64,
+    g: &Geometry,
+    piece_bits: u64,
+    items: &[&[u8]],
+    offsets: &mut [u64],
+    masks: &mut [u64],
+    pieces: Option<&mut [u64]>,
+) -> Result<()> {
+    check_cut(layout, g, piece_bits)?;
+    let (width, per) = layout.query_shape(g);
+    check_lengths(items.len(), per, offsets.len(), &pieces)?;
+    check_lengths(items.len(), per, masks.len(), &None)?;
+    let mut pieces = pieces;
+    each_item(layout, seed, g, piece_bits, items, |n, piece, pos| {
+        let (off, mask) = (&mut offsets[n * per..][..per], &mut masks[n * per..][..per]);
+        if width == 1 {
+            for (j, &p) in pos.iter().enumerate() {
+                off[j] = msb_first(p % piece_bits);
+                mask[j] = 1;
+            }
+        } else {
+            // The block's words in order; a 64-bit field starting at a
+            // word's first bit covers exactly that word's bytes.
+            let first = pos[0] / (per as u64 * 64) * (per as u64 * 64);
+            let mut local = [0u64; 2];
+            for &p in pos {
+                local[((p - first) / 64) as usize] |= 1 << (p % 64);
+            }
+            for j in 0..per {
+                off[j] = (first + 64 * j as u64) % piece_bits;
+                mask[j] = local[j].swap_bytes();
+            }
+        }
+        if let Some(pc) = pieces.as_deref_mut() {
+            pc[n] = piece;
+        }
+    })
 }
 
 /// The count and false-positive estimates of a filter of this layout with
@@ -183,41 +269,42 @@ pub fn estimates(layout: Layout, capacity: u64, fp_rate: f64, bits_set: u64) -> 
     Ok((g.count_from_bits_set(bits_set), g.fpp_from_bits_set(bits_set)))
 }
 
-/// Fold the old probe bits a remote store returned (one byte per probe,
-/// `k` per item, `b'0'`/`b'1'` or 0/1) into one flag per item: 1 when any of
-/// its bits was 0 before, that is, the item was new. Returns how many were.
-pub fn fold_new(old: &[u8], k: u32, was_new: Option<&mut [u8]>) -> Result<u64> {
-    let k = k as usize;
-    if k == 0 || old.len() % k != 0 {
+/// Fold the field values a remote store returned (`per` fields per item)
+/// into one flag per item: 1 when every field holds all of its mask's bits.
+/// For an add's old bits that means the item was there before; for a
+/// query, that it is present. Without masks every field is one bit that
+/// must be 1, and a value other than 0 or 1 is refused. Returns how many
+/// items were full.
+pub fn fold_full(values: &[u64], per: usize, masks: Option<&[u64]>, full: Option<&mut [u8]>) -> Result<u64> {
+    if per == 0 || values.len() % per != 0 {
         return Err(Error::arg(format!(
-            "{} probe bits are not a whole number of items of {k}",
-            old.len()
+            "{} fields are not a whole number of items of {per}",
+            values.len()
         )));
     }
-    if let Some(w) = &was_new {
-        if w.len() != old.len() / k {
-            return Err(Error::arg("result buffer has the wrong length"));
-        }
+    if matches!(masks, Some(m) if m.len() != values.len()) {
+        return Err(Error::arg("mask buffer has the wrong length"));
     }
-    let mut was_new = was_new;
+    if matches!(&full, Some(f) if f.len() != values.len() / per) {
+        return Err(Error::arg("result buffer has the wrong length"));
+    }
+    let mut full = full;
     let mut count = 0;
-    for (n, bits) in old.chunks_exact(k).enumerate() {
-        let mut new = false;
-        for &b in bits {
-            match b {
-                b'0' | 0 => new = true,
-                b'1' | 1 => {}
-                _ => {
-                    return Err(Error::format(format!(
-                        "probe bit {} of item {n} is not 0 or 1",
-                        b.escape_ascii()
-                    )))
+    for (n, fields) in values.chunks_exact(per).enumerate() {
+        let mut all = true;
+        for (j, &v) in fields.iter().enumerate() {
+            let m = match masks {
+                Some(m) => m[n * per + j],
+                None if v <= 1 => 1,
+                None => {
+                    return Err(Error::format(format!("probe bit {v} of item {n} is not 0 or 1")));
                 }
-            }
+            };
+            all &= v & m == m;
         }
-        count += new as u64;
-        if let Some(w) = was_new.as_deref_mut() {
-            w[n] = new as u8;
+        count += all as u64;
+        if let Some(f) = full.as_deref_mut() {
+            f[n] = all as u8;
         }
     }
     Ok(count)
@@ -343,6 +430,63 @@ mod tests {
         assert!(schemes.contains(&Scheme::Block128), "{schemes:?}");
     }
 
+    /// A field read as a remote store reads it from `bytes`: `width` bits
+    /// from byte-string bit `off`, the first one most significant.
+    fn field_of(bytes: &[u8], off: u64, width: u64) -> u64 {
+        (0..width).fold(0, |v, i| v << 1 | bit_of(bytes, off + i) as u64)
+    }
+
+    /// A query's fields, read from the local filter's bytes as a remote
+    /// store reads them and folded with their masks, answer exactly what the
+    /// local `contains` answers, for items added and items not, whole and
+    /// cut into pieces.
+    #[test]
+    fn query_fields_answer_as_contains_does() {
+        for (layout, cap, rate, seed) in [
+            (Layout::Standard, 1000u64, 0.01, 0u64),
+            (Layout::Blocked, 1000, 0.01, 3),
+            (Layout::Blocked, 3000, 0.0001, u64::MAX),
+        ] {
+            let f = local(cap, rate, seed, layout);
+            let g = f.geometry();
+            let (width, per) = layout.query_shape(&g);
+            let added: Vec<Vec<u8>> = (0..cap as u32).map(|i| format!("in-{i}").into_bytes()).collect();
+            let refs: Vec<&[u8]> = added.iter().map(|v| v.as_slice()).collect();
+            f.add_many(&refs, None).unwrap();
+            let bytes = bit_bytes(&f);
+            let probe: Vec<Vec<u8>> = (0..4000u32).map(|i| format!("in-{}", i * 3).into_bytes()).collect();
+            let probe: Vec<&[u8]> = probe.iter().map(|v| v.as_slice()).collect();
+            let piece_sizes = match layout.span_bits(&g) {
+                Some(span) => vec![g.m, span * 8],
+                None => vec![g.m],
+            };
+            let mut hits = 0;
+            for piece in piece_sizes {
+                let mut off = vec![0u64; probe.len() * per];
+                let mut masks = vec![0u64; off.len()];
+                let mut pc = vec![0u64; probe.len()];
+                query_fields(layout, seed, &g, piece, &probe, &mut off, &mut masks, Some(&mut pc)).unwrap();
+                let values: Vec<u64> = (0..off.len())
+                    .map(|i| field_of(&bytes, pc[i / per] * piece + off[i], width))
+                    .collect();
+                let mut full = vec![0u8; probe.len()];
+                let n = fold_full(&values, per, Some(&masks), Some(&mut full)).unwrap();
+                for (i, item) in probe.iter().enumerate() {
+                    assert_eq!(
+                        full[i] == 1,
+                        f.contains(item),
+                        "{layout:?} {rate} piece {piece}: item {i}"
+                    );
+                }
+                assert!(n > 0 && n < probe.len() as u64, "{layout:?}: both answers occur ({n})");
+                hits = n;
+            }
+            assert!(hits >= cap / 3, "{layout:?}: the added third is found ({hits})");
+            let e = query_fields(layout, seed, &g, g.m, &probe, &mut [0; 1], &mut [0; 1], None);
+            assert!(e.unwrap_err().msg.contains("wrong length"));
+        }
+    }
+
     /// Blocked filters cut into pieces of whole spans: every item in one
     /// piece, and piece `i`, offset `o` is byte-string bit `i * piece + o`.
     #[test]
@@ -458,15 +602,33 @@ mod tests {
     }
 
     #[test]
-    fn fold_counts_items_with_a_zero_bit() {
+    fn fold_counts_items_with_every_bit() {
         let mut w = [9u8; 3];
-        assert_eq!(fold_new(b"111011111", 3, Some(&mut w)).unwrap(), 1);
-        assert_eq!(w, [0, 1, 0]);
-        assert_eq!(fold_new(&[0, 0, 1, 1], 2, None).unwrap(), 1);
-        assert_eq!(fold_new(b"", 4, None).unwrap(), 0);
-        assert!(fold_new(b"1101", 3, None).unwrap_err().msg.contains("whole number"));
-        assert!(fold_new(b"12", 2, None).unwrap_err().msg.contains("not 0 or 1"));
-        assert!(fold_new(b"11", 0, None).is_err());
+        assert_eq!(
+            fold_full(&[1, 1, 1, 0, 1, 1, 1, 1, 1], 3, None, Some(&mut w)).unwrap(),
+            2
+        );
+        assert_eq!(w, [1, 0, 1]);
+        assert_eq!(fold_full(&[0, 0, 1, 1], 2, None, None).unwrap(), 1);
+        assert_eq!(fold_full(&[], 4, None, None).unwrap(), 0);
+        assert!(fold_full(&[1, 1, 0, 1], 3, None, None)
+            .unwrap_err()
+            .msg
+            .contains("whole number"));
+        assert!(fold_full(&[1, 2], 2, None, None)
+            .unwrap_err()
+            .msg
+            .contains("not 0 or 1"));
+        assert!(fold_full(&[1, 1], 0, None, None).is_err());
+        // Masked fields: every mask bit must be set, other bits do not count.
+        let masks = [0b1010, 0x8000_0000_0000_0001, 0b1010, 0x8000_0000_0000_0001];
+        let vals = [0b1110, u64::MAX, 0b0011, 0x8000_0000_0000_0001];
+        assert_eq!(fold_full(&vals, 2, Some(&masks), Some(&mut w[..2])).unwrap(), 1);
+        assert_eq!(w[..2], [1, 0]);
+        assert!(fold_full(&vals, 2, Some(&masks[..2]), None)
+            .unwrap_err()
+            .msg
+            .contains("mask"));
     }
 
     #[test]

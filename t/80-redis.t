@@ -88,6 +88,17 @@ for my $case ([0.01, 0, 64], [0.001, 777, 128], [0.3, '18446744073709551615', 64
     ok $rc->get("{$name}:bits") eq local_bits($l), "blocked $rate: GET of the bits key is the local blocked filter's bit array";
     my @probe = map { "absent-$_" } 1 .. 2000;
     is_deeply [$r->contains_many(\@probe)], [$l->contains_many(\@probe)], "blocked $rate: the same answers for absent items";
+    # A query reads each item's word or block whole: one 64-bit field per
+    # word (GET i64), tested against the item's bits, not one per probe.
+    my @mixed = (@items[0 .. 99], @probe[0 .. 99]);
+    is_deeply [$r->contains_many(\@mixed)], [$l->contains_many(\@mixed)], "blocked $rate: present and absent items";
+    is_deeply [map { $r->contains($_) } @mixed], [map { $l->contains($_) } @mixed], "blocked $rate: contains, one by one";
+    my @q = Data::BloomFilter::Shared::Redis::_xs_args(0, 'blocked', $seed, $r->bits, $r->hashes, $width, $r->bits,
+        ['x', 'y'], undef, \my $masks);
+    is_deeply [@q[0, 1, 3, 4]], ['GET', 'i64', 'GET', 'i64'], "blocked $rate: a query reads 64-bit fields" if $width == 64;
+    is scalar @q, 3 * 2 * $width / 64, "blocked $rate: $width / 64 fields per item";
+    is length $masks, 8 * 2 * $width / 64, "blocked $rate: a mask per field";
+    is scalar(grep { $_ % 64 } @q[grep { $_ % 3 == 2 } 0 .. $#q]), 0, "blocked $rate: fields start at word boundaries";
     is $r->bits_set, $l->bits_set, "blocked $rate: bits_set";
     is $r->count, $l->count, "blocked $rate: count (the blocked estimator)";
     is $r->estimated_fpp, $l->estimated_fpp, "blocked $rate: estimated_fpp";

@@ -321,6 +321,9 @@ sub _set_geometry {
     my $piece = _cut($method, $g->{layout}, $bits, $g->{shards}, $span);
     @$self{qw(capacity fp_rate seed layout shards bits hashes span piece)}
         = (@$g{qw(capacity fp_rate seed layout shards)}, $bits, $hashes, $span, $piece);
+    # The fields a query reads per item: one bit per probe, or a blocked
+    # item's word or block as 64-bit fields (see _xs_args).
+    $self->{fields} = $g->{layout} eq 'blocked' ? $span / 64 : $hashes;
     my ($n, $shards) = ($self->{name}, $g->{shards});
     $self->{tags} = [map { $shards == 1 ? $n : "$n:$_" } 0 .. $shards - 1];
     $self->{bitskey} = "{$self->{tags}[0]}:bits";
@@ -612,18 +615,6 @@ sub _call {
 
 # ------------------------------------------------------------------ items
 
-# Probe arguments of a batch: for each piece, [item indexes, BITFIELD args].
-sub _plan {
-    my ($self, $method, $verb, $items) = @_;
-    my @pieces;
-    my @args = eval {
-        _xs_args($verb, $self->{layout}, $self->{seed}, $self->{bits}, $self->{hashes},
-            $self->{span}, $self->{piece}, $items, $self->{shards} > 1 ? \@pieces : undef);
-    };
-    _croak($method, _strip($@)) if $@;
-    return \@args, \@pieces;
-}
-
 # The batch engine of add/add_many/contains/contains_many: BITFIELD per
 # chunk of $CHUNK items of one piece, pipelined. Returns the count; fills
 # @$out (when given) with one 0/1 per item.
@@ -635,37 +626,42 @@ sub _batch {
     # element is checked before anything is sent.
     my @plain = map { ref ? "$_" : $_ } @$items;
     my $n = @plain;
-    my $k = $self->{hashes};
+    my $fields = $verb ? $self->{hashes} : $self->{fields};
     my ($count, $known, $refused) = (0, 0, 0);
     my @each;
-    # One command of piece $p: the item indexes it covers (undef: $s .. $e)
-    # and its arguments (an array, or code that makes them when sent).
+    # One command of piece $p: the item indexes it covers (undef: $s .. $e),
+    # its arguments (an array, or code that makes them when sent) and, for
+    # a query, its masks (a string, or a reference to where the code puts
+    # them).
     my $command = sub {
-        my ($p, $ix, $s, $e, $args) = @_;
+        my ($p, $ix, $s, $e, $args, $masks) = @_;
         return [$p, $verb ? 'bitfield' : 'bitfield_ro', $args, sub {
             my @r;
-            my $c = _xs_fold($_[0], $k, $out ? \@r : undef);
-            my $got = @{ $_[0] } / $k;
-            $count += $verb ? $c : $got - $c;
+            my $full = _xs_fold($_[0], $fields, ref $masks ? $$masks : $masks, $out ? \@r : undef);
+            my $got = @{ $_[0] } / $fields;
+            $count += $verb ? $got - $full : $full;
             $known += $got;
             return if !$out;
-            @r = map { 1 - $_ } @r if !$verb;
+            @r = map { 1 - $_ } @r if $verb;    # an add reports the items not there before
             if ($ix) { @each[@$ix] = @r } else { @each[$s .. $e] = @r }
         }, sub { $refused += $ix ? @$ix : $e - $s + 1 }];
     };
     my @cmds;
     if ($self->{shards} > 1) {
-        # The items grouped by piece; _plan checks every item first.
-        my ($args, $pieces) = $self->_plan($method, $verb, \@plain);
-        my $per = $verb ? 4 * $k : 3 * $k;
+        # The items grouped by piece; every item is checked first.
+        my (@pieces, $masks);
+        my @args = eval { _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, \@plain, \@pieces, \$masks) };
+        _croak($method, _strip($@)) if $@;
+        my $per = ($verb ? 4 : 3) * $fields;
         my @by;
-        push @{ $by[$pieces->[$_]] }, $_ for 0 .. $n - 1;
+        push @{ $by[$pieces[$_]] }, $_ for 0 .. $n - 1;
         for my $p (0 .. $#by) {
             my $idx = $by[$p] or next;
             for (my $s = 0; $s < @$idx; $s += $CHUNK) {
                 my @ix = @$idx[$s .. ($s + $CHUNK < @$idx ? $s + $CHUNK : @$idx) - 1];
                 push @cmds, $command->($p, \@ix, 0, 0, ["{$self->{tags}[$p]}:bits",
-                    map { @$args[$_ * $per .. ($_ + 1) * $per - 1] } @ix]);
+                    map { @args[$_ * $per .. ($_ + 1) * $per - 1] } @ix],
+                    $verb ? undef : join '', map { substr $masks, $_ * 8 * $fields, 8 * $fields } @ix);
             }
         }
     }
@@ -676,8 +672,10 @@ sub _batch {
             my ($s, $e) = ($from, ($from + $CHUNK < $n ? $from + $CHUNK : $n) - 1);    # per closure
             # The arguments are made when sent (again if redirected), straight
             # onto the stack: copying thousands of them costs more than sending.
+            my $masks;
             push @cmds, $command->(0, undef, $s, $e,
-                sub { ($self->{bitskey}, _xs_args($verb, @geo, [@plain[$s .. $e]], undef)) });
+                sub { ($self->{bitskey}, _xs_args($verb, @geo, [@plain[$s .. $e]], undef, \$masks)) },
+                $verb ? undef : \$masks);
         }
     }
     $self->_run($method, \@cmds, $self->_batch_failed($method, $verb, $n, $out, \@each, \$known, \$refused))
@@ -722,20 +720,19 @@ sub _single {
     # Redis::Fast's own dispatcher takes the command name as given and
     # returns (reply, error); other clients get the method call.
     my $fast = $self->{fast}{$conn} //= $conn->isa('Redis::Fast') && $conn->can('__std_cmd') ? 1 : 0;
-    my ($reply, $err);
+    my ($reply, $err, $masks);
+    my @args = _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, [$item], undef, \$masks);
     if ($fast) {
-        ($reply, $err) = $conn->__std_cmd($verb ? 'BITFIELD' : 'BITFIELD_RO', $self->{bitskey},
-            _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, [$item], undef));
+        ($reply, $err) = $conn->__std_cmd($verb ? 'BITFIELD' : 'BITFIELD_RO', $self->{bitskey}, @args);
         $err //= 'no reply' if ref $reply ne 'ARRAY';
     }
     else {
-        my @args = _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, [$item], undef);
         $reply = eval { scalar $conn->bitfield($self->{bitskey}, @args) };
         $err = $@ || 'no reply' if ref $reply ne 'ARRAY';
     }
     if (!defined $err) {
-        my $new = _xs_fold($reply, $self->{hashes}, undef);
-        return $verb ? $new : 1 - $new;
+        my $full = _xs_fold($reply, $verb ? $self->{hashes} : $self->{fields}, $masks, undef);
+        return $verb ? 1 - $full : $full;
     }
     my $e = _strip_client_error($err);
     return $self->_batch($method, $verb, [$item]) if $e =~ /\A(?:MOVED|ASK) \d+ \S+\z/;
@@ -997,8 +994,11 @@ kept in a Redis string instead of a local mapping, so that processes on many
 hosts share it. Each item's probe bits are set by one atomic C<BITFIELD>
 command that returns the old bits, so among all clients and hosts adding the
 same item at the same moment exactly one is told "new" (an add is
-linearizable, as under one global lock). Batches are pipelined, many items
-per command.
+linearizable, as under one global lock). A query reads the probe bits with
+one read-only C<BITFIELD_RO>: one bit per probe, or, for a C<blocked> filter,
+the item's 64-bit word (or the two words of its 128-bit block) whole, tested
+against the item's bits in the client. Batches are pipelined, many items per
+command.
 
 It needs nothing beyond plain Redis 6.2 or later (no module): Debian 12's
 C<redis-server> 7.0 does. Connections are made with L<Redis::Fast> (Debian:
@@ -1168,8 +1168,11 @@ later add of the same item is then told "new" again.
 A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
 limited to that; more needs C<shards> (with C<< layout => 'blocked' >>). The
 filter is allocated in full on the server at creation. Throughput is bound by
-the server's parsing of C<BITFIELD>'s arguments (four per probe bit); see
-C<bench/redis.pl> and the README for measured numbers.
+the work on C<BITFIELD>'s arguments, in the client and the server: an add
+sends four per probe bit; a query of a C<standard> filter three per probe
+bit, of a C<blocked> filter three per 64-bit word of the item (one or two,
+whatever the number of probes), so blocked queries are several times
+faster. See C<bench/redis.pl> and the README for measured numbers.
 
 =head1 DIAGNOSTICS
 
