@@ -521,7 +521,10 @@ sub _run {
                 $conn->asking(sub { }) if defined $ask;
                 my @send = $cmd eq 'bitfield_ro' ? _bitfield_ro($conn) : ($cmd);
                 my $m = shift @send;
-                $conn->$m(@send, (ref $args eq 'CODE' ? $args->() : @$args), sub {
+                # The XS's arguments go straight onto the call's stack:
+                # returned through a Perl sub, thousands of them would each
+                # be copied.
+                $conn->$m(@send, (ref $args eq 'HASH' ? ($args->{key}, _xs_args(@{ $args->{xs} })) : @$args), sub {
                     my ($reply, $err) = @_;
                     if (!defined $err) {
                         $cb->($reply) if $cb;
@@ -630,9 +633,9 @@ sub _batch {
     my ($count, $known, $refused) = (0, 0, 0);
     my @each;
     # One command of piece $p: the item indexes it covers (undef: $s .. $e),
-    # its arguments (an array, or code that makes them when sent) and, for
-    # a query, its masks (a string, or a reference to where the code puts
-    # them).
+    # its arguments (an array, or { key, xs => _xs_args's arguments } to
+    # make them when sent) and, for a query, its masks (a string, or a
+    # reference to where _xs_args puts them).
     my $command = sub {
         my ($p, $ix, $s, $e, $args, $masks) = @_;
         return [$p, $verb ? 'bitfield' : 'bitfield_ro', $args, sub {
@@ -674,7 +677,7 @@ sub _batch {
             # onto the stack: copying thousands of them costs more than sending.
             my $masks;
             push @cmds, $command->(0, undef, $s, $e,
-                sub { ($self->{bitskey}, _xs_args($verb, @geo, [@plain[$s .. $e]], undef, \$masks)) },
+                { key => $self->{bitskey}, xs => [$verb, @geo, [@plain[$s .. $e]], undef, \$masks] },
                 $verb ? undef : \$masks);
         }
     }
