@@ -1109,8 +1109,8 @@ impl Filter {
         // The older generations of the later view (without the slot first
         // written: with an unchanged view it is not among them anyway).
         let had = had
-            || (1..w.generations())
-                .map(|d| w.slot_at(v2, d))
+            || w.slots_newest_first(v2)
+                .skip(1)
                 .any(|slot| slot != v.pos && self.held_visible(win, p, loc, slot, q));
         sh.end_add(s);
         Ok(!had)
@@ -1257,7 +1257,9 @@ impl Filter {
             let q = self.grid_now(w, v, now_ns());
             for (f, loc) in found.iter_mut().zip(locs) {
                 if !*f {
-                    *f = (0..w.generations()).any(|d| self.held_visible(win, p, loc, w.slot_at(v, d), q));
+                    *f = w
+                        .slots_newest_first(v)
+                        .any(|slot| self.held_visible(win, p, loc, slot, q));
                 }
             }
             let v2 = self.load_view(w);

@@ -305,7 +305,7 @@ impl Probe for Standard {
     #[inline(always)]
     fn contains_gated(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
         let two = Self::bit(bits, h.probe(0, self.mask)) & Self::bit(bits, h.probe((self.k > 1) as u32, self.mask));
-        two != 0 && self.contains(bits, h)
+        two != 0 && (2..self.k).all(|i| Self::bit(bits, h.probe(i, self.mask)) != 0)
     }
 
     #[inline(always)]

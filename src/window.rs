@@ -379,6 +379,18 @@ impl Window {
         }
     }
 
+    /// The live generations' slots, newest first: `slot_at(v, d)` for `d`
+    /// in `0..generations`, walked down the ring without a division.
+    pub fn slots_newest_first(&self, v: View) -> impl Iterator<Item = u32> {
+        let r = self.ring_len();
+        let mut s = if v.pos < r { v.pos } else { v.pos % r };
+        (0..self.generations).map(move |_| {
+            let cur = s;
+            s = if s == 0 { r - 1 } else { s - 1 };
+            cur
+        })
+    }
+
     /// The slot a step publishes, and which is cleared in the meantime.
     pub fn spare(&self, v: View) -> u32 {
         self.slot_at(v, self.generations)
@@ -683,6 +695,12 @@ mod tests {
                     assert!(seen.insert(w.slot_at(v, d)));
                     assert_eq!(w.slot_at(v, d), (pos + (g + 1) - d) % (g + 1), "g {g} pos {pos} d {d}");
                 }
+                let walked: Vec<u32> = w.slots_newest_first(v).collect();
+                assert_eq!(
+                    walked,
+                    (0..g).map(|d| w.slot_at(v, d)).collect::<Vec<_>>(),
+                    "g {g} pos {pos}"
+                );
                 assert_eq!(w.spare(v), (pos + 1) % (g + 1));
                 let n = w.next_view(v, 0).unwrap();
                 assert_eq!(n.pos, w.spare(v));
