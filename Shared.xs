@@ -1288,6 +1288,141 @@ _xs_fold(reply_ref, per_item, masks, out_ref)
   OUTPUT:
     RETVAL
 
+SV *
+_xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_ref, from, count, masks_out)
+    IV verb
+    const char *layout
+    UV seed
+    UV bits
+    UV hashes
+    UV span_bits
+    UV piece_bits
+    SV *key
+    SV *items_ref
+    UV from
+    UV count
+    SV *masks_out
+  PREINIT:
+    BfsSlice *slices;
+    SSize_t n;
+    bool ran_perl = FALSE;
+    uint64_t *masks = NULL;
+    uint32_t width = 1, per = (uint32_t)hashes;
+    size_t cap = 0, len = 0;
+    const char *k;
+    STRLEN klen;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+  CODE:
+    /* One BITFIELD command in the Redis protocol, as bytes, for items
+       from .. from + count - 1 of the array (all in one piece): verb 1 an
+       add, 0 a query, whose field masks (native u64s) go to masks_out, a
+       scalar ref. */
+    if (hashes < 1 || hashes > 32)
+        bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
+    if (!verb && (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out))))
+        bfs_croak(aTHX_ cv, "masks must be a scalar reference");
+    err[0] = '\0';
+    if (!verb) {
+        st = bfs_remote_query_shape(layout, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
+                                    &width, &per, err);
+        if (st != BFS_OK)
+            bfs_croak_status(aTHX_ cv, st, err);
+    }
+    k = SvPVbyte(key, klen);
+    n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
+    if (from > (UV)n || count > (UV)n - from)
+        bfs_croak(aTHX_ cv, "items %" UVuf " .. %" UVuf " are not in the batch of %" IVdf,
+                  from, from + count, (IV)n);
+    st = bfs_remote_command(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
+                            (uint64_t)piece_bits, verb ? 1 : 0, (const uint8_t *)k, klen, slices + from,
+                            (size_t)count, NULL, NULL, 0, &cap, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    if (!verb) {
+        Newx(masks, (size_t)count * per + 1, uint64_t);
+        SAVEFREEPV(masks);
+    }
+    RETVAL = newSV(cap + 1);
+    sv_2mortal(RETVAL);
+    SvPOK_on(RETVAL);
+    st = bfs_remote_command(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
+                            (uint64_t)piece_bits, verb ? 1 : 0, (const uint8_t *)k, klen, slices + from,
+                            (size_t)count, masks, (uint8_t *)SvPVX(RETVAL), cap, &len, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    SvCUR_set(RETVAL, len);
+    *SvEND(RETVAL) = '\0';
+    if (!verb)
+        sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)count * per * 8);
+    SvREFCNT_inc_simple_void_NN(RETVAL);
+  OUTPUT:
+    RETVAL
+
+void
+_xs_reply(buf_ref, per_item, masks, out_ref)
+    SV *buf_ref
+    UV per_item
+    SV *masks
+    SV *out_ref
+  PREINIT:
+    SV *buf;
+    AV *out = NULL;
+    const char *p;
+    STRLEN len, mlen = 0;
+    uint64_t *m = NULL, count = 0;
+    size_t used = 0, items = 0, i;
+    uint32_t kind = 0;
+    U8 *full;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN], msg[BFS_ERRBUF_LEN];
+  PPCODE:
+    /* Take one reply off the front of $$buf_ref: () until it has all
+       arrived; (1, full items, items) for a BITFIELD reply, folded as
+       _xs_fold folds (out_ref gets one 0/1 per item appended); (2, text)
+       for an error reply, (3, text) for a status, (4) for anything else. */
+    if (!SvROK(buf_ref) || SvTYPE(SvRV(buf_ref)) > SVt_PVMG || SvREADONLY(SvRV(buf_ref)))
+        bfs_croak(aTHX_ cv, "buffer must be a scalar reference");
+    if (per_item < 1 || per_item > 32)
+        bfs_croak(aTHX_ cv, "fields per item %" UVuf " is out of range", per_item);
+    if (SvROK(out_ref) && SvTYPE(SvRV(out_ref)) == SVt_PVAV)
+        out = (AV *)SvRV(out_ref);
+    buf = SvRV(buf_ref);
+    if (!SvOK(buf))
+        XSRETURN_EMPTY;
+    p = SvPVbyte(buf, len);
+    if (SvOK(masks)) {
+        (void)SvPVbyte(masks, mlen);
+        /* copied: a Perl string's buffer need not be aligned for u64s */
+        Newx(m, mlen / 8 + 1, uint64_t);
+        SAVEFREEPV(m);
+        Copy(SvPVX(masks), m, mlen / 8 * 8, char);
+    }
+    Newx(full, len / 4 + 1, U8); /* a reply of len bytes holds at most len / 4 integers */
+    SAVEFREEPV(full);
+    err[0] = msg[0] = '\0';
+    st = bfs_remote_reply((const uint8_t *)p, len, (uint32_t)per_item, m, mlen / 8, full, len / 4 + 1,
+                          &used, &kind, &count, &items, msg, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
+    if (kind == BFS_REPLY_INCOMPLETE)
+        XSRETURN_EMPTY;
+    sv_chop(buf, SvPVX(buf) + used);
+    EXTEND(SP, 3);
+    mPUSHu((UV)kind);
+    if (kind == BFS_REPLY_INTS) {
+        mPUSHu((UV)count);
+        mPUSHu((UV)items);
+        if (out) {
+            av_extend(out, av_top_index(out) + 1 + (SSize_t)items);
+            for (i = 0; i < items; i++)
+                av_push(out, newSViv(full[i]));
+        }
+    }
+    else if (kind == BFS_REPLY_ERROR || kind == BFS_REPLY_STATUS) {
+        mPUSHp(msg, strlen(msg));
+    }
+
 void
 _xs_from_bits(klass, path, capacity, fp_rate, mode, seed, layout, bytes)
     SV *klass

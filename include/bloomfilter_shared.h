@@ -27,6 +27,32 @@
 #define BFS_LAYOUT_BLOCKED 2
 
 /**
+ * `bfs_remote_reply`'s kinds of reply.
+ * Not all of the reply has arrived yet; nothing was taken.
+ */
+#define BFS_REPLY_INCOMPLETE 0
+
+/**
+ * An array of integers, folded (see `bfs_remote_reply`).
+ */
+#define BFS_REPLY_INTS 1
+
+/**
+ * An error reply: the server did not run the command; its text in `msg`.
+ */
+#define BFS_REPLY_ERROR 2
+
+/**
+ * A status reply (`+OK`); its text in `msg`.
+ */
+#define BFS_REPLY_STATUS 3
+
+/**
+ * Any other reply, taken whole.
+ */
+#define BFS_REPLY_OTHER 4
+
+/**
  * The version of a windowed filter's bytes.
  */
 #define WINDOWED_VERSION 2
@@ -573,6 +599,42 @@ BfsStatus bfs_remote_queries(const char *layout, uint64_t seed, uint64_t bits, u
  * BFS_ERRBUF_LEN bytes.
  */
 BfsStatus bfs_remote_fold(const uint64_t *values, size_t len, uint32_t per_item, const uint64_t *masks, uint8_t *full, uint64_t *count, char *err);
+
+/**
+ * One `BITFIELD` command, in the Redis protocol, for the `n` items of a
+ * filter of `layout`, `bits`, `hashes` and `span_bits`, all in the piece
+ * of `piece_bits` bits stored at `key` (`key_len` bytes): for an add
+ * (`add` nonzero) a `SET u1` per probe, for a query a `BITFIELD_RO` of
+ * the fields `bfs_remote_queries` names, whose masks go to `masks`
+ * (`n * per_item` values, as `bfs_remote_query_shape` gave `per_item`;
+ * NULL for an add). The command goes to `out` (`cap` bytes) and its length
+ * to `*out_len`. With `out` NULL, `*out_len` is the most it can take.
+ * Items of other pieces are refused.
+ *
+ * # Safety
+ * `layout`: NUL-terminated. `key`: valid for `key_len` bytes. `items`: `n`
+ * valid slices. `masks`: NULL or as above. `out`: NULL or valid for `cap`
+ * bytes. `out_len`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_command(const char *layout, uint64_t seed, uint64_t bits, uint32_t hashes, uint64_t span_bits, uint64_t piece_bits, int add, const uint8_t *key, size_t key_len, const struct BfsSlice *items, size_t n, uint64_t *masks, uint8_t *out, size_t cap, size_t *out_len, char *err);
+
+/**
+ * Take one reply off the front of `buf` (`len` bytes read so far from a
+ * connection): `*consumed` bytes, of kind `*kind` (a BFS_REPLY_* value; 0
+ * and nothing consumed until all of it has arrived). An array of integers
+ * is the reply to a `bfs_remote_command`: it is folded as
+ * `bfs_remote_fold` folds (`per_item` fields per item, `masks` NULL or
+ * `n_masks` values, which must then be as many as the fields), into
+ * `full` (NULL, or `full_cap` bytes: one 0/1 per item), `*count` (items
+ * full) and `*items`. An error or status reply's text goes to `msg`
+ * (BFS_ERRBUF_LEN bytes). Bytes that are no reply are an error.
+ *
+ * # Safety
+ * `buf`: valid for `len` bytes. `masks`: NULL or valid for `n_masks`
+ * values. `full`: NULL or valid for `full_cap` bytes. `consumed`, `kind`,
+ * `count`, `items`: valid. `msg`, `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_reply(const uint8_t *buf, size_t len, uint32_t per_item, const uint64_t *masks, size_t n_masks, uint8_t *full, size_t full_cap, size_t *consumed, uint32_t *kind, uint64_t *count, size_t *items, char *msg, char *err);
 
 /**
  * A new local filter (anonymous when `path` is NULL, else a new file at

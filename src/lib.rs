@@ -33,6 +33,7 @@ pub mod layout;
 pub mod legacy;
 pub mod region;
 pub mod remote;
+pub mod resp;
 pub mod serial;
 pub mod sync;
 pub mod upgrade;

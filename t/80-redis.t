@@ -411,12 +411,59 @@ SKIP: {
     my $c = Redis::Fast->new(server => $s2->address, password => 'sesame');
     $c->select(3);
     is $c->exists('{u}:meta', '{u}:bits'), 2, 'and uses that database';
+    # Batches go over the filter's own socket, which logs in and selects
+    # the database the same way.
+    my @b = map { "db-$_" } 1 .. 250;
+    is $db->add_many(\@b), 250, 'a batch through redis://:password@host:port/db';
+    ok $db->{direct}, 'over the own socket';
+    my $seen = $R->new($c, 'u', 1000, 0.01);
+    is scalar $seen->contains_many(\@b), 250, 'in that database';
     $c->select(0);
     is $c->exists('{u}:meta'), 0, 'not database 0';
     my $s3 = RedisServer->new(unixsocket => "$dir/s.sock", unixsocketperm => 700);
     my $u = $R->new("unix:$dir/s.sock", 'u', 1000, 0.01);
     is $u->add('y'), 1, 'unix:/path connects';
     is $s3->client->exists('{u}:bits'), 1, 'to that server';
+    is $u->add_many([qw(y z)], \my @w), 1, 'a batch over a unix socket of its own';
+    is_deeply \@w, [0, 1], 'item by item';
+    ok $u->{direct}, 'which it used';
+}
+
+# --- batches over the filter's own socket answer as the client's ---------------------------------
+# A filter made from an address sends batches over a socket of its own,
+# encoding commands and folding replies in the core; one made with a client
+# object sends them through the client. Both see the same bits.
+for my $case (['standard', 0.01], ['blocked', 0.01], ['blocked', 0.001]) {
+    my ($layout, $rate) = @$case;
+    my $name = "own-$layout-$rate";
+    my $own = $R->new($srv->address, $name, 20_000, $rate, { layout => $layout });
+    my $via = $R->new(Redis::Fast->new(server => $srv->address), $name, 20_000, $rate);
+    my $before = () = $rc->client_list =~ /^id=/mg;
+    my @a = map { "own-a$_" } 1 .. 2500;    # several commands, the last one short
+    my @b = map { "own-b$_" } 1 .. 2500;
+    my $l = $L->new(undef, 20_000, $rate, { layout => $layout });    # the same bits, locally
+    is $own->add_many(\@a, \my @wa), $l->add_many(\@a, \my @la), "$layout $rate: add_many over the own socket";
+    is_deeply \@wa, \@la, "$layout $rate: item by item";
+    ok $own->{direct}, "$layout $rate: it has one";
+    is +(() = $rc->client_list =~ /^id=/mg), $before + 1, "$layout $rate: one more connection";
+    my @again = (@a[0 .. 99], @b);
+    is $via->add_many(\@again, \my @wb), $l->add_many(\@again, \my @lb), "$layout $rate: the client's batch sees them";
+    is_deeply \@wb, \@lb, "$layout $rate: item by item";
+    is_deeply [@wb[0 .. 99]], [(0) x 100], "$layout $rate: the items added over the own socket are not new";
+    my @mixed = (@a[0 .. 499], @b[2000 .. 2499], map { "own-none$_" } 1 .. 1000);
+    is_deeply [$own->contains_many(\@mixed)], [$via->contains_many(\@mixed)], "$layout $rate: contains_many alike";
+    is scalar $own->contains_many(\@mixed), scalar $via->contains_many(\@mixed), "$layout $rate: the counts alike";
+    is $own->add_many([]), 0, "$layout $rate: an empty batch";
+    is_deeply [$own->contains_many([])], [], "$layout $rate: an empty query";
+    # A forked child opens its own socket; the parent's goes on working.
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        my $n = eval { $own->add_many(['own-child', @a[0 .. 9]]) } // -1;
+        POSIX::_exit($n == 1 ? 0 : 1);
+    }
+    waitpid $pid, 0;
+    is $?, 0, "$layout $rate: a forked child's batch";
+    is_deeply [$own->contains_many(['own-child', 'own-a1'])], [1, 1], "$layout $rate: and the parent's after it";
 }
 
 # --- several processes on separate connections add the same items at once ----------------------

@@ -144,6 +144,34 @@ for my $n (0 .. 2) {
     is $f->{slot_node}{$slot}, $nodes[1]->address, 'MOVED updated the slot map (ASK did not)';
 }
 
+# --- a filter's own socket redirected: its batches go back to the engine -------------------------
+{
+    # The key lives on the node the address names, so batches go over the
+    # filter's own socket until the slot moves; then they are answered ASK
+    # or MOVED (not run) and sent again through the engine, which follows.
+    my $name = name_on(2, 'away');
+    my $slot = $R->key_slot($name);
+    my $f = $R->new($nodes[2]->address, $name, 5000, 0.01);
+    my @a = map { "away-a$_" } 1 .. 300;
+    is $f->add_many(\@a), 300, 'a batch over the own socket';
+    ok $f->{direct} && !defined $f->{slot_node}{$slot}, 'which it used' or diag explain [$f->{slot_node}, $slot, !!$f->{direct}];
+    my @id = map { $_->cluster('myid') } @c;
+    is $c[0]->cluster('setslot', $slot, 'importing', $id[2]), 'OK', 'node 0 imports the slot';
+    is $c[2]->cluster('setslot', $slot, 'migrating', $id[0]), 'OK', 'node 2 migrates it';
+    is $c[2]->migrate('127.0.0.1', $nodes[0]->port, '', 0, 5000, 'KEYS', "{$name}:meta", "{$name}:bits"), 'OK',
+        'the keys moved to node 0';
+    my @b = map { "away-b$_" } 1 .. 300;
+    is $f->add_many(\@b, \my @wb), 300, 'a batch during the migration: ASK, sent again through the engine';
+    is_deeply \@wb, [(1) x 300], 'every item new, once';
+    $_->cluster('setslot', $slot, 'node', $id[0]) for @c;
+    my @c3 = map { "away-c$_" } 1 .. 300;
+    is $f->add_many(\@c3, \my @wc), 300, 'a batch after it: MOVED, sent again through the engine';
+    is_deeply \@wc, [(1) x 300], 'every item new, once';
+    is $f->{slot_node}{$slot}, $nodes[0]->address, 'the engine learned where the slot is';
+    is scalar $f->contains_many([@a, @b, @c3]), 900, 'everything is there';
+    is $f->add_many([@a[0 .. 9]]), 0, 'and known';
+}
+
 # --- shards over the masters --------------------------------------------------------------------
 {
     # One probe per item (fp_rate 0.5): the standard layout can be cut.

@@ -12,6 +12,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use bloomfilter_shared::format::{self, CHECKED_LEN, IMMUTABLE_LEN};
+use bloomfilter_shared::resp;
 use bloomfilter_shared::serial;
 use bloomfilter_shared::{ErrorKind, Filter};
 
@@ -179,8 +180,35 @@ fn memfd_with(page: &[u8], size: u64) -> OwnedFd {
     fd
 }
 
+/// What a server sends back to a remote copy's own socket. Input: the
+/// bytes, as they arrive. `resp::parse_reply` never takes more than there
+/// is, waits (None) on every strict prefix of a reply it takes, takes the
+/// same reply from just its own bytes, and otherwise refuses with a
+/// message.
+pub fn reply(data: &[u8]) {
+    match resp::parse_reply(data) {
+        Ok(Some((len, r))) => {
+            assert!(len > 0 && len <= data.len(), "took {len} of {} bytes", data.len());
+            assert_eq!(
+                resp::parse_reply(&data[..len]).unwrap(),
+                Some((len, r)),
+                "the same reply from its own bytes"
+            );
+            for cut in [0, len / 2, len - 1] {
+                assert_eq!(
+                    resp::parse_reply(&data[..cut]).unwrap(),
+                    None,
+                    "a prefix of {cut} bytes"
+                );
+            }
+        }
+        Ok(None) => {}
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
 /// A fuzz target: raw bytes in, a panic on a broken promise.
 pub type Target = fn(&[u8]);
 
 /// The targets by name, for the replay and mutation runs.
-pub const TARGETS: [(&str, Target); 3] = [("decode", decode), ("serial", serial), ("open", open)];
+pub const TARGETS: [(&str, Target); 4] = [("decode", decode), ("serial", serial), ("open", open), ("reply", reply)];

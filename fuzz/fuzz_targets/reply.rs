@@ -1,0 +1,7 @@
+//! libFuzzer target: see `reply` in tests/fuzz/oracles.rs.
+#![no_main]
+
+#[path = "../../tests/fuzz/oracles.rs"]
+mod oracles;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| oracles::reply(data));
