@@ -1136,6 +1136,30 @@ _xs_items(items_ref)
   OUTPUT:
     RETVAL
 
+bool
+_xs_plain(items_ref)
+    SV *items_ref
+  PREINIT:
+    AV *av;
+    SSize_t i, n;
+  CODE:
+    /* Whether a batch can be used as it is: an array reference without
+       magic or overloading whose every element is a plain string (no
+       magic, not a reference), so that reading it runs no Perl code and
+       gives the same bytes every time. Looks at flags only. */
+    RETVAL = SvROK(items_ref) && !SvAMAGIC(items_ref) && SvTYPE(SvRV(items_ref)) == SVt_PVAV
+             && !SvMAGICAL(SvRV(items_ref));
+    if (RETVAL) {
+        av = (AV *)SvRV(items_ref);
+        n = AvFILLp(av) + 1;
+        for (i = 0; i < n && RETVAL; i++) {
+            SV *e = AvARRAY(av)[i];
+            RETVAL = e && (SvFLAGS(e) & (SVf_POK | SVf_ROK | SVs_GMG | SVs_SMG | SVs_RMG)) == SVf_POK;
+        }
+    }
+  OUTPUT:
+    RETVAL
+
 void
 _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pieces_out, masks_out)
     IV verb

@@ -429,6 +429,40 @@ SKIP: {
     ok $u->{direct}, 'which it used';
 }
 
+# --- batches of any kind of array: tied, overloaded, UTF-8, wide ---------------------------------
+# Plain strings are sent as they are; anything else is read once (a tied
+# array's FETCH, an object's overloading) and then sent.
+{
+    package CountTie;
+    sub TIEARRAY  { bless { a => $_[1], n => 0 }, $_[0] }
+    sub FETCH     { $_[0]{n}++; $_[0]{a}[ $_[1] ] }
+    sub FETCHSIZE { scalar @{ $_[0]{a} } }
+    package Str;
+    use overload '""' => sub { $Str::n++; ${ $_[0] } }, fallback => 1;
+    package main;
+    for my $from ($srv->address, Redis::Fast->new(server => $srv->address)) {
+        my $name = 'kinds-' . (ref $from ? 'client' : 'address');
+        my $f = $R->new($from, $name, 10_000, 0.01);
+        my $l = $L->new(undef, 10_000, 0.01);
+        my @words = map { "t$_" } 1 .. 300;
+        tie my @t, 'CountTie', \@words;
+        is $f->add_many(\@t, \my @w), $l->add_many(\@words, \my @lw), "$name: a tied array";
+        is_deeply \@w, \@lw, "$name: item by item";
+        is tied(@t)->{n}, 300, "$name: each element fetched once";
+        $Str::n = 0;
+        my @o = map { my $s = "o$_"; bless \$s, 'Str' } 1 .. 200;
+        is $f->add_many(\@o), $l->add_many([map {"o$_"} 1 .. 200]), "$name: objects with overloading";
+        is $Str::n, 200, "$name: each stringified once";
+        my $u = "caf\x{e9}";
+        utf8::upgrade($u);
+        is $f->add_many([$u, "caf\xe9"], \my @w2), 1, "$name: a UTF-8 string is its bytes";
+        is_deeply \@w2, [1, 0], "$name: the same item";
+        my $e = eval { $f->add_many(['fine', "\x{263a}"]); 1 } ? '' : $@;
+        like $e, qr/\A\Q$R\E->add_many: Wide character at index 1/, "$name: a wide character croaks";
+        is $f->contains('fine'), 0, "$name: and nothing of the batch was sent";
+    }
+}
+
 # --- batches over the filter's own socket answer as the client's ---------------------------------
 # A filter made from an address sends batches over a socket of its own,
 # encoding commands and folding replies in the core; one made with a client

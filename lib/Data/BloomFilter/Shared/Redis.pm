@@ -773,10 +773,11 @@ sub _batch {
     my ($self, $method, $verb, $items, $out) = @_;
     _croak($method, 'argument is not an array reference')
         if ref $items ne 'ARRAY' && !(Scalar::Util::blessed($items) && overload::Method($items, '@{}'));
-    # One copy: each element's magic or overloading runs once, and every
-    # element is checked before anything is sent.
-    my @plain = map { ref ? "$_" : $_ } @$items;
-    my $n = @plain;
+    # Every element is checked before anything is sent. Plain strings are
+    # used as they are; anything else is copied once, so that each
+    # element's magic or overloading runs once.
+    my $plain = _xs_plain($items) ? $items : [map { ref ? "$_" : $_ } @$items];
+    my $n = @$plain;
     my $fields = $verb ? $self->{hashes} : $self->{fields};
     my ($count, $known, $refused) = (0, 0, 0);
     my @each;
@@ -807,7 +808,7 @@ sub _batch {
     if ($self->{shards} > 1) {
         # The items grouped by piece; every item is checked first.
         my (@pieces, $masks);
-        my @args = eval { _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, \@plain, \@pieces, \$masks) };
+        my @args = eval { _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, $plain, \@pieces, \$masks) };
         _croak($method, _strip($@)) if $@;
         my $per = ($verb ? 4 : 3) * $fields;
         my @by;
@@ -823,13 +824,13 @@ sub _batch {
         }
     }
     else {
-        eval { _xs_items(\@plain) } // _croak($method, _strip($@));
+        eval { _xs_items($plain) } // _croak($method, _strip($@));
         my @geo = @$self{qw(layout seed bits hashes span piece)};
         my @ranges;
         if (my $d = $self->_direct($method)) {
             my %t = (out => $out, refused => \$refused,
                 reply => sub { $tally->(@_[2, 3, 4], undef, @_[0, 1]) });
-            @ranges = $self->_direct_batch($method, $d, $verb, \@plain, \%t);
+            @ranges = $self->_direct_batch($method, $d, $verb, $plain, \%t);
             if (defined $t{error}) {
                 $refused += $_->[1] - $_->[0] + 1 for @ranges;    # redirected: not run
                 $failed->(_strip_client_error($t{error}));
@@ -846,7 +847,7 @@ sub _batch {
             # onto the stack: copying thousands of them costs more than sending.
             my $masks;
             push @cmds, $command->(0, undef, $s, $e,
-                { key => $self->{bitskey}, xs => [$verb, @geo, [@plain[$s .. $e]], undef, \$masks] },
+                { key => $self->{bitskey}, xs => [$verb, @geo, [@$plain[$s .. $e]], undef, \$masks] },
                 $verb ? undef : \$masks);
         }
     }
