@@ -614,7 +614,12 @@ sub _direct_batch {
     };
     for (my $from = 0; $from < $n && !$stop && !defined $error; $from += $CHUNK) {
         my $count = $from + $CHUNK < $n ? $CHUNK : $n - $from;
-        my $cmd = _xs_command($verb, @geo, $self->{bitskey}, $plain, $from, $count, \my $masks);
+        my $masks;
+        my $cmd = eval { _xs_command($verb, @geo, $self->{bitskey}, $plain, $from, $count, \$masks) };
+        if (!defined $cmd) {    # the items were checked: a fault of ours, but the batch is told
+            $t->{error} //= _strip($@);
+            last;
+        }
         my $e = _direct_send($d, $cmd);
         if (defined $e) {
             $error = $e;    # this command may have gone out whole
