@@ -1181,6 +1181,7 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
     AV *pav = NULL;
     SV *op, *type, *one;
     BfsStatus st;
+    BfsRemote r;
     char err[BFS_ERRBUF_LEN];
   PPCODE:
     /* The BITFIELD arguments of a batch, in item order. verb 1 (add):
@@ -1193,12 +1194,17 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
         bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
     if (SvROK(pieces_out) && SvTYPE(SvRV(pieces_out)) == SVt_PVAV)
         pav = (AV *)SvRV(pieces_out);
+    r.layout = layout;
+    r.seed = (uint64_t)seed;
+    r.bits = (uint64_t)bits;
+    r.hashes = (uint32_t)hashes;
+    r.span_bits = (uint64_t)span_bits;
+    r.piece_bits = (uint64_t)piece_bits;
     err[0] = '\0';
     if (!verb) {
         if (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out)))
             bfs_croak(aTHX_ cv, "masks must be a scalar reference");
-        st = bfs_remote_query_shape(layout, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
-                                    &width, &per, err);
+        st = bfs_remote_query_shape(&r, &width, &per, err);
         if (st != BFS_OK)
             bfs_croak_status(aTHX_ cv, st, err);
     }
@@ -1210,12 +1216,10 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
     if (pav)
         pieces = masks + total;
     if (verb) {
-        st = bfs_remote_offsets(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
-                                (uint64_t)piece_bits, slices, (size_t)n, offsets, pieces, err);
+        st = bfs_remote_offsets(&r, slices, (size_t)n, offsets, pieces, err);
     }
     else {
-        st = bfs_remote_queries(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
-                                (uint64_t)piece_bits, slices, (size_t)n, offsets, masks, pieces, err);
+        st = bfs_remote_queries(&r, slices, (size_t)n, offsets, masks, pieces, err);
         if (st == BFS_OK)
             sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)total * 8);
     }
@@ -1336,6 +1340,7 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     const char *k;
     STRLEN klen;
     BfsStatus st;
+    BfsRemote r;
     char err[BFS_ERRBUF_LEN];
   CODE:
     /* One BITFIELD command in the Redis protocol, as bytes, for items
@@ -1346,10 +1351,15 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
         bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
     if (!verb && (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out))))
         bfs_croak(aTHX_ cv, "masks must be a scalar reference");
+    r.layout = layout;
+    r.seed = (uint64_t)seed;
+    r.bits = (uint64_t)bits;
+    r.hashes = (uint32_t)hashes;
+    r.span_bits = (uint64_t)span_bits;
+    r.piece_bits = (uint64_t)piece_bits;
     err[0] = '\0';
     if (!verb) {
-        st = bfs_remote_query_shape(layout, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
-                                    &width, &per, err);
+        st = bfs_remote_query_shape(&r, &width, &per, err);
         if (st != BFS_OK)
             bfs_croak_status(aTHX_ cv, st, err);
     }
@@ -1358,9 +1368,8 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     if (from > (UV)n || count > (UV)n - from)
         bfs_croak(aTHX_ cv, "items %" UVuf " .. %" UVuf " are not in the batch of %" IVdf,
                   from, from + count, (IV)n);
-    st = bfs_remote_command(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
-                            (uint64_t)piece_bits, verb ? 1 : 0, (const uint8_t *)k, klen, slices + from,
-                            (size_t)count, NULL, NULL, 0, &cap, err);
+    st = bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices + from, (size_t)count, NULL,
+                            NULL, 0, &cap, err);
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
     if (!verb) {
@@ -1370,9 +1379,8 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     RETVAL = newSV(cap + 1);
     sv_2mortal(RETVAL);
     SvPOK_on(RETVAL);
-    st = bfs_remote_command(layout, (uint64_t)seed, (uint64_t)bits, (uint32_t)hashes, (uint64_t)span_bits,
-                            (uint64_t)piece_bits, verb ? 1 : 0, (const uint8_t *)k, klen, slices + from,
-                            (size_t)count, masks, (uint8_t *)SvPVX(RETVAL), cap, &len, err);
+    st = bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices + from, (size_t)count, masks,
+                            (uint8_t *)SvPVX(RETVAL), cap, &len, err);
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
     SvCUR_set(RETVAL, len);

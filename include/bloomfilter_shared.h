@@ -206,6 +206,21 @@ typedef struct BfsRemoteGeometry {
   uint64_t span_bits;
 } BfsRemoteGeometry;
 
+/**
+ * A filter kept elsewhere, as its items are addressed there: its layout
+ * ("standard" or "blocked"), seed, `bits`, `hashes` and `span_bits` (as
+ * `bfs_remote_geometry` gave them), and the size of the pieces (keys) its
+ * bit array is cut into: piece `i` is bits `i * piece_bits ..`.
+ */
+typedef struct BfsRemote {
+  const char *layout;
+  uint64_t seed;
+  uint64_t bits;
+  uint32_t hashes;
+  uint64_t span_bits;
+  uint64_t piece_bits;
+} BfsRemote;
+
 #define BFS_OK 0
 
 /**
@@ -536,18 +551,17 @@ BfsStatus bfs_serialize(const struct BfsFilter *h, uint8_t *buf, size_t len, cha
 BfsStatus bfs_remote_geometry(const char *layout, uint64_t capacity, double fp_rate, struct BfsRemoteGeometry *out, char *err);
 
 /**
- * For each of the `n` items of a filter of `layout`, `bits`, `hashes` and
- * `span_bits` (as `bfs_remote_geometry` gave them), the offsets of its
- * `hashes` probe bits within the piece of `piece_bits` bits that holds it (`offsets`: `n * hashes`
- * values), counted as remote stores count (bit 0 is the most significant bit
- * of byte 0), and the piece's number (`pieces`: `n` values, or NULL).
+ * For each of the `n` items of filter `r`, the offsets of its probe bits
+ * within the piece that holds it (`offsets`: `n * hashes` values), counted
+ * as remote stores count (bit 0 is the most significant bit of byte 0),
+ * and the piece's number (`pieces`: `n` values, or NULL).
  *
  * # Safety
- * `layout`: NUL-terminated. `items`: `n` valid slices. `offsets`: valid for
- * `n * hashes` values; `pieces`: NULL or valid for `n`. `err`: NULL or
+ * `r`: valid (see `BfsRemote`). `items`: `n` valid slices. `offsets`: valid
+ * for `n * hashes` values; `pieces`: NULL or valid for `n`. `err`: NULL or
  * BFS_ERRBUF_LEN bytes.
  */
-BfsStatus bfs_remote_offsets(const char *layout, uint64_t seed, uint64_t bits, uint32_t hashes, uint64_t span_bits, uint64_t piece_bits, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *pieces, char *err);
+BfsStatus bfs_remote_offsets(const struct BfsRemote *r, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *pieces, char *err);
 
 /**
  * The count and estimated false-positive rate a filter of `layout`,
@@ -560,30 +574,30 @@ BfsStatus bfs_remote_offsets(const char *layout, uint64_t seed, uint64_t bits, u
 BfsStatus bfs_remote_estimates(const char *layout, uint64_t capacity, double fp_rate, uint64_t bits_set, uint64_t *count, double *fpp, char *err);
 
 /**
- * How a query of a filter of `layout`, `bits`, `hashes` and `span_bits`
- * reads each item: `*per_item` fields of `*field_bits` bits (1: one per
- * probe; 64: a blocked item's word or block, tested against masks).
+ * How a query of filter `r` reads each item: `*per_item` fields of
+ * `*field_bits` bits (1: one per probe; 64: a blocked item's word or
+ * block, tested against masks).
  *
  * # Safety
- * `layout`: NUL-terminated. `field_bits`, `per_item`: valid. `err`: NULL
- * or BFS_ERRBUF_LEN bytes.
- */
-BfsStatus bfs_remote_query_shape(const char *layout, uint64_t bits, uint32_t hashes, uint64_t span_bits, uint32_t *field_bits, uint32_t *per_item, char *err);
-
-/**
- * For each of the `n` items, the fields a query reads (`per_item` of them,
- * as `bfs_remote_query_shape` gave it): their offsets within the item's
- * piece of `piece_bits` bits (`offsets`, `n * per_item` values, counted as
- * for `bfs_remote_offsets`), the bits each must hold as the store returns
- * it (`masks`, as many), and each item's piece number (`pieces`: `n`
- * values, or NULL).
- *
- * # Safety
- * `layout`: NUL-terminated. `items`: `n` valid slices. `offsets`, `masks`:
- * valid for `n * per_item` values; `pieces`: NULL or valid for `n`. `err`:
+ * `r`: valid (see `BfsRemote`). `field_bits`, `per_item`: valid. `err`:
  * NULL or BFS_ERRBUF_LEN bytes.
  */
-BfsStatus bfs_remote_queries(const char *layout, uint64_t seed, uint64_t bits, uint32_t hashes, uint64_t span_bits, uint64_t piece_bits, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *masks, uint64_t *pieces, char *err);
+BfsStatus bfs_remote_query_shape(const struct BfsRemote *r, uint32_t *field_bits, uint32_t *per_item, char *err);
+
+/**
+ * For each of the `n` items of filter `r`, the fields a query reads
+ * (`per_item` of them, as `bfs_remote_query_shape` gave it): their offsets
+ * within the item's piece (`offsets`, `n * per_item` values, counted as for
+ * `bfs_remote_offsets`), the bits each must hold as the store returns it
+ * (`masks`, as many), and each item's piece number (`pieces`: `n` values,
+ * or NULL).
+ *
+ * # Safety
+ * `r`: valid (see `BfsRemote`). `items`: `n` valid slices. `offsets`,
+ * `masks`: valid for `n * per_item` values; `pieces`: NULL or valid for
+ * `n`. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_queries(const struct BfsRemote *r, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *masks, uint64_t *pieces, char *err);
 
 /**
  * Fold `len` field values a remote store returned (`per_item` per item)
@@ -601,22 +615,21 @@ BfsStatus bfs_remote_queries(const char *layout, uint64_t seed, uint64_t bits, u
 BfsStatus bfs_remote_fold(const uint64_t *values, size_t len, uint32_t per_item, const uint64_t *masks, uint8_t *full, uint64_t *count, char *err);
 
 /**
- * One `BITFIELD` command, in the Redis protocol, for the `n` items of a
- * filter of `layout`, `bits`, `hashes` and `span_bits`, all in the piece
- * of `piece_bits` bits stored at `key` (`key_len` bytes): for an add
- * (`add` nonzero) a `SET u1` per probe, for a query a `BITFIELD_RO` of
+ * One `BITFIELD` command, in the Redis protocol, for the `n` items of
+ * filter `r`, all in the piece stored at `key` (`key_len` bytes): for an
+ * add (`add` nonzero) a `SET u1` per probe, for a query a `BITFIELD_RO` of
  * the fields `bfs_remote_queries` names, whose masks go to `masks`
  * (`n * per_item` values, as `bfs_remote_query_shape` gave `per_item`;
  * NULL for an add). The command goes to `out` (`cap` bytes) and its length
  * to `*out_len`. With `out` NULL, `*out_len` is the most it can take.
- * Items of other pieces are refused.
+ * Items of different pieces are refused.
  *
  * # Safety
- * `layout`: NUL-terminated. `key`: valid for `key_len` bytes. `items`: `n`
- * valid slices. `masks`: NULL or as above. `out`: NULL or valid for `cap`
- * bytes. `out_len`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ * `r`: valid (see `BfsRemote`). `key`: valid for `key_len` bytes. `items`:
+ * `n` valid slices. `masks`: NULL or as above. `out`: NULL or valid for
+ * `cap` bytes. `out_len`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
  */
-BfsStatus bfs_remote_command(const char *layout, uint64_t seed, uint64_t bits, uint32_t hashes, uint64_t span_bits, uint64_t piece_bits, int add, const uint8_t *key, size_t key_len, const struct BfsSlice *items, size_t n, uint64_t *masks, uint8_t *out, size_t cap, size_t *out_len, char *err);
+BfsStatus bfs_remote_command(const struct BfsRemote *r, int add, const uint8_t *key, size_t key_len, const struct BfsSlice *items, size_t n, uint64_t *masks, uint8_t *out, size_t cap, size_t *out_len, char *err);
 
 /**
  * Take one reply off the front of `buf` (`len` bytes read so far from a

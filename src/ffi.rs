@@ -897,25 +897,43 @@ pub unsafe extern "C" fn bfs_remote_geometry(
     })
 }
 
-/// For each of the `n` items of a filter of `layout`, `bits`, `hashes` and
-/// `span_bits` (as `bfs_remote_geometry` gave them), the offsets of its
-/// `hashes` probe bits within the piece of `piece_bits` bits that holds it (`offsets`: `n * hashes`
-/// values), counted as remote stores count (bit 0 is the most significant bit
-/// of byte 0), and the piece's number (`pieces`: `n` values, or NULL).
+/// A filter kept elsewhere, as its items are addressed there: its layout
+/// ("standard" or "blocked"), seed, `bits`, `hashes` and `span_bits` (as
+/// `bfs_remote_geometry` gave them), and the size of the pieces (keys) its
+/// bit array is cut into: piece `i` is bits `i * piece_bits ..`.
+#[repr(C)]
+pub struct BfsRemote {
+    pub layout: *const c_char,
+    pub seed: u64,
+    pub bits: u64,
+    pub hashes: u32,
+    pub span_bits: u64,
+    pub piece_bits: u64,
+}
+
+/// # Safety
+/// `r`: NULL or valid, its `layout` NUL-terminated.
+unsafe fn remote_arg(r: *const BfsRemote) -> Result<remote::Remote, Error> {
+    // SAFETY: per the contract above.
+    let r = unsafe { r.as_ref() }.ok_or_else(|| Error::arg("null filter description"))?;
+    // SAFETY: per the contract above.
+    let l = unsafe { layout_arg(r.layout) }?;
+    let g = l.stored_geometry(r.bits, r.hashes, r.span_bits)?;
+    remote::Remote::new(l, r.seed, g, r.piece_bits)
+}
+
+/// For each of the `n` items of filter `r`, the offsets of its probe bits
+/// within the piece that holds it (`offsets`: `n * hashes` values), counted
+/// as remote stores count (bit 0 is the most significant bit of byte 0),
+/// and the piece's number (`pieces`: `n` values, or NULL).
 ///
 /// # Safety
-/// `layout`: NUL-terminated. `items`: `n` valid slices. `offsets`: valid for
-/// `n * hashes` values; `pieces`: NULL or valid for `n`. `err`: NULL or
+/// `r`: valid (see `BfsRemote`). `items`: `n` valid slices. `offsets`: valid
+/// for `n * hashes` values; `pieces`: NULL or valid for `n`. `err`: NULL or
 /// BFS_ERRBUF_LEN bytes.
 #[no_mangle]
-#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn bfs_remote_offsets(
-    layout: *const c_char,
-    seed: u64,
-    bits: u64,
-    hashes: u32,
-    span_bits: u64,
-    piece_bits: u64,
+    r: *const BfsRemote,
     items: *const BfsSlice,
     n: usize,
     offsets: *mut u64,
@@ -924,16 +942,15 @@ pub unsafe extern "C" fn bfs_remote_offsets(
 ) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
-        let l = unsafe { layout_arg(layout) }?;
-        let g = l.stored_geometry(bits, hashes, span_bits)?;
+        let rm = unsafe { remote_arg(r) }?;
         let total = n
-            .checked_mul(hashes as usize)
+            .checked_mul(rm.g.k as usize)
             .ok_or_else(|| Error::arg("too many items"))?;
         // SAFETY: per the function's contract.
         let it = unsafe { slices(items, n) };
         // SAFETY: offsets is valid for n * hashes values, pieces for n.
         let (off, pc) = unsafe { (out_words(offsets, total)?, opt_words(pieces, n)) };
-        remote::offsets(l, seed, &g, piece_bits, &it, off, pc)
+        rm.offsets(&it, off, pc)
     })
 }
 
@@ -958,71 +975,47 @@ pub unsafe extern "C" fn bfs_remote_estimates(
         let l = unsafe { layout_arg(layout) }?;
         let (c, p) = remote::estimates(l, capacity, fp_rate, bits_set)?;
         // SAFETY: count and fpp are valid per contract.
-        match unsafe { (count.as_mut(), fpp.as_mut()) } {
-            (Some(c_out), Some(p_out)) => {
-                *c_out = c;
-                *p_out = p;
-                Ok(())
-            }
-            _ => Err(Error::arg("null output pointer")),
-        }
+        unsafe { put_pair(count, c, fpp, p) }
     })
 }
 
-/// How a query of a filter of `layout`, `bits`, `hashes` and `span_bits`
-/// reads each item: `*per_item` fields of `*field_bits` bits (1: one per
-/// probe; 64: a blocked item's word or block, tested against masks).
+/// How a query of filter `r` reads each item: `*per_item` fields of
+/// `*field_bits` bits (1: one per probe; 64: a blocked item's word or
+/// block, tested against masks).
 ///
 /// # Safety
-/// `layout`: NUL-terminated. `field_bits`, `per_item`: valid. `err`: NULL
-/// or BFS_ERRBUF_LEN bytes.
+/// `r`: valid (see `BfsRemote`). `field_bits`, `per_item`: valid. `err`:
+/// NULL or BFS_ERRBUF_LEN bytes.
 #[no_mangle]
 pub unsafe extern "C" fn bfs_remote_query_shape(
-    layout: *const c_char,
-    bits: u64,
-    hashes: u32,
-    span_bits: u64,
+    r: *const BfsRemote,
     field_bits: *mut u32,
     per_item: *mut u32,
     err: *mut c_char,
 ) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
-        let l = unsafe { layout_arg(layout) }?;
-        let g = l.stored_geometry(bits, hashes, span_bits)?;
-        let (width, per) = l.query_shape(&g);
+        let rm = unsafe { remote_arg(r) }?;
+        let (width, per) = rm.layout.query_shape(&rm.g);
         // SAFETY: both are valid per contract.
-        match unsafe { (field_bits.as_mut(), per_item.as_mut()) } {
-            (Some(w), Some(p)) => {
-                *w = width as u32;
-                *p = per as u32;
-                Ok(())
-            }
-            _ => Err(Error::arg("null output pointer")),
-        }
+        unsafe { put_pair(field_bits, width as u32, per_item, per as u32) }
     })
 }
 
-/// For each of the `n` items, the fields a query reads (`per_item` of them,
-/// as `bfs_remote_query_shape` gave it): their offsets within the item's
-/// piece of `piece_bits` bits (`offsets`, `n * per_item` values, counted as
-/// for `bfs_remote_offsets`), the bits each must hold as the store returns
-/// it (`masks`, as many), and each item's piece number (`pieces`: `n`
-/// values, or NULL).
+/// For each of the `n` items of filter `r`, the fields a query reads
+/// (`per_item` of them, as `bfs_remote_query_shape` gave it): their offsets
+/// within the item's piece (`offsets`, `n * per_item` values, counted as for
+/// `bfs_remote_offsets`), the bits each must hold as the store returns it
+/// (`masks`, as many), and each item's piece number (`pieces`: `n` values,
+/// or NULL).
 ///
 /// # Safety
-/// `layout`: NUL-terminated. `items`: `n` valid slices. `offsets`, `masks`:
-/// valid for `n * per_item` values; `pieces`: NULL or valid for `n`. `err`:
-/// NULL or BFS_ERRBUF_LEN bytes.
+/// `r`: valid (see `BfsRemote`). `items`: `n` valid slices. `offsets`,
+/// `masks`: valid for `n * per_item` values; `pieces`: NULL or valid for
+/// `n`. `err`: NULL or BFS_ERRBUF_LEN bytes.
 #[no_mangle]
-#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn bfs_remote_queries(
-    layout: *const c_char,
-    seed: u64,
-    bits: u64,
-    hashes: u32,
-    span_bits: u64,
-    piece_bits: u64,
+    r: *const BfsRemote,
     items: *const BfsSlice,
     n: usize,
     offsets: *mut u64,
@@ -1032,10 +1025,9 @@ pub unsafe extern "C" fn bfs_remote_queries(
 ) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
-        let l = unsafe { layout_arg(layout) }?;
-        let g = l.stored_geometry(bits, hashes, span_bits)?;
+        let rm = unsafe { remote_arg(r) }?;
         let total = n
-            .checked_mul(l.query_shape(&g).1)
+            .checked_mul(rm.layout.query_shape(&rm.g).1)
             .ok_or_else(|| Error::arg("too many items"))?;
         // SAFETY: per the function's contract.
         let it = unsafe { slices(items, n) };
@@ -1047,8 +1039,24 @@ pub unsafe extern "C" fn bfs_remote_queries(
                 opt_words(pieces, n),
             )
         };
-        remote::query_fields(l, seed, &g, piece_bits, &it, off, m, pc)
+        rm.query_fields(&it, off, m, pc)
     })
+}
+
+/// Write two results; a NULL pointer for either is refused.
+///
+/// # Safety
+/// `a` and `b` must each be NULL or valid to write.
+unsafe fn put_pair<A, B>(a: *mut A, va: A, b: *mut B, vb: B) -> Result<(), Error> {
+    // SAFETY: per the contract above.
+    match unsafe { (a.as_mut(), b.as_mut()) } {
+        (Some(x), Some(y)) => {
+            *x = va;
+            *y = vb;
+            Ok(())
+        }
+        _ => Err(Error::arg("null output pointer")),
+    }
 }
 
 /// # Safety
@@ -1125,29 +1133,23 @@ pub const BFS_REPLY_STATUS: u32 = 3;
 /// Any other reply, taken whole.
 pub const BFS_REPLY_OTHER: u32 = 4;
 
-/// One `BITFIELD` command, in the Redis protocol, for the `n` items of a
-/// filter of `layout`, `bits`, `hashes` and `span_bits`, all in the piece
-/// of `piece_bits` bits stored at `key` (`key_len` bytes): for an add
-/// (`add` nonzero) a `SET u1` per probe, for a query a `BITFIELD_RO` of
+/// One `BITFIELD` command, in the Redis protocol, for the `n` items of
+/// filter `r`, all in the piece stored at `key` (`key_len` bytes): for an
+/// add (`add` nonzero) a `SET u1` per probe, for a query a `BITFIELD_RO` of
 /// the fields `bfs_remote_queries` names, whose masks go to `masks`
 /// (`n * per_item` values, as `bfs_remote_query_shape` gave `per_item`;
 /// NULL for an add). The command goes to `out` (`cap` bytes) and its length
 /// to `*out_len`. With `out` NULL, `*out_len` is the most it can take.
-/// Items of other pieces are refused.
+/// Items of different pieces are refused.
 ///
 /// # Safety
-/// `layout`: NUL-terminated. `key`: valid for `key_len` bytes. `items`: `n`
-/// valid slices. `masks`: NULL or as above. `out`: NULL or valid for `cap`
-/// bytes. `out_len`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+/// `r`: valid (see `BfsRemote`). `key`: valid for `key_len` bytes. `items`:
+/// `n` valid slices. `masks`: NULL or as above. `out`: NULL or valid for
+/// `cap` bytes. `out_len`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn bfs_remote_command(
-    layout: *const c_char,
-    seed: u64,
-    bits: u64,
-    hashes: u32,
-    span_bits: u64,
-    piece_bits: u64,
+    r: *const BfsRemote,
     add: c_int,
     key: *const u8,
     key_len: usize,
@@ -1161,9 +1163,12 @@ pub unsafe extern "C" fn bfs_remote_command(
 ) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
-        let l = unsafe { layout_arg(layout) }?;
-        let g = l.stored_geometry(bits, hashes, span_bits)?;
-        let (width, per) = if add != 0 { (1, g.k as usize) } else { l.query_shape(&g) };
+        let rm = unsafe { remote_arg(r) }?;
+        let (width, per) = if add != 0 {
+            (1, rm.g.k as usize)
+        } else {
+            rm.layout.query_shape(&rm.g)
+        };
         let fields = n.checked_mul(per).ok_or_else(|| Error::arg("too many items"))?;
         // SAFETY: out_len is valid per contract.
         let len_out = unsafe { out_len.as_mut() }.ok_or_else(|| Error::arg("null output pointer"))?;
@@ -1176,11 +1181,11 @@ pub unsafe extern "C" fn bfs_remote_command(
         let mut offsets = vec![0u64; fields];
         let mut pieces = vec![0u64; n];
         if add != 0 {
-            remote::offsets(l, seed, &g, piece_bits, &it, &mut offsets, Some(&mut pieces))?;
+            rm.offsets(&it, &mut offsets, Some(&mut pieces))?;
         } else {
             // SAFETY: masks is valid for n * per_item values per contract.
             let m = unsafe { out_words(masks, fields) }?;
-            remote::query_fields(l, seed, &g, piece_bits, &it, &mut offsets, m, Some(&mut pieces))?;
+            rm.query_fields(&it, &mut offsets, m, Some(&mut pieces))?;
         }
         if pieces.iter().any(|&p| p != pieces[0]) {
             return Err(Error::arg("the items of one command are in different pieces"));

@@ -125,23 +125,16 @@ pub fn msb_first(i: u64) -> u64 {
     i ^ 7
 }
 
-/// Refuse pieces that cannot hold whole items: `piece_bits` must be a
-/// multiple of the layout's span (or hold the whole array) and of 8
-/// (pieces are whole bytes).
-fn check_cut(layout: Layout, g: &Geometry, piece_bits: u64) -> Result<()> {
-    let cut_ok = match layout.span_bits(g) {
-        _ if piece_bits >= g.m => true,
-        Some(span) => piece_bits % span == 0,
-        None => false,
-    };
-    if piece_bits == 0 || piece_bits % 8 != 0 || !cut_ok {
-        return Err(Error::arg(format!(
-            "a piece of {piece_bits} bits cannot hold whole items of a {}-bit {} filter",
-            g.m,
-            layout.name()
-        )));
-    }
-    Ok(())
+/// A filter kept elsewhere, as its items are addressed there: the layout,
+/// seed and geometry that place an item's bits, and the size of the pieces
+/// (keys) the bit array is cut into; piece `i` is bits `i * piece_bits ..`
+/// of the array (the last one may be shorter).
+#[derive(Clone, Copy, Debug)]
+pub struct Remote {
+    pub layout: Layout,
+    pub seed: u64,
+    pub g: Geometry,
+    pub piece_bits: u64,
 }
 
 /// Check the output buffers' lengths: `per` values per item, and one piece
@@ -156,107 +149,111 @@ fn check_lengths(items: usize, per: usize, got: usize, pieces: &Option<&mut [u64
     Ok(())
 }
 
-/// Call `each(n, piece, positions)` with every item's probe positions (the
-/// local numbering) and the number of the piece of `piece_bits` bits that
-/// holds them, checking that they are all in that piece: a broken promise
-/// of the layout would send a bit to the wrong key.
-fn each_item(
-    layout: Layout,
-    seed: u64,
-    g: &Geometry,
-    piece_bits: u64,
-    items: &[&[u8]],
-    mut each: impl FnMut(usize, u64, &[u64]),
-) -> Result<()> {
-    let mut pos = Vec::with_capacity(g.k as usize);
-    for (n, item) in items.iter().enumerate() {
-        pos.clear();
-        layout.positions(seed, g, item, &mut pos);
-        let piece = pos[0] / piece_bits;
-        if pos.iter().any(|&p| p / piece_bits != piece) {
-            return Err(Error::new(
-                ErrorKind::Mismatch,
-                "an item's bits span two pieces (a layout bug)",
-            ));
+impl Remote {
+    /// Refuses pieces that cannot hold whole items: `piece_bits` must be a
+    /// multiple of the layout's span (or hold the whole array) and of 8
+    /// (pieces are whole bytes).
+    pub fn new(layout: Layout, seed: u64, g: Geometry, piece_bits: u64) -> Result<Remote> {
+        let cut_ok = match layout.span_bits(&g) {
+            _ if piece_bits >= g.m => true,
+            Some(span) => piece_bits % span == 0,
+            None => false,
+        };
+        if piece_bits == 0 || piece_bits % 8 != 0 || !cut_ok {
+            return Err(Error::arg(format!(
+                "a piece of {piece_bits} bits cannot hold whole items of a {}-bit {} filter",
+                g.m,
+                layout.name()
+            )));
         }
-        each(n, piece, &pos);
+        Ok(Remote {
+            layout,
+            seed,
+            g,
+            piece_bits,
+        })
     }
-    Ok(())
-}
 
-/// For each item, the byte-string offsets of its probes within the piece of
-/// `piece_bits` bits holding it (what an add sets, one bit each), and that
-/// piece's number: piece `i` is bits `i * piece_bits ..` of the array (the
-/// last one may be shorter).
-pub fn offsets(
-    layout: Layout,
-    seed: u64,
-    g: &Geometry,
-    piece_bits: u64,
-    items: &[&[u8]],
-    offsets: &mut [u64],
-    pieces: Option<&mut [u64]>,
-) -> Result<()> {
-    check_cut(layout, g, piece_bits)?;
-    let k = g.k as usize;
-    check_lengths(items.len(), k, offsets.len(), &pieces)?;
-    let mut pieces = pieces;
-    each_item(layout, seed, g, piece_bits, items, |n, piece, pos| {
-        for (j, &p) in pos.iter().enumerate() {
-            offsets[n * k + j] = msb_first(p % piece_bits);
+    /// Call `each(n, piece, positions)` with every item's probe positions
+    /// (the local numbering) and the number of the piece that holds them,
+    /// checking that they are all in that piece: a broken promise of the
+    /// layout would send a bit to the wrong key.
+    fn each_item(&self, items: &[&[u8]], mut each: impl FnMut(usize, u64, &[u64])) -> Result<()> {
+        let mut pos = Vec::with_capacity(self.g.k as usize);
+        for (n, item) in items.iter().enumerate() {
+            pos.clear();
+            self.layout.positions(self.seed, &self.g, item, &mut pos);
+            let piece = pos[0] / self.piece_bits;
+            if pos.iter().any(|&p| p / self.piece_bits != piece) {
+                return Err(Error::new(
+                    ErrorKind::Mismatch,
+                    "an item's bits span two pieces (a layout bug)",
+                ));
+            }
+            each(n, piece, &pos);
         }
-        if let Some(pc) = pieces.as_deref_mut() {
-            pc[n] = piece;
-        }
-    })
-}
+        Ok(())
+    }
 
-/// For each item, the fields a query reads (`layout.query_shape` tells
-/// their width and number per item): their byte-string offsets within the
-/// item's piece, and the bits each must hold for the item to be present,
-/// as the remote store returns the field's value (a 64-bit field is the
-/// word's bytes read most significant first: the local word byte-swapped).
-/// A one-bit field's mask is 1.
-#[allow(clippy::too_many_arguments)]
-pub fn query_fields(
-    layout: Layout,
-    seed: u64,
-    g: &Geometry,
-    piece_bits: u64,
-    items: &[&[u8]],
-    offsets: &mut [u64],
-    masks: &mut [u64],
-    pieces: Option<&mut [u64]>,
-) -> Result<()> {
-    check_cut(layout, g, piece_bits)?;
-    let (width, per) = layout.query_shape(g);
-    check_lengths(items.len(), per, offsets.len(), &pieces)?;
-    check_lengths(items.len(), per, masks.len(), &None)?;
-    let mut pieces = pieces;
-    each_item(layout, seed, g, piece_bits, items, |n, piece, pos| {
-        let (off, mask) = (&mut offsets[n * per..][..per], &mut masks[n * per..][..per]);
-        if width == 1 {
+    /// For each item, the byte-string offsets of its probes within the
+    /// piece holding it (what an add sets, one bit each), and that piece's
+    /// number.
+    pub fn offsets(&self, items: &[&[u8]], offsets: &mut [u64], pieces: Option<&mut [u64]>) -> Result<()> {
+        let k = self.g.k as usize;
+        check_lengths(items.len(), k, offsets.len(), &pieces)?;
+        let mut pieces = pieces;
+        self.each_item(items, |n, piece, pos| {
             for (j, &p) in pos.iter().enumerate() {
-                off[j] = msb_first(p % piece_bits);
-                mask[j] = 1;
+                offsets[n * k + j] = msb_first(p % self.piece_bits);
             }
-        } else {
-            // The block's words in order; a 64-bit field starting at a
-            // word's first bit covers exactly that word's bytes.
-            let first = pos[0] / (per as u64 * 64) * (per as u64 * 64);
-            let mut local = [0u64; 2];
-            for &p in pos {
-                local[((p - first) / 64) as usize] |= 1 << (p % 64);
+            if let Some(pc) = pieces.as_deref_mut() {
+                pc[n] = piece;
             }
-            for j in 0..per {
-                off[j] = (first + 64 * j as u64) % piece_bits;
-                mask[j] = local[j].swap_bytes();
+        })
+    }
+
+    /// For each item, the fields a query reads (`layout.query_shape` tells
+    /// their width and number per item): their byte-string offsets within
+    /// the item's piece, and the bits each must hold for the item to be
+    /// present, as the remote store returns the field's value (a 64-bit
+    /// field is the word's bytes read most significant first: the local
+    /// word byte-swapped). A one-bit field's mask is 1.
+    pub fn query_fields(
+        &self,
+        items: &[&[u8]],
+        offsets: &mut [u64],
+        masks: &mut [u64],
+        pieces: Option<&mut [u64]>,
+    ) -> Result<()> {
+        let (width, per) = self.layout.query_shape(&self.g);
+        check_lengths(items.len(), per, offsets.len(), &pieces)?;
+        check_lengths(items.len(), per, masks.len(), &None)?;
+        let mut pieces = pieces;
+        self.each_item(items, |n, piece, pos| {
+            let (off, mask) = (&mut offsets[n * per..][..per], &mut masks[n * per..][..per]);
+            if width == 1 {
+                for (j, &p) in pos.iter().enumerate() {
+                    off[j] = msb_first(p % self.piece_bits);
+                    mask[j] = 1;
+                }
+            } else {
+                // The block's words in order; a 64-bit field starting at a
+                // word's first bit covers exactly that word's bytes.
+                let first = pos[0] / (per as u64 * 64) * (per as u64 * 64);
+                let mut local = [0u64; 2];
+                for &p in pos {
+                    local[((p - first) / 64) as usize] |= 1 << (p % 64);
+                }
+                for j in 0..per {
+                    off[j] = (first + 64 * j as u64) % self.piece_bits;
+                    mask[j] = local[j].swap_bytes();
+                }
             }
-        }
-        if let Some(pc) = pieces.as_deref_mut() {
-            pc[n] = piece;
-        }
-    })
+            if let Some(pc) = pieces.as_deref_mut() {
+                pc[n] = piece;
+            }
+        })
+    }
 }
 
 /// The count and false-positive estimates of a filter of this layout with
@@ -350,6 +347,32 @@ mod tests {
     use super::*;
     use crate::filter::Options;
     use crate::layout::Scheme;
+
+    fn offsets(
+        layout: Layout,
+        seed: u64,
+        g: &Geometry,
+        piece: u64,
+        items: &[&[u8]],
+        off: &mut [u64],
+        pieces: Option<&mut [u64]>,
+    ) -> Result<()> {
+        Remote::new(layout, seed, *g, piece)?.offsets(items, off, pieces)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn query_fields(
+        layout: Layout,
+        seed: u64,
+        g: &Geometry,
+        piece: u64,
+        items: &[&[u8]],
+        off: &mut [u64],
+        masks: &mut [u64],
+        pieces: Option<&mut [u64]>,
+    ) -> Result<()> {
+        Remote::new(layout, seed, *g, piece)?.query_fields(items, off, masks, pieces)
+    }
 
     fn bit_of(bytes: &[u8], msb_offset: u64) -> bool {
         bytes[(msb_offset / 8) as usize] & (0x80 >> (msb_offset % 8)) != 0
