@@ -426,6 +426,41 @@ slow:
     return n;
 }
 
+/*
+ * Items from .. from + count - 1 of a plain array of plain strings (what
+ * _xs_plain accepts): slices into the strings themselves, UTF-8 ones
+ * downgraded. Nothing runs Perl code, and only these elements are looked at,
+ * so a batch cut into commands costs one pass over its items.
+ */
+static BfsSlice *
+bfs_items_range(pTHX_ CV *cv, SV *arg, UV from, UV count)
+{
+    AV *av;
+    SSize_t n;
+    UV i;
+    BfsSlice *slices;
+    if (!SvROK(arg) || SvTYPE(SvRV(arg)) != SVt_PVAV || SvMAGICAL(SvRV(arg)))
+        bfs_croak(aTHX_ cv, "items must be a reference to a plain array");
+    av = (AV *)SvRV(arg);
+    n = AvFILLp(av) + 1;
+    if (from > (UV)n || count > (UV)n - from)
+        bfs_croak(aTHX_ cv, "items %" UVuf " .. %" UVuf " are not in the batch of %" IVdf, from,
+                  from + count, (IV)n);
+    slices = (BfsSlice *)bfs_alloc(aTHX_ (size_t)count * sizeof(BfsSlice));
+    for (i = 0; i < count; i++) {
+        SV *e = AvARRAY(av)[from + i];
+        STRLEN len;
+        if (!e || (SvFLAGS(e) & (SVf_POK | SVf_ROK | SVs_GMG)) != SVf_POK)
+            bfs_croak_item(aTHX_ cv, "not a plain string", (SSize_t)(from + i));
+        len = SvCUR(e);
+        slices[i].ptr = (const uint8_t *)SvPVX(e);
+        if (SvUTF8(e))
+            slices[i].ptr = (const uint8_t *)bfs_downgrade(aTHX_ cv, SvPVX(e), &len, (SSize_t)(from + i));
+        slices[i].len = len;
+    }
+    return slices;
+}
+
 /* ---------------------------------------------------------------- constructors */
 
 /* A path or name from the .pm (already validated there; checked again because
@@ -463,23 +498,33 @@ bfs_cstr(pTHX_ SV *sv, const char **bad)
         XSRETURN(1); \
     } STMT_END
 
-/* A reply's decimal integer (an optional '-', then digits) that fits in 64
-   signed bits, as its two's-complement bit pattern; false for anything else. */
-static bool bfs_decimal_i64(const char *p, STRLEN len, uint64_t *out)
+/* The description of a remote filter from a Redis XSUB's arguments, and for
+   a query (verb 0) the width and number of its fields per item (an add's
+   are 1 and k), its masks_out checked to be a writable scalar ref. */
+static void
+bfs_remote_setup(pTHX_ CV *cv, BfsRemote *r, IV verb, const char *layout, UV seed, UV bits, UV hashes,
+                 UV span_bits, UV piece_bits, SV *masks_out, uint32_t *width, uint32_t *per)
 {
-    bool neg = len > 0 && p[0] == '-';
-    uint64_t v = 0, limit = neg ? (uint64_t)1 << 63 : ((uint64_t)1 << 63) - 1;
-    STRLEN i = neg ? 1 : 0;
-    if (i == len)
-        return FALSE;
-    for (; i < len; i++) {
-        unsigned d = (unsigned)(p[i] - '0');
-        if (d > 9 || v > (limit - d) / 10)
-            return FALSE;
-        v = v * 10 + d;
-    }
-    *out = neg ? (uint64_t)0 - v : v;
-    return TRUE;
+    BfsStatus st;
+    char err[BFS_ERRBUF_LEN];
+    if (hashes < 1 || hashes > 32)
+        bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
+    r->layout = layout;
+    r->seed = (uint64_t)seed;
+    r->bits = (uint64_t)bits;
+    r->hashes = (uint32_t)hashes;
+    r->span_bits = (uint64_t)span_bits;
+    r->piece_bits = (uint64_t)piece_bits;
+    *width = 1;
+    *per = (uint32_t)hashes;
+    if (verb)
+        return;
+    if (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out)))
+        bfs_croak(aTHX_ cv, "masks must be a scalar reference");
+    err[0] = '\0';
+    st = bfs_remote_query_shape(r, width, per, err);
+    if (st != BFS_OK)
+        bfs_croak_status(aTHX_ cv, st, err);
 }
 
 MODULE = Data::BloomFilter::Shared    PACKAGE = Data::BloomFilter::Shared
@@ -1190,24 +1235,10 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
        with the bits each field must hold packed (native u64s) into
        masks_out, a scalar ref. pieces_out, an array ref or undef, gets
        each item's piece number. */
-    if (hashes < 1 || hashes > 32)
-        bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
     if (SvROK(pieces_out) && SvTYPE(SvRV(pieces_out)) == SVt_PVAV)
         pav = (AV *)SvRV(pieces_out);
-    r.layout = layout;
-    r.seed = (uint64_t)seed;
-    r.bits = (uint64_t)bits;
-    r.hashes = (uint32_t)hashes;
-    r.span_bits = (uint64_t)span_bits;
-    r.piece_bits = (uint64_t)piece_bits;
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, masks_out, &width, &per);
     err[0] = '\0';
-    if (!verb) {
-        if (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out)))
-            bfs_croak(aTHX_ cv, "masks must be a scalar reference");
-        st = bfs_remote_query_shape(&r, &width, &per, err);
-        if (st != BFS_OK)
-            bfs_croak_status(aTHX_ cv, st, err);
-    }
     n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
     total = n * (SSize_t)per;
     Newx(offsets, 2 * total + (pav ? n : 0) + 1, uint64_t);
@@ -1299,7 +1330,7 @@ _xs_fold(reply_ref, per_item, masks, out_ref)
         SV **e = av_fetch(av, i, 0);
         if (e && SvIOK(*e))
             values[i] = (uint64_t)SvIVX(*e);
-        else if (!(e && SvPOK(*e) && bfs_decimal_i64(SvPVX(*e), SvCUR(*e), &values[i])))
+        else if (!(e && SvPOK(*e) && bfs_decimal_i64((const uint8_t *)SvPVX(*e), SvCUR(*e), &values[i])))
             bfs_croak(aTHX_ cv, "reply field %" IVdf " is not an integer", (IV)i);
     }
     err[0] = '\0';
@@ -1313,6 +1344,23 @@ _xs_fold(reply_ref, per_item, masks, out_ref)
             av_push(out, newSViv(full[i]));
     }
     RETVAL = (UV)count;
+  OUTPUT:
+    RETVAL
+
+UV
+_xs_query_fields(layout, bits, hashes, span_bits)
+    const char *layout
+    UV bits
+    UV hashes
+    UV span_bits
+  PREINIT:
+    BfsRemote r;
+    uint32_t width, per;
+    SV *none = sv_2mortal(newRV_noinc(newSV(0)));
+  CODE:
+    /* The fields a query reads per item (see _xs_args). */
+    bfs_remote_setup(aTHX_ cv, &r, 0, layout, 0, bits, hashes, span_bits, bits, none, &width, &per);
+    RETVAL = per;
   OUTPUT:
     RETVAL
 
@@ -1332,8 +1380,6 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     SV *masks_out
   PREINIT:
     BfsSlice *slices;
-    SSize_t n;
-    bool ran_perl = FALSE;
     uint64_t *masks = NULL;
     uint32_t width = 1, per = (uint32_t)hashes;
     size_t cap = 0, len = 0;
@@ -1347,29 +1393,12 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
        from .. from + count - 1 of the array (all in one piece): verb 1 an
        add, 0 a query, whose field masks (native u64s) go to masks_out, a
        scalar ref. */
-    if (hashes < 1 || hashes > 32)
-        bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
-    if (!verb && (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out))))
-        bfs_croak(aTHX_ cv, "masks must be a scalar reference");
-    r.layout = layout;
-    r.seed = (uint64_t)seed;
-    r.bits = (uint64_t)bits;
-    r.hashes = (uint32_t)hashes;
-    r.span_bits = (uint64_t)span_bits;
-    r.piece_bits = (uint64_t)piece_bits;
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, masks_out, &width, &per);
     err[0] = '\0';
-    if (!verb) {
-        st = bfs_remote_query_shape(&r, &width, &per, err);
-        if (st != BFS_OK)
-            bfs_croak_status(aTHX_ cv, st, err);
-    }
     k = SvPVbyte(key, klen);
-    n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
-    if (from > (UV)n || count > (UV)n - from)
-        bfs_croak(aTHX_ cv, "items %" UVuf " .. %" UVuf " are not in the batch of %" IVdf,
-                  from, from + count, (IV)n);
-    st = bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices + from, (size_t)count, NULL,
-                            NULL, 0, &cap, err);
+    slices = bfs_items_range(aTHX_ cv, items_ref, from, count);
+    st = bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices, (size_t)count, NULL, NULL, 0,
+                            &cap, err);
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
     if (!verb) {
@@ -1379,7 +1408,7 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     RETVAL = newSV(cap + 1);
     sv_2mortal(RETVAL);
     SvPOK_on(RETVAL);
-    st = bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices + from, (size_t)count, masks,
+    st = bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices, (size_t)count, masks,
                             (uint8_t *)SvPVX(RETVAL), cap, &len, err);
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);

@@ -27,28 +27,29 @@
 #define BFS_LAYOUT_BLOCKED 2
 
 /**
- * `bfs_remote_reply`'s kinds of reply.
- * Not all of the reply has arrived yet; nothing was taken.
+ * A kind of reply (`bfs_remote_reply`): not all of it has arrived yet;
+ * nothing was taken.
  */
 #define BFS_REPLY_INCOMPLETE 0
 
 /**
- * An array of integers, folded (see `bfs_remote_reply`).
+ * A kind of reply: an array of integers, folded.
  */
 #define BFS_REPLY_INTS 1
 
 /**
- * An error reply: the server did not run the command; its text in `msg`.
+ * A kind of reply: an error; the server did not run the command. Its
+ * text is in `msg`.
  */
 #define BFS_REPLY_ERROR 2
 
 /**
- * A status reply (`+OK`); its text in `msg`.
+ * A kind of reply: a status (`+OK`); its text is in `msg`.
  */
 #define BFS_REPLY_STATUS 3
 
 /**
- * Any other reply, taken whole.
+ * A kind of reply: any other, taken whole.
  */
 #define BFS_REPLY_OTHER 4
 
@@ -598,6 +599,16 @@ BfsStatus bfs_remote_query_shape(const struct BfsRemote *r, uint32_t *field_bits
  * `n`. `err`: NULL or BFS_ERRBUF_LEN bytes.
  */
 BfsStatus bfs_remote_queries(const struct BfsRemote *r, const struct BfsSlice *items, size_t n, uint64_t *offsets, uint64_t *masks, uint64_t *pieces, char *err);
+
+/**
+ * A reply's decimal integer (an optional '-', then digits) that fits in 64
+ * signed bits, as its two's-complement pattern in `*out`; 0 for anything
+ * else (the Perl client Redis.pm gives integers as such strings).
+ *
+ * # Safety
+ * `p`: valid for `len` bytes. `out`: valid.
+ */
+int bfs_decimal_i64(const uint8_t *p, size_t len, uint64_t *out);
 
 /**
  * Fold `len` field values a remote store returned (`per_item` per item)

@@ -1043,6 +1043,37 @@ pub unsafe extern "C" fn bfs_remote_queries(
     })
 }
 
+/// # Safety
+/// `p` must be NULL or valid for `n` values.
+unsafe fn in_words<'a>(p: *const u64, n: usize) -> Option<&'a [u64]> {
+    match (p.is_null(), n) {
+        (true, _) => None,
+        (false, 0) => Some(&[]),
+        // SAFETY: per the contract above.
+        (false, _) => Some(unsafe { std::slice::from_raw_parts(p, n) }),
+    }
+}
+
+/// A reply's decimal integer (an optional '-', then digits) that fits in 64
+/// signed bits, as its two's-complement pattern in `*out`; 0 for anything
+/// else (the Perl client Redis.pm gives integers as such strings).
+///
+/// # Safety
+/// `p`: valid for `len` bytes. `out`: valid.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_decimal_i64(p: *const u8, len: usize, out: *mut u64) -> c_int {
+    guard_value(0, || {
+        // SAFETY: per the function's contract.
+        match (resp::integer(unsafe { bytes(p, len) }), unsafe { out.as_mut() }) {
+            (Ok(v), Some(o)) => {
+                *o = v as u64;
+                1
+            }
+            _ => 0,
+        }
+    })
+}
+
 /// Write two results; a NULL pointer for either is refused.
 ///
 /// # Safety
@@ -1103,17 +1134,12 @@ pub unsafe extern "C" fn bfs_remote_fold(
     err: *mut c_char,
 ) -> BfsStatus {
     guard(err, || {
-        let words = |p: *const u64| match (p.is_null(), len) {
-            (true, _) => None,
-            (false, 0) => Some(&[][..]),
-            // SAFETY: values and masks are valid for len values per contract.
-            (false, _) => Some(unsafe { std::slice::from_raw_parts(p, len) }),
-        };
-        let v = words(values).unwrap_or(&[]);
+        // SAFETY: values and masks are NULL or valid for len values per contract.
+        let (v, m) = unsafe { (in_words(values, len).unwrap_or(&[]), in_words(masks, len)) };
         let per = if per_item == 0 { 0 } else { len / per_item as usize };
         // SAFETY: full is NULL or valid for len / per_item bytes.
         let f = unsafe { out_bytes(full, per) };
-        let c = remote::fold_full(v, per_item as usize, words(masks), f)?;
+        let c = remote::fold_full(v, per_item as usize, m, f)?;
         // SAFETY: count is valid per contract.
         let out = unsafe { count.as_mut() }.ok_or_else(|| Error::arg("null output pointer"))?;
         *out = c;
@@ -1121,16 +1147,17 @@ pub unsafe extern "C" fn bfs_remote_fold(
     })
 }
 
-/// `bfs_remote_reply`'s kinds of reply.
-/// Not all of the reply has arrived yet; nothing was taken.
+/// A kind of reply (`bfs_remote_reply`): not all of it has arrived yet;
+/// nothing was taken.
 pub const BFS_REPLY_INCOMPLETE: u32 = 0;
-/// An array of integers, folded (see `bfs_remote_reply`).
+/// A kind of reply: an array of integers, folded.
 pub const BFS_REPLY_INTS: u32 = 1;
-/// An error reply: the server did not run the command; its text in `msg`.
+/// A kind of reply: an error; the server did not run the command. Its
+/// text is in `msg`.
 pub const BFS_REPLY_ERROR: u32 = 2;
-/// A status reply (`+OK`); its text in `msg`.
+/// A kind of reply: a status (`+OK`); its text is in `msg`.
 pub const BFS_REPLY_STATUS: u32 = 3;
-/// Any other reply, taken whole.
+/// A kind of reply: any other, taken whole.
 pub const BFS_REPLY_OTHER: u32 = 4;
 
 /// One `BITFIELD` command, in the Redis protocol, for the `n` items of
@@ -1251,12 +1278,8 @@ pub unsafe extern "C" fn bfs_remote_reply(
         };
         match reply {
             resp::Reply::Ints(values) => {
-                let m = match (masks.is_null(), n_masks) {
-                    (true, _) => None,
-                    (false, 0) => Some(&[][..]),
-                    // SAFETY: masks is valid for n_masks values per contract.
-                    (false, _) => Some(unsafe { std::slice::from_raw_parts(masks, n_masks) }),
-                };
+                // SAFETY: masks is NULL or valid for n_masks values per contract.
+                let m = unsafe { in_words(masks, n_masks) };
                 if m.is_some_and(|m| m.len() != values.len()) {
                     return Err(Error::format(format!(
                         "the reply has {} fields where {} were asked",

@@ -27,8 +27,9 @@ pub enum Reply {
 /// most, with a key of `key_len` bytes: what a caller's buffer must hold.
 pub fn max_command_len(key_len: usize, fields: usize) -> usize {
     // "*N\r\n" and "$N\r\nBITFIELD_RO\r\n" and the key's bulk header: 64;
-    // per field: "$3\r\nSET\r\n" 9, "$3\r\ni64\r\n" 9, "$20\r\n" + 20 digits
-    // + "\r\n" 27, "$1\r\n1\r\n" 7.
+    // per field at most 52: an add's "$3\r\nSET\r\n" 9, "$2\r\nu1\r\n" 8,
+    // "$20\r\n" + 20 digits + "\r\n" 27 and "$1\r\n1\r\n" 7 make 51; a
+    // query's "$3\r\nGET\r\n" 9, "$3\r\ni64\r\n" 9 and the offset 27, 45.
     64 + key_len + fields * 52
 }
 
@@ -102,7 +103,7 @@ fn line(buf: &[u8]) -> Option<(&[u8], usize)> {
 }
 
 /// A RESP integer: an optional '-' and 1 to 19 digits, within i64.
-fn integer(s: &[u8]) -> Result<i64> {
+pub fn integer(s: &[u8]) -> Result<i64> {
     let bad = || Error::format(format!("'{}' is not a protocol integer", s.escape_ascii()));
     let (neg, digits) = match s.split_first() {
         Some((b'-', rest)) => (true, rest),
@@ -125,9 +126,11 @@ fn text(s: &[u8]) -> String {
 /// with one; a deep one would only be a hostile or broken server).
 const MAX_DEPTH: usize = 8;
 
-/// Elements of one array that are believed before they have arrived: an
-/// array header can claim any count; what it holds is read as it comes.
-const MAX_ELEMENTS: i64 = 1 << 32;
+/// The most elements an array reply may claim, and bytes a bulk string: a
+/// command of ours is answered with at most a few thousand integers, and a
+/// claim past these would only have us wait and buffer without end.
+const MAX_ELEMENTS: i64 = 1 << 20;
+const MAX_BULK: i64 = 1 << 20;
 
 /// Skip one reply of any type at the start of `buf`: the bytes it takes,
 /// or None until all of it has arrived.
@@ -142,6 +145,9 @@ fn skip(buf: &[u8], depth: usize) -> Result<Option<usize>> {
             let n = integer(rest)?;
             if n < 0 {
                 return Ok(Some(at)); // nil
+            }
+            if n > MAX_BULK {
+                return Err(Error::format("a bulk reply sized past all bounds"));
             }
             let need = at as u64 + n as u64 + 2;
             if (buf.len() as u64) < need {
@@ -314,6 +320,9 @@ mod tests {
             b"*1\r\n:\r\n",
             b"$3\r\nabcde",
             b"*5000000000\r\n",
+            b"*2000000\r\n",
+            b"$9999999999\r\n",
+            b"*1\r\n$2000000\r\n",
         ] {
             assert!(parse_reply(bad).is_err(), "{bad:?}");
         }

@@ -10,6 +10,7 @@ use lib "$FindBin::Bin/lib";
 use RedisServer qw(redis_or_skip);
 use RacingAdders qw(race_adders);
 use Data::BloomFilter::Shared;
+use Time::HiRes ();
 
 redis_or_skip();
 require Data::BloomFilter::Shared::Redis;
@@ -233,7 +234,7 @@ for my $case ([0.01, 0, 64], [0.001, 777, 128], [0.3, '18446744073709551615', 64
 
 # --- a Redis.pm client (the other method API) -------------------------------------------------
 SKIP: {
-    skip 'Redis.pm is not installed (Debian: libredis-perl)', 7 if !eval { require Redis; 1 };
+    skip 'Redis.pm is not installed (Debian: libredis-perl)', 10 if !eval { require Redis; 1 };
     my $c = Redis->new(server => $srv->address, reconnect => 0);
     my $r = $R->new($c, 'pm', 2000, 0.01);
     my $l = $L->new(undef, 2000, 0.01);
@@ -244,6 +245,15 @@ SKIP: {
     is_deeply [$r->contains_many(['a', $items[0], 'zz'])], [1, 1, 0], 'Redis.pm: contains_many (BITFIELD with GETs)';
     is $r->contains('zz'), 0, 'Redis.pm: contains';
     is $r->to_filter(undef)->serialize, $l->serialize, 'Redis.pm: the same bits';
+    # Blocked queries read 64-bit fields: Redis.pm gives them as decimal
+    # strings, negative when a word's first byte has its top bit set.
+    my $rb = $R->new($c, 'pmb', 2000, 0.01, { layout => 'blocked' });
+    my $lb = $L->new(undef, 2000, 0.01, { layout => 'blocked' });
+    is $rb->add_many(\@items), $lb->add_many(\@items), 'Redis.pm: blocked add_many';
+    my @probe = (@items[0 .. 199], map { "pm-absent-$_" } 1 .. 2000);
+    is_deeply [$rb->contains_many(\@probe)], [$lb->contains_many(\@probe)], 'Redis.pm: blocked contains_many';
+    my $words = $c->bitfield('{pmb}:bits', map { ('GET', 'i64', 64 * $_) } 0 .. $rb->bits / 64 - 1);
+    cmp_ok scalar(grep { $_ < 0 } @$words), '>', 0, 'Redis.pm: some words read as negative numbers';
 }
 
 # --- shards: pieces that concatenate to the local bit array ---------------------------------------
@@ -418,6 +428,17 @@ SKIP: {
     ok $db->{direct}, 'over the own socket';
     my $seen = $R->new($c, 'u', 1000, 0.01);
     is scalar $seen->contains_many(\@b), 250, 'in that database';
+    # A password changed since: the own socket's login refuses the batch.
+    my $fresh = $R->new('redis://:sesame@' . $s2->address . '/3', 'u', 1000, 0.01);
+    is $c->config('set', 'requirepass', 'other'), 'OK', 'the password changed';
+    $e = eval { $fresh->add_many(['after']); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->add_many: cannot AUTH at redis:\/\/:\*\*\*\@127\.0\.0\.1:\d+\/3: /, 'the login croaks';
+    unlike $e, qr/sesame/, 'without the password';
+    $c->auth('other');
+    is $c->config('set', 'requirepass', 'sesame'), 'OK', 'the password back';
+    $c->auth('sesame');
+    $c->select(3);
+    is scalar $seen->contains_many(['after']), 0, 'nothing of the batch was sent';
     $c->select(0);
     is $c->exists('{u}:meta'), 0, 'not database 0';
     my $s3 = RedisServer->new(unixsocket => "$dir/s.sock", unixsocketperm => 700);
@@ -489,15 +510,47 @@ for my $case (['standard', 0.01], ['blocked', 0.01], ['blocked', 0.001]) {
     is scalar $own->contains_many(\@mixed), scalar $via->contains_many(\@mixed), "$layout $rate: the counts alike";
     is $own->add_many([]), 0, "$layout $rate: an empty batch";
     is_deeply [$own->contains_many([])], [], "$layout $rate: an empty query";
+    ok !$via->{direct}, "$layout $rate: a filter made from a client opens no socket of its own";
     # A forked child opens its own socket; the parent's goes on working.
+    my $parent_fd = fileno $own->{direct}{sock};
     my $pid = fork // die "fork: $!";
     if (!$pid) {
         my $n = eval { $own->add_many(['own-child', @a[0 .. 9]]) } // -1;
-        POSIX::_exit($n == 1 ? 0 : 1);
+        my $d = $own->{direct};
+        POSIX::_exit($n == 1 && $d && $d->{pid} == $$ && fileno $d->{sock} != $parent_fd ? 0 : 1);
     }
     waitpid $pid, 0;
-    is $?, 0, "$layout $rate: a forked child's batch";
+    is $?, 0, "$layout $rate: a forked child's batch, over a socket of its own";
     is_deeply [$own->contains_many(['own-child', 'own-a1'])], [1, 1], "$layout $rate: and the parent's after it";
+    is fileno $own->{direct}{sock}, $parent_fd, "$layout $rate: over its socket";
+}
+
+# --- a batch cut short by a signal: its socket is not used again --------------------------------
+# The server paused (CLIENT PAUSE), a batch is interrupted by a die from an
+# alarm handler with commands sent and replies unread; the next batch must
+# not read those replies as its own.
+SKIP: {
+    skip 'Time::HiRes::ualarm is not available', 5 if !eval { Time::HiRes::ualarm(0); 1 };
+    my $name = 'cut-short';
+    my $f = $R->new($srv->address, $name, 50_000, 0.01);
+    my @a = map { "cut-a$_" } 1 .. 5000;
+    my @b = map { "cut-b$_" } 1 .. 5000;
+    is $f->add_many(\@a), 5000, 'a batch';
+    for my $verb ('contains_many', 'add_many') {
+        is $rc->client('pause', 600, 'ALL'), 'OK', "$verb: the server paused";
+        my $e = eval {
+            local $SIG{ALRM} = sub { die "timed out\n" };
+            Time::HiRes::ualarm(200_000);
+            $f->$verb(\@b);
+            Time::HiRes::ualarm(0);
+            1;
+        } ? '' : $@;
+        Time::HiRes::ualarm(0);
+        is $e, "timed out\n", "$verb: cut short by the alarm";
+        Time::HiRes::sleep(0.7);    # the pause is over, the cut batch answered
+        is scalar $f->contains_many(\@a), 5000, "$verb: the next batch answers for itself";
+        is $f->add_many([@a[0 .. 99]]), 0, "$verb: and no item added before is told new";
+    }
 }
 
 # --- several processes on separate connections add the same items at once ----------------------

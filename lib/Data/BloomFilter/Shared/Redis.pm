@@ -329,7 +329,7 @@ sub _set_geometry {
         = (@$g{qw(capacity fp_rate seed layout shards)}, $bits, $hashes, $span, $piece);
     # The fields a query reads per item: one bit per probe, or a blocked
     # item's word or block as 64-bit fields (see _xs_args).
-    $self->{fields} = $g->{layout} eq 'blocked' ? $span / 64 : $hashes;
+    $self->{fields} = _xs_query_fields($g->{layout}, $bits, $hashes, $span);
     my ($n, $shards) = ($self->{name}, $g->{shards});
     $self->{tags} = [map { $shards == 1 ? $n : "$n:$_" } 0 .. $shards - 1];
     $self->{bitskey} = "{$self->{tags}[0]}:bits";
@@ -555,8 +555,8 @@ sub _direct_reply {
     my ($d, $fields, $masks, $out, $error, $wait) = @_;
     while (1) {
         my @r = eval { _xs_reply(\$d->{buf}, $fields, $masks, $out) };
-        if ($@) {
-            $$error = 'the server sent something that is not a reply: ' . _strip($@);
+        if ($@) {    # bytes that are no reply, or a reply that does not answer the command
+            $$error = 'unreadable reply: ' . _strip($@);
             return;
         }
         return @r if @r;
@@ -582,16 +582,23 @@ sub _direct_reply {
 # run), which the engine then sends.
 sub _direct_batch {
     my ($self, $method, $d, $verb, $plain, $t) = @_;
+    # The socket is the batch's until it ends cleanly: one cut short (by a
+    # die from a signal handler, say) leaves commands or replies on it, so
+    # it is put back only at the end, and otherwise closed with $d.
+    delete $self->{direct};
     my $n = @$plain;
     my $fields = $verb ? $self->{hashes} : $self->{fields};
     my @geo = @$self{qw(layout seed bits hashes span piece)};
     my (@sent, @redo, $error, $stop);
     my $done = 0;
+    # Take the replies that have come; wait for more while over $most
+    # commands are unanswered (undef: do not wait).
     my $take = sub {
-        my ($wait) = @_;
+        my ($most) = @_;
         while ($done < @sent) {
             my ($s, $e, $masks) = @{ $sent[$done] };
             my @full;
+            my $wait = defined $most && @sent - $done > $most;
             my @r = _direct_reply($d, $fields, $masks, $t->{out} ? \@full : undef, \$error, $wait);
             return if !@r;
             $done++;
@@ -620,24 +627,30 @@ sub _direct_batch {
             $t->{error} //= _strip($@);
             last;
         }
+        push @sent, [$from, $from + $count - 1, $masks];
         my $e = _direct_send($d, $cmd);
         if (defined $e) {
-            $error = $e;    # this command may have gone out whole
-            push @sent, [$from, $from + $count - 1, $masks];
+            # This command may have gone out whole; replies that came
+            # before the break are still counted.
+            $take->(undef);
+            $error = $e;
             last;
         }
-        push @sent, [$from, $from + $count - 1, $masks];
-        $take->(0);
+        # At most $FLUSH commands unanswered, as through a client: that
+        # bounds what a broken connection leaves in doubt.
+        $take->($FLUSH - 1);
     }
-    $take->(1) if !defined $error;
+    $take->(0) if !defined $error;
     # Never sent: not added.
     my $sent_items = @sent ? $sent[-1][1] + 1 : 0;
     ${ $t->{refused} } += $n - $sent_items;
     if (defined $error) {
-        # Sent and unanswered: unknown. The connection is dropped; the next
-        # batch opens another.
-        delete $self->{direct};
+        # Sent and unanswered: unknown. The socket is closed; the next batch
+        # opens another.
         $t->{error} //= $error;
+    }
+    else {
+        $self->{direct} = $d;
     }
     return @redo;
 }
@@ -779,9 +792,10 @@ sub _batch {
     _croak($method, 'argument is not an array reference')
         if ref $items ne 'ARRAY' && !(Scalar::Util::blessed($items) && overload::Method($items, '@{}'));
     # Every element is checked before anything is sent. Plain strings are
-    # used as they are; anything else is copied once, so that each
-    # element's magic or overloading runs once.
-    my $plain = _xs_plain($items) ? $items : [map { ref ? "$_" : $_ } @$items];
+    # used as they are; anything else is copied once, as a string, so that
+    # each element's magic or overloading runs once (an undefined one stays
+    # undefined, for the check to refuse).
+    my $plain = _xs_plain($items) ? $items : [map { defined ? "$_" : $_ } @$items];
     my $n = @$plain;
     my $fields = $verb ? $self->{hashes} : $self->{fields};
     my ($count, $known, $refused) = (0, 0, 0);
@@ -1357,6 +1371,12 @@ later add of the same item is then told "new" again.
 
 =head1 LIMITS
 
+Not for ithreads: L<Redis::Fast> connections cannot be shared with or
+copied into another thread; use processes, each with its own filter object.
+Nothing has a timeout of its own: a server that stops answering holds a call
+until the connection breaks (a signal handler that dies gets out, and the
+interrupted batch's socket is not used again).
+
 A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
 limited to that; more needs C<shards> (with C<< layout => 'blocked' >>). The
 filter is allocated in full on the server at creation. Throughput is bound by
@@ -1365,7 +1385,7 @@ sends four per probe bit; a query of a C<standard> filter three per probe
 bit, of a C<blocked> filter three per 64-bit word of the item (one or two,
 whatever the number of probes), so blocked queries are several times
 faster. From an address (L</Batches from an address>) batches come close to
-what the server allows; queries of a C<standard> filter with 10 probes
+what the server allows (the README has the figures); queries of a C<standard> filter with 10 probes
 (fp_rate 0.001) are then bound by the server at about 410 000 a second on a
 2-core machine. See C<bench/redis.pl> and the README for measured numbers.
 
@@ -1394,6 +1414,14 @@ C<clear> with arguments.
 The address as given, but for a password (shown as C<***>).
 
 =item cannot select database %d at %s: %s
+
+=item cannot AUTH at %s: %s
+
+=item cannot SELECT at %s: %s
+
+A filter made from an address logs in and selects the database on the
+socket it opens for batches as on its first connection; a password changed
+since, or a database gone, refuses the batch (nothing of it was sent).
 
 =item connect callback failed for %s: %s
 
