@@ -216,6 +216,7 @@ for my $case ([0.01, 64, 8], [0.001, 128, 5]) {
     );
     is scalar(grep { $told{$_} > 1 } keys %told), 0, "blocked $width: no item told new twice";
     is scalar $f->contains_many(\@items), scalar @items, "blocked $width: no item lost";
+    ok !$f->{direct}, "blocked $width: a sharded filter's batches go through the clients, no socket of its own";
     cmp_ok scalar keys %told, '>=', @items * 0.99, "blocked $width: nearly every item told new once";
     my $local = Data::BloomFilter::Shared->new(undef, 200_000, $rate, { layout => 'blocked' });
     $local->add_many(\@items);
