@@ -525,6 +525,20 @@ for my $case (['standard', 0.01], ['blocked', 0.01], ['blocked', 0.001]) {
     is fileno $own->{direct}{sock}, $parent_fd, "$layout $rate: over its socket";
 }
 
+# --- a socket the server closed while idle: the next batch opens another -----------------------
+{
+    my $f = $R->new($srv->address, 'idle', 1000, 0.01);
+    is $f->add_many([qw(i1 i2)]), 2, 'a batch over the own socket';
+    my $sock = $f->{direct}{sock};
+    is $rc->config('set', 'timeout', 1), 'OK', 'the server closes idle connections after 1 s';
+    Time::HiRes::sleep(2.5);    # the server checks idle clients about once a second
+    is $f->add_many([qw(i2 i3)], \my @w), 1, 'a batch after the server closed the socket';
+    is_deeply \@w, [0, 1], 'item by item';
+    isnt $f->{direct}{sock}, $sock, 'over a new socket';
+    $rc = $srv->client;    # the server closed the idle admin connection too
+    is $rc->config('set', 'timeout', 0), 'OK', 'idle connections kept again';
+}
+
 # --- a batch cut short by a signal: its socket is not used again --------------------------------
 # The server paused (CLIENT PAUSE), a batch is interrupted by a die from an
 # alarm handler with commands sent and replies unread; the next batch must

@@ -509,7 +509,7 @@ sub _direct {
     my ($self, $method) = @_;
     return undef if !defined $self->{address} || $self->{shards} > 1 || defined $self->_piece_node(0);
     my $d = $self->{direct};
-    return $d if $d && $d->{pid} == $$;
+    return $d if $d && $d->{pid} == $$ && _direct_idle($d);
     my $a = _parse_address($method, $self->{address});
     require IO::Socket::IP;
     require IO::Socket::UNIX;
@@ -530,6 +530,15 @@ sub _direct {
         _croak($method, "cannot $cmd->[0] at " . _shown($self->{address}) . ": $e") if defined $e;
     }
     return $self->{direct} = $d;
+}
+
+# Whether a socket between batches is still open and quiet: a server that
+# closed it (its idle `timeout`, a restart) or sent something unasked makes
+# the next batch open another, before anything is sent on this one.
+sub _direct_idle {
+    my ($d) = @_;
+    my $got = recv $d->{sock}, my $peek, 1, Socket::MSG_PEEK() | Socket::MSG_DONTWAIT();
+    return !defined $got && ($!{EAGAIN} || $!{EWOULDBLOCK});
 }
 
 # Write all of $bytes; the error, or undef. MSG_NOSIGNAL: a closed
@@ -1373,7 +1382,9 @@ later add of the same item is then told "new" again.
 
 Not for ithreads: L<Redis::Fast> connections cannot be shared with or
 copied into another thread; use processes, each with its own filter object.
-Nothing has a timeout of its own: a server that stops answering holds a call
+A batch from an address opens a new socket when the server has closed the
+last one meanwhile (its idle C<timeout>, a restart), since nothing of the
+batch has been sent then. Nothing has a timeout of its own: a server that stops answering holds a call
 until the connection breaks (a signal handler that dies gets out, and the
 interrupted batch's socket is not used again).
 
