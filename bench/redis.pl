@@ -167,7 +167,7 @@ for my $fp (0.01, 0.001) {
                 my ($cmds, $lines) = ('', 0);
                 while (my @c = splice @b, 0, 100) {
                     my @a = Data::BloomFilter::Shared::Redis::_xs_args($verb,
-                        @$f{qw(layout seed bits hashes span piece)}, \@c, undef, \my $masks);
+                        $f->_geo, \@c, undef, \my $masks);
                     $cmds .= resp($verb ? 'BITFIELD' : 'BITFIELD_RO', $f->{bitskey}, @a);
                     $lines += 1 + @a / ($verb ? 4 : 3);
                 }

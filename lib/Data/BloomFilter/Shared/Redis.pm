@@ -82,13 +82,16 @@ sub key_slot {
 
 # ------------------------------------------------------------------ arguments
 
-# An address's parts: { sock => path } or { host, port, user, pass, db }.
+# An address's parts: { sock => path } or { host, port, user, pass, db },
+# where user and pass are there only when not empty, and db only when not 0.
 sub _parse_address {
     my ($method, $address) = @_;
     return { sock => $1 } if $address =~ m{\Aunix:(?://)?(/.+)\z};
     if ($address =~ m{\Aredis://(?:([^:@/]*):([^@/]*)@)?([^:/]+|\[[^\]/]+\])(?::(\d+))?(?:/(\d+))?/?\z}) {
         my %a = (user => $1, pass => $2, host => $3, port => $4 // 6379, db => $5);
         $a{host} =~ s/\A\[(.*)\]\z/$1/;
+        delete $a{$_} for grep { !length($a{$_} // '') } qw(user pass);
+        delete $a{db} if !$a{db} || $a{db} == 0;
         return \%a;
     }
     return { host => $1, port => $2 } if $address =~ /\A([^\s\/]+):(\d+)\z/;
@@ -105,11 +108,11 @@ sub _connect_address {
     }
     else {
         $args{server} = "$a->{host}:$a->{port}";
-        $args{password} = $a->{pass} if defined $a->{pass} && length $a->{pass};
-        $args{username} = $a->{user} if defined $a->{user} && length $a->{user};
+        $args{password} = $a->{pass} if defined $a->{pass};
+        $args{username} = $a->{user} if defined $a->{user};
     }
     my $r = _try_connect($method, $address, \%args);
-    if (defined $a->{db} && $a->{db} != 0 && !eval { $r->select($a->{db}); 1 }) {
+    if (defined $a->{db} && !eval { $r->select($a->{db}); 1 }) {
         _croak($method, 'cannot select database ' . $a->{db} . ' at ' . _shown($address) . ': '
                 . _strip_client_error($@));
     }
@@ -321,6 +324,12 @@ sub new {
     return $self;
 }
 
+# The geometry arguments of the XS's remote calls, in their order.
+sub _geo { @{ $_[0] }{qw(layout seed bits hashes span piece)} }
+
+# The fields per item a BITFIELD of an add (one per probe) or a query has.
+sub _fields { $_[1] ? $_[0]{hashes} : $_[0]{fields} }
+
 sub _set_geometry {
     my ($self, $method, $g) = @_;
     my ($bits, $hashes, $span) = _geometry($method, $g->{layout}, $g->{capacity}, $g->{fp_rate});
@@ -520,9 +529,8 @@ sub _direct {
     setsockopt($sock, Socket::IPPROTO_TCP(), Socket::TCP_NODELAY(), 1) if !defined $a->{sock};
     $d = { sock => $sock, pid => $$, buf => '' };
     my @hello;
-    push @hello, ['AUTH', (length($a->{user} // '') ? $a->{user} : ()), $a->{pass}]
-        if defined $a->{pass} && length $a->{pass};
-    push @hello, ['SELECT', $a->{db}] if defined $a->{db} && $a->{db} != 0;
+    push @hello, ['AUTH', (defined $a->{user} ? $a->{user} : ()), $a->{pass}] if defined $a->{pass};
+    push @hello, ['SELECT', $a->{db}] if defined $a->{db};
     for my $cmd (@hello) {
         my $e = _direct_send($d, join '', '*' . @$cmd . "\r\n", map { '$' . length($_) . "\r\n$_\r\n" } @$cmd);
         my @r = defined $e ? () : _direct_reply($d, 1, undef, undef, \$e, 1);
@@ -596,8 +604,8 @@ sub _direct_batch {
     # it is put back only at the end, and otherwise closed with $d.
     delete $self->{direct};
     my $n = @$plain;
-    my $fields = $verb ? $self->{hashes} : $self->{fields};
-    my @geo = @$self{qw(layout seed bits hashes span piece)};
+    my $fields = $self->_fields($verb);
+    my @geo = $self->_geo;
     my (@sent, @redo, $error, $stop);
     my $done = 0;
     # Take the replies that have come; wait for more while over $most
@@ -612,7 +620,7 @@ sub _direct_batch {
             return if !@r;
             $done++;
             if ($r[0] == 1 && $r[2] == $e - $s + 1) {
-                $t->{reply}->($s, $e, $r[1], $r[2], \@full);
+                $t->{reply}->($r[1], $r[2], \@full, undef, $s, $e);
             }
             elsif ($r[0] == 2 && $r[1] =~ /\A(?:MOVED|ASK) /) {
                 push @redo, [$s, $e];
@@ -637,12 +645,12 @@ sub _direct_batch {
             last;
         }
         push @sent, [$from, $from + $count - 1, $masks];
-        my $e = _direct_send($d, $cmd);
-        if (defined $e) {
+        my $broke = _direct_send($d, $cmd);
+        if (defined $broke) {
             # This command may have gone out whole; replies that came
             # before the break are still counted.
             $take->(undef);
-            $error = $e;
+            $error = $broke;
             last;
         }
         # At most $FLUSH commands unanswered, as through a client: that
@@ -806,7 +814,7 @@ sub _batch {
     # undefined, for the check to refuse).
     my $plain = _xs_plain($items) ? $items : [map { defined ? "$_" : $_ } @$items];
     my $n = @$plain;
-    my $fields = $verb ? $self->{hashes} : $self->{fields};
+    my $fields = $self->_fields($verb);
     my ($count, $known, $refused) = (0, 0, 0);
     my @each;
     # A command's reply, folded: $full of its $got items (@$flags, one per
@@ -836,7 +844,7 @@ sub _batch {
     if ($self->{shards} > 1) {
         # The items grouped by piece; every item is checked first.
         my (@pieces, $masks);
-        my @args = eval { _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, $plain, \@pieces, \$masks) };
+        my @args = eval { _xs_args($verb, $self->_geo, $plain, \@pieces, \$masks) };
         _croak($method, _strip($@)) if $@;
         my $per = ($verb ? 4 : 3) * $fields;
         my @by;
@@ -853,11 +861,10 @@ sub _batch {
     }
     else {
         eval { _xs_items($plain) } // _croak($method, _strip($@));
-        my @geo = @$self{qw(layout seed bits hashes span piece)};
+        my @geo = $self->_geo;
         my @ranges;
         if (my $d = $self->_direct($method)) {
-            my %t = (out => $out, refused => \$refused,
-                reply => sub { $tally->(@_[2, 3, 4], undef, @_[0, 1]) });
+            my %t = (out => $out, refused => \$refused, reply => $tally);
             @ranges = $self->_direct_batch($method, $d, $verb, $plain, \%t);
             if (defined $t{error}) {
                 $refused += $_->[1] - $_->[0] + 1 for @ranges;    # redirected: not run
@@ -921,7 +928,7 @@ sub _single {
     # returns (reply, error); other clients get the method call.
     my $fast = $self->{fast}{$conn} //= $conn->isa('Redis::Fast') && $conn->can('__std_cmd') ? 1 : 0;
     my ($reply, $err, $masks);
-    my @args = _xs_args($verb, @$self{qw(layout seed bits hashes span piece)}, [$item], undef, \$masks);
+    my @args = _xs_args($verb, $self->_geo, [$item], undef, \$masks);
     if ($fast) {
         ($reply, $err) = $conn->__std_cmd($verb ? 'BITFIELD' : 'BITFIELD_RO', $self->{bitskey}, @args);
         $err //= 'no reply' if ref $reply ne 'ARRAY';
@@ -931,7 +938,7 @@ sub _single {
         $err = $@ || 'no reply' if ref $reply ne 'ARRAY';
     }
     if (!defined $err) {
-        my $full = _xs_fold($reply, $verb ? $self->{hashes} : $self->{fields}, $masks, undef);
+        my $full = _xs_fold($reply, $self->_fields($verb), $masks, undef);
         return $verb ? 1 - $full : $full;
     }
     my $e = _strip_client_error($err);
