@@ -426,6 +426,41 @@ slow:
     return n;
 }
 
+/* A plain string: no magic, not a reference; reading it runs no Perl code. */
+static bool
+bfs_plain_string(SV *e)
+{
+    return e && (SvFLAGS(e) & (SVf_POK | SVf_ROK | SVs_GMG | SVs_SMG | SVs_RMG)) == SVf_POK;
+}
+
+/* Packed native u64s (masks from _xs_args or _xs_command) copied where they
+   are aligned, freed at scope exit; NULL for undef. *n gets their number. */
+static const uint64_t *
+bfs_packed_u64s(pTHX_ SV *packed, size_t *n)
+{
+    STRLEN len;
+    uint64_t *copy;
+    *n = 0;
+    if (!SvOK(packed))
+        return NULL;
+    (void)SvPVbyte(packed, len);
+    *n = len / 8;
+    Newx(copy, *n + 1, uint64_t);
+    SAVEFREEPV(copy);
+    Copy(SvPVX(packed), copy, *n * 8, char);
+    return copy;
+}
+
+/* Append n 0/1 flags to an array. */
+static void
+bfs_push_flags(pTHX_ AV *out, const U8 *flags, size_t n)
+{
+    size_t i;
+    av_extend(out, av_top_index(out) + 1 + (SSize_t)n);
+    for (i = 0; i < n; i++)
+        av_push(out, newSViv(flags[i]));
+}
+
 /*
  * Items from .. from + count - 1 of a plain array of plain strings (what
  * _xs_plain accepts): slices into the strings themselves, UTF-8 ones
@@ -450,7 +485,7 @@ bfs_items_range(pTHX_ CV *cv, SV *arg, UV from, UV count)
     for (i = 0; i < count; i++) {
         SV *e = AvARRAY(av)[from + i];
         STRLEN len;
-        if (!e || (SvFLAGS(e) & (SVf_POK | SVf_ROK | SVs_GMG)) != SVf_POK)
+        if (!bfs_plain_string(e))
             bfs_croak_item(aTHX_ cv, "not a plain string", (SSize_t)(from + i));
         len = SvCUR(e);
         slices[i].ptr = (const uint8_t *)SvPVX(e);
@@ -1197,10 +1232,8 @@ _xs_plain(items_ref)
     if (RETVAL) {
         av = (AV *)SvRV(items_ref);
         n = AvFILLp(av) + 1;
-        for (i = 0; i < n && RETVAL; i++) {
-            SV *e = AvARRAY(av)[i];
-            RETVAL = e && (SvFLAGS(e) & (SVf_POK | SVf_ROK | SVs_GMG | SVs_SMG | SVs_RMG)) == SVf_POK;
-        }
+        for (i = 0; i < n && RETVAL; i++)
+            RETVAL = bfs_plain_string(AvARRAY(av)[i]);
     }
   OUTPUT:
     RETVAL
@@ -1293,7 +1326,8 @@ _xs_fold(reply_ref, per_item, masks, out_ref)
     AV *av, *out = NULL;
     SSize_t n, i;
     uint64_t *values, count = 0;
-    const uint64_t *m = NULL;
+    const uint64_t *m;
+    size_t nm;
     U8 *full;
     BfsStatus st;
     char err[BFS_ERRBUF_LEN];
@@ -1310,19 +1344,11 @@ _xs_fold(reply_ref, per_item, masks, out_ref)
         out = (AV *)SvRV(out_ref);
     av = (AV *)SvRV(reply_ref);
     n = av_top_index(av) + 1;
-    if (SvOK(masks)) {
-        STRLEN len;
-        (void)SvPVbyte(masks, len);
-        if (len != (STRLEN)n * 8)
-            bfs_croak(aTHX_ cv, "the reply has %" IVdf " fields where %" UVuf " were asked", (IV)n, (UV)(len / 8));
-    }
-    Newx(values, 2 * n + 1, uint64_t);
+    m = bfs_packed_u64s(aTHX_ masks, &nm);
+    if (m && SvCUR(masks) != (STRLEN)n * 8)
+        bfs_croak(aTHX_ cv, "the reply has %" IVdf " fields where %" UVuf " were asked", (IV)n, (UV)nm);
+    Newx(values, n + 1, uint64_t);
     SAVEFREEPV(values);
-    if (SvOK(masks)) {
-        /* copied: a Perl string's buffer need not be aligned for u64s */
-        Copy(SvPVX(masks), values + n, n * 8, char);
-        m = values + n;
-    }
     Newx(full, n + 1, U8);
     SAVEFREEPV(full);
     for (i = 0; i < n; i++) {
@@ -1337,12 +1363,8 @@ _xs_fold(reply_ref, per_item, masks, out_ref)
     st = bfs_remote_fold(values, (size_t)n, (uint32_t)per_item, m, out ? full : NULL, &count, err);
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
-    if (out) {
-        SSize_t items_n = n / (SSize_t)per_item;
-        av_extend(out, av_top_index(out) + 1 + items_n);
-        for (i = 0; i < items_n; i++)
-            av_push(out, newSViv(full[i]));
-    }
+    if (out)
+        bfs_push_flags(aTHX_ out, full, (size_t)n / per_item);
     RETVAL = (UV)count;
   OUTPUT:
     RETVAL
@@ -1430,9 +1452,10 @@ _xs_reply(buf_ref, per_item, masks, out_ref)
     SV *buf;
     AV *out = NULL;
     const char *p;
-    STRLEN len, mlen = 0;
-    uint64_t *m = NULL, count = 0;
-    size_t used = 0, items = 0, i;
+    STRLEN len;
+    const uint64_t *m;
+    uint64_t count = 0;
+    size_t used = 0, items = 0, nm, cap;
     uint32_t kind = 0;
     U8 *full;
     BfsStatus st;
@@ -1452,17 +1475,14 @@ _xs_reply(buf_ref, per_item, masks, out_ref)
     if (!SvOK(buf))
         XSRETURN_EMPTY;
     p = SvPVbyte(buf, len);
-    if (SvOK(masks)) {
-        (void)SvPVbyte(masks, mlen);
-        /* copied: a Perl string's buffer need not be aligned for u64s */
-        Newx(m, mlen / 8 + 1, uint64_t);
-        SAVEFREEPV(m);
-        Copy(SvPVX(masks), m, mlen / 8 * 8, char);
-    }
-    Newx(full, len / 4 + 1, U8); /* a reply of len bytes holds at most len / 4 integers */
+    m = bfs_packed_u64s(aTHX_ masks, &nm);
+    /* a reply of len bytes holds at most len / 4 integers, so at most
+       len / (4 * per_item) items */
+    cap = len / (4 * per_item) + 1;
+    Newx(full, cap, U8);
     SAVEFREEPV(full);
     err[0] = msg[0] = '\0';
-    st = bfs_remote_reply((const uint8_t *)p, len, (uint32_t)per_item, m, mlen / 8, full, len / 4 + 1,
+    st = bfs_remote_reply((const uint8_t *)p, len, (uint32_t)per_item, m, nm, full, cap,
                           &used, &kind, &count, &items, msg, err);
     if (st != BFS_OK)
         bfs_croak_status(aTHX_ cv, st, err);
@@ -1474,11 +1494,8 @@ _xs_reply(buf_ref, per_item, masks, out_ref)
     if (kind == BFS_REPLY_INTS) {
         mPUSHu((UV)count);
         mPUSHu((UV)items);
-        if (out) {
-            av_extend(out, av_top_index(out) + 1 + (SSize_t)items);
-            for (i = 0; i < items; i++)
-                av_push(out, newSViv(full[i]));
-        }
+        if (out)
+            bfs_push_flags(aTHX_ out, full, items);
     }
     else if (kind == BFS_REPLY_ERROR || kind == BFS_REPLY_STATUS) {
         mPUSHp(msg, strlen(msg));
