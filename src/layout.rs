@@ -603,59 +603,83 @@ fn max_load(block: u64) -> usize {
     (block as f64 + 12.0 * (block as f64).sqrt() + 20.0) as usize
 }
 
-/// `q[j]`: the chance that an absent item's bits are all set in a block of
-/// `block` bits holding `j` items, each item setting `k` uniform bits.
-fn block_fp_table(block: u64, k: u32) -> Vec<f64> {
+/// One throw more: `occ[s]` is the chance that `s` distinct bits of a
+/// block of `b` are set; each throw sets one uniform bit. Chances below
+/// the smallest normal double are dropped: they move no table entry (the
+/// tests check the tables bit for bit), and subnormal arithmetic would
+/// make the walk many times slower.
+fn throw(occ: &[f64], b: usize) -> Vec<f64> {
+    let mut next = vec![0.0; b + 1];
+    for s in 0..=b {
+        if occ[s] == 0.0 {
+            continue;
+        }
+        next[s] += occ[s] * s as f64 / b as f64;
+        if s < b {
+            next[s + 1] += occ[s] * (b - s) as f64 / b as f64;
+        }
+    }
+    for v in &mut next {
+        if *v < f64::MIN_POSITIVE {
+            *v = 0.0;
+        }
+    }
+    next
+}
+
+/// `tables[k - 1][j]`, for `k` from 1 to `kmax`: the chance that an absent
+/// item's bits are all set in a block of `block` bits holding `j` items,
+/// each item setting `k` uniform bits.
+///
+/// The distribution of set bits after `t` throws does not depend on how
+/// the throws group into items, so one walk over `t` serves every `k`: a
+/// block holding `j` items of `k` bits has seen `t = j k` throws. Each
+/// table entry is the same arithmetic, in the same order, as a walk for
+/// that `k` alone (the test below checks this bit for bit), so sizing is
+/// unchanged; it is about `kmax` times less work.
+fn block_fp_tables(block: u64, kmax: u32) -> Vec<Vec<f64>> {
     let b = block as usize;
     let jmax = max_load(block);
-    // occ[s]: distribution of distinct bits set after t throws.
-    let step = |occ: &Vec<f64>| -> Vec<f64> {
-        let mut next = vec![0.0; b + 1];
-        for s in 0..=b {
-            if occ[s] == 0.0 {
-                continue;
-            }
-            next[s] += occ[s] * s as f64 / b as f64;
-            if s < b {
-                next[s + 1] += occ[s] * (b - s) as f64 / b as f64;
+    let kmax = kmax as usize;
+    let mut empty = vec![0.0; b + 1];
+    empty[0] = 1.0;
+    let dot = |occ: &[f64], hits: &[f64]| -> f64 { (0..=b).map(|s| occ[s] * hits[s]).sum() };
+    // hits[k - 1][s]: the chance that a query of k bits finds them all
+    // among s set bits. The query's k throws have d distinct bits with the
+    // chance of k throws into an empty block, and C(s,d)/C(B,d) =
+    // prod_{i<d} (s-i)/(B-i) for the d it can have (1..=k).
+    let mut hits: Vec<Vec<f64>> = Vec::with_capacity(kmax);
+    let mut tables: Vec<Vec<f64>> = vec![Vec::with_capacity(jmax + 1); kmax];
+    let mut occ = empty.clone();
+    for t in 1..=jmax * kmax {
+        occ = throw(&occ, b);
+        if t <= kmax {
+            let kd = t.min(b);
+            let h: Vec<f64> = (0..=b)
+                .map(|s| {
+                    let mut p = 0.0;
+                    let mut r = 1.0;
+                    for (d, &qd) in occ.iter().enumerate().take(kd + 1).skip(1) {
+                        if s + 1 < d {
+                            break;
+                        }
+                        r *= (s + 1 - d) as f64 / (b + 1 - d) as f64;
+                        p += qd * r;
+                    }
+                    p
+                })
+                .collect();
+            // A block with no items, once the query of t bits is known.
+            tables[t - 1].push(dot(&empty, &h));
+            hits.push(h);
+        }
+        for k in 1..=kmax.min(t) {
+            if t % k == 0 && t / k <= jmax {
+                tables[k - 1].push(dot(&occ, &hits[k - 1]));
             }
         }
-        next
-    };
-    let mut query = vec![0.0; b + 1];
-    query[0] = 1.0;
-    for _ in 0..k {
-        query = step(&query);
     }
-    // ratio[s][d] = C(s,d)/C(B,d) = prod_{i<d} (s-i)/(B-i), for the d the
-    // query can have (1..=k).
-    let kd = (k as usize).min(b);
-    let hit = |s: usize| -> f64 {
-        let mut p = 0.0;
-        let mut r = 1.0;
-        for (d, &qd) in query.iter().enumerate().take(kd + 1).skip(1) {
-            if s + 1 < d {
-                break;
-            }
-            r *= (s + 1 - d) as f64 / (b + 1 - d) as f64;
-            p += qd * r;
-        }
-        p
-    };
-    // hit(s) does not depend on the load: once per s, not once per load.
-    let hits: Vec<f64> = (0..=b).map(hit).collect();
-    let mut occ = vec![0.0; b + 1];
-    occ[0] = 1.0;
-    let mut q = Vec::with_capacity(jmax + 1);
-    for j in 0..=jmax {
-        if j > 0 {
-            for _ in 0..k {
-                occ = step(&occ);
-            }
-        }
-        q.push((0..=b).map(|s| occ[s] * hits[s]).sum());
-    }
-    q
+    tables
 }
 
 /// The tables for every width and k, computed once per process.
@@ -663,7 +687,7 @@ fn table(block: u64, k: u32) -> &'static [f64] {
     static T64: OnceLock<Vec<Vec<f64>>> = OnceLock::new();
     static T128: OnceLock<Vec<Vec<f64>>> = OnceLock::new();
     let cell = if block == 64 { &T64 } else { &T128 };
-    let all = cell.get_or_init(|| (1..=BLOCKED_MAX_K).map(|k| block_fp_table(block, k)).collect());
+    let all = cell.get_or_init(|| block_fp_tables(block, BLOCKED_MAX_K));
     &all[(k.clamp(1, BLOCKED_MAX_K) - 1) as usize]
 }
 
@@ -697,8 +721,24 @@ pub fn blocked_fp(block: u64, k: u32, lambda: f64) -> f64 {
     fp.min(1.0)
 }
 
+/// `ln n!`, from a table of running sums (the same additions, in the same
+/// order, as summing `ln 2 + ... + ln n` each time). `blocked_fp` needs it
+/// for loads below the longest table, `max_load(128)`.
 fn ln_factorial(n: usize) -> f64 {
-    (2..=n).map(|i| (i as f64).ln()).sum()
+    static LN_FACT: OnceLock<Vec<f64>> = OnceLock::new();
+    let t = LN_FACT.get_or_init(|| {
+        let mut t = vec![0.0f64; max_load(128) + 1];
+        let mut sum = 0.0f64;
+        for (i, v) in t.iter_mut().enumerate().skip(2) {
+            sum += (i as f64).ln();
+            *v = sum;
+        }
+        t
+    });
+    match t.get(n) {
+        Some(&v) => v,
+        None => (2..=n).map(|i| (i as f64).ln()).sum(),
+    }
 }
 
 /// The largest mean load per block at which `blocked_fp` is at most `rate`.
@@ -916,13 +956,95 @@ mod tests {
         assert_eq!(mask64(&ItemHash { h1: 0, h2: 1 }, 0), 0);
     }
 
+    /// `throw` keeping every chance, however small.
+    fn throw_keeping_all(occ: &[f64], b: usize) -> Vec<f64> {
+        let mut next = vec![0.0; b + 1];
+        for s in 0..=b {
+            if occ[s] == 0.0 {
+                continue;
+            }
+            next[s] += occ[s] * s as f64 / b as f64;
+            if s < b {
+                next[s + 1] += occ[s] * (b - s) as f64 / b as f64;
+            }
+        }
+        next
+    }
+
+    /// One table the direct way: `k` throws per item, a walk per `k`,
+    /// every chance kept.
+    fn block_fp_table_alone(block: u64, k: u32) -> Vec<f64> {
+        let throw = throw_keeping_all;
+        let b = block as usize;
+        let mut query = vec![0.0; b + 1];
+        query[0] = 1.0;
+        for _ in 0..k {
+            query = throw(&query, b);
+        }
+        let kd = (k as usize).min(b);
+        let hits: Vec<f64> = (0..=b)
+            .map(|s| {
+                let mut p = 0.0;
+                let mut r = 1.0;
+                for (d, &qd) in query.iter().enumerate().take(kd + 1).skip(1) {
+                    if s + 1 < d {
+                        break;
+                    }
+                    r *= (s + 1 - d) as f64 / (b + 1 - d) as f64;
+                    p += qd * r;
+                }
+                p
+            })
+            .collect();
+        let mut occ = vec![0.0; b + 1];
+        occ[0] = 1.0;
+        let mut q = Vec::new();
+        for j in 0..=max_load(block) {
+            if j > 0 {
+                for _ in 0..k {
+                    occ = throw(&occ, b);
+                }
+            }
+            q.push((0..=b).map(|s| occ[s] * hits[s]).sum());
+        }
+        q
+    }
+
+    /// The shared walk, dropping subnormal chances, gives every table bit
+    /// for bit as a walk of its own keeping them all (so sizing is the same
+    /// whichever way the tables are made).
+    #[test]
+    fn shared_walk_matches_one_walk_per_k() {
+        for block in [4u64, 64, 128] {
+            let all = block_fp_tables(block, BLOCKED_MAX_K);
+            assert_eq!(all.len(), BLOCKED_MAX_K as usize);
+            for k in 1..=BLOCKED_MAX_K {
+                let want = block_fp_table_alone(block, k);
+                let got = &all[k as usize - 1];
+                assert_eq!(got.len(), want.len(), "block {block} k {k}");
+                for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(g.to_bits(), w.to_bits(), "block {block} k {k} j {j}: {g} vs {w}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ln_factorial_table_matches_the_sum() {
+        for n in 0..=2 * max_load(128) {
+            let want: f64 = (2..=n).map(|i| (i as f64).ln()).sum();
+            assert_eq!(ln_factorial(n).to_bits(), (want + 0.0).to_bits(), "n {n}");
+        }
+    }
+
     /// The exact block FP table against brute force for tiny blocks, where
     /// every outcome can be enumerated.
     #[test]
     fn block_table_matches_enumeration() {
         // B = 4 is not a width we use, but the table's math is width-free.
+        let all = block_fp_tables(4, 3);
         for k in 1..=3u32 {
-            let q = block_fp_table(4, k);
+            let q = &all[k as usize - 1];
             for (j, &qj) in q.iter().enumerate().take(3) {
                 // Enumerate all (j+1)*k throws into 4 bins.
                 let throws = (j + 1) * k as usize;
