@@ -4,12 +4,14 @@
 # miss), and per item of batches of 1000, for g = 2, 4 and 8 generations.
 # Every figure is printed as a ratio to the plain filter's row of this run.
 #
-#   perl -Mblib bench/window.pl [--quick] [--nice=-10]
+#   perl -Mblib bench/window.pl [--quick] [--nice=-10] [--capacity=N]
 #
 # Method: as bench/layouts.pl. Tight loops over pre-built arrays of 17-byte
 # keys; each row is timed $REPS times, the filters' rows interleaved, and the
 # median CPU time of the process is printed. Every filter has capacity
-# 100 000 per window at 0.01 (cache-resident). A windowed filter has every
+# 100 000 per window at 0.01 (cache-resident; --capacity changes it, e.g.
+# 1000 for generations small enough for the first-level cache, which
+# separates the work per call from the cache misses). A windowed filter has every
 # generation filled to half its capacity (fill, rotate, fill, ...): the
 # oldest with keys of the "old hit" rows, the current one with those of the
 # "hit" rows. `contains` looks at the newest generation first, so an item
@@ -30,14 +32,15 @@ use Data::BloomFilter::Shared;
 
 $| = 1;
 my $C = 'Data::BloomFilter::Shared';
-GetOptions('quick' => \my $quick, 'nice=i' => \my $nice)
-    or die "usage: perl -Mblib bench/window.pl [--quick] [--nice=N]\n";
+GetOptions('quick' => \my $quick, 'nice=i' => \my $nice, 'capacity=i' => \my $capacity)
+    or die "usage: perl -Mblib bench/window.pl [--quick] [--nice=N] [--capacity=N]\n";
+die "bench/window.pl: --capacity must be at least 2\n" if defined $capacity && $capacity < 2;
 
 my $N     = $quick ? 20_000 : 100_000;    # keys per timed row
 my $REPS  = $quick ? 3 : 5;
 my $BATCH = 1000;
-my $CAP   = 100_000;
-my $HALF  = $CAP / 2;
+my $CAP   = $capacity // 100_000;
+my $HALF  = int($CAP / 2);
 my @GENS  = (2, 4, 8);
 
 say "# bench/window.pl  ", POSIX::strftime('%Y-%m-%d %H:%M:%S UTC', gmtime);
@@ -45,6 +48,8 @@ say "# ", machine();
 print nice_line($nice);
 say load_line('at start');
 say "# $N keys per row, median of $REPS runs; batches of $BATCH items; CPU time per call or item";
+say "# capacity $CAP is below the $N new keys of a row: the new-item rows fill the filters and",
+    "\n# mostly add items already present (compare the query rows only)" if $N > $CAP;
 
 my ($hit, $miss) = keys_alike([qw(f m)], 0, $N > $HALF ? $N : $HALF);
 $#$miss = $N - 1;
