@@ -58,6 +58,11 @@ const SPARE_SLICE_WORDS: usize = 8192;
 /// (and one look for a due step): few enough that the clock is read every
 /// few microseconds.
 const WINDOW_QUERY_GROUP: usize = 64;
+/// Items of a windowed `contains_many` hashed at a time (ahead of their
+/// looks, which then prefetch ahead within the chunk).
+const WINDOW_HASH_CHUNK: usize = 1024;
+/// The most ring slots a windowed filter has (generations and the spare).
+const MAX_RING: usize = Window::MAX_GENERATIONS as usize + 1;
 
 /// Attempts of a windowed copy that cannot hold the cleaner word (a
 /// read-only handle) before it gives up: each fails only when two steps
@@ -701,12 +706,44 @@ impl Filter {
     /// absent items are decided by their first word, and fetching words they
     /// never read would only waste memory bandwidth).
     #[inline(always)]
-    fn pipelined<P: Probe, F>(&self, p: &P, items: &[&[u8]], piped: bool, all_words: bool, mut f: F) -> Result<()>
+    fn pipelined<P: Probe, F>(&self, p: &P, items: &[&[u8]], piped: bool, all_words: bool, f: F) -> Result<()>
     where
         F: FnMut(usize, &ItemHash, &P::Loc) -> Result<()>,
     {
-        let n = items.len();
         let bits = self.words_slice();
+        self.pipelined_by(
+            p,
+            items,
+            piped,
+            |_, l| p.prefetch_first(bits, l),
+            |_, l| {
+                if all_words || p.first_set(bits, l) {
+                    p.prefetch_rest(bits, l);
+                }
+            },
+            f,
+        )
+    }
+
+    /// `pipelined` with the two prefetch stages given: `first` for item
+    /// `i + 2*DISTANCE`, `rest` for item `i + DISTANCE` (a windowed filter
+    /// prefetches in several generations).
+    #[inline(always)]
+    fn pipelined_by<P: Probe, A, B, F>(
+        &self,
+        p: &P,
+        items: &[&[u8]],
+        piped: bool,
+        first: A,
+        rest: B,
+        mut f: F,
+    ) -> Result<()>
+    where
+        A: Fn(&ItemHash, &P::Loc),
+        B: Fn(&ItemHash, &P::Loc),
+        F: FnMut(usize, &ItemHash, &P::Loc) -> Result<()>,
+    {
+        let n = items.len();
         if !piped {
             for (i, item) in items.iter().enumerate() {
                 // The items' bytes are wherever the caller's strings are:
@@ -724,23 +761,21 @@ impl Filter {
         for (slot, item) in ring.iter_mut().zip(items) {
             let h = hash_item(self.seed, item);
             *slot = (h, p.locate(&h));
-            p.prefetch_first(bits, &slot.1);
+            first(&slot.0, &slot.1);
         }
-        for (_, l) in &ring[..DISTANCE] {
-            p.prefetch_rest(bits, l);
+        for (h, l) in &ring[..DISTANCE.min(n)] {
+            rest(h, l);
         }
         for i in 0..n {
             let cur = ring[i % (2 * DISTANCE)];
             if i + DISTANCE < n {
-                let mid = &ring[(i + DISTANCE) % (2 * DISTANCE)].1;
-                if all_words || p.first_set(bits, mid) {
-                    p.prefetch_rest(bits, mid);
-                }
+                let (h, l) = &ring[(i + DISTANCE) % (2 * DISTANCE)];
+                rest(h, l);
             }
             if i + 2 * DISTANCE < n {
                 let h = hash_item(self.seed, items[i + 2 * DISTANCE]);
                 let l = p.locate(&h);
-                p.prefetch_first(bits, &l);
+                first(&h, &l);
                 ring[i % (2 * DISTANCE)] = (h, l);
             }
             f(i, &cur.0, &cur.1)?;
@@ -1158,6 +1193,10 @@ impl Filter {
     }
 
     /// Windowed adds: each item as `add` does; the spare cleared after.
+    /// A batch on generations larger than the caches goes through
+    /// `pipelined_by`, prefetching the item's words in every generation of
+    /// the view the batch started in (a step meanwhile makes some of them
+    /// useless, never wrong) and its stripe.
     fn window_add_many<P: Probe>(
         &self,
         win: &Win,
@@ -1167,76 +1206,122 @@ impl Filter {
         c: Claim,
     ) -> Result<u64> {
         let w = &win.w;
+        let sh = self.shared();
         let mut new = 0u64;
-        let mut r = Ok(());
         let mut now = 0;
-        for (i, item) in items.iter().enumerate() {
-            // The clock (a timer tick's resolution anyway) and a due step,
-            // once per group of items.
-            if i % WINDOW_QUERY_GROUP == 0 {
-                now = now_ns();
-                self.try_step(w, now, false);
+        let piped = self.pipelines(items.len());
+        // Generations larger than the caches: even a single add of an item
+        // the current generation does not hold prefetches.
+        let ahead = piped || self.geometry.bytes() >= PIPELINE_MIN_BYTES;
+        let mut buf = [&[][..]; MAX_RING];
+        let gens = if ahead {
+            self.ring_newest_first(win, &mut buf)
+        } else {
+            &[][..]
+        };
+        let first = |h: &ItemHash, l: &P::Loc| {
+            for g in gens {
+                p.prefetch_gated(g, l);
             }
-            let h = hash_item(self.seed, item);
-            let s = self.window_stripe(&h);
-            let loc = p.locate(&h);
-            let n = if self.window_held_now(win, p, &loc, now) {
-                Ok(false)
-            } else {
-                self.window_add_at(win, p, &loc, s, c, now)
-            };
-            let n = match n {
-                Ok(n) => n,
-                Err(e) => {
-                    r = Err(e);
-                    break;
+            prefetch_line(&sh.stripes[self.window_stripe(h)]);
+        };
+        let r = self.pipelined_by(
+            p,
+            items,
+            piped,
+            first,
+            |_, l| {
+                // The current generation is written (all its words), the
+                // others only read, past their first word if it is set.
+                for (i, g) in gens.iter().enumerate() {
+                    if i == 0 || p.first_set(g, l) {
+                        p.prefetch_rest(g, l);
+                    }
                 }
-            };
-            new += n as u64;
-            if let Some(r) = results.as_deref_mut() {
-                r[i] = n as u8;
-            }
-        }
+            },
+            |i, h, loc| {
+                // The clock (a timer tick's resolution anyway) and a due
+                // step, once per group of items.
+                if i % WINDOW_QUERY_GROUP == 0 {
+                    now = now_ns();
+                    self.try_step(w, now, false);
+                }
+                let n = if self.window_held_now(win, p, loc, now) {
+                    false
+                } else {
+                    if ahead && !piped {
+                        // Generations larger than the caches: ask for the
+                        // item's words in all of them at once, before the
+                        // stripe's locked instruction holds the reads back.
+                        first(h, loc);
+                    }
+                    self.window_add_at(win, p, loc, self.window_stripe(h), c, now)?
+                };
+                new += n as u64;
+                if let Some(r) = results.as_deref_mut() {
+                    r[i] = n as u8;
+                }
+                Ok(())
+            },
+        );
         let waiting = self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t);
         if !waiting && self.spare_dirty(w) {
             self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
         }
-        self.shared().count_ops(c, 1);
+        sh.count_ops(c, 1);
         r.map(|_| new)
+    }
+
+    /// The bit arrays of the current view's generations, newest first, in
+    /// `buf`: where a batch prefetches.
+    fn ring_newest_first<'a>(&'a self, win: &Win, buf: &'a mut [&'a [AtomicU64]; MAX_RING]) -> &'a [&'a [AtomicU64]] {
+        let w = &win.w;
+        let mut n = 0;
+        for (b, slot) in buf.iter_mut().zip(w.slots_newest_first(self.load_view(w))) {
+            *b = self.generation(win, slot);
+            n += 1;
+        }
+        &buf[..n]
     }
 
     /// Whether a windowed filter holds the item in a visible generation.
     fn window_contains(&self, win: &Win, h: &crate::hashing::ItemHash) -> bool {
         with_probe!(&self.probing, p => {
             let mut found = [false];
-            self.window_look(win, p, &[p.locate(h)], &mut found);
+            self.window_look(win, p, &[p.locate(h)], 0, &mut found, false);
             found[0]
         })
     }
 
     /// `window_contains` for a batch, in groups of `WINDOW_QUERY_GROUP`
-    /// items that share one reading of the clock and the view.
+    /// items that share one reading of the clock and the view. The items
+    /// are hashed a chunk at a time, so that a batch on generations larger
+    /// than the caches can prefetch ahead (`window_look`).
     fn window_contains_many<P: Probe>(&self, win: &Win, p: &P, items: &[&[u8]], mut results: Option<&mut [u8]>) -> u64 {
         let mut present = 0u64;
         let mut found = [false; WINDOW_QUERY_GROUP];
-        let mut locs: Vec<P::Loc> = Vec::with_capacity(WINDOW_QUERY_GROUP.min(items.len()));
-        for (g, group) in items.chunks(WINDOW_QUERY_GROUP).enumerate() {
+        let piped = self.pipelines(items.len());
+        let mut locs: Vec<P::Loc> = Vec::with_capacity(WINDOW_HASH_CHUNK.min(items.len()));
+        for (ci, chunk) in items.chunks(WINDOW_HASH_CHUNK).enumerate() {
             locs.clear();
-            locs.extend(group.iter().map(|item| p.locate(&hash_item(self.seed, item))));
-            let found = &mut found[..group.len()];
-            self.window_look(win, p, &locs, found);
-            for (i, f) in found.iter().enumerate() {
-                present += *f as u64;
-                if let Some(r) = results.as_deref_mut() {
-                    r[g * WINDOW_QUERY_GROUP + i] = *f as u8;
+            locs.extend(chunk.iter().map(|item| p.locate(&hash_item(self.seed, item))));
+            for start in (0..chunk.len()).step_by(WINDOW_QUERY_GROUP) {
+                let found = &mut found[..WINDOW_QUERY_GROUP.min(chunk.len() - start)];
+                self.window_look(win, p, &locs, start, found, piped);
+                for (i, f) in found.iter().enumerate() {
+                    present += *f as u64;
+                    if let Some(r) = results.as_deref_mut() {
+                        r[ci * WINDOW_HASH_CHUNK + start + i] = *f as u8;
+                    }
                 }
             }
         }
         present
     }
 
-    /// Whether a visible generation holds each item of `locs` (into
-    /// `found`), for one reading of the clock and the view.
+    /// Whether a visible generation holds each item of
+    /// `locs[start..start + found.len()]` (into `found`), for one reading of
+    /// the clock and the view.
     ///
     /// Newest generation first: a recent item is found after one look.
     /// The order is safe because an answer of "absent" stands only when no
@@ -1246,20 +1331,67 @@ impl Filter {
     /// set were set (a clear only takes bits away). The items whose answer
     /// does not stand are looked at again; steps come once a period, so
     /// that is rare.
+    ///
+    /// `piped`: the first look prefetches, as `pipelined` does, in every
+    /// visible generation: the first word of the item `2 * DISTANCE` ahead
+    /// in `locs`, the rest of the one `DISTANCE` ahead where its first word
+    /// has its bits.
     #[inline(always)]
-    fn window_look<P: Probe>(&self, win: &Win, p: &P, locs: &[P::Loc], found: &mut [bool]) {
+    fn window_look<P: Probe>(&self, win: &Win, p: &P, locs: &[P::Loc], start: usize, found: &mut [bool], piped: bool) {
         let w = &win.w;
+        let group = &locs[start..start + found.len()];
         found.fill(false);
         // Which items still need a look: all at first.
-        let mut todo = locs.len();
+        let mut todo = group.len();
         let mut v = self.load_view(w);
+        let mut first_look = piped;
         while todo > 0 {
             let q = self.grid_now(w, v, now_ns());
-            for (f, loc) in found.iter_mut().zip(locs) {
-                if !*f {
+            if first_look {
+                let mut buf = [&[][..]; MAX_RING];
+                let mut n = 0;
+                for (b, slot) in buf.iter_mut().zip(w.slots_newest_first(v)) {
+                    if self.last_visible(w, slot, q) {
+                        *b = self.generation(win, slot);
+                        n += 1;
+                    }
+                }
+                let gens = &buf[..n];
+                let first = |j: usize| {
+                    if let Some(l) = locs.get(j) {
+                        for g in gens {
+                            p.prefetch_first(g, l);
+                        }
+                    }
+                };
+                let rest = |j: usize| {
+                    if let Some(l) = locs.get(j) {
+                        for g in gens {
+                            if p.first_set(g, l) {
+                                p.prefetch_rest(g, l);
+                            }
+                        }
+                    }
+                };
+                if start == 0 {
+                    (0..2 * DISTANCE).for_each(first);
+                    (0..DISTANCE).for_each(rest);
+                }
+                for (i, (f, loc)) in found.iter_mut().zip(group).enumerate() {
+                    rest(start + i + DISTANCE);
+                    first(start + i + 2 * DISTANCE);
                     *f = w
                         .slots_newest_first(v)
-                        .any(|slot| self.held_visible(win, p, loc, slot, q));
+                        .any(|slot| self.last_visible(w, slot, q) && p.contains_early(self.generation(win, slot), loc));
+                }
+                first_look = false;
+            } else {
+                for (f, loc) in found.iter_mut().zip(group) {
+                    if !*f {
+                        *f = w
+                            .slots_newest_first(v)
+                            .any(|slot| self.held_visible(win, p, loc, slot, q));
+                    }
                 }
             }
             let v2 = self.load_view(w);
@@ -1269,10 +1401,17 @@ impl Filter {
                 found.iter().filter(|f| !**f).count() // the absent ones again
             } else {
                 found.fill(false);
-                locs.len() // all again
+                group.len() // all again
             };
             v = v2;
         }
+    }
+
+    /// Whether generation `slot` is visible at grid `q` (by its `last`).
+    #[inline(always)]
+    fn last_visible(&self, w: &Window, slot: u32, q: u64) -> bool {
+        // Acquire: pairs with the adders' fetch_max.
+        w.visible(self.last_word(slot).load(Ordering::Acquire), q)
     }
 
     /// The window's facts and the current generation (None: not windowed).
@@ -2744,6 +2883,75 @@ mod tests {
     /// A windowed `contains_many` answers as `contains` item by item, in
     /// groups and across group ends, both layouts, with generations of
     /// different ages (and items of none).
+    /// Generations larger than the caches: batches go through the
+    /// prefetching pipeline (adds and queries), and answer item by item as
+    /// single calls do, across rotations, in both layouts and both block
+    /// widths, for lengths around the pipeline's stages and hash chunks.
+    #[test]
+    fn windowed_pipelined_batches_match_single_calls() {
+        for (layout, rate) in [
+            (None, 0.01),
+            (Some(Layout::Blocked), 0.01),
+            (Some(Layout::Blocked), 0.0001),
+        ] {
+            let make = || {
+                let opts = Options {
+                    layout,
+                    window: Some(WindowOptions {
+                        window_ns: None,
+                        generations: 3,
+                    }),
+                    ..Options::default()
+                };
+                Filter::new_anonymous(4_000_000, rate, opts).unwrap()
+            };
+            let (one, many) = (make(), make());
+            assert!(one.geometry().bytes() >= PIPELINE_MIN_BYTES && one.pipelines(2 * DISTANCE));
+            // Four rounds of 6000 adds (half of them repeats of the round
+            // before), a rotation after each: the oldest round is forgotten.
+            let mut probe: Vec<Vec<u8>> = Vec::new();
+            for round in 0..4u32 {
+                let items: Vec<Vec<u8>> = (0..6000u32)
+                    .map(|i| format!("r{} {}", round - (i % 2 == 1 && round > 0) as u32, i / 2).into_bytes())
+                    .collect();
+                let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+                let single: Vec<u8> = refs.iter().map(|i| one.add(i).unwrap() as u8).collect();
+                let mut batch = vec![9u8; refs.len()];
+                let n = many.add_many(&refs, Some(&mut batch)).unwrap();
+                assert_eq!(batch, single, "{layout:?} {rate} round {round}");
+                assert_eq!(n, single.iter().map(|&x| x as u64).sum::<u64>());
+                assert!(n > 2000 && n < 6000, "{layout:?} round {round}: {n} new");
+                one.rotate().unwrap();
+                many.rotate().unwrap();
+                probe.extend(items);
+                probe.extend((0..500u32).map(|i| format!("never {round} {i}").into_bytes()));
+            }
+            let prefs: Vec<&[u8]> = probe.iter().map(|v| v.as_slice()).collect();
+            let expect: Vec<u8> = prefs.iter().map(|p| one.contains(p) as u8).collect();
+            let present = expect.iter().filter(|&&x| x == 1).count();
+            assert!(
+                present > 5000 && present < prefs.len() - 5000,
+                "{layout:?}: {present} present"
+            );
+            for len in [
+                0,
+                1,
+                2 * DISTANCE - 1,
+                2 * DISTANCE,
+                2 * DISTANCE + 1,
+                1023,
+                1024,
+                1025,
+                prefs.len(),
+            ] {
+                let mut res = vec![9u8; len];
+                let n = many.contains_many(&prefs[..len], Some(&mut res));
+                assert_eq!(res, expect[..len], "{layout:?} {rate}: batch of {len}");
+                assert_eq!(n, expect[..len].iter().map(|&x| x as u64).sum::<u64>());
+            }
+        }
+    }
+
     #[test]
     fn windowed_contains_many_answers_as_contains() {
         for layout in [None, Some(Layout::Blocked)] {

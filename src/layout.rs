@@ -235,6 +235,11 @@ pub trait Probe: Copy {
     /// Prefetch the first word the item touches.
     fn prefetch_first(&self, bits: &[AtomicU64], loc: &Self::Loc);
 
+    /// Prefetch the words `contains_gated` reads before its first branch.
+    fn prefetch_gated(&self, bits: &[AtomicU64], loc: &Self::Loc) {
+        self.prefetch_first(bits, loc);
+    }
+
     /// Prefetch the item's other words, if it has any.
     fn prefetch_rest(&self, _bits: &[AtomicU64], _loc: &Self::Loc) {}
 
@@ -311,6 +316,13 @@ impl Probe for Standard {
     #[inline(always)]
     fn prefetch_first(&self, bits: &[AtomicU64], h: &ItemHash) {
         prefetch_line(bits.as_ptr().wrapping_add((h.probe(0, self.mask) >> 6) as usize));
+    }
+
+    #[inline(always)]
+    fn prefetch_gated(&self, bits: &[AtomicU64], h: &ItemHash) {
+        for i in 0..self.k.min(2) {
+            prefetch_line(bits.as_ptr().wrapping_add((h.probe(i, self.mask) >> 6) as usize));
+        }
     }
 
     #[inline(always)]
