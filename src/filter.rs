@@ -1193,11 +1193,79 @@ impl Filter {
     }
 
     /// Windowed adds: each item as `add` does; the spare cleared after.
-    /// A batch on generations larger than the caches goes through
-    /// `pipelined_by`, prefetching the item's words in every generation of
-    /// the view the batch started in (a step meanwhile makes some of them
-    /// useless, never wrong) and its stripe.
     fn window_add_many<P: Probe>(
+        &self,
+        win: &Win,
+        p: &P,
+        items: &[&[u8]],
+        results: Option<&mut [u8]>,
+        c: Claim,
+    ) -> Result<u64> {
+        let w = &win.w;
+        let r = if self.geometry.bytes() >= PIPELINE_MIN_BYTES {
+            self.window_adds_ahead(win, p, items, results, c)
+        } else {
+            let mut now = 0;
+            let mut new = 0u64;
+            let mut results = results;
+            items
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, item)| {
+                    let h = hash_item(self.seed, item);
+                    let n = self.window_add_item(win, p, i, &h, &p.locate(&h), c, &mut now, || {})?;
+                    new += n as u64;
+                    if let Some(r) = results.as_deref_mut() {
+                        r[i] = n as u8;
+                    }
+                    Ok(())
+                })
+                .map(|_| new)
+        };
+        let waiting = self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t);
+        if !waiting && self.spare_dirty(w) {
+            self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
+        }
+        self.shared().count_ops(c, 1);
+        r
+    }
+
+    /// Item `i` of a windowed add call; `ahead` runs before the stripe is
+    /// taken, when the current generation does not hold the item. The
+    /// clock (a timer tick's resolution anyway) and a due step, once per
+    /// group of items.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn window_add_item<P: Probe>(
+        &self,
+        win: &Win,
+        p: &P,
+        i: usize,
+        h: &ItemHash,
+        loc: &P::Loc,
+        c: Claim,
+        now: &mut u64,
+        ahead: impl Fn(),
+    ) -> Result<bool> {
+        if i % WINDOW_QUERY_GROUP == 0 {
+            *now = now_ns();
+            self.try_step(&win.w, *now, false);
+        }
+        if self.window_held_now(win, p, loc, *now) {
+            return Ok(false);
+        }
+        ahead();
+        self.window_add_at(win, p, loc, self.window_stripe(h), c, *now)
+    }
+
+    /// `window_add_many`'s items on generations larger than the caches: a
+    /// batch goes through `pipelined_by`, prefetching the item's words in
+    /// every generation of the view the batch started in (a step meanwhile
+    /// makes some of them useless, never wrong) and its stripe; a call of
+    /// fewer items asks for them all at once for each item the current
+    /// generation does not hold, before the stripe's locked instruction
+    /// holds the reads back.
+    fn window_adds_ahead<P: Probe>(
         &self,
         win: &Win,
         p: &P,
@@ -1205,71 +1273,40 @@ impl Filter {
         mut results: Option<&mut [u8]>,
         c: Claim,
     ) -> Result<u64> {
-        let w = &win.w;
         let sh = self.shared();
         let mut new = 0u64;
         let mut now = 0;
         let piped = self.pipelines(items.len());
-        // Generations larger than the caches: even a single add of an item
-        // the current generation does not hold prefetches.
-        let ahead = piped || self.geometry.bytes() >= PIPELINE_MIN_BYTES;
         let mut buf = [&[][..]; MAX_RING];
-        let gens = if ahead {
-            self.ring_newest_first(win, &mut buf)
-        } else {
-            &[][..]
-        };
+        let gens = self.ring_newest_first(win, &mut buf);
         let first = |h: &ItemHash, l: &P::Loc| {
             for g in gens {
                 p.prefetch_gated(g, l);
             }
             prefetch_line(&sh.stripes[self.window_stripe(h)]);
         };
-        let r = self.pipelined_by(
-            p,
-            items,
-            piped,
-            first,
-            |_, l| {
-                // The current generation is written (all its words), the
-                // others only read, past their first word if it is set.
-                for (i, g) in gens.iter().enumerate() {
-                    if i == 0 || p.first_set(g, l) {
-                        p.prefetch_rest(g, l);
-                    }
+        let rest = |_: &ItemHash, l: &P::Loc| {
+            // The current generation is written (all its words), the others
+            // only read, past their first word if it is set.
+            for (i, g) in gens.iter().enumerate() {
+                if i == 0 || p.first_set(g, l) {
+                    p.prefetch_rest(g, l);
                 }
-            },
-            |i, h, loc| {
-                // The clock (a timer tick's resolution anyway) and a due
-                // step, once per group of items.
-                if i % WINDOW_QUERY_GROUP == 0 {
-                    now = now_ns();
-                    self.try_step(w, now, false);
+            }
+        };
+        self.pipelined_by(p, items, piped, first, rest, |i, h, loc| {
+            let n = self.window_add_item(win, p, i, h, loc, c, &mut now, || {
+                if !piped {
+                    first(h, loc);
                 }
-                let n = if self.window_held_now(win, p, loc, now) {
-                    false
-                } else {
-                    if ahead && !piped {
-                        // Generations larger than the caches: ask for the
-                        // item's words in all of them at once, before the
-                        // stripe's locked instruction holds the reads back.
-                        first(h, loc);
-                    }
-                    self.window_add_at(win, p, loc, self.window_stripe(h), c, now)?
-                };
-                new += n as u64;
-                if let Some(r) = results.as_deref_mut() {
-                    r[i] = n as u8;
-                }
-                Ok(())
-            },
-        );
-        let waiting = self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t);
-        if !waiting && self.spare_dirty(w) {
-            self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
-        }
-        sh.count_ops(c, 1);
-        r.map(|_| new)
+            })?;
+            new += n as u64;
+            if let Some(r) = results.as_deref_mut() {
+                r[i] = n as u8;
+            }
+            Ok(())
+        })
+        .map(|_| new)
     }
 
     /// The bit arrays of the current view's generations, newest first, in
@@ -1301,8 +1338,10 @@ impl Filter {
         let mut present = 0u64;
         let mut found = [false; WINDOW_QUERY_GROUP];
         let piped = self.pipelines(items.len());
-        let mut locs: Vec<P::Loc> = Vec::with_capacity(WINDOW_HASH_CHUNK.min(items.len()));
-        for (ci, chunk) in items.chunks(WINDOW_HASH_CHUNK).enumerate() {
+        // Cache-sized generations: no lookahead, a group hashed at a time.
+        let chunk_len = if piped { WINDOW_HASH_CHUNK } else { WINDOW_QUERY_GROUP };
+        let mut locs: Vec<P::Loc> = Vec::with_capacity(chunk_len.min(items.len()));
+        for (ci, chunk) in items.chunks(chunk_len).enumerate() {
             locs.clear();
             locs.extend(chunk.iter().map(|item| p.locate(&hash_item(self.seed, item))));
             for start in (0..chunk.len()).step_by(WINDOW_QUERY_GROUP) {
@@ -1311,7 +1350,7 @@ impl Filter {
                 for (i, f) in found.iter().enumerate() {
                     present += *f as u64;
                     if let Some(r) = results.as_deref_mut() {
-                        r[ci * WINDOW_HASH_CHUNK + start + i] = *f as u8;
+                        r[ci * chunk_len + start + i] = *f as u8;
                     }
                 }
             }
