@@ -617,10 +617,11 @@ fn max_load(block: u64) -> usize {
 
 /// One throw more: `occ[s]` is the chance that `s` distinct bits of a
 /// block of `b` are set; each throw sets one uniform bit. Chances below
-/// the smallest normal double are dropped: they move no table entry (the
-/// tests check the tables bit for bit), and subnormal arithmetic would
-/// make the walk many times slower.
-fn throw(occ: &[f64], b: usize) -> Vec<f64> {
+/// `floor` are dropped: sizing passes the smallest normal double, whose
+/// dropped chances move no table entry (the tests check the tables bit
+/// for bit), and subnormal arithmetic would make the walk many times
+/// slower.
+fn throw(occ: &[f64], b: usize, floor: f64) -> Vec<f64> {
     let mut next = vec![0.0; b + 1];
     for s in 0..=b {
         if occ[s] == 0.0 {
@@ -632,11 +633,33 @@ fn throw(occ: &[f64], b: usize) -> Vec<f64> {
         }
     }
     for v in &mut next {
-        if *v < f64::MIN_POSITIVE {
+        if *v < floor {
             *v = 0.0;
         }
     }
     next
+}
+
+/// `hits[s]`: the chance that a query of `k` bits finds them all among
+/// `s` set bits of a block of `b`, from `query`, the distribution of the
+/// query's distinct bits (`k` throws into an empty block): C(s,d)/C(B,d)
+/// = prod_{i<d} (s-i)/(B-i) for the d it can have (1..=k).
+fn query_hits(query: &[f64], b: usize, k: usize) -> Vec<f64> {
+    let kd = k.min(b);
+    (0..=b)
+        .map(|s| {
+            let mut p = 0.0;
+            let mut r = 1.0;
+            for (d, &qd) in query.iter().enumerate().take(kd + 1).skip(1) {
+                if s + 1 < d {
+                    break;
+                }
+                r *= (s + 1 - d) as f64 / (b + 1 - d) as f64;
+                p += qd * r;
+            }
+            p
+        })
+        .collect()
 }
 
 /// `tables[k - 1][j]`, for `k` from 1 to `kmax`: the chance that an absent
@@ -656,31 +679,15 @@ fn block_fp_tables(block: u64, kmax: u32) -> Vec<Vec<f64>> {
     let mut empty = vec![0.0; b + 1];
     empty[0] = 1.0;
     let dot = |occ: &[f64], hits: &[f64]| -> f64 { (0..=b).map(|s| occ[s] * hits[s]).sum() };
-    // hits[k - 1][s]: the chance that a query of k bits finds them all
-    // among s set bits. The query's k throws have d distinct bits with the
-    // chance of k throws into an empty block, and C(s,d)/C(B,d) =
-    // prod_{i<d} (s-i)/(B-i) for the d it can have (1..=k).
+    // hits[k - 1]: `query_hits` of a query of k bits, whose distribution
+    // is the walk's after k throws.
     let mut hits: Vec<Vec<f64>> = Vec::with_capacity(kmax);
     let mut tables: Vec<Vec<f64>> = vec![Vec::with_capacity(jmax + 1); kmax];
     let mut occ = empty.clone();
     for t in 1..=jmax * kmax {
-        occ = throw(&occ, b);
+        occ = throw(&occ, b, f64::MIN_POSITIVE);
         if t <= kmax {
-            let kd = t.min(b);
-            let h: Vec<f64> = (0..=b)
-                .map(|s| {
-                    let mut p = 0.0;
-                    let mut r = 1.0;
-                    for (d, &qd) in occ.iter().enumerate().take(kd + 1).skip(1) {
-                        if s + 1 < d {
-                            break;
-                        }
-                        r *= (s + 1 - d) as f64 / (b + 1 - d) as f64;
-                        p += qd * r;
-                    }
-                    p
-                })
-                .collect();
+            let h = query_hits(&occ, b, t);
             // A block with no items, once the query of t bits is known.
             tables[t - 1].push(dot(&empty, &h));
             hits.push(h);
@@ -968,53 +975,23 @@ mod tests {
         assert_eq!(mask64(&ItemHash { h1: 0, h2: 1 }, 0), 0);
     }
 
-    /// `throw` keeping every chance, however small.
-    fn throw_keeping_all(occ: &[f64], b: usize) -> Vec<f64> {
-        let mut next = vec![0.0; b + 1];
-        for s in 0..=b {
-            if occ[s] == 0.0 {
-                continue;
-            }
-            next[s] += occ[s] * s as f64 / b as f64;
-            if s < b {
-                next[s + 1] += occ[s] * (b - s) as f64 / b as f64;
-            }
-        }
-        next
-    }
-
     /// One table the direct way: `k` throws per item, a walk per `k`,
     /// every chance kept.
     fn block_fp_table_alone(block: u64, k: u32) -> Vec<f64> {
-        let throw = throw_keeping_all;
         let b = block as usize;
         let mut query = vec![0.0; b + 1];
         query[0] = 1.0;
         for _ in 0..k {
-            query = throw(&query, b);
+            query = throw(&query, b, 0.0);
         }
-        let kd = (k as usize).min(b);
-        let hits: Vec<f64> = (0..=b)
-            .map(|s| {
-                let mut p = 0.0;
-                let mut r = 1.0;
-                for (d, &qd) in query.iter().enumerate().take(kd + 1).skip(1) {
-                    if s + 1 < d {
-                        break;
-                    }
-                    r *= (s + 1 - d) as f64 / (b + 1 - d) as f64;
-                    p += qd * r;
-                }
-                p
-            })
-            .collect();
+        let hits = query_hits(&query, b, k as usize);
         let mut occ = vec![0.0; b + 1];
         occ[0] = 1.0;
         let mut q = Vec::new();
         for j in 0..=max_load(block) {
             if j > 0 {
                 for _ in 0..k {
-                    occ = throw(&occ, b);
+                    occ = throw(&occ, b, 0.0);
                 }
             }
             q.push((0..=b).map(|s| occ[s] * hits[s]).sum());
