@@ -3,6 +3,7 @@ use warnings;
 use Test::More;
 use POSIX ();
 use Digest::MD5 qw(md5_hex);
+use List::Util ();
 use File::Temp qw(tempdir);
 use Time::HiRes qw(time sleep);
 use FindBin;
@@ -120,9 +121,17 @@ for my $op (qw(invert clear)) {
             my $t0 = time;
             $g->$op($ref);
             my $full = time - $t0;
-            undef $ref;
             my $after = md5_hex($g->serialize);
             my $after_set = $g->bits_set;
+            # Once more: the first run may also have paid for the journal's
+            # first blocks on a cold disk, and the kills below are timed in
+            # fractions of one run.
+            $fill->($g);
+            $t0 = time;
+            $g->$op($ref);
+            $full = List::Util::min($full, time - $t0);
+            undef $ref;
+            is(md5_hex($g->serialize), $after, "$store $op: the same operation again gives the same filter");
             isnt($after, $before, "$store $op: the operation changes the filter");
             diag(sprintf '%s, 64 MiB of bits: one %s takes %.1f ms', $store, $op, $full * 1e3);
             my ($mid, %seen) = (0);
