@@ -1181,9 +1181,7 @@ impl Filter {
     /// Whether generation `slot` is visible at grid `q` and holds the item.
     #[inline]
     fn held_visible<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, slot: u32, q: u64) -> bool {
-        // Acquire: pairs with the adders' fetch_max.
-        let last = self.last_word(slot).load(Ordering::Acquire);
-        win.w.visible(last, q) && p.contains_gated(self.generation(win, slot), loc)
+        self.last_visible(&win.w, slot, q) && p.contains_gated(self.generation(win, slot), loc)
     }
 
     /// The add stripe of an item in a windowed filter: adders of one item
@@ -1198,7 +1196,7 @@ impl Filter {
         win: &Win,
         p: &P,
         items: &[&[u8]],
-        results: Option<&mut [u8]>,
+        mut results: Option<&mut [u8]>,
         c: Claim,
     ) -> Result<u64> {
         let w = &win.w;
@@ -1207,7 +1205,6 @@ impl Filter {
         } else {
             let mut now = 0;
             let mut new = 0u64;
-            let mut results = results;
             items
                 .iter()
                 .enumerate()
@@ -1278,7 +1275,7 @@ impl Filter {
         let mut now = 0;
         let piped = self.pipelines(items.len());
         let mut buf = [&[][..]; MAX_RING];
-        let gens = self.ring_newest_first(win, &mut buf);
+        let gens = self.gens_newest_first(win, self.load_view(&win.w), |_| true, &mut buf);
         let first = |h: &ItemHash, l: &P::Loc| {
             for g in gens {
                 p.prefetch_gated(g, l);
@@ -1309,13 +1306,18 @@ impl Filter {
         .map(|_| new)
     }
 
-    /// The bit arrays of the current view's generations, newest first, in
-    /// `buf`: where a batch prefetches.
-    fn ring_newest_first<'a>(&'a self, win: &Win, buf: &'a mut [&'a [AtomicU64]; MAX_RING]) -> &'a [&'a [AtomicU64]] {
-        let w = &win.w;
+    /// The bit arrays of view `v`'s generations that `keep` keeps, newest
+    /// first, in `buf`: where a batch prefetches.
+    fn gens_newest_first<'a>(
+        &'a self,
+        win: &Win,
+        v: View,
+        keep: impl Fn(u32) -> bool,
+        buf: &'a mut [&'a [AtomicU64]; MAX_RING],
+    ) -> &'a [&'a [AtomicU64]] {
         let mut n = 0;
-        for (b, slot) in buf.iter_mut().zip(w.slots_newest_first(self.load_view(w))) {
-            *b = self.generation(win, slot);
+        for slot in win.w.slots_newest_first(v).filter(|&slot| keep(slot)) {
+            buf[n] = self.generation(win, slot);
             n += 1;
         }
         &buf[..n]
@@ -1388,14 +1390,7 @@ impl Filter {
             let q = self.grid_now(w, v, now_ns());
             if first_look {
                 let mut buf = [&[][..]; MAX_RING];
-                let mut n = 0;
-                for (b, slot) in buf.iter_mut().zip(w.slots_newest_first(v)) {
-                    if self.last_visible(w, slot, q) {
-                        *b = self.generation(win, slot);
-                        n += 1;
-                    }
-                }
-                let gens = &buf[..n];
+                let gens = self.gens_newest_first(win, v, |slot| self.last_visible(w, slot, q), &mut buf);
                 let first = |j: usize| {
                     if let Some(l) = locs.get(j) {
                         for g in gens {
@@ -2919,9 +2914,6 @@ mod tests {
         });
     }
 
-    /// A windowed `contains_many` answers as `contains` item by item, in
-    /// groups and across group ends, both layouts, with generations of
-    /// different ages (and items of none).
     /// Generations larger than the caches: batches go through the
     /// prefetching pipeline (adds and queries), and answer item by item as
     /// single calls do, across rotations, in both layouts and both block
@@ -2991,6 +2983,9 @@ mod tests {
         }
     }
 
+    /// A windowed `contains_many` answers as `contains` item by item, in
+    /// groups and across group ends, both layouts, with generations of
+    /// different ages (and items of none).
     #[test]
     fn windowed_contains_many_answers_as_contains() {
         for layout in [None, Some(Layout::Blocked)] {

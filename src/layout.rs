@@ -274,6 +274,14 @@ impl Standard {
         // against exclusive operations is the epoch's job.
         (w.load(Ordering::Relaxed) >> (idx & 63)) & 1
     }
+
+    /// Prefetch the words of probes `probes`.
+    #[inline(always)]
+    fn prefetch_probes(&self, bits: &[AtomicU64], h: &ItemHash, probes: std::ops::Range<u32>) {
+        for i in probes {
+            prefetch_line(bits.as_ptr().wrapping_add((h.probe(i, self.mask) >> 6) as usize));
+        }
+    }
 }
 
 impl Probe for Standard {
@@ -315,21 +323,17 @@ impl Probe for Standard {
 
     #[inline(always)]
     fn prefetch_first(&self, bits: &[AtomicU64], h: &ItemHash) {
-        prefetch_line(bits.as_ptr().wrapping_add((h.probe(0, self.mask) >> 6) as usize));
+        self.prefetch_probes(bits, h, 0..1);
     }
 
     #[inline(always)]
     fn prefetch_gated(&self, bits: &[AtomicU64], h: &ItemHash) {
-        for i in 0..self.k.min(2) {
-            prefetch_line(bits.as_ptr().wrapping_add((h.probe(i, self.mask) >> 6) as usize));
-        }
+        self.prefetch_probes(bits, h, 0..self.k.min(2));
     }
 
     #[inline(always)]
     fn prefetch_rest(&self, bits: &[AtomicU64], h: &ItemHash) {
-        for i in 1..self.k {
-            prefetch_line(bits.as_ptr().wrapping_add((h.probe(i, self.mask) >> 6) as usize));
-        }
+        self.prefetch_probes(bits, h, 1..self.k);
     }
 
     #[inline(always)]
