@@ -1362,7 +1362,8 @@ impl Filter {
 
     /// Whether a visible generation holds each item of
     /// `locs[start..start + found.len()]` (into `found`), for one reading of
-    /// the clock and the view.
+    /// the clock, the view and the generations' `last` words (which decide
+    /// which generations are visible: a group looks only at those).
     ///
     /// Newest generation first: a recent item is found after one look.
     /// The order is safe because an answer of "absent" stands only when no
@@ -1388,9 +1389,23 @@ impl Filter {
         let mut first_look = piped;
         while todo > 0 {
             let q = self.grid_now(w, v, now_ns());
+            if let [loc] = group {
+                // One item (`contains`): no list of generations to build.
+                found[0] = w
+                    .slots_newest_first(v)
+                    .any(|slot| self.held_visible(win, p, loc, slot, q));
+                let v2 = self.load_view(w);
+                todo = (v2 != v && !(found[0] && v.at_most_one_step(v2, w.ring_len()))) as usize;
+                v = v2;
+                continue;
+            }
+            // The generations visible at `q`, by their `last` read once for
+            // the group: the answers stand at this instant (a generation
+            // made visible later only adds items concurrent with the call;
+            // bits only appear while the view stands).
+            let mut buf = [&[][..]; MAX_RING];
+            let gens = self.gens_newest_first(win, v, |slot| self.last_visible(w, slot, q), &mut buf);
             if first_look {
-                let mut buf = [&[][..]; MAX_RING];
-                let gens = self.gens_newest_first(win, v, |slot| self.last_visible(w, slot, q), &mut buf);
                 let first = |j: usize| {
                     if let Some(l) = locs.get(j) {
                         for g in gens {
@@ -1414,17 +1429,13 @@ impl Filter {
                 for (i, (f, loc)) in found.iter_mut().zip(group).enumerate() {
                     rest(start + i + DISTANCE);
                     first(start + i + 2 * DISTANCE);
-                    *f = w
-                        .slots_newest_first(v)
-                        .any(|slot| self.last_visible(w, slot, q) && p.contains_early(self.generation(win, slot), loc));
+                    *f = gens.iter().any(|g| p.contains_early(g, loc));
                 }
                 first_look = false;
             } else {
                 for (f, loc) in found.iter_mut().zip(group) {
                     if !*f {
-                        *f = w
-                            .slots_newest_first(v)
-                            .any(|slot| self.held_visible(win, p, loc, slot, q));
+                        *f = gens.iter().any(|g| p.contains_gated(g, loc));
                     }
                 }
             }
@@ -3012,6 +3023,52 @@ mod tests {
                     one[..len].iter().map(|&x| x as u64).sum::<u64>()
                 );
             }
+        }
+    }
+
+    /// A windowed `contains_many` of a timed filter whose older generations
+    /// are expired by the clock (not yet stepped out: only writes step)
+    /// answers as `contains`: an expired generation's items are absent, a
+    /// live older one's present. Window 3 s, g = 4: a period of 1 s, so
+    /// items added in period 0 are forgotten from 4 s on, those of period 1
+    /// seen until 5 s.
+    #[test]
+    fn windowed_contains_many_skips_generations_the_clock_expired() {
+        let t0 = std::time::Instant::now();
+        let until = |secs: f64| {
+            let d = std::time::Duration::from_secs_f64(secs).saturating_sub(t0.elapsed());
+            std::thread::sleep(d);
+        };
+        let items = |tag: &str| -> Vec<Vec<u8>> { (0..200u32).map(|i| format!("{tag} {i}").into_bytes()).collect() };
+        let (old, live, none) = (items("old"), items("live"), items("none"));
+        let fs: Vec<Filter> = [None, Some(Layout::Blocked)]
+            .into_iter()
+            .map(|l| windowed(Some(3_000_000_000), 4, l))
+            .collect();
+        for f in &fs {
+            for it in &old {
+                f.add(it).unwrap();
+            }
+        }
+        until(1.5);
+        for f in &fs {
+            for it in &live {
+                f.add(it).unwrap();
+            }
+        }
+        until(4.3);
+        assert!(t0.elapsed().as_secs_f64() < 4.9, "the checks must run within period 4");
+        for f in &fs {
+            let all: Vec<&[u8]> = old.iter().chain(&live).chain(&none).map(|v| v.as_slice()).collect();
+            let one: Vec<u8> = all.iter().map(|it| f.contains(it) as u8).collect();
+            let mut many = vec![9u8; all.len()];
+            let n = f.contains_many(&all, Some(&mut many));
+            assert_eq!(many, one, "{:?}", f.layout());
+            let count = |r: &[u8]| r.iter().filter(|&&x| x == 1).count();
+            assert!(count(&many[..200]) < 10, "{:?}: expired items seen", f.layout());
+            assert_eq!(count(&many[200..400]), 200, "{:?}: live items missed", f.layout());
+            assert!(count(&many[400..]) < 10, "{:?}: items never added", f.layout());
+            assert_eq!(n as usize, count(&many));
         }
     }
 }
