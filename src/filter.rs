@@ -1127,6 +1127,10 @@ impl Filter {
                 // sees the previous adder's.
                 old = last.fetch_max(q.saturating_add(1), Ordering::AcqRel);
             }
+            // Release fence: `last` as we saw or raised it comes before our
+            // bits, for a reader that sees the bits first (`held_visible`'s
+            // Acquire fence).
+            fence(Ordering::Release);
             (q, old, p.set(self.generation(win, v.pos), loc))
         };
         let v = self.load_view(w);
@@ -1178,10 +1182,18 @@ impl Filter {
         self.load_view(w) == v && self.epoch().load(Ordering::Relaxed) == e
     }
 
-    /// Whether generation `slot` is visible at grid `q` and holds the item.
+    /// Whether generation `slot` holds the item and is visible at grid
+    /// `q`. The bits first: most generations lack an item looked for, and
+    /// then `last` need not be read.
     #[inline]
     fn held_visible<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, slot: u32, q: u64) -> bool {
-        self.last_visible(&win.w, slot, q) && p.contains_gated(self.generation(win, slot), loc)
+        p.contains_gated(self.generation(win, slot), loc) && {
+            // Acquire fence: pairs with the adders' Release fence before
+            // their bits, so that the `last` read below is at least the one
+            // the adder of the bits we saw went by.
+            fence(Ordering::Acquire);
+            self.last_visible(&win.w, slot, q)
+        }
     }
 
     /// The add stripe of an item in a windowed filter: adders of one item
