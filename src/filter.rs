@@ -922,10 +922,16 @@ impl Filter {
     }
 
     /// Generation `slot`'s bit array.
+    #[inline(always)]
     fn generation(&self, win: &Win, slot: u32) -> &[AtomicU64] {
-        let all = self.words_slice();
-        let start = slot as usize * win.gen_words;
-        &all[start..start + win.gen_words]
+        // Slots come from a view (`View::unpack` checks them) or the ring
+        // arithmetic: this never fails, and is the one check left.
+        assert!(slot < win.w.ring_len());
+        // SAFETY: the bit array is `ring_len` generations of `gen_words`
+        // words (`from_region`: words = gen_words * arrays, and a windowed
+        // header's arrays are its ring), so generation `slot < ring_len`
+        // lies inside it.
+        unsafe { std::slice::from_raw_parts(self.bits.add(slot as usize * win.gen_words), win.gen_words) }
     }
 
     /// The grid a reader or writer of view `v` goes by now.
@@ -1105,6 +1111,7 @@ impl Filter {
     }
 
     /// A windowed add of one item (stripe `s`), under slot `c`.
+    #[inline(always)]
     fn window_add_at<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, s: usize, c: Claim, now: u64) -> Result<bool> {
         let w = &win.w;
         let sh = self.shared();
@@ -1114,11 +1121,10 @@ impl Filter {
         // Write the item into a view's current generation: the grid, the
         // generation's `last` before us, whether the item was new there.
         let write = |v: View| -> (u64, u64, bool) {
-            let q = self.grid_now(w, v, now);
+            // `last` as grid_and_last read it (Acquire: pairs with the
+            // Release of the fetch_max below, in whichever adder raised it).
+            let (q, mut old) = self.grid_and_last(w, v, now);
             let last = self.last_word(v.pos);
-            // Acquire: pairs with the Release of the fetch_max below (in
-            // whichever adder raised it).
-            let mut old = last.load(Ordering::Acquire);
             if old < q.saturating_add(1) {
                 // Written once a period, not on every add: the word's
                 // cache line is read by every adder and query (DESIGN C5).
@@ -1163,7 +1169,7 @@ impl Filter {
     /// gains bits (only the spare is ever cleared), so bits seen set at
     /// the last load are all set then; the epoch check keeps a concurrent
     /// `clear` out, as in the plain add's fast path.
-    #[inline]
+    #[inline(always)]
     fn window_held_now<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, now: u64) -> bool {
         let w = &win.w;
         // Acquire: pairs with the Release store that ends an exclusive op.
@@ -1172,13 +1178,19 @@ impl Filter {
             return false;
         }
         let v = self.load_view(w);
-        let (q, last) = self.grid_and_last(w, v, now);
-        if Window::raised_last(last, q) != last || !p.contains_gated(self.generation(win, v.pos), loc) {
+        // The bits first: an item the generation lacks needs no grid.
+        if !p.contains_gated(self.generation(win, v.pos), loc) {
             return false;
         }
-        // Acquire fence: the bit loads complete before the view and epoch
-        // are read again (seqlock reader).
+        // Acquire fence: pairs with the adders' Release fence before their
+        // bits (`last` is at least what the adder of the bits seen went
+        // by), and the bit loads complete before the view and epoch are
+        // read again (seqlock reader).
         fence(Ordering::Acquire);
+        let (q, last) = self.grid_and_last(w, v, now);
+        if Window::raised_last(last, q) != last {
+            return false;
+        }
         self.load_view(w) == v && self.epoch().load(Ordering::Relaxed) == e
     }
 
