@@ -576,6 +576,55 @@ subtest 'command line durations and limits' => sub {
     cmp_ok(abs($j->{generation_start} - $t), '<', 5, 'info --json: generation_start in seconds since the epoch');
 };
 
+# "serialize of a windowed filter writes its window, generations, the
+# instant its periods are counted from, the current generation's number, and
+# every generation's bits and time of last add": at the offsets of "The byte
+# format", the generations current first in age order (not the ring's), the
+# spare left behind.
+subtest 'the bytes of a windowed filter, at the documented offsets' => sub {
+    for my $layout (qw(standard blocked)) {
+        for my $window (undef, 3600) {
+            my $what = "$layout, window " . ($window // 'none');
+            my $f = $C->new(undef, 1000, 0.01, { layout => $layout, window => $window, generations => 3 });
+            my @items = map { my $s = $_; [map {"step $s item $_"} 1 .. 30] } 0 .. 4;
+            for my $step (0 .. 4) {
+                $f->add_many($items[$step]);
+                $f->rotate if $step < 4;
+            }
+            my $b = $f->serialize;
+            my $gen_bytes = $f->bits / 8;
+            is(length $b, 3 * ($gen_bytes + 8) + 88, "$what: g * (bits / 8 + 8) + 88 bytes");
+            is(substr($b, 0, 8), 'BLOOMSER', "$what: magic");
+            is_deeply([unpack 'V V V V', substr($b, 8, 16)], [2, $layout eq 'standard' ? 1 : 2, $f->hashes, 3],
+                "$what: version 2, hash scheme, k, g at 20");
+            is_deeply([unpack 'Q< Q<', substr($b, 24, 16)], [$f->bits, 1000], "$what: m and capacity");
+            is(unpack('d<', substr($b, 40, 8)), 0.01, "$what: fp_rate");
+            is(unpack('Q<', substr($b, 48, 8)), 0, "$what: seed");
+            is(unpack('Q<', substr($b, 56, 8)), ($window // 0) * 1e9, "$what: window in ns at 56");
+            my ($epoch0, $gen) = unpack 'Q< Q<', substr($b, 64, 16);
+            is($gen, 4, "$what: the generation number at 72");
+            is($gen, $f->stats->{generation}, "$what: ... stats' generation");
+            if ($window) {
+                my $start = ($epoch0 + $gen * $window * 1e9 / 2) / 1e9;
+                ok(abs($start - $f->stats->{generation_start}) < 1e-6,
+                    "$what: epoch0 at 64, plus generation periods, is generation_start");
+            }
+            is_deeply([unpack 'Q<3', substr($b, 80, 24)], [5, 4, 3],
+                "$what: last words at 80, current first: one more than the period (step) of the latest add");
+            for my $age (0 .. 2) {
+                my $plain = $C->new(undef, 1000, 0.01, { layout => $layout });
+                $plain->add_many($items[4 - $age]);
+                my $want = substr($plain->serialize, 56, $gen_bytes);
+                is(substr($b, 80 + 24 + $age * $gen_bytes, $gen_bytes), $want,
+                    "$what: bit array $age holds the items of step " . (4 - $age));
+            }
+            my $d = $C->deserialize($b);
+            $d->rotate;
+            is($d->bits_set, 0, "$what: the copy's spare (its next current generation) starts clean");
+        }
+    }
+};
+
 # "the generation number is at its limit (corrupted file)": rotate found the
 # shared step words holding what no step writes.
 subtest 'step words at their limit' => sub {
