@@ -125,7 +125,7 @@ $r{q40_many} = join '', $f->contains_many([qw(A L B C D)]);
 $f->add('E');
 $r{add40} = $s->();                             # the write stepped
 # Forward 30 s: forgets as if the time had passed.
-$at->(70);    $f->add('X');
+$at->(70);    $f->add_many(['X']);    # add_many steps too
 $r{fwd70} = $s->();
 $r{q70} = $has->(qw(B C D E X));
 # Back 25 s: no step back, nothing forgotten comes back.
@@ -165,7 +165,7 @@ PERL
     is($r{q40_stats}, "3 " . sprintf('%.3f', 30 + $tick), '... which took no step');
     is($r{q40_many}, '00111', 'contains_many forgets on time too');
     is($r{add40}, "4 " . sprintf('%.3f', 40 + $tick), 'the next write steps');
-    is($r{fwd70}, "7 " . sprintf('%.3f', 70 + $tick), 'clock set forward 30 s: one step to generation 7');
+    is($r{fwd70}, "7 " . sprintf('%.3f', 70 + $tick), 'clock set forward 30 s: add_many steps, once, to generation 7');
     is($r{q70}, '00011', '... and B, C, D (added at 10, 20, 30) forgotten as if the time had passed; E (40) kept');
     is($r{back_new_B}, 1, 'clock set back 25 s: a forgotten item is new');
     is($r{back45}, "7 " . sprintf('%.3f', 70 + $tick), '... the filter does not step back');

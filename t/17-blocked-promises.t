@@ -242,4 +242,75 @@ subtest '128-bit blocks through every constructor' => sub {
     ok($C->new_from_fd($m->memfd)->contains('x'), 'its descriptor shares it');
 };
 
+# LAYOUTS, Sizing: "the load of an absent item's word is Poisson distributed
+# around capacity / words, the k bits each of those items sets are uniform
+# in the word, and the rate is the chance that all the absent item's own
+# bits are among them. The word width (64-bit words unless they need more
+# than 1.15 times the bits of 128-bit blocks), k and the number of words are
+# the smallest that meet fp_rate at capacity." That rate, worked out here
+# from those words alone: an absent item's k draws cover s distinct bits
+# with chance C(B, s) * surj(k, s) / B**k; a given bit is among a word's
+# items' bits unless all their j * k draws miss it, so by inclusion and
+# exclusion over the s bits, with J ~ Poisson(lambda),
+#   rate = sum_s P(s) sum_i (-1)**i C(s, i) exp(-lambda (1 - (1 - i/B)**k)).
+my %p_s;
+sub choose { my ($n, $r) = @_; my $c = 1; $c = $c * ($n - $_ + 1) / $_ for 1 .. $r; return $c }
+
+sub blocked_rate {
+    my ($B, $k, $lambda) = @_;
+    my $P = $p_s{"$B $k"} //= [map {
+        my $s = $_;
+        my $surj = 0;
+        $surj += (-1)**$_ * choose($s, $_) * ($s - $_)**$k for 0 .. $s;
+        choose($B, $s) * $surj / $B**$k;
+    } 0 .. $k];
+    my $rate = 0;
+    for my $s (1 .. $k) {
+        my $t = 0;
+        $t += (-1)**$_ * choose($s, $_) * exp(-$lambda * (1 - (1 - $_ / $B)**$k)) for 0 .. $s;
+        $rate += $P->[$s] * $t;
+    }
+    return $rate;
+}
+
+# The most items per word that keep the rate at most $rate, for a width and k.
+sub max_load {
+    my ($B, $k, $rate) = @_;
+    my ($lo, $hi) = (0, $B);
+    for (1 .. 60) {
+        my $mid = ($lo + $hi) / 2;
+        if (blocked_rate($B, $k, $mid) <= $rate) { $lo = $mid } else { $hi = $mid }
+    }
+    return $lo;
+}
+
+subtest 'sizing: the smallest width, k and words meeting the rate' => sub {
+    for my $rate (0.1, 0.05, 0.01, 0.001, 0.0001, 1e-5) {
+        my %best;    # width => [k, load]
+        for my $B (64, 128) {
+            $best{$B} = [0, 0];
+            for my $k (1 .. 16) {
+                my $l = max_load($B, $k, $rate);
+                $best{$B} = [$k, $l] if $l > $best{$B}[1];
+            }
+        }
+        my $ratio = (64 / $best{64}[1]) / (128 / $best{128}[1]);
+        my $B = $ratio <= 1.15 ? 64 : 128;
+        for my $cap (1000, 123_457, 1_000_000) {
+            my $f = $C->new(undef, $cap, $rate, {%B});
+            my $what = "$rate, $cap items";
+            is(scheme($f), $B == 64 ? 2 : 3,
+                sprintf('%s: %d-bit words (64-bit ones need %.3f times the bits)', $what, $B, $ratio));
+            is($f->hashes, $best{$B}[0], "$what: k $best{$B}[0], the one that packs most items per word");
+            my $words = $f->bits / $B;
+            my $at = blocked_rate($B, $f->hashes, $cap / $words);
+            cmp_ok($at, '<=', $rate * (1 + 1e-9), "$what: the rate at capacity, $at, is at most $rate");
+            if ($words > 1) {
+                my $fewer = blocked_rate($B, $f->hashes, $cap / ($words - 1));
+                cmp_ok($fewer, '>', $rate * (1 - 1e-6), "$what: one word fewer would not do ($fewer)");
+            }
+        }
+    }
+};
+
 done_testing;
