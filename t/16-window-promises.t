@@ -3,8 +3,9 @@
 # the window accessor's rounding and limits, stats of the current generation,
 # ops, clear of every generation, frozen and read-only handles that forget
 # with time, read-only copies while steps land, reopening with other window
-# options, the blocked layout's generations, batches, the command line's
-# durations, and the step words at their limit.
+# options, the blocked layout's generations, batches, the bytes at their
+# documented offsets, the command line's durations, and the step words at
+# their limit.
 use strict;
 use warnings;
 use Test::More;
@@ -523,7 +524,7 @@ subtest 'batches on a windowed filter' => sub {
         my @old = map {"old-$_"} 1 .. 50;
         my @new = map {"new-$_"} 1 .. 50;
         $f->add_many(\@old);
-        $f->rotate;
+        is($f->rotate, 1, "$layout: rotate, a method that changes the filter, returns true");
         my @out = ('junk') x 200;
         my @list = $f->add_many([@old, @new], \@out);
         is_deeply(\@list, [50], "$layout: list context: one number, the new ones");
