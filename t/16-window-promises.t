@@ -98,6 +98,8 @@ PERL
     return ($out, $? ? "the child exited $?: $out" : undef);
 }
 
+sub sleep_until { my $d = $_[0] - time; sleep $d if $d > 0 }
+
 # The lines "key value" of a child's output, as a hash.
 sub kv { return map { /^(\S+) ?(.*)$/ ? ($1, $2) : () } split /\n/, $_[0] }
 
@@ -268,6 +270,7 @@ subtest 'stats: generation and generation_start on the grid' => sub {
             if abs($s->{generation_start} - $want) > 1e-6;
         sleep 0.01;
     }
+    $f->add('last');
     my $s = $f->stats;
     is(scalar @bad, 0, 'generation_start is the first start plus generation periods') or diag(join "\n", @bad[0 .. 4]);
     cmp_ok($s->{generation}, '>=', 4, "half a second of writes: generation $s->{generation} (periods of 0.1 s)");
@@ -324,18 +327,23 @@ subtest 'a frozen windowed filter forgets with time' => sub {
     my $path = "$dir/frozen.bf";
     # 0.3 s window, 3 generations: forgotten by t + 0.45 s.
     my $f = $C->new($path, 1000, 0.01, { window => 0.3, generations => 3 });
+    my $t0 = time;
     $f->add('x');
     my $t = time;
     $f->freeze;
     my $ro = $C->new_readonly($path);
-    ok($f->contains('x') && $ro->contains('x'), 'seen at once, through both handles');
+    my $seen = $f->contains('x') && $ro->contains('x');
+    SKIP: {
+        skip 'the process was too slow to look within the window', 1 if time - $t0 > 0.29;
+        ok($seen, 'seen at once, through both handles');
+    }
     for my $call ([add => sub { $f->add('y') }], [rotate => sub { $f->rotate }], [clear => sub { $f->clear }],
         [add_many => sub { $f->add_many(['y']) }])
     {
         croaks_like($call->[1], qr/\AData::BloomFilter::Shared->$call->[0]: filter is frozen \(read-only\) at /,
             "frozen: $call->[0]");
     }
-    sleep($t + 0.45 + 0.02 - time);
+    sleep_until($t + 0.45 + 0.02);
     ok(!$f->contains('x'), 'forgotten after the upper bound, by the freezing handle');
     ok(!$ro->contains('x'), '... and by a new_readonly handle');
     is(scalar $ro->contains_many(['x']), 0, '... in a batch too');
@@ -369,13 +377,18 @@ subtest 'a read-only descriptor of a windowed filter' => sub {
 
     my $timed = "$dir/ro-timed.bf";
     my $w = $C->new($timed, 1000, 0.01, { window => 0.3, generations => 3 });
+    my $t0 = time;
     $w->add('x');
     my $t = time;
     undef $w;    # no writer left: nothing steps
     open(my $th, '<', $timed) or die "$timed: $!";
     my $rt = $C->new_from_fd($th);
-    ok($rt->contains('x'), 'timed: seen');
-    sleep($t + 0.45 + 0.02 - time);
+    my $seen = $rt->contains('x');
+    SKIP: {
+        skip 'the process was too slow to look within the window', 1 if time - $t0 > 0.29;
+        ok($seen, 'timed: seen');
+    }
+    sleep_until($t + 0.45 + 0.02);
     ok(!$rt->contains('x'), 'timed: forgotten after the upper bound with no writer at all');
 };
 
