@@ -17,6 +17,12 @@
 #define BFS_LAYOUT_DEFAULT 0
 
 /**
+ * `BfsOptions::generations` for a window without a number of generations:
+ * 4 for a new filter, an existing file's or windowed bytes' own otherwise.
+ */
+#define BFS_GENERATIONS_DEFAULT 1
+
+/**
  * `bloom.h`'s layout.
  */
 #define BFS_LAYOUT_STANDARD 1
@@ -94,9 +100,10 @@ typedef struct BfsOptions {
   uint32_t layout;
   /**
    * 0: a plain filter. 2 to 16: a windowed filter of that many
-   * generations (see `window`); on an existing file the stored window
-   * wins and a different one is refused, as for serialized bytes of a
-   * windowed filter.
+   * generations (see `window`); `BFS_GENERATIONS_DEFAULT`: a windowed
+   * filter of 4 generations if new, of its own number otherwise. On an
+   * existing file the stored window wins and a different one is refused,
+   * as for serialized bytes of a windowed filter.
    */
   uint32_t generations;
   /**

@@ -62,9 +62,10 @@ pub struct BfsOptions {
     /// file, serialized bytes) anything but `BFS_LAYOUT_DEFAULT` must match.
     pub layout: u32,
     /// 0: a plain filter. 2 to 16: a windowed filter of that many
-    /// generations (see `window`); on an existing file the stored window
-    /// wins and a different one is refused, as for serialized bytes of a
-    /// windowed filter.
+    /// generations (see `window`); `BFS_GENERATIONS_DEFAULT`: a windowed
+    /// filter of 4 generations if new, of its own number otherwise. On an
+    /// existing file the stored window wins and a different one is refused,
+    /// as for serialized bytes of a windowed filter.
     pub generations: u32,
     /// With `generations`: the window in seconds (at least 0.001, at most
     /// 3653 days), or 0 for a filter that steps only on `bfs_rotate`.
@@ -73,6 +74,10 @@ pub struct BfsOptions {
 
 /// No layout asked for: standard for a new filter, the stored one otherwise.
 pub const BFS_LAYOUT_DEFAULT: u32 = 0;
+
+/// `BfsOptions::generations` for a window without a number of generations:
+/// 4 for a new filter, an existing file's or windowed bytes' own otherwise.
+pub const BFS_GENERATIONS_DEFAULT: u32 = 1;
 /// `bloom.h`'s layout.
 pub const BFS_LAYOUT_STANDARD: u32 = 1;
 /// All of an item's bits in one word (or 128-bit block): lock-free adds.
@@ -256,7 +261,11 @@ fn options(opts: *const BfsOptions) -> Result<Options, Error> {
                     } else {
                         Some(window::window_from_secs(o.window).map_err(Error::arg)?)
                     },
-                    generations: window::check_generations(g as i64).map_err(Error::arg)?,
+                    generations: if g == BFS_GENERATIONS_DEFAULT {
+                        0
+                    } else {
+                        window::check_generations(g as i64).map_err(Error::arg)?
+                    },
                 }),
             },
         }),

@@ -241,8 +241,20 @@ pub struct WindowOptions {
     /// The window in ns (`window::window_from_secs`); None: the filter
     /// steps only when told (`rotate`).
     pub window_ns: Option<u64>,
-    /// 2 to 16.
+    /// 2 to 16; 0 when not given: `Window::DEFAULT_GENERATIONS` for a new
+    /// filter, an existing one's (or windowed bytes') own otherwise.
     pub generations: u32,
+}
+
+impl WindowOptions {
+    /// The generations asked for, `existing` when not given.
+    pub fn generations_or(&self, existing: u32) -> u32 {
+        if self.generations == 0 {
+            existing
+        } else {
+            self.generations
+        }
+    }
 }
 
 impl Filter {
@@ -308,18 +320,21 @@ impl Filter {
         }
         let mut h = region::new_header(g, opts.seed);
         if let Some(wo) = opts.window {
-            let w = Window::new(wo.window_ns, wo.generations, now_ns()).map_err(Error::arg)?;
+            let g = wo.generations_or(Window::DEFAULT_GENERATIONS);
+            let w = Window::new(wo.window_ns, g, now_ns()).map_err(Error::arg)?;
             h.window = Some(w);
         }
         Ok(h)
     }
 
-    /// Refuse an explicit window that differs from this filter's.
+    /// Refuse an explicit window that differs from this filter's (the
+    /// generations, when not given, are the filter's).
     fn check_window(self, want: Option<WindowOptions>) -> Result<Filter> {
         let Some(wo) = want else { return Ok(self) };
-        let asked = Window::new(wo.window_ns, wo.generations, 0);
+        let g = wo.generations_or(self.win.map_or(Window::DEFAULT_GENERATIONS, |s| s.w.generations()));
+        let asked = Window::new(wo.window_ns, g, 0);
         let ok = self.win.is_some_and(|s| {
-            s.w.generations() == wo.generations && asked.as_ref().ok().map(|w| w.window_ns()) == Some(s.w.window_ns())
+            s.w.generations() == g && asked.as_ref().ok().map(|w| w.window_ns()) == Some(s.w.window_ns())
         });
         if ok {
             return Ok(self);

@@ -136,7 +136,14 @@ impl Filter {
         }
         let asked = match window {
             None => None,
-            Some(wo) => Some(window::Window::new(wo.window_ns, wo.generations, 0).map_err(Error::arg)?),
+            Some(wo) => {
+                // Generations not given: the bytes' own, or the default.
+                let g = img
+                    .window
+                    .as_ref()
+                    .map_or(window::Window::DEFAULT_GENERATIONS, |st| st.window.generations());
+                Some(window::Window::new(wo.window_ns, wo.generations_or(g), 0).map_err(Error::arg)?)
+            }
         };
         if let (Some(st), Some(a)) = (&img.window, asked) {
             if st.window.generations() != a.generations() || st.window.window_ns() != a.window_ns() {

@@ -87,7 +87,7 @@ subtest 'options and croaks' => sub {
     is($b->stats->{generation}, 1, 'and the current generation');
     ok($b->contains('kept'), 'and the items');
     croaks_like(sub { $C->new($path, 1000, 0.01, { window => 60 }) },
-        qr/${pfx}window mismatch \(the filter has window 3600s, 5 generations, not window 60s, 4 generations\) at /,
+        qr/${pfx}window mismatch \(the filter has window 3600s, 5 generations, not window 60s, 5 generations\) at /,
         'another window');
     croaks_like(sub { $C->new($path, 1000, 0.01, { window => 3600, generations => 4 }) },
         qr/${pfx}window mismatch /, 'other generations');

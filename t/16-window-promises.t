@@ -299,8 +299,10 @@ subtest 'ops on a windowed filter' => sub {
     is($ops->() - $o, 5, 'its calls are summed in');
     $f->clear;
     is($ops->() - $o, 6, 'clear: one');
+    $f->rotate;
+    is($ops->() - $o, 7, 'rotate: one');
     $f->freeze;
-    is($ops->() - $o, 7, 'freeze: one');
+    is($ops->() - $o, 8, 'freeze: one');
 };
 
 # "clear forgets every generation", for every process sharing the filter.
@@ -505,10 +507,19 @@ subtest 'reopening with window options' => sub {
     is(slurp($_), $before{$_}, "$_: unchanged by the refusals") for sort keys %before;
     {
         # The options name the window only, the same as the file's; the
-        # generations are not given.
-        local $TODO = 'generations not given take the default 4, not the file\'s 5: window mismatch';
-        my $ok = eval { $C->new($timed, 1000, 0.01, { window => 3600 }); 1 };
-        ok($ok, 'the same window without generations opens a file of 5 generations') or diag($@);
+        # generations are not given: the file's 5 stand.
+        my $f = eval { $C->new($timed, 1000, 0.01, { window => 3600 }) };
+        ok($f, 'the same window without generations opens a file of 5 generations') or diag($@);
+        is($f && $f->generations, 5, 'and keeps its 5 generations');
+        croaks_like(sub { $C->new($timed, 1000, 0.01, { window => 7200 }) },
+            qr/\AData::BloomFilter::Shared->new: window mismatch \(the filter has window 3600s, 5 generations, not window 7200s, 5 generations\) at /,
+            'another window without generations still croaks');
+        # The same for a windowed filter's bytes.
+        my $bytes = $f->serialize;
+        my $d = eval { $C->deserialize($bytes, { window => 3600 }) };
+        is($d && $d->generations, 5, 'its bytes with the window alone: 5 generations') or diag($@);
+        ok($d && $d->contains('t'), 'and its item');
+        is($C->new(undef, 1000, 0.01, { window => 3600 })->generations, 4, 'a new filter: 4 generations');
     }
 };
 

@@ -129,8 +129,9 @@ sub _layout {
 # The C API's window options from an options hash: (generations, window in
 # seconds), (0, 0) for a plain filter; a window of 0 seconds with
 # generations is a filter stepped only by rotate. The window's range is
-# checked by the library.
-my $DEFAULT_GENERATIONS = 4;
+# checked by the library. Generations not given: the C API's
+# BFS_GENERATIONS_DEFAULT (4 for a new filter, an existing one's own).
+my $GENERATIONS_NOT_GIVEN = 1;
 
 sub _window {
     my ($method, $opts) = @_;
@@ -149,7 +150,7 @@ sub _window {
     else {
         _croak($method, 'generations must be an integer from 2 to 16')
             if exists $opts->{generations};
-        $g = $DEFAULT_GENERATIONS;
+        $g = $GENERATIONS_NOT_GIVEN;
     }
     my $w = $opts->{window};
     return ($g, 0) if !defined $w;
@@ -476,7 +477,8 @@ make a I<windowed> filter, which forgets items after the window: see
 L</WINDOWED FILTERS>. C<window =E<gt> undef> with C<generations> makes one
 that steps only when told (L</rotate>). An existing file keeps its window;
 an explicit C<window> or C<generations> that differs from it croaks with
-C<window mismatch (the filter has ..., not ...)>.
+C<window mismatch (the filter has ..., not ...)>. A C<window> given without
+C<generations> opens a windowed file of any number of generations.
 
 =head3 new_memfd
 
@@ -827,8 +829,9 @@ C<fill_ratio> and C<estimated_fpp> describe the current generation.
 
 C<ops> counts write calls, summed over every process, as the original
 documents: each C<add>, C<add_many> (however many items, none too),
-C<merge> (a self-merge too), C<intersect>, C<invert>, C<clear> and
-C<freeze> is one; queries are not counted.
+C<merge> (a self-merge too), C<intersect>, C<invert>, C<clear>,
+C<freeze> and C<rotate> is one; queries are not counted (nor the steps
+a windowed filter's writers take as time passes).
 
 C<overfull> is 1 when the filter holds more than it was sized for: C<count>
 has passed C<capacity>, or every bit is set (C<count> then stays at
