@@ -1325,8 +1325,9 @@ unless some live generation holds it; L</contains> looks in all live ones.
 =item Retention
 
 An item added (or added again) at time I<t> is reported seen until at least
-I<t> + window, and forgotten by I<t> + window * g / (g - 1): with the
-default 4 generations, a 24 hour window keeps items between 24 and 32 hours.
+I<t> + window, and forgotten by I<t> + window * g / (g - 1), both to within
+one tick of the clock (see L</The clock>): with the default 4 generations,
+a 24 hour window keeps items between 24 and 32 hours.
 Time is counted in whole periods from the filter's creation, so an item
 added late in a period lives up to one period less than the upper bound.
 Adding an item again extends its life, counted from the new add. More
@@ -1353,8 +1354,10 @@ generations.
 Wall-clock time, shared by every process of a host, read as
 C<CLOCK_REALTIME_COARSE> (the last timer tick, a few milliseconds old) plus
 one tick, so that it is never behind the true time: an item is never taken
-to have been added earlier than it was, and a step comes at most one tick
-late. A clock set back steps nothing and brings back nothing already
+to have been added earlier than it was. It can be up to one tick ahead
+(C<clock_getres> of that clock gives the tick, 1 to 10 ms), so a step, and
+the forgetting of an item added in the last tick of a period, can come up
+to one tick early. A clock set back steps nothing and brings back nothing already
 forgotten (items live longer by the jump); a clock set forward forgets
 early, as if that time had passed.
 
