@@ -141,9 +141,10 @@ pub struct WindowStats {
 /// `CLOCK_REALTIME_COARSE` plus its resolution: the time of the last timer
 /// tick, read without the counter arithmetic of `CLOCK_REALTIME`, moved up
 /// by one tick so that it is never behind the real time (an item is never
-/// taken to have been added before it was). Windowed filters read it on
-/// every call; a step comes at most one tick late, within the "one step of
-/// clock granularity" the window allows.
+/// taken to have been added before it was). So it can be up to one tick
+/// ahead: a step, or the forgetting of an item added in the last tick of a
+/// period, can come up to one tick early (the documented bounds hold to
+/// within a tick). Windowed filters read it on every call.
 pub(crate) fn now_ns() -> u64 {
     static TICK_NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     let tick = *TICK_NS.get_or_init(|| {
