@@ -587,6 +587,17 @@ fn windows_through_the_c_api() {
             "{}",
             info.generation_start_ns
         );
+        // No number of generations: 4 for a new filter.
+        let mut d = null_mut();
+        let default = BfsOptions {
+            generations: BFS_GENERATIONS_DEFAULT,
+            ..timed
+        };
+        assert_eq!(bfs_new(null(), 1000, 0.01, &default, &mut d, err.as_mut_ptr()), BFS_OK);
+        bfs_info(d, &mut info);
+        // 2 s rounded up to whole ns that divide by g - 1 = 3.
+        assert_eq!((info.generations, info.window_ns), (4, 2_000_000_001));
+        bfs_free(d);
         let mut plain = null_mut();
         assert_eq!(
             bfs_new(null(), 1000, 0.01, null(), &mut plain, err.as_mut_ptr()),
@@ -602,10 +613,10 @@ fn windows_through_the_c_api() {
         for (bad, says) in [
             (
                 BfsOptions {
-                    generations: 1,
+                    generations: u32::MAX,
                     ..timed
                 },
-                "generations must be an integer from 2 to 16 (got 1)",
+                "generations must be an integer from 2 to 16 (got 4294967295)",
             ),
             (
                 BfsOptions {
