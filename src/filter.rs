@@ -1134,27 +1134,7 @@ impl Filter {
         if !sh.begin_add(s, c) {
             return Err(Error::frozen());
         }
-        // Write the item into a view's current generation: the grid, the
-        // generation's `last` before us, whether the item was new there.
-        let write = |v: View| -> (u64, u64, bool) {
-            // `last` as grid_and_last read it (Acquire: pairs with the
-            // Release of the fetch_max below, in whichever adder raised it).
-            let (q, mut old) = self.grid_and_last(w, v, now);
-            let last = self.last_word(v.pos);
-            if old < q.saturating_add(1) {
-                // Written once a period, not on every add: the word's
-                // cache line is read by every adder and query (DESIGN C5).
-                // AcqRel: Release pairs with readers' Acquire of last[] (the
-                // generation is visible to them from our grid); Acquire
-                // sees the previous adder's.
-                old = last.fetch_max(q.saturating_add(1), Ordering::AcqRel);
-            }
-            // Release fence: `last` as we saw or raised it comes before our
-            // bits, for a reader that sees the bits first (`held_visible`'s
-            // Acquire fence).
-            fence(Ordering::Release);
-            (q, old, p.set(self.generation(win, v.pos), loc))
-        };
+        let write = |v: View| self.window_write(win, p, loc, v, now);
         let v = self.load_view(w);
         let (q1, old1, new1) = write(v);
         let v2 = self.load_view(w);
@@ -1169,12 +1149,45 @@ impl Filter {
         };
         // The older generations of the later view (without the slot first
         // written: with an unchanged view it is not among them anyway).
-        let had = had
-            || w.slots_newest_first(v2)
-                .skip(1)
-                .any(|slot| slot != v.pos && self.held_visible(win, p, loc, slot, q));
+        let mut had = had;
+        if !had {
+            // Walked down the ring by hand: the loop stays in line.
+            let r = w.ring_len();
+            let mut slot = v2.pos;
+            for _ in 1..w.generations() {
+                slot = if slot == 0 { r - 1 } else { slot - 1 };
+                if slot != v.pos && self.held_visible(win, p, loc, slot, q) {
+                    had = true;
+                    break;
+                }
+            }
+        }
         sh.end_add(s);
         Ok(!had)
+    }
+
+    /// Write an item into view `v`'s current generation, under its stripe:
+    /// the grid, the generation's `last` before us, whether the item was
+    /// new there.
+    #[inline(always)]
+    fn window_write<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, v: View, now: u64) -> (u64, u64, bool) {
+        // `last` as grid_and_last read it (Acquire: pairs with the Release
+        // of the fetch_max below, in whichever adder raised it).
+        let (q, mut old) = self.grid_and_last(&win.w, v, now);
+        let last = self.last_word(v.pos);
+        if old < q.saturating_add(1) {
+            // Written once a period, not on every add: the word's cache
+            // line is read by every adder and query (DESIGN C5). AcqRel:
+            // Release pairs with readers' Acquire of last[] (the generation
+            // is visible to them from our grid); Acquire sees the previous
+            // adder's.
+            old = last.fetch_max(q.saturating_add(1), Ordering::AcqRel);
+        }
+        // Release fence: `last` as we saw or raised it comes before our
+        // bits, for a reader that sees the bits first (`held_visible`'s
+        // Acquire fence).
+        fence(Ordering::Release);
+        (q, old, p.set(self.generation(win, v.pos), loc))
     }
 
     /// The fast path of a windowed add: whether the current generation
