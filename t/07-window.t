@@ -9,7 +9,7 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child reap perl5lib croaks_like);
+use BFTest qw(in_child reap croaks_like run_cli);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -379,13 +379,7 @@ subtest 'SIGKILL storm during steps' => sub {
 
 # The command line: create --window, info shows it.
 subtest 'command line' => sub {
-    my $script = "$FindBin::Bin/../script/bloomfilter-shared";
-    local $ENV{PERL5LIB} = perl5lib();
-    my $cli = sub {
-        my $cmd = join ' ', map { "'$_'" } $^X, $script, @_;
-        my $out = `$cmd 2>&1`;
-        return ($? >> 8, $out);
-    };
+    my $cli = \&run_cli;
     my ($rc, $out) = $cli->('create', "$dir/cli.bloom", '-n', 1000, '--window', '24h', '--generations', 3);
     is($rc, 0, 'create --window 24h --generations 3') or diag $out;
     my $f = $C->new("$dir/cli.bloom", 1000, 0.01);

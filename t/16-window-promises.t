@@ -15,7 +15,7 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child reap perl5lib croaks_like slurp spew);
+use BFTest qw(in_child reap perl5lib croaks_like slurp spew run_cli);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -567,13 +567,7 @@ subtest 'batches on a windowed filter' => sub {
 # The command line: durations as numbers of seconds and with every unit,
 # the limits, and info --json's generation_start in seconds since the epoch.
 subtest 'command line durations and limits' => sub {
-    my $script = "$FindBin::Bin/../script/bloomfilter-shared";
-    local $ENV{PERL5LIB} = perl5lib();
-    my $cli = sub {
-        my $cmd = join ' ', map {"'$_'"} $^X, $script, @_;
-        my $out = `$cmd 2>&1`;
-        return ($? >> 8, $out);
-    };
+    my $cli = \&run_cli;
     my $n = 0;
     for ([3600, 3600], ['1.5', 1.5], ['45s', 45], ['7d', 7 * 86400], ['90m', 5400], ['0.001', 0.001],
         ['3653d', 315619200])

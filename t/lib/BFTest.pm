@@ -9,7 +9,7 @@ use IO::Select ();
 use Exporter 'import';
 
 our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew readable_build run_sh
-    layout_from_env run_with_layout croaks_like);
+    run_cli layout_from_env run_with_layout croaks_like);
 
 # The multi-process suites run on both layouts: with BFTEST_LAYOUT=blocked,
 # every filter the test makes with new or new_memfd asks for that layout
@@ -195,6 +195,18 @@ sub readable_build {
     system('chmod', '-R', 'a+rX', $to) == 0 or die "chmod: $?";
     chmod((stat $dir)[2] & 07777 | 0711, $dir);
     return ("$to/lib", "$to/bloomfilter-shared");
+}
+
+# Run the built CLI (script/bloomfilter-shared, with this module) with
+# @args; returns (its exit code, its output and errors together).
+sub run_cli {
+    my (@args) = @_;
+    require FindBin;
+    my $script = "$FindBin::Bin/../script/bloomfilter-shared";
+    local $ENV{PERL5LIB} = perl5lib();
+    my $cmd = join ' ', map {"'$_'"} $^X, $script, @args;
+    my $out = `$cmd 2>&1`;
+    return ($? >> 8, $out);
 }
 
 # Run `@cmd sh -c $prelude sh perl -e $script` (the prelude ends by
