@@ -95,16 +95,20 @@ fn main() {
             };
             table[0].push(probe(&old[..KEYS]));
             table[1].push(probe(&miss));
-            let mut run = 0;
-            table[2].push(median(KEYS, || {
-                let fresh = filled(layout, g, &old, &fill);
-                let items = refs(&new_keys[run % RUNS]);
-                run += 1;
-                timed(|| {
-                    for it in &items {
-                        black_box(fresh.add(it).unwrap());
-                    }
+            // New keys (each run its own) added to a fresh filter by `add`.
+            let adding = |add: &dyn Fn(&Filter, &[&[u8]])| {
+                let mut run = 0;
+                median(KEYS, || {
+                    let fresh = filled(layout, g, &old, &fill);
+                    let items = refs(&new_keys[run % RUNS]);
+                    run += 1;
+                    timed(|| add(&fresh, &items))
                 })
+            };
+            table[2].push(adding(&|f, items| {
+                for it in items {
+                    black_box(f.add(it).unwrap());
+                }
             }));
             table[3].push(median(KEYS, || {
                 timed(|| {
@@ -113,16 +117,10 @@ fn main() {
                     }
                 })
             }));
-            let mut run = 0;
-            table[4].push(median(KEYS, || {
-                let fresh = filled(layout, g, &old, &fill);
-                let items = refs(&new_keys[run % RUNS]);
-                run += 1;
-                timed(|| {
-                    for c in items.chunks(BATCH) {
-                        black_box(fresh.add_many(c, None).unwrap());
-                    }
-                })
+            table[4].push(adding(&|f, items| {
+                for c in items.chunks(BATCH) {
+                    black_box(f.add_many(c, None).unwrap());
+                }
             }));
         }
         for (name, t) in rows.iter().zip(&table) {
