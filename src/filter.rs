@@ -3087,41 +3087,58 @@ mod tests {
     /// seen until 5 s.
     #[test]
     fn windowed_contains_many_skips_generations_the_clock_expired() {
-        let t0 = std::time::Instant::now();
-        let until = |secs: f64| {
-            let d = std::time::Duration::from_secs_f64(secs).saturating_sub(t0.elapsed());
-            std::thread::sleep(d);
-        };
         let items = |tag: &str| -> Vec<Vec<u8>> { (0..200u32).map(|i| format!("{tag} {i}").into_bytes()).collect() };
         let (old, live, none) = (items("old"), items("live"), items("none"));
-        let fs: Vec<Filter> = [None, Some(Layout::Blocked)]
-            .into_iter()
-            .map(|l| windowed(Some(3_000_000_000), 4, l))
-            .collect();
-        for f in &fs {
-            for it in &old {
-                f.add(it).unwrap();
+        // A run whose checks come too late for period 4 (a loaded machine)
+        // proves nothing: it is run again, three times at most.
+        for _ in 0..3 {
+            let t0 = std::time::Instant::now();
+            let until = |secs: f64| {
+                let d = std::time::Duration::from_secs_f64(secs).saturating_sub(t0.elapsed());
+                std::thread::sleep(d);
+            };
+            let fs: Vec<Filter> = [None, Some(Layout::Blocked)]
+                .into_iter()
+                .map(|l| windowed(Some(3_000_000_000), 4, l))
+                .collect();
+            for f in &fs {
+                for it in &old {
+                    f.add(it).unwrap();
+                }
             }
-        }
-        until(1.5);
-        for f in &fs {
-            for it in &live {
-                f.add(it).unwrap();
+            until(1.5);
+            for f in &fs {
+                for it in &live {
+                    f.add(it).unwrap();
+                }
             }
-        }
-        until(4.3);
-        assert!(t0.elapsed().as_secs_f64() < 4.9, "the checks must run within period 4");
-        for f in &fs {
+            if t0.elapsed().as_secs_f64() >= 1.9 {
+                continue; // the live items missed period 1
+            }
+            until(4.3);
             let all: Vec<&[u8]> = old.iter().chain(&live).chain(&none).map(|v| v.as_slice()).collect();
-            let one: Vec<u8> = all.iter().map(|it| f.contains(it) as u8).collect();
-            let mut many = vec![9u8; all.len()];
-            let n = f.contains_many(&all, Some(&mut many));
-            assert_eq!(many, one, "{:?}", f.layout());
-            let count = |r: &[u8]| r.iter().filter(|&&x| x == 1).count();
-            assert!(count(&many[..200]) < 10, "{:?}: expired items seen", f.layout());
-            assert_eq!(count(&many[200..400]), 200, "{:?}: live items missed", f.layout());
-            assert!(count(&many[400..]) < 10, "{:?}: items never added", f.layout());
-            assert_eq!(n as usize, count(&many));
+            let answers: Vec<(Vec<u8>, Vec<u8>, u64)> = fs
+                .iter()
+                .map(|f| {
+                    let one: Vec<u8> = all.iter().map(|it| f.contains(it) as u8).collect();
+                    let mut many = vec![9u8; all.len()];
+                    let n = f.contains_many(&all, Some(&mut many));
+                    (one, many, n)
+                })
+                .collect();
+            if t0.elapsed().as_secs_f64() >= 4.9 {
+                continue; // the looks ran into period 5
+            }
+            for (f, (one, many, n)) in fs.iter().zip(&answers) {
+                assert_eq!(many, one, "{:?}", f.layout());
+                let count = |r: &[u8]| r.iter().filter(|&&x| x == 1).count();
+                assert!(count(&many[..200]) < 10, "{:?}: expired items seen", f.layout());
+                assert_eq!(count(&many[200..400]), 200, "{:?}: live items missed", f.layout());
+                assert!(count(&many[400..]) < 10, "{:?}: items never added", f.layout());
+                assert_eq!(*n as usize, count(many));
+            }
+            return;
         }
+        panic!("three runs too late for their periods");
     }
 }
