@@ -1151,11 +1151,11 @@ impl Filter {
         // written: with an unchanged view it is not among them anyway).
         let mut had = had;
         if !had {
-            // Walked down the ring by hand: the loop stays in line.
-            let r = w.ring_len();
+            // Walked down the ring by hand (`slots_newest_first` with a
+            // `skip` stays out of line in the standard layout's build).
             let mut slot = v2.pos;
             for _ in 1..w.generations() {
-                slot = if slot == 0 { r - 1 } else { slot - 1 };
+                slot = w.slot_before(slot);
                 if slot != v.pos && self.held_visible(win, p, loc, slot, q) {
                     had = true;
                     break;
@@ -1253,25 +1253,29 @@ impl Filter {
         c: Claim,
     ) -> Result<u64> {
         let w = &win.w;
-        let r = if self.geometry.bytes() >= PIPELINE_MIN_BYTES {
-            self.window_adds_ahead(win, p, items, results, c)
-        } else {
-            let mut now = 0;
-            let mut new = 0u64;
-            items
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, item)| {
-                    let h = hash_item(self.seed, item);
-                    let n = self.window_add_item(win, p, i, &h, &p.locate(&h), c, &mut now, || {})?;
-                    new += n as u64;
-                    if let Some(r) = results.as_deref_mut() {
-                        r[i] = n as u8;
-                    }
-                    Ok(())
-                })
-                .map(|_| new)
+        let mut new = 0u64;
+        // Item `i`'s answer, counted and given back.
+        let record = |i: usize, n: bool| {
+            new += n as u64;
+            if let Some(r) = results.as_deref_mut() {
+                r[i] = n as u8;
+            }
         };
+        let r = if self.geometry.bytes() >= PIPELINE_MIN_BYTES {
+            self.window_adds_ahead(win, p, items, c, record)
+        } else {
+            let mut record = record;
+            let mut now = 0;
+            items.iter().enumerate().try_for_each(|(i, item)| {
+                let h = hash_item(self.seed, item);
+                record(
+                    i,
+                    self.window_add_item(win, p, i, &h, &p.locate(&h), c, &mut now, || {})?,
+                );
+                Ok(())
+            })
+        }
+        .map(|_| new);
         let waiting = self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t);
         if !waiting && self.spare_dirty(w) {
             self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
@@ -1314,17 +1318,16 @@ impl Filter {
     /// makes some of them useless, never wrong) and its stripe; a call of
     /// fewer items asks for them all at once for each item the current
     /// generation does not hold, before the stripe's locked instruction
-    /// holds the reads back.
+    /// holds the reads back. Each item's answer goes to `record`.
     fn window_adds_ahead<P: Probe>(
         &self,
         win: &Win,
         p: &P,
         items: &[&[u8]],
-        mut results: Option<&mut [u8]>,
         c: Claim,
-    ) -> Result<u64> {
+        mut record: impl FnMut(usize, bool),
+    ) -> Result<()> {
         let sh = self.shared();
-        let mut new = 0u64;
         let mut now = 0;
         let piped = self.pipelines(items.len());
         let mut buf = [&[][..]; MAX_RING];
@@ -1350,13 +1353,9 @@ impl Filter {
                     first(h, loc);
                 }
             })?;
-            new += n as u64;
-            if let Some(r) = results.as_deref_mut() {
-                r[i] = n as u8;
-            }
+            record(i, n);
             Ok(())
         })
-        .map(|_| new)
     }
 
     /// The bit arrays of view `v`'s generations that `keep` keeps, newest
@@ -1447,48 +1446,45 @@ impl Filter {
                 found[0] = w
                     .slots_newest_first(v)
                     .any(|slot| self.held_visible(win, p, loc, slot, q));
-                let v2 = self.load_view(w);
-                todo = (v2 != v && !(found[0] && v.at_most_one_step(v2, w.ring_len()))) as usize;
-                v = v2;
-                continue;
-            }
-            // The generations visible at `q`, by their `last` read once for
-            // the group: the answers stand at this instant (a generation
-            // made visible later only adds items concurrent with the call;
-            // bits only appear while the view stands).
-            let mut buf = [&[][..]; MAX_RING];
-            let gens = self.gens_newest_first(win, v, |slot| self.last_visible(w, slot, q), &mut buf);
-            if first_look {
-                let first = |j: usize| {
-                    if let Some(l) = locs.get(j) {
-                        for g in gens {
-                            p.prefetch_first(g, l);
-                        }
-                    }
-                };
-                let rest = |j: usize| {
-                    if let Some(l) = locs.get(j) {
-                        for g in gens {
-                            if p.first_set(g, l) {
-                                p.prefetch_rest(g, l);
+            } else {
+                // The generations visible at `q`, by their `last` read once for
+                // the group: the answers stand at this instant (a generation
+                // made visible later only adds items concurrent with the call;
+                // bits only appear while the view stands).
+                let mut buf = [&[][..]; MAX_RING];
+                let gens = self.gens_newest_first(win, v, |slot| self.last_visible(w, slot, q), &mut buf);
+                if first_look {
+                    let first = |j: usize| {
+                        if let Some(l) = locs.get(j) {
+                            for g in gens {
+                                p.prefetch_first(g, l);
                             }
                         }
+                    };
+                    let rest = |j: usize| {
+                        if let Some(l) = locs.get(j) {
+                            for g in gens {
+                                if p.first_set(g, l) {
+                                    p.prefetch_rest(g, l);
+                                }
+                            }
+                        }
+                    };
+                    if start == 0 {
+                        (0..2 * DISTANCE).for_each(first);
+                        (0..DISTANCE).for_each(rest);
                     }
-                };
-                if start == 0 {
-                    (0..2 * DISTANCE).for_each(first);
-                    (0..DISTANCE).for_each(rest);
-                }
-                for (i, (f, loc)) in found.iter_mut().zip(group).enumerate() {
-                    rest(start + i + DISTANCE);
-                    first(start + i + 2 * DISTANCE);
-                    *f = gens.iter().any(|g| p.contains_early(g, loc));
-                }
-                first_look = false;
-            } else {
-                for (f, loc) in found.iter_mut().zip(group) {
-                    if !*f {
-                        *f = gens.iter().any(|g| p.contains_gated(g, loc));
+                    for (i, (f, loc)) in found.iter_mut().zip(group).enumerate() {
+                        rest(start + i + DISTANCE);
+                        first(start + i + 2 * DISTANCE);
+                        *f = gens.iter().any(|g| p.contains_early(g, loc));
+                    }
+                    first_look = false;
+                } else {
+                    for (f, loc) in found.iter_mut().zip(group) {
+                        if !*f {
+                            *f = gens.iter().any(|g| p.contains_gated(g, loc));
+                        }
                     }
                 }
             }

@@ -382,13 +382,23 @@ impl Window {
     /// The live generations' slots, newest first: `slot_at(v, d)` for `d`
     /// in `0..generations`, walked down the ring without a division.
     pub fn slots_newest_first(&self, v: View) -> impl Iterator<Item = u32> {
-        let r = self.ring_len();
+        let (w, r) = (*self, self.ring_len());
         let mut s = if v.pos < r { v.pos } else { v.pos % r };
         (0..self.generations).map(move |_| {
             let cur = s;
-            s = if s == 0 { r - 1 } else { s - 1 };
+            s = w.slot_before(s);
             cur
         })
+    }
+
+    /// The ring slot one generation older than slot `s < g + 1`.
+    #[inline(always)]
+    pub fn slot_before(&self, s: u32) -> u32 {
+        if s == 0 {
+            self.ring_len() - 1
+        } else {
+            s - 1
+        }
     }
 
     /// The slot a step publishes, and which is cleared in the meantime.
