@@ -698,7 +698,7 @@ impl Filter {
         let held = self.claim()?;
         let c = held.c;
         if let Some(win) = &self.win {
-            return with_probe!(&self.probing, p => self.window_add_many(win, p, &[item], None, c)).map(|n| n == 1);
+            return with_probe!(&self.probing, p => self.window_add_one(win, p, item, c));
         }
         let h = hash_item(self.seed, item);
         let r = with_probe!(&self.probing, p => self.add_at(p, &p.locate(&h), c));
@@ -1252,7 +1252,6 @@ impl Filter {
         mut results: Option<&mut [u8]>,
         c: Claim,
     ) -> Result<u64> {
-        let w = &win.w;
         let mut new = 0u64;
         // Item `i`'s answer, counted and given back.
         let record = |i: usize, n: bool| {
@@ -1276,12 +1275,49 @@ impl Filter {
             })
         }
         .map(|_| new);
+        self.window_add_done(win, c);
+        r
+    }
+
+    /// A windowed `add`: `window_add_many`'s work for one item, without a
+    /// batch's loop and answers (a large filter's item still has its words
+    /// prefetched in every generation before the stripe is taken).
+    #[inline(always)]
+    fn window_add_one<P: Probe>(&self, win: &Win, p: &P, item: &[u8], c: Claim) -> Result<bool> {
+        let h = hash_item(self.seed, item);
+        let loc = p.locate(&h);
+        let large = self.geometry.bytes() >= PIPELINE_MIN_BYTES;
+        let mut now = 0;
+        let r = self.window_add_item(win, p, 0, &h, &loc, c, &mut now, || {
+            if large {
+                let mut buf = [&[][..]; MAX_RING];
+                let gens = self.gens_newest_first(win, self.load_view(&win.w), |_| true, &mut buf);
+                self.prefetch_item_gens(p, gens, &h, &loc);
+            }
+        });
+        self.window_add_done(win, c);
+        r
+    }
+
+    /// The end of a windowed add call: a slice of the spare cleared if it
+    /// needs it, and the call counted.
+    #[inline(always)]
+    fn window_add_done(&self, win: &Win, c: Claim) {
         let waiting = self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t);
-        if !waiting && self.spare_dirty(w) {
+        if !waiting && self.spare_dirty(&win.w) {
             self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
         }
         self.shared().count_ops(c, 1);
-        r
+    }
+
+    /// Prefetch what a windowed add of an item reads first: its gated words
+    /// in each of `gens`, and its stripe.
+    #[inline(always)]
+    fn prefetch_item_gens<P: Probe>(&self, p: &P, gens: &[&[AtomicU64]], h: &ItemHash, l: &P::Loc) {
+        for g in gens {
+            p.prefetch_gated(g, l);
+        }
+        prefetch_line(&self.shared().stripes[self.window_stripe(h)]);
     }
 
     /// Item `i` of a windowed add call; `ahead` runs before the stripe is
@@ -1327,17 +1363,11 @@ impl Filter {
         c: Claim,
         mut record: impl FnMut(usize, bool),
     ) -> Result<()> {
-        let sh = self.shared();
         let mut now = 0;
         let piped = self.pipelines(items.len());
         let mut buf = [&[][..]; MAX_RING];
         let gens = self.gens_newest_first(win, self.load_view(&win.w), |_| true, &mut buf);
-        let first = |h: &ItemHash, l: &P::Loc| {
-            for g in gens {
-                p.prefetch_gated(g, l);
-            }
-            prefetch_line(&sh.stripes[self.window_stripe(h)]);
-        };
+        let first = |h: &ItemHash, l: &P::Loc| self.prefetch_item_gens(p, gens, h, l);
         let rest = |_: &ItemHash, l: &P::Loc| {
             // The current generation is written (all its words), the others
             // only read, past their first word if it is set.
