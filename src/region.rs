@@ -482,18 +482,6 @@ fn write_header(map: &MmapRaw, h: &Header) {
     }
 }
 
-fn advise_huge(map: &MmapRaw, l: &Layout) {
-    if l.bits_off == format::HUGE_PAGE {
-        // Best effort: the kernel may have transparent huge pages for shared
-        // memory disabled; the filter works either way.
-        let _ = map.advise_range(
-            memmap2::Advice::HugePage,
-            l.bits_off as usize,
-            (l.total - l.bits_off) as usize,
-        );
-    }
-}
-
 /// Device and inode of a descriptor's file: the region's identity.
 pub(crate) fn ident(st: &libc::stat) -> (u64, u64) {
     (st.st_dev, st.st_ino)
@@ -505,6 +493,12 @@ pub(crate) fn ident(st: &libc::stat) -> (u64, u64) {
 /// later with `SIGBUS`. The file size limit is checked first: growing a file
 /// past `RLIMIT_FSIZE` sends `SIGXFSZ`, which kills the process.
 fn reserve(fd: &OwnedFd, len: u64, what: &str) -> Result<()> {
+    check_fsize(len, what)?;
+    allocate(fd, 0, len, len, what)
+}
+
+/// Fail, naming `what`, when `len` bytes exceed the file size limit.
+fn check_fsize(len: u64, what: &str) -> Result<()> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -523,18 +517,67 @@ fn reserve(fd: &OwnedFd, len: u64, what: &str) -> Result<()> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// `posix_fallocate` of `len` bytes at `off`; an error names `what` and the
+/// `total` bytes the filter needs.
+fn allocate(fd: &OwnedFd, off: u64, len: u64, total: u64, what: &str) -> Result<()> {
     loop {
         // SAFETY: plain syscall on our descriptor.
-        match unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, len as libc::off_t) } {
+        match unsafe { libc::posix_fallocate(fd.as_raw_fd(), off as libc::off_t, len as libc::off_t) } {
             0 => return Ok(()),
             libc::EINTR => continue,
-            e => {
-                return Err(Error::io(
-                    format!("{what}: cannot reserve {len} bytes"),
-                    std::io::Error::from_raw_os_error(e),
-                ))
-            }
+            e => return Err(no_room(total, what, std::io::Error::from_raw_os_error(e))),
         }
+    }
+}
+
+fn no_room(total: u64, what: &str, e: std::io::Error) -> Error {
+    Error::io(format!("{what}: cannot reserve {total} bytes"), e)
+}
+
+/// Whether the kernel gives shared memory (memfds, shared anonymous
+/// memory) transparent huge pages when a mapping asks for them: its
+/// `shmem_enabled` setting is `advise`, `within_size`, `always` or `force`,
+/// not `never` or `deny` (or absent). Read once per process.
+fn shmem_huge_on_request() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
+            .is_ok_and(|s| huge_setting_gives(&s))
+    })
+}
+
+/// Whether a `shmem_enabled` setting (the choices, the current one in
+/// brackets) gives huge pages to a mapping that asks for them.
+fn huge_setting_gives(setting: &str) -> bool {
+    let current = setting.split_once('[').and_then(|(_, r)| r.split_once(']')).map(|(c, _)| c);
+    matches!(current, Some("advise" | "within_size" | "always" | "force"))
+}
+
+/// `reserve` for a new memfd (sized, and mapped as `map`), asking for huge
+/// pages for a bit array that starts on one (4 MiB of bits or more). Its
+/// control area is allocated as `reserve` does; the bit array is asked for
+/// huge pages (`MADV_HUGEPAGE`) and then given its memory through the
+/// mapping (`MADV_POPULATE_WRITE`), so that a kernel set to give huge pages
+/// on request backs it with them: a `fallocate` first would have allocated
+/// small pages before the request could be made. Where huge pages are not
+/// given on request, or `MADV_POPULATE_WRITE` is unknown (Linux before
+/// 5.14), `fallocate` as `reserve`. Either way a memory shortage fails
+/// here, not as a `SIGBUS` later.
+fn reserve_mapped(fd: &OwnedFd, map: &MmapRaw, l: &Layout, what: &str) -> Result<()> {
+    if l.bits_off != format::HUGE_PAGE || !shmem_huge_on_request() {
+        return allocate(fd, 0, l.total, l.total, what);
+    }
+    allocate(fd, 0, l.bits_off, l.total, what)?;
+    let (off, len) = (l.bits_off as usize, (l.total - l.bits_off) as usize);
+    // Best effort: the filter works on small pages too.
+    let _ = map.advise_range(memmap2::Advice::HugePage, off, len);
+    match map.advise_range(memmap2::Advice::PopulateWrite, off, len) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => allocate(fd, l.bits_off, l.total - l.bits_off, l.total, what),
+        Err(e) => Err(no_room(l.total, what, e)),
     }
 }
 
@@ -544,7 +587,9 @@ const MEMFD_NAME_MAX: usize = 249;
 /// The name of a memfd given none (or an empty one).
 pub const DEFAULT_MEMFD_NAME: &str = "bloomfilter-shared";
 
-fn memfd(name: &[u8], size: u64) -> Result<(OwnedFd, (u64, u64))> {
+/// A new memfd for a filter of layout `l`: sized, mapped and given all its
+/// storage (`reserve_mapped`), sealed against shrinking.
+fn memfd(name: &[u8], l: &Layout) -> Result<(OwnedFd, (u64, u64), MmapRaw)> {
     let name = if name.is_empty() {
         DEFAULT_MEMFD_NAME.as_bytes()
     } else {
@@ -558,7 +603,13 @@ fn memfd(name: &[u8], size: u64) -> Result<(OwnedFd, (u64, u64))> {
     }
     // SAFETY: fd is a fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    reserve(&fd, size, "memfd")?;
+    check_fsize(l.total, "memfd")?;
+    // SAFETY: plain syscall on our descriptor; a size, no storage yet.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), l.total as libc::off_t) } != 0 {
+        return Err(no_room(l.total, "memfd", std::io::Error::last_os_error()));
+    }
+    let map = map(&fd, l.total, false)?;
+    reserve_mapped(&fd, &map, l, "memfd")?;
     // Sealed against shrinking: a receiver of the descriptor can then never
     // shrink it under another process's mapping (SIGBUS). Not against
     // growing, which harms no mapping: the journal of a merge or an
@@ -566,16 +617,14 @@ fn memfd(name: &[u8], size: u64) -> Result<(OwnedFd, (u64, u64))> {
     // SAFETY: plain fcntl on our descriptor.
     unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
     let id = ident(&fstat(fd.as_raw_fd(), "memfd")?);
-    Ok((fd, id))
+    Ok((fd, id, map))
 }
 
 /// A new filter in shared anonymous memory (inherited across `fork`).
 pub fn create_anonymous(h: &Header) -> Result<Region> {
     let l = h.layout();
-    let (fd, id) = memfd(DEFAULT_MEMFD_NAME.as_bytes(), l.total)?;
-    let map = map(&fd, l.total, false)?;
+    let (fd, id, map) = memfd(DEFAULT_MEMFD_NAME.as_bytes(), &l)?;
     write_header(&map, h);
-    advise_huge(&map, &l);
     // The descriptor is kept (close-on-exec; inherited by forked children,
     // which reach the journal through it): the mapping keeps the memory
     // (and so the inode number in `id`) alive.
@@ -593,10 +642,8 @@ pub fn create_anonymous(h: &Header) -> Result<Region> {
 /// `name` is only a label: any bytes but NUL (empty: the default name).
 pub fn create_memfd(name: &[u8], h: &Header) -> Result<Region> {
     let l = h.layout();
-    let (fd, id) = memfd(name, l.total)?;
-    let map = map(&fd, l.total, false)?;
+    let (fd, id, map) = memfd(name, &l)?;
     write_header(&map, h);
-    advise_huge(&map, &l);
     Ok(Region {
         map: Arc::new(map),
         header: *h,
@@ -1100,6 +1147,25 @@ mod tests {
     fn bytes(p: &std::path::Path) -> &[u8] {
         use std::os::unix::ffi::OsStrExt;
         p.as_os_str().as_bytes()
+    }
+
+    /// Every `shmem_enabled` choice the kernel documents, current in
+    /// brackets: only those that give a mapping huge pages on request do.
+    #[test]
+    fn huge_pages_on_request_by_setting() {
+        let choices = ["always", "within_size", "advise", "never", "deny", "force"];
+        for current in choices {
+            let line = choices
+                .iter()
+                .map(|c| if *c == current { format!("[{c}]") } else { c.to_string() })
+                .collect::<Vec<_>>()
+                .join(" ");
+            let gives = !matches!(current, "never" | "deny");
+            assert_eq!(huge_setting_gives(&format!("{line}\n")), gives, "{line}");
+        }
+        for odd in ["", "advise", "[]", "always [madvise] never", "[advise"] {
+            assert!(!huge_setting_gives(odd), "{odd:?}");
+        }
     }
 
     fn open_path(p: &std::path::Path) -> Region {
