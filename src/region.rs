@@ -552,7 +552,10 @@ fn shmem_huge_on_request() -> bool {
 /// Whether a `shmem_enabled` setting (the choices, the current one in
 /// brackets) gives huge pages to a mapping that asks for them.
 fn huge_setting_gives(setting: &str) -> bool {
-    let current = setting.split_once('[').and_then(|(_, r)| r.split_once(']')).map(|(c, _)| c);
+    let current = setting
+        .split_once('[')
+        .and_then(|(_, r)| r.split_once(']'))
+        .map(|(c, _)| c);
     matches!(current, Some("advise" | "within_size" | "always" | "force"))
 }
 
@@ -576,7 +579,9 @@ fn reserve_mapped(fd: &OwnedFd, map: &MmapRaw, l: &Layout, what: &str) -> Result
     let _ = map.advise_range(memmap2::Advice::HugePage, off, len);
     match map.advise_range(memmap2::Advice::PopulateWrite, off, len) {
         Ok(()) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => allocate(fd, l.bits_off, l.total - l.bits_off, l.total, what),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            allocate(fd, l.bits_off, l.total - l.bits_off, l.total, what)
+        }
         Err(e) => Err(no_room(l.total, what, e)),
     }
 }

@@ -1218,6 +1218,21 @@ larger C<fp_rate> or several filters.
 
 =back
 
+B<Huge pages.> A new filter in shared memory (C<new> without a path,
+C<new_memfd>, C<deserialize> into a memfd) with 4 MiB of bits or more asks
+for transparent huge pages for them, and gets them where the kernel gives
+shared memory huge pages on request
+(C</sys/kernel/mm/transparent_hugepage/shmem_enabled> set to C<advise>; the
+default on most distributions is C<never>). Each probe of a large filter
+then costs fewer address translations: 11-15% less per call and 14-21% less
+per batched item on a 256 MiB filter here (C<bench/layouts.pl> under each
+setting). Its memory is then allocated at
+creation through the mapping; the kernel may first have to assemble 2 MiB
+pages, so that creating the first large filter after a while can take
+seconds (2.7-3.5 s for 256 MiB here, later ones 0.07-0.2 s, against 0.03 s
+on small pages). A file's filter is not asked: its pages are the file
+system's.
+
 =head1 LAYOUTS
 
 A filter has one of two layouts, chosen when it is created (C<layout> of
