@@ -1286,13 +1286,15 @@ impl Filter {
     fn window_add_one<P: Probe>(&self, win: &Win, p: &P, item: &[u8], c: Claim) -> Result<bool> {
         let h = hash_item(self.seed, item);
         let loc = p.locate(&h);
-        if self.geometry.bytes() >= PIPELINE_MIN_BYTES {
-            let mut buf = [&[][..]; MAX_RING];
-            let gens = self.gens_newest_first(win, self.load_view(&win.w), |_| true, &mut buf);
-            self.prefetch_item_gens(p, gens, &h, &loc);
-        }
+        let large = self.geometry.bytes() >= PIPELINE_MIN_BYTES;
         let mut now = 0;
-        let r = self.window_add_item(win, p, 0, &h, &loc, c, &mut now, || {});
+        let r = self.window_add_item(win, p, 0, &h, &loc, c, &mut now, || {
+            if large {
+                let mut buf = [&[][..]; MAX_RING];
+                let gens = self.gens_newest_first(win, self.load_view(&win.w), |_| true, &mut buf);
+                self.prefetch_item_gens(p, gens, &h, &loc);
+            }
+        });
         self.window_add_done(win, c);
         r
     }
@@ -1406,15 +1408,8 @@ impl Filter {
     /// Whether a windowed filter holds the item in a visible generation.
     fn window_contains(&self, win: &Win, h: &crate::hashing::ItemHash) -> bool {
         with_probe!(&self.probing, p => {
-            let loc = p.locate(h);
-            if self.geometry.bytes() >= PIPELINE_MIN_BYTES {
-                let mut buf = [&[][..]; MAX_RING];
-                for g in self.gens_newest_first(win, self.load_view(&win.w), |_| true, &mut buf) {
-                    p.prefetch_gated(g, &loc);
-                }
-            }
             let mut found = [false];
-            self.window_look(win, p, &[loc], 0, &mut found, false);
+            self.window_look(win, p, &[p.locate(h)], 0, &mut found, false);
             found[0]
         })
     }
