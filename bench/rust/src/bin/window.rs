@@ -2,7 +2,7 @@
 //! alone (no Perl call in the way): the work a window adds per call and per
 //! item, for g = 2, 4 and 8 generations.
 //!
-//!     cargo run --release --manifest-path bench/rust/Cargo.toml --bin window
+//!     cargo run --release --manifest-path bench/rust/Cargo.toml --bin window [-- --large]
 //!
 //! Method: as `bench/window.pl`, whose Perl figures include the cost of a
 //! method call. Capacity 100 000 per window at 0.01 (cache-resident); a
@@ -64,6 +64,9 @@ fn timed(f: impl FnOnce()) -> f64 {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--large") {
+        return large();
+    }
     let half = CAPACITY as usize / 2;
     let old_keys = keys("old", half);
     let old = refs(&old_keys);
@@ -127,6 +130,81 @@ fn main() {
             print!("{name:<24}{:>8.1}", t[0]);
             for x in &t[1..] {
                 print!("{:>9.1} ({:.2})", x, x / t[0]);
+            }
+            println!();
+        }
+    }
+}
+
+/// `--large`: generations larger than the caches, single calls. A windowed
+/// filter (g = 4, capacity 10**7 per window, each generation holding
+/// 5 * 10**6 items) against a plain filter of the same capacity and one
+/// of five times it (as much memory as the windowed filter's ring of five
+/// generations), each holding the 5 * 10**6 items of the windowed
+/// filter's oldest generation.
+fn large() {
+    const CAP: u64 = 10_000_000;
+    const N: usize = 200_000;
+    let half = CAP as usize / 2;
+    let old_keys = keys("old", half);
+    let old = refs(&old_keys);
+    let fill: Vec<Vec<Vec<u8>>> = (0..3).map(|g| keys(&format!("fill{g}"), half)).collect();
+    let miss_keys = keys("miss", N);
+    let miss = refs(&miss_keys);
+    let new_keys: Vec<Vec<Vec<u8>>> = (0..RUNS).map(|r| keys(&format!("new{r}"), N)).collect();
+    println!("\n## generations larger than the caches: ns per call (x plain of the same capacity)");
+    println!(
+        "{:<10}{:<28}{:>16}{:>16}{:>16}",
+        "layout", "filter", "old hit", "miss", "add, new"
+    );
+    for layout in [Layout::Standard, Layout::Blocked] {
+        let mut base = None;
+        for (name, cap, g) in [
+            ("plain, same capacity", CAP, 0),
+            ("plain, 5x capacity", 5 * CAP, 0),
+            ("windowed, g=4", CAP, 4),
+        ] {
+            let opts = Options {
+                layout: Some(layout),
+                window: (g > 0).then_some(WindowOptions {
+                    window_ns: Some(86_400_000_000_000),
+                    generations: g,
+                }),
+                ..Options::default()
+            };
+            let f = Filter::new_anonymous(cap, 0.01, opts).unwrap();
+            f.add_many(&old, None).unwrap();
+            for gen in 1..g as usize {
+                f.rotate().unwrap();
+                f.add_many(&refs(&fill[gen - 1]), None).unwrap();
+            }
+            let look = |items: &[&[u8]]| {
+                median(items.len(), || {
+                    timed(|| {
+                        for it in items {
+                            black_box(f.contains(it));
+                        }
+                    })
+                })
+            };
+            let mut run = 0;
+            let row = [
+                look(&old[..N]),
+                look(&miss),
+                median(N, || {
+                    let items = refs(&new_keys[run % RUNS]);
+                    run += 1;
+                    timed(|| {
+                        for it in &items {
+                            black_box(f.add(it).unwrap());
+                        }
+                    })
+                }),
+            ];
+            let b = *base.get_or_insert(row);
+            print!("{:<10}{:<28}", layout.name(), name);
+            for (x, b) in row.iter().zip(b) {
+                print!("{:>9.1} ({:.2})", x, x / b);
             }
             println!();
         }
