@@ -582,6 +582,11 @@ fn reserve_mapped(fd: &OwnedFd, map: &MmapRaw, l: &Layout, what: &str) -> Result
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             allocate(fd, l.bits_off, l.total - l.bits_off, l.total, what)
         }
+        // EFAULT: a page could not be had where a write would have raised
+        // SIGBUS (no room for it); say so as `fallocate` would.
+        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
+            Err(no_room(l.total, what, std::io::Error::from_raw_os_error(libc::ENOSPC)))
+        }
         Err(e) => Err(no_room(l.total, what, e)),
     }
 }

@@ -491,7 +491,11 @@ default one; the kernel keeps its first 249 bytes). C<$fp_rate> defaults to
 to another process (over a UNIX socket, or to an C<exec>ed child) to share
 the filter. Its memory is reserved at once, as for a file (see L</new>),
 and so is an anonymous filter's: one larger than C<RLIMIT_FSIZE> croaks
-naming the limit.
+naming the limit. A memory limit is another matter: where the process's
+memory cgroup (a container's memory limit) has no room for the filter, the
+kernel's OOM killer ends the process while the memory is reserved, in
+C<new>, rather than letting the call fail (the same happens to any program
+that takes memory past that limit).
 
 The descriptor is close-on-exec, like every descriptor this module opens, so
 an C<exec>ed program does not inherit it by itself. To hand it to a child

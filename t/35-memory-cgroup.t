@@ -1,0 +1,65 @@
+# What the manual says of a memory limit (new_memfd): a filter in shared
+# memory is reserved when it is created, so a process whose memory cgroup
+# has no room for it is ended by the kernel's OOM killer in `new`, not
+# later on some access; one that fits is created and works. A real memory
+# cgroup (v1 or v2, root only) of 64 MiB, and children in it.
+use strict;
+use warnings;
+use Test::More;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use BFTest qw(spew reap);
+use POSIX ();
+
+plan skip_all => 'needs root (a memory cgroup)' if $> != 0;
+
+my $LIMIT = 64 << 20;
+my ($dir, $limit_file, $procs);
+if (-e '/sys/fs/cgroup/cgroup.controllers') {    # v2
+    my $root = '/sys/fs/cgroup';
+    plan skip_all => 'cgroup v2 without the memory controller'
+        if do { open my $fh, '<', "$root/cgroup.controllers" or die; local $/; <$fh> } !~ /\bmemory\b/;
+    ($dir, $limit_file) = ("$root/bfs-test-$$", 'memory.max');
+} elsif (-d '/sys/fs/cgroup/memory') {           # v1
+    ($dir, $limit_file) = ("/sys/fs/cgroup/memory/bfs-test-$$", 'memory.limit_in_bytes');
+} else {
+    plan skip_all => 'no memory cgroup';
+}
+mkdir $dir or plan skip_all => "cannot make a cgroup: $!";
+END { rmdir $dir if defined $dir }
+eval { spew("$dir/$limit_file", "$LIMIT\n"); 1 } or plan skip_all => "cannot set a memory limit: $@";
+eval { spew("$dir/memory.swap.max", "0\n") } if $limit_file eq 'memory.max';
+
+# Run `$code` in a child moved into the cgroup; its exit status and output.
+sub in_cgroup {
+    my ($code) = @_;
+    pipe(my $r, my $w) or die "pipe: $!";
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        close $r;
+        open STDOUT, '>&', $w or POSIX::_exit(97);
+        open STDERR, '>&', $w or POSIX::_exit(97);
+        eval { spew("$dir/cgroup.procs", "$$\n"); 1 } or POSIX::_exit(98);
+        exec($^X, (map { "-I$_" } grep { !ref } @INC), '-MData::BloomFilter::Shared', '-e', $code)
+            or POSIX::_exit(99);
+    }
+    close $w;
+    my $out = do { local $/; local $SIG{ALRM} = sub { kill 'KILL', $pid }; alarm 120; my $o = <$r>; alarm 0; $o };
+    my ($status, $timed_out) = reap($pid, 10);
+    return ($timed_out ? -1 : $status, $out);
+}
+
+my ($status, $out) = in_cgroup(
+    'my $f = Data::BloomFilter::Shared->new(undef, 10_000_000, 0.01); '
+        . '$f->add("x$_") for 1 .. 1000; print "ok ", $f->contains("x7"), "\n"');
+is($status, 0, 'a 16 MiB filter under a 64 MiB memory limit is created') or diag $out;
+like($out, qr/^ok 1$/m, 'and works');
+
+($status, $out) = in_cgroup(
+    'my $f = eval { Data::BloomFilter::Shared->new(undef, 200_000_000, 0.01) }; '
+        . 'print $f ? "created\n" : "croaked: $@"');
+is($status & 127, POSIX::SIGKILL, 'a 256 MiB filter under a 64 MiB memory limit: the OOM killer ends the process')
+    or diag "status $status: $out";
+unlike($out // '', qr/created/, 'in new, before it returns');
+
+done_testing;
