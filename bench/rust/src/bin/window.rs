@@ -30,9 +30,10 @@ fn refs(k: &[Vec<u8>]) -> Vec<&[u8]> {
     k.iter().map(|v| v.as_slice()).collect()
 }
 
-/// A filter of `layout` with `g` generations (0: plain), each filled to
-/// half its capacity; the oldest (a plain filter's only) holds `old`.
-fn filled(layout: Layout, g: u32, old: &[&[u8]], fill: &[Vec<Vec<u8>>]) -> Filter {
+/// A filter of `layout` and `capacity` with `g` generations (0: plain),
+/// the oldest (a plain filter's only) holding `old`, each newer one the
+/// next of `fill`.
+fn filled(layout: Layout, g: u32, capacity: u64, old: &[&[u8]], fill: &[Vec<Vec<u8>>]) -> Filter {
     let opts = Options {
         layout: Some(layout),
         window: (g > 0).then_some(WindowOptions {
@@ -41,7 +42,7 @@ fn filled(layout: Layout, g: u32, old: &[&[u8]], fill: &[Vec<Vec<u8>>]) -> Filte
         }),
         ..Options::default()
     };
-    let f = Filter::new_anonymous(CAPACITY, 0.01, opts).unwrap();
+    let f = Filter::new_anonymous(capacity, 0.01, opts).unwrap();
     f.add_many(old, None).unwrap();
     for gen in 1..g as usize {
         f.rotate().unwrap();
@@ -57,23 +58,48 @@ fn median(n: usize, mut run: impl FnMut() -> f64) -> f64 {
     t[RUNS / 2]
 }
 
+/// The median time of `contains` over `items`, in ns per call.
+fn looks(f: &Filter, items: &[&[u8]]) -> f64 {
+    median(items.len(), || {
+        timed(|| {
+            for it in items {
+                black_box(f.contains(it));
+            }
+        })
+    })
+}
+
 fn timed(f: impl FnOnce()) -> f64 {
     let t = Instant::now();
     f();
     t.elapsed().as_nanos() as f64
 }
 
+/// The keys of a run: `old` (half the capacity), `fills` sets of as many
+/// for the newer generations, `n` absent ones, and `n` new ones per run.
+struct KeySets {
+    old: Vec<Vec<u8>>,
+    fill: Vec<Vec<Vec<u8>>>,
+    miss: Vec<Vec<u8>>,
+    new: Vec<Vec<Vec<u8>>>,
+}
+
+fn key_sets(capacity: u64, fills: usize, n: usize) -> KeySets {
+    let half = capacity as usize / 2;
+    KeySets {
+        old: keys("old", half),
+        fill: (0..fills).map(|g| keys(&format!("fill{g}"), half)).collect(),
+        miss: keys("miss", n),
+        new: (0..RUNS).map(|r| keys(&format!("new{r}"), n)).collect(),
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--large") {
         return large();
     }
-    let half = CAPACITY as usize / 2;
-    let old_keys = keys("old", half);
-    let old = refs(&old_keys);
-    let fill: Vec<Vec<Vec<u8>>> = (0..8).map(|g| keys(&format!("fill{g}"), half)).collect();
-    let miss_keys = keys("miss", KEYS);
-    let miss = refs(&miss_keys);
-    let new_keys: Vec<Vec<Vec<u8>>> = (0..RUNS).map(|r| keys(&format!("new{r}"), KEYS)).collect();
+    let k = key_sets(CAPACITY, 8, KEYS);
+    let (old, miss, fill, new_keys) = (refs(&k.old), refs(&k.miss), &k.fill, &k.new);
     let rows = [
         "contains, old hit",
         "contains, miss",
@@ -86,23 +112,14 @@ fn main() {
         println!("{:<24}{:>8}{:>16}{:>16}{:>16}", "row", "plain", "g=2", "g=4", "g=8");
         let mut table = vec![Vec::new(); rows.len()];
         for g in [0, 2, 4, 8] {
-            let f = filled(layout, g, &old, &fill);
-            let probe = |items: &[&[u8]]| {
-                median(items.len(), || {
-                    timed(|| {
-                        for it in items {
-                            black_box(f.contains(it));
-                        }
-                    })
-                })
-            };
-            table[0].push(probe(&old[..KEYS]));
-            table[1].push(probe(&miss));
+            let f = filled(layout, g, CAPACITY, &old, fill);
+            table[0].push(looks(&f, &old[..KEYS]));
+            table[1].push(looks(&f, &miss));
             // New keys (each run its own) added to a fresh filter by `add`.
             let adding = |add: &dyn Fn(&Filter, &[&[u8]])| {
                 let mut run = 0;
                 median(KEYS, || {
-                    let fresh = filled(layout, g, &old, &fill);
+                    let fresh = filled(layout, g, CAPACITY, &old, fill);
                     let items = refs(&new_keys[run % RUNS]);
                     run += 1;
                     timed(|| add(&fresh, &items))
@@ -145,13 +162,8 @@ fn main() {
 fn large() {
     const CAP: u64 = 10_000_000;
     const N: usize = 200_000;
-    let half = CAP as usize / 2;
-    let old_keys = keys("old", half);
-    let old = refs(&old_keys);
-    let fill: Vec<Vec<Vec<u8>>> = (0..3).map(|g| keys(&format!("fill{g}"), half)).collect();
-    let miss_keys = keys("miss", N);
-    let miss = refs(&miss_keys);
-    let new_keys: Vec<Vec<Vec<u8>>> = (0..RUNS).map(|r| keys(&format!("new{r}"), N)).collect();
+    let k = key_sets(CAP, 3, N);
+    let (old, miss, fill, new_keys) = (refs(&k.old), refs(&k.miss), &k.fill, &k.new);
     println!("\n## generations larger than the caches: ns per call (x plain of the same capacity)");
     println!(
         "{:<10}{:<28}{:>16}{:>16}{:>16}",
@@ -164,33 +176,11 @@ fn large() {
             ("plain, 5x capacity", 5 * CAP, 0),
             ("windowed, g=4", CAP, 4),
         ] {
-            let opts = Options {
-                layout: Some(layout),
-                window: (g > 0).then_some(WindowOptions {
-                    window_ns: Some(86_400_000_000_000),
-                    generations: g,
-                }),
-                ..Options::default()
-            };
-            let f = Filter::new_anonymous(cap, 0.01, opts).unwrap();
-            f.add_many(&old, None).unwrap();
-            for gen in 1..g as usize {
-                f.rotate().unwrap();
-                f.add_many(&refs(&fill[gen - 1]), None).unwrap();
-            }
-            let look = |items: &[&[u8]]| {
-                median(items.len(), || {
-                    timed(|| {
-                        for it in items {
-                            black_box(f.contains(it));
-                        }
-                    })
-                })
-            };
+            let f = filled(layout, g, cap, &old, fill);
             let mut run = 0;
             let row = [
-                look(&old[..N]),
-                look(&miss),
+                looks(&f, &old[..N]),
+                looks(&f, &miss),
                 median(N, || {
                     let items = refs(&new_keys[run % RUNS]);
                     run += 1;
