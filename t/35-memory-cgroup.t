@@ -8,7 +8,8 @@ use warnings;
 use Test::More;
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use BFTest qw(spew reap);
+use BFTest qw(in_child child_status_text spew);
+use Data::BloomFilter::Shared;
 use POSIX ();
 
 plan skip_all => 'needs root (a memory cgroup)' if $> != 0;
@@ -30,36 +31,26 @@ END { rmdir $dir if defined $dir }
 eval { spew("$dir/$limit_file", "$LIMIT\n"); 1 } or plan skip_all => "cannot set a memory limit: $@";
 eval { spew("$dir/memory.swap.max", "0\n") } if $limit_file eq 'memory.max';
 
-# Run `$code` in a child moved into the cgroup; its exit status and output.
+# Run `$code` in a child moved into the cgroup (`in_child`'s result).
 sub in_cgroup {
     my ($code) = @_;
-    pipe(my $r, my $w) or die "pipe: $!";
-    my $pid = fork // die "fork: $!";
-    if (!$pid) {
-        close $r;
-        open STDOUT, '>&', $w or POSIX::_exit(97);
-        open STDERR, '>&', $w or POSIX::_exit(97);
-        eval { spew("$dir/cgroup.procs", "$$\n"); 1 } or POSIX::_exit(98);
-        exec($^X, (map { "-I$_" } grep { !ref } @INC), '-MData::BloomFilter::Shared', '-e', $code)
-            or POSIX::_exit(99);
-    }
-    close $w;
-    my $out = do { local $/; local $SIG{ALRM} = sub { kill 'KILL', $pid }; alarm 120; my $o = <$r>; alarm 0; $o };
-    my ($status, $timed_out) = reap($pid, 10);
-    return ($timed_out ? -1 : $status, $out);
+    return in_child(sub { spew("$dir/cgroup.procs", "$$\n"); $code->() }, 120);
 }
 
-my ($status, $out) = in_cgroup(
-    'my $f = Data::BloomFilter::Shared->new(undef, 10_000_000, 0.01); '
-        . '$f->add("x$_") for 1 .. 1000; print "ok ", $f->contains("x7"), "\n"');
-is($status, 0, 'a 16 MiB filter under a 64 MiB memory limit is created') or diag $out;
-like($out, qr/^ok 1$/m, 'and works');
+my $r = in_cgroup(sub {
+    my $f = Data::BloomFilter::Shared->new(undef, 10_000_000, 0.01);
+    $f->add("x$_") for 1 .. 1000;
+    return 'ok ' . $f->contains('x7');
+});
+is($r->{status}, 0, 'a 16 MiB filter under a 64 MiB memory limit is created') or diag child_status_text($r);
+is($r->{out}, 'ok 1', 'and works');
 
-($status, $out) = in_cgroup(
-    'my $f = eval { Data::BloomFilter::Shared->new(undef, 200_000_000, 0.01) }; '
-        . 'print $f ? "created\n" : "croaked: $@"');
-is($status & 127, POSIX::SIGKILL, 'a 256 MiB filter under a 64 MiB memory limit: the OOM killer ends the process')
-    or diag "status $status: $out";
-unlike($out // '', qr/created/, 'in new, before it returns');
+$r = in_cgroup(sub {
+    my $f = eval { Data::BloomFilter::Shared->new(undef, 200_000_000, 0.01) };
+    return $f ? 'created' : "croaked: $@";
+});
+is($r->{signal}, POSIX::SIGKILL, 'a 256 MiB filter under a 64 MiB memory limit: the OOM killer ends the process')
+    or diag child_status_text($r);
+is($r->{out}, '', 'in new, before it returns');
 
 done_testing;
