@@ -654,7 +654,7 @@ impl Filter {
         // miss too, and an extra line per present item costs more than it
         // saves per new one.
         if let Some(s) = stripe {
-            if self.geometry.bytes() < PIPELINE_MIN_BYTES {
+            if !self.beyond_caches() {
                 prefetch_line(&sh.stripes[s]);
             }
         }
@@ -706,10 +706,18 @@ impl Filter {
         r
     }
 
+    /// Whether the bit array (each generation, for a windowed filter) has
+    /// `PIPELINE_MIN_BYTES` or more: larger than the caches, where items are
+    /// worth prefetching.
+    #[inline(always)]
+    fn beyond_caches(&self) -> bool {
+        self.geometry.bytes() >= PIPELINE_MIN_BYTES
+    }
+
     /// Whether a batch of `n` items goes through `pipelined`'s prefetching.
     #[inline(always)]
     fn pipelines(&self, n: usize) -> bool {
-        self.geometry.bytes() >= PIPELINE_MIN_BYTES && n >= 2 * DISTANCE && pipelining()
+        self.beyond_caches() && n >= 2 * DISTANCE && pipelining()
     }
 
     /// Run `f` over the items' hashes in order. When `piped` (the answer of
@@ -1260,7 +1268,7 @@ impl Filter {
                 r[i] = n as u8;
             }
         };
-        let r = if self.geometry.bytes() >= PIPELINE_MIN_BYTES {
+        let r = if self.beyond_caches() {
             self.window_adds_ahead(win, p, items, c, record)
         } else {
             let mut record = record;
@@ -1286,7 +1294,7 @@ impl Filter {
     fn window_add_one<P: Probe>(&self, win: &Win, p: &P, item: &[u8], c: Claim) -> Result<bool> {
         let h = hash_item(self.seed, item);
         let loc = p.locate(&h);
-        let large = self.geometry.bytes() >= PIPELINE_MIN_BYTES;
+        let large = self.beyond_caches();
         let mut now = 0;
         let r = self.window_add_item(win, p, 0, &h, &loc, c, &mut now, || {
             if large {
