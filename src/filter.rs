@@ -204,6 +204,16 @@ thread_local! {
 // whole handle. (It is deliberately not Sync: `claim` is a Cell.)
 unsafe impl Send for Filter {}
 
+/// The error of an exclusive operation `lock_exclusive` refused.
+fn no_fence(_: sync::SyncError) -> Error {
+    Error::new(
+        ErrorKind::Busy,
+        "another process adds to this filter with membarrier(2) fences, which this process cannot use \
+         (a seccomp filter, or a kernel before 4.16): run this in a process that can, or when no such \
+         process has the filter open",
+    )
+}
+
 fn path_bytes(p: &std::path::Path) -> &[u8] {
     use std::os::unix::ffi::OsStrExt;
     p.as_os_str().as_bytes()
@@ -612,7 +622,10 @@ impl Filter {
         // FULL_RETRY rather than try every slot's mutex on every call.
         let full = FULL_UNTIL.with(|u| u.get().is_some_and(|t| std::time::Instant::now() < t));
         if !full {
-            match sh.claim_slot(std::process::id()) {
+            // Light marks for lock-free adds where every exclusive
+            // operation can fence them (sync::begin_lockfree_add).
+            let light = self.lockfree_adds() && sync::light_fences();
+            match sh.claim_slot(std::process::id(), light) {
                 // Not recorded when the thread is ending.
                 Ok(c) => return Ok((c, !claims::insert(id, gen, c, self.serial, self.region.mapping()))),
                 Err(_) => FULL_UNTIL.with(|u| u.set(Some(std::time::Instant::now() + FULL_RETRY))),
@@ -712,6 +725,15 @@ impl Filter {
     #[inline(always)]
     fn beyond_caches(&self) -> bool {
         self.geometry.bytes() >= PIPELINE_MIN_BYTES
+    }
+
+    /// Whether adds of this filter go through `begin_lockfree_add` (a
+    /// blocked layout without a window) rather than a stripe.
+    fn lockfree_adds(&self) -> bool {
+        fn striped<P: Probe>(_: &P) -> bool {
+            P::STRIPED
+        }
+        self.win.is_none() && !with_probe!(&self.probing, p => striped(p))
     }
 
     /// Whether a batch of `n` items goes through `pipelined`'s prefetching.
@@ -1764,7 +1786,7 @@ impl Filter {
         let held = self.claim()?;
         let c = held.c;
         let sh = self.shared();
-        let g = sh.lock_exclusive(c);
+        let g = sh.lock_exclusive(c).map_err(no_fence)?;
         if sh.frozen() {
             return Err(Error::frozen()); // g drops: lock released
         }
@@ -1798,7 +1820,7 @@ impl Filter {
         if testing::STOP.with(|s| s.get()) == Some(None) {
             testing::stop_here(None);
         }
-        let g = sh.lock_exclusive(c);
+        let g = sh.lock_exclusive(c).map_err(no_fence)?;
         if sh.frozen() {
             return Err(Error::frozen()); // g, then lock, drop: all released
         }
@@ -1995,7 +2017,7 @@ pub mod testing {
     /// release it (an operation killed midway).
     fn hold_half_transform(f: &Filter, op: u32) {
         let c = f.claim().expect("slot").c;
-        let g = f.shared().lock_exclusive(c);
+        let g = f.shared().lock_exclusive(c).expect("fenced");
         g.transform_partly(op, (f.words + sync::CHUNK - 1) / sync::CHUNK / 2);
         std::mem::forget(g);
     }
@@ -2063,7 +2085,7 @@ pub mod testing {
     /// exclusive operation does (waking whoever waits).
     pub fn while_exclusive(f: &Filter, during: impl FnOnce()) {
         let c = f.claim().expect("slot").c;
-        let g = f.shared().lock_exclusive(c);
+        let g = f.shared().lock_exclusive(c).expect("fenced");
         during();
         drop(g);
     }

@@ -17,7 +17,9 @@
 //! * An adder of a blocked filter (`begin_lockfree_add`) marks its slot
 //!   `busy` too: its one atomic update of the item's word decides "new"
 //!   without any stripe: no adder ever waits for another, and only exclusive
-//!   operations wait for the mark.
+//!   operations wait for the mark. In a process registered for
+//!   `membarrier(2)` (`light_fences`) the mark is a plain store, and the
+//!   exclusive side supplies the fence (`fence_light_adders`).
 //! * An exclusive operation (`clear`, `intersect`, `invert`, `freeze`, a
 //!   merge's second half) takes the `excl` word, makes `epoch` odd, then
 //!   *drains*: waits until no stripe and no busy mark is held. Adders and
@@ -49,7 +51,7 @@
 //! table serialize with one another.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::format::SLOTS;
@@ -99,7 +101,15 @@ pub struct Slot {
     pub busy: AtomicU32,
     /// Operations performed through this slot, over all its owners.
     pub ops: AtomicU64,
+    /// `LIGHT` while the owner marks `busy` for lock-free adds with plain
+    /// stores, relying on exclusive operations to fence it with
+    /// `membarrier(2)` (`fence_light_adders`); 0 otherwise. Set by the
+    /// claimant, reset with every new generation.
+    pub fence: AtomicU32,
 }
+
+/// `Slot::fence` of an owner whose lock-free adds use light marks.
+pub const LIGHT: u32 = 1;
 
 /// A pthread mutex that lives in the shared mapping.
 #[repr(transparent)]
@@ -336,8 +346,10 @@ impl Slot {
     /// is dead from here on. Returns the new generation.
     fn new_generation(&self) -> u32 {
         let gen = self.gen.load(Ordering::Relaxed).wrapping_add(1) & GEN_MASK;
-        // A dead owner may have died with a merge mark set.
+        // A dead owner may have died with a merge mark set, and a light
+        // fence; the claimant sets its own (claim_slot).
         self.busy.store(0, Ordering::Relaxed);
+        self.fence.store(0, Ordering::Relaxed);
         // Release: pairs with the Acquire in owner_dead; with the mutex's
         // own release on unlock, a later holder sees our ops writes too.
         self.gen.store(gen, Ordering::Release);
@@ -383,6 +395,45 @@ pub fn fork_generation() -> u32 {
         }
     });
     FORK_GEN.load(Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------- membarrier
+
+// membarrier(2) commands (linux/membarrier.h).
+const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
+const MEMBARRIER_CMD_GLOBAL_EXPEDITED: libc::c_int = 1 << 1;
+const MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED: libc::c_int = 1 << 2;
+
+/// `fork generation << 1 | registered` of this process's registration for
+/// `MEMBARRIER_CMD_GLOBAL_EXPEDITED`; 0 before the first try.
+static LIGHT_FENCES: AtomicU64 = AtomicU64::new(0);
+
+fn membarrier(cmd: libc::c_int) -> libc::c_long {
+    // SAFETY: membarrier takes two integers and no pointer; an unknown or
+    // filtered command only returns an error.
+    unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_uint, 0 as libc::c_int) }
+}
+
+/// Whether this process may mark its slots for lock-free adds with plain
+/// stores: it is registered for `MEMBARRIER_CMD_GLOBAL_EXPEDITED`, so an
+/// exclusive operation in any process can fence its CPU. Tried once per
+/// process (and again in a forked child); false where the kernel is older
+/// than 4.16 or a seccomp filter refuses the call.
+pub fn light_fences() -> bool {
+    let gen = u64::from(fork_generation());
+    // Relaxed: a cache of this process's own result; two threads that
+    // race both register, which is harmless.
+    let v = LIGHT_FENCES.load(Ordering::Relaxed);
+    if v >> 1 == gen {
+        return v & 1 == 1;
+    }
+    let want = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+    let q = membarrier(MEMBARRIER_CMD_QUERY);
+    let ok = q >= 0
+        && q & libc::c_long::from(want) == libc::c_long::from(want)
+        && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+    LIGHT_FENCES.store(gen << 1 | u64::from(ok), Ordering::Relaxed);
+    ok
 }
 
 // ---------------------------------------------------------------- futex
@@ -450,6 +501,8 @@ fn sleep_on(word: &AtomicU32, cur: u32) {
 pub enum SyncError {
     /// Every slot is held by a live process.
     SlotsFull,
+    /// A live process adds with light marks and this one cannot fence them.
+    NoFence,
 }
 
 /// The shared control structures of one mapping. Cheap to copy; valid while
@@ -504,8 +557,9 @@ impl<'a> Shared<'a> {
 
     /// Claim a free slot, or one whose owner died, for this thread; the
     /// overflow slot is not among them. `hint` spreads processes over the
-    /// table.
-    pub fn claim_slot(&self, hint: u32) -> Result<Claim, SyncError> {
+    /// table. `light`: this claim's lock-free adds use light marks (only
+    /// where `light_fences()` is true).
+    pub fn claim_slot(&self, hint: u32, light: bool) -> Result<Claim, SyncError> {
         let n = OVERFLOW;
         for i in 0..n {
             let idx = (hint.wrapping_add(i)) % n;
@@ -514,6 +568,15 @@ impl<'a> Shared<'a> {
                 Try::Held | Try::Broken => continue,
                 Try::Free | Try::OwnerDied => {
                     let gen = slot.new_generation();
+                    if light {
+                        // SeqCst store and fence: the Dekker pair with
+                        // fence_light_adders. Before our first light mark,
+                        // either an exclusive operation that cannot fence
+                        // sees LIGHT here (and refuses to run), or our adds
+                        // see its `excl` (and wait).
+                        slot.fence.store(LIGHT, Ordering::SeqCst);
+                        fence(Ordering::SeqCst);
+                    }
                     return Ok(Claim {
                         idx,
                         token: token(idx, gen),
@@ -529,6 +592,7 @@ impl<'a> Shared<'a> {
     pub fn claim_overflow(&self) -> Result<Claim, SyncError> {
         let slot = &self.slots[OVERFLOW as usize];
         match slot.own_blocking() {
+            // Shared by many processes, one call each: never light.
             Try::Free | Try::OwnerDied => Ok(Claim {
                 idx: OVERFLOW,
                 token: token(OVERFLOW, slot.new_generation()),
@@ -629,18 +693,41 @@ impl<'a> Shared<'a> {
 
     /// Mark this slot for a lock-free add (a blocked layout's one atomic
     /// update), having made sure no exclusive operation runs. The mark is
-    /// the merge's `busy` mark and the handshake the same Dekker pair: we
-    /// store the mark, then load `excl`; `lock_exclusive` stores `excl`,
-    /// then `drain` loads every mark. Either the exclusive side sees our
-    /// mark and waits for it, or we see its `excl` and step back. So an
+    /// the merge's `busy` mark and the handshake a Dekker pair: we store
+    /// the mark, then load `excl`; `lock_exclusive` stores `excl`, then
+    /// `drain` loads every mark. Either the exclusive side sees our mark
+    /// and waits for it, or we see its `excl` and step back. So an
     /// exclusive operation never runs while an add's update is in flight,
     /// and no add waits for any other add. False (nothing held) if frozen.
+    ///
+    /// The store→load order each side needs is a full fence. The owner of
+    /// a light slot (`Slot::fence`, set at claim) leaves its side's fence
+    /// to the exclusive operation, which runs one on every CPU with
+    /// `membarrier(2)` between its `excl` store and its drain
+    /// (`fence_light_adders`): the mark is a plain store, and the add's
+    /// only locked instruction is its update of the item's word. Adds are
+    /// millions a second, exclusive operations rare.
     #[inline]
     pub fn begin_lockfree_add(&self, c: Claim) -> bool {
-        let busy = &self.slots[c.idx as usize].busy;
-        // SeqCst: the Dekker pair with lock_exclusive / drain (as begin_merge).
-        busy.store(c.token, Ordering::SeqCst);
-        if self.ctl.excl.load(Ordering::SeqCst) == 0 && !self.frozen() {
+        let slot = &self.slots[c.idx as usize];
+        let busy = &slot.busy;
+        // Relaxed: our own slot's word, which only we set while we own it.
+        let clear = if slot.fence.load(Ordering::Relaxed) == LIGHT {
+            // Relaxed, with only a compiler fence between the store and the
+            // load: the other half of the asymmetric pair is the
+            // exclusive side's membarrier (fence_light_adders), which
+            // orders them on this CPU if they race its `excl` store.
+            // Acquire on the load: the word's update below stays after it.
+            busy.store(c.token, Ordering::Relaxed);
+            compiler_fence(Ordering::SeqCst);
+            self.ctl.excl.load(Ordering::Acquire) == 0
+        } else {
+            // SeqCst: the Dekker pair with lock_exclusive / drain (as
+            // begin_merge).
+            busy.store(c.token, Ordering::SeqCst);
+            self.ctl.excl.load(Ordering::SeqCst) == 0
+        };
+        if clear && !self.frozen() {
             return true;
         }
         self.lockfree_add_contended(c)
@@ -785,10 +872,25 @@ impl<'a> Shared<'a> {
     // ------------------------------------------------------------ exclusive
 
     /// Take the exclusive lock and drain every adder and merger.
-    pub fn lock_exclusive(&self, me: Claim) -> Exclusive<'a> {
+    /// `SyncError::NoFence` (the lock given back, after finishing what a
+    /// dead owner left) when a live process adds with light marks and this
+    /// one cannot fence them (`fence_light_adders`).
+    pub fn lock_exclusive(&self, me: Claim) -> Result<Exclusive<'a>, SyncError> {
+        let g = self.take_exclusive(me);
+        if g.fenced {
+            Ok(g)
+        } else {
+            Err(SyncError::NoFence)
+        }
+    }
+
+    /// Take the exclusive lock, finish what a dead owner left and drain;
+    /// the result says whether light marks were fenced too.
+    fn take_exclusive(&self, me: Claim) -> Exclusive<'a> {
         let excl = &self.ctl.excl;
         loop {
-            // SeqCst: the Dekker pair with begin_add / begin_merge.
+            // SeqCst: the Dekker pair with begin_add / begin_merge, and with
+            // claim_slot's store of a light fence.
             match excl.compare_exchange(0, me.token, Ordering::SeqCst, Ordering::Relaxed) {
                 Ok(_) => return self.enter_exclusive(me),
                 Err(cur) => {
@@ -824,14 +926,17 @@ impl<'a> Shared<'a> {
         // Release fence: the odd epoch is visible before any bit we change
         // (seqlock writer; pairs with the Acquire fence in the add fast path).
         fence(Ordering::Release);
+        let fenced = self.fence_light_adders(me);
         self.drain(me);
         // An operation whose owner died part-way: finish it, so that the
-        // filter is as after it, never a mix.
+        // filter is as after it, never a mix. This is safe even when light
+        // marks could not be fenced: the owner set `pending` only after its
+        // own drain, and every add since has found `excl` taken.
         self.resume();
         // A journal whose user died (before or after its operation ran):
         // give its space back.
         self.reclaim_journal(me);
-        Exclusive { sh: *self }
+        Exclusive { sh: *self, fenced }
     }
 
     // ------------------------------------------------------------ journal
@@ -880,7 +985,7 @@ impl<'a> Shared<'a> {
             // it, so it cannot be anyone else's. Taking the exclusive lock
             // finishes it from the journal, which we now keep unchanged
             // until that is done.
-            drop(self.lock_exclusive(me));
+            drop(self.take_exclusive(me));
         }
         JournalLock { sh: *self }
     }
@@ -996,6 +1101,26 @@ impl<'a> Shared<'a> {
         self.run_from(op, c);
     }
 
+    /// Make every light mark stored before our `excl` store visible to
+    /// `drain`: `membarrier(2)` runs a full fence on every CPU that runs a
+    /// process registered for it, which is every process that claimed a
+    /// light slot (`light_fences`). Where this process cannot (a seccomp
+    /// filter, a kernel before 4.16), false if a live process other than us
+    /// holds a light slot; true if none does, since a process claiming one
+    /// later sees our `excl` before its first light mark (the Dekker pair
+    /// in claim_slot).
+    fn fence_light_adders(&self, me: Claim) -> bool {
+        if membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0 {
+            return true;
+        }
+        !self.slots.iter().enumerate().any(|(i, slot)| {
+            // SeqCst: the Dekker pair with claim_slot (after our excl CAS).
+            i as u32 != me.idx
+                && slot.fence.load(Ordering::SeqCst) == LIGHT
+                && !self.owner_dead(token(i as u32, slot.gen.load(Ordering::Acquire)))
+        })
+    }
+
     fn drain(&self, me: Claim) {
         for s in self.stripes {
             // SeqCst: the Dekker pair (see begin_add).
@@ -1029,6 +1154,9 @@ impl<'a> Shared<'a> {
 /// return never leaves the lock held).
 pub struct Exclusive<'a> {
     sh: Shared<'a>,
+    /// Light marks were fenced (`fence_light_adders`): the operation may
+    /// change the bits.
+    fenced: bool,
 }
 
 impl Exclusive<'_> {
@@ -1171,18 +1299,18 @@ mod tests {
     fn a_claim_lives_until_given_back() {
         let (slots, ctl) = table();
         let sh = shared(&slots, &ctl);
-        let c = sh.claim_slot(7).unwrap();
+        let c = sh.claim_slot(7, false).unwrap();
         assert_eq!(c.idx, 7);
         // Seen from another thread, the owner (this thread) is alive...
         std::thread::scope(|s| {
             s.spawn(|| assert!(!sh.owner_dead(c.token), "live owner judged dead"));
         });
         // ...and a second claim takes the next slot.
-        let c2 = sh.claim_slot(7).unwrap();
+        let c2 = sh.claim_slot(7, false).unwrap();
         assert_eq!(c2.idx, 8);
         sh.release_slot(c);
         assert!(sh.owner_dead(c.token), "a released claim's token is dead");
-        let c3 = sh.claim_slot(7).unwrap();
+        let c3 = sh.claim_slot(7, false).unwrap();
         assert_eq!(c3.idx, 7);
         assert_ne!(c3.token, c.token, "a new claim has a new generation");
         assert!(!sh.owner_dead(c3.token));
@@ -1194,14 +1322,14 @@ mod tests {
     fn a_thread_that_exits_holding_a_slot_is_dead() {
         let (slots, ctl) = table();
         let sh = shared(&slots, &ctl);
-        let c = std::thread::scope(|s| s.spawn(|| sh.claim_slot(3).unwrap()).join().unwrap());
+        let c = std::thread::scope(|s| s.spawn(|| sh.claim_slot(3, false).unwrap()).join().unwrap());
         // The kernel marked the mutex "owner died" when the thread ended.
         assert!(sh.owner_dead(c.token));
         // Its generation is retired: later checks agree without a trylock.
         assert_ne!(slots[3].gen.load(Ordering::Relaxed), untoken(c.token).unwrap().1);
         assert!(sh.owner_dead(c.token));
         // And the slot can be claimed again.
-        let again = sh.claim_slot(3).unwrap();
+        let again = sh.claim_slot(3, false).unwrap();
         assert_eq!(again.idx, 3);
         sh.release_slot(again);
     }
@@ -1210,8 +1338,8 @@ mod tests {
     fn a_full_table_overflows_into_the_shared_slot() {
         let (slots, ctl) = table();
         let sh = shared(&slots, &ctl);
-        let claims: Vec<Claim> = (0..OVERFLOW).map(|_| sh.claim_slot(0).unwrap()).collect();
-        assert_eq!(sh.claim_slot(0), Err(SyncError::SlotsFull));
+        let claims: Vec<Claim> = (0..OVERFLOW).map(|_| sh.claim_slot(0, false).unwrap()).collect();
+        assert_eq!(sh.claim_slot(0, false), Err(SyncError::SlotsFull));
         let o = sh.claim_overflow().unwrap();
         assert_eq!(o.idx, OVERFLOW);
         // Another thread waits for the overflow slot until it is given back.
@@ -1243,7 +1371,7 @@ mod tests {
         // could; nobody holds it.
         unsafe { std::ptr::write_bytes(slots[5].mutex() as *mut u8, 0xA5, 40) };
         assert_eq!(slots[5].try_own(), Try::Broken);
-        assert_eq!(sh.claim_slot(5).unwrap().idx, 6, "a broken slot is skipped");
+        assert_eq!(sh.claim_slot(5, false).unwrap().idx, 6, "a broken slot is skipped");
         assert!(sh.owner_dead(token(5, 0)));
     }
 }

@@ -750,6 +750,16 @@ fn model_catches_a_release_that_unlocks_before_retiring_its_generation() {
 /// operation runs, and once `freeze` has returned the word never changes.
 /// At the end of every run: some live process could always move, and the
 /// responses (new, not new, frozen) and the final word are linearizable.
+///
+/// With light marks (`Fence::Light`: a slot whose `fence` is `LIGHT`) the
+/// adder's mark is a plain store, which this model lets wait in the
+/// adder's store buffer (x86-TSO) while the adder goes on to load `excl`:
+/// others see it only after a flush, which happens at any step, at the
+/// adder's locked update (which drains the buffer first), when the adder
+/// dies, and at the exclusive side's `membarrier` (a full fence on every
+/// CPU, taken between its `excl` store and its drain; a recoverer's comes
+/// with its steal). The adder's later stores of 0 are made visible at once:
+/// a late one only makes a drain wait longer.
 mod lockfree {
     use super::{and_a_kill, explore_model, me as id, Excl, Model, Procs, PROCS};
 
@@ -770,12 +780,25 @@ mod lockfree {
         NoMark,
         /// The exclusive side skips the drain of the marks.
         NoDrain,
+        /// The exclusive side skips the `membarrier` before its drain.
+        NoMembarrier,
+    }
+
+    /// How adders order their mark before their load of `excl`.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub enum Fence {
+        /// A `SeqCst` store: visible before the load.
+        Heavy,
+        /// A plain store, fenced by the exclusive side's `membarrier`.
+        Light,
     }
 
     #[derive(Clone, PartialEq, Eq, Hash, Debug)]
     struct S {
         word: bool,
         mark: [u8; ADDERS],
+        /// A light mark stored but not yet visible to other processes.
+        buf: [Option<u8>; ADDERS],
         lock: Excl,
         frozen: bool,
         /// The word when `freeze` returned.
@@ -814,6 +837,7 @@ mod lockfree {
     const E_PENDING: u8 = 4;
     const E_OP: u8 = 5;
     const E_RELEASE: u8 = 6;
+    const E_FENCE: u8 = 7;
 
     impl Model for S {
         type Response = u8;
@@ -826,6 +850,31 @@ mod lockfree {
     }
 
     impl S {
+        /// Make every buffered mark visible (a `membarrier`).
+        fn fence_all(&mut self) {
+            for a in 0..ADDERS {
+                self.flush(a);
+            }
+        }
+
+        /// Make adder `a`'s buffered mark visible.
+        fn flush(&mut self, a: usize) {
+            if let Some(m) = self.buf[a].take() {
+                self.mark[a] = m;
+            }
+        }
+
+        /// Adder `a` stores `m` in its mark: buffered when light (and not
+        /// 0: see the module's docs).
+        fn store_mark(&mut self, a: usize, m: u8, fence: Fence) {
+            if fence == Fence::Light && m != 0 {
+                self.buf[a] = Some(m);
+            } else {
+                self.buf[a] = None;
+                self.mark[a] = m;
+            }
+        }
+
         /// One step of a drain of mark `i` (not the drainer's own).
         fn drain(&self, n: &mut S, i: usize) -> bool {
             let m = self.mark[i];
@@ -840,7 +889,26 @@ mod lockfree {
         }
     }
 
-    fn steps(s: &S, p: usize, op: Op, broken: Broken) -> Vec<S> {
+    fn steps(s: &S, p: usize, op: Op, broken: Broken, fence: Fence) -> Vec<S> {
+        let mut out = step(s, p, op, broken, fence);
+        // The store buffer drains on its own at any time ...
+        if p < ADDERS && s.buf[p].is_some() && s.procs.live(p) {
+            let mut n = s.clone();
+            n.flush(p);
+            out.push(n);
+        }
+        // ... and when its process dies.
+        for n in &mut out {
+            for a in 0..ADDERS {
+                if n.procs.dead[a] {
+                    n.flush(a);
+                }
+            }
+        }
+        out
+    }
+
+    fn step(s: &S, p: usize, op: Op, broken: Broken, fence: Fence) -> Vec<S> {
         if !s.procs.live(p) {
             return vec![];
         }
@@ -873,7 +941,7 @@ mod lockfree {
                 }
                 A_MARK => {
                     if broken != Broken::NoMark {
-                        n.mark[p] = id(p);
+                        n.store_mark(p, id(p), fence);
                     }
                     n.pc[p] = A_LOAD_EXCL;
                 }
@@ -889,20 +957,22 @@ mod lockfree {
                     }
                 }
                 A_FETCH_OR => {
+                    // A locked instruction: the store buffer drains first.
+                    n.flush(p);
                     n.new[p] = !s.word;
                     n.word = true;
                     n.pc[p] = A_UNMARK;
                 }
                 A_UNMARK => {
-                    n.mark[p] = 0;
+                    n.store_mark(p, 0, fence);
                     n.procs.respond(p, s.new[p] as u8);
                 }
                 A_UNMARK_FROZEN => {
-                    n.mark[p] = 0;
+                    n.store_mark(p, 0, fence);
                     n.procs.respond(p, 2);
                 }
                 A_BACKOFF => {
-                    n.mark[p] = 0;
+                    n.store_mark(p, 0, fence);
                     n.pc[p] = A_WAIT_EXCL;
                 }
                 A_WAIT_EXCL => {
@@ -910,6 +980,8 @@ mod lockfree {
                         n.pc[p] = A_MARK;
                     } else if s.procs.owner_dead(s.lock.owner) {
                         n.lock.steal(id(p));
+                        // The recoverer's membarrier (after its steal).
+                        n.fence_all();
                         n.pc[p] = A_REC_DRAIN;
                     } else {
                         return vec![];
@@ -948,7 +1020,14 @@ mod lockfree {
                 }
                 E_EPOCH => {
                     n.lock.enter();
-                    n.pc[p] = if broken == Broken::NoDrain { E_PENDING } else { E_DRAIN0 };
+                    n.pc[p] = if broken == Broken::NoDrain { E_PENDING } else { E_FENCE };
+                }
+                // fence_light_adders: membarrier.
+                E_FENCE => {
+                    if broken != Broken::NoMembarrier {
+                        n.fence_all();
+                    }
+                    n.pc[p] = E_DRAIN0;
                 }
                 E_DRAIN0 | E_DRAIN1 => {
                     let i = (s.pc[p] - E_DRAIN0) as usize;
@@ -1022,10 +1101,11 @@ mod lockfree {
         present == s.word
     }
 
-    pub fn explore(op: Op, init: bool, broken: Broken) -> usize {
+    pub fn explore(op: Op, init: bool, broken: Broken, fence: Fence) -> usize {
         let s0 = S {
             word: init,
             mark: [0; ADDERS],
+            buf: [None; ADDERS],
             lock: Excl::default(),
             frozen: false,
             frozen_word: None,
@@ -1038,7 +1118,7 @@ mod lockfree {
         explore_model(
             s0,
             check_state,
-            |s, p| steps(s, p, op, broken),
+            |s, p| steps(s, p, op, broken, fence),
             |s, order| explains(s, order, op),
         )
     }
@@ -1046,11 +1126,29 @@ mod lockfree {
 
 #[test]
 fn lockfree_adds_and_a_clear_or_freeze_every_interleaving_every_kill() {
-    for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
-        for init in [false, true] {
-            let finals = lockfree::explore(op, init, lockfree::Broken::No);
-            assert!(finals > 100, "{op:?}: explored only {finals} runs");
+    for fence in [lockfree::Fence::Heavy, lockfree::Fence::Light] {
+        for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
+            for init in [false, true] {
+                let finals = lockfree::explore(op, init, lockfree::Broken::No, fence);
+                assert!(finals > 100, "{fence:?} {op:?}: explored only {finals} runs");
+            }
         }
+    }
+}
+
+/// Light marks need the exclusive side's membarrier: without it, a mark
+/// still in its adder's store buffer escapes the drain.
+#[test]
+fn model_catches_light_marks_without_a_membarrier() {
+    for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
+        let r = std::panic::catch_unwind(|| {
+            lockfree::explore(op, false, lockfree::Broken::NoMembarrier, lockfree::Fence::Light)
+        });
+        assert!(r.is_err(), "{op:?}: light marks without a membarrier passed the model");
+    }
+    // Heavy marks never needed it.
+    for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
+        lockfree::explore(op, false, lockfree::Broken::NoMembarrier, lockfree::Fence::Heavy);
     }
 }
 
@@ -1058,7 +1156,14 @@ fn lockfree_adds_and_a_clear_or_freeze_every_interleaving_every_kill() {
 /// frozen filter would change after freeze returned) ...
 #[test]
 fn model_catches_a_lockfree_adder_without_a_mark() {
-    let r = std::panic::catch_unwind(|| lockfree::explore(lockfree::Op::Freeze, false, lockfree::Broken::NoMark));
+    let r = std::panic::catch_unwind(|| {
+        lockfree::explore(
+            lockfree::Op::Freeze,
+            false,
+            lockfree::Broken::NoMark,
+            lockfree::Fence::Heavy,
+        )
+    });
     assert!(r.is_err(), "adders without marks passed the model");
 }
 
@@ -1066,7 +1171,9 @@ fn model_catches_a_lockfree_adder_without_a_mark() {
 #[test]
 fn model_catches_an_exclusive_op_that_ignores_adders_marks() {
     for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
-        let r = std::panic::catch_unwind(|| lockfree::explore(op, false, lockfree::Broken::NoDrain));
+        let r = std::panic::catch_unwind(|| {
+            lockfree::explore(op, false, lockfree::Broken::NoDrain, lockfree::Fence::Heavy)
+        });
         assert!(r.is_err(), "{op:?} without drain passed the model");
     }
 }

@@ -1281,6 +1281,28 @@ off until it runs again, as a stopped holder of their own lock would; an
 adder killed there delays them by at most the crash bound (well under a
 second), never more.
 
+=head2 One locked instruction per add: membarrier
+
+The mark must be visible before the add looks whether one of those
+operations has begun: between the two, a fence. Where the kernel lets a
+process register for C<membarrier(2)> (C<MEMBARRIER_CMD_GLOBAL_EXPEDITED>,
+Linux 4.16 and later), the process does so at its first write to a blocked filter, and its mark is a
+plain store: the exclusive operation runs the fence on every CPU instead,
+with one C<membarrier> call, between announcing itself and waiting. The
+add's only locked instruction is then its update of the item's word. A
+process that cannot register (a seccomp filter that refuses the call, an
+older kernel) marks with a locked store (two locked instructions per add),
+and the two kinds mix freely on one filter.
+
+The limit this sets: a process that cannot call C<membarrier> cannot fence
+the others' marks, so while a live process with plain marks has written to
+the same blocked filter, its L</clear>, L</invert>, L</intersect>,
+L</freeze> and journaled L</merge> croak ("another process adds to this
+filter with membarrier(2) fences, which this process cannot use ...") and
+change nothing. Run them in a process that can, or after those processes
+have exited. Its adds and queries work as anywhere. Standard and windowed
+filters, whose adds take a stripe, are not concerned.
+
 =head2 Sizing
 
 A blocked filter is sized with the exact false positive rate of its layout,

@@ -1,0 +1,167 @@
+# What the manual says of membarrier(2) (LAYOUTS, "One locked instruction
+# per add"): a blocked filter's adds mark their process's slot with a plain
+# store where the process can register for membarrier, and exclusive
+# operations fence them with it. A process that cannot call membarrier (a
+# real seccomp filter that refuses it, installed here in children) adds
+# with a locked mark instead, and its clear, invert, intersect, merge (through
+# the journal, as a file's) and freeze croak, changing nothing, while a live process that adds with plain marks
+# has the filter open; once that process is gone, or for filters whose adds
+# take a stripe (standard, windowed), they run.
+use strict;
+use warnings;
+use Test::More;
+use Config;
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use BFTest qw(in_child child_status_text reap);
+use Data::BloomFilter::Shared;
+use File::Temp qw(tempdir);
+use POSIX ();
+
+my $C = 'Data::BloomFilter::Shared';
+plan skip_all => 'the seccomp filter below is written for x86_64 Linux'
+    unless $^O eq 'linux' && $Config{archname} =~ /^x86_64/;
+my ($SYS_membarrier, $SYS_prctl) = (324, 157);
+plan skip_all => "this kernel has no membarrier(2): $!" if syscall($SYS_membarrier, 0, 0, 0) < 0;
+
+# Install a seccomp filter in this process that makes membarrier fail with
+# EPERM, as a container's or a service's syscall filter may.
+sub deny_membarrier {
+    my $ins = sub { pack 'S C C L', @_ };    # struct sock_filter
+    my $prog = join '',
+        $ins->(0x20, 0, 0, 4),                   # load seccomp_data.arch
+        $ins->(0x15, 1, 0, 0xc000003e),          # AUDIT_ARCH_X86_64: go on
+        $ins->(0x06, 0, 0, 0x7fff0000),          # another arch: allow
+        $ins->(0x20, 0, 0, 0),                   # load seccomp_data.nr
+        $ins->(0x15, 0, 1, $SYS_membarrier),     # membarrier:
+        $ins->(0x06, 0, 0, 0x00050000 | 1),      #   fail with EPERM
+        $ins->(0x06, 0, 0, 0x7fff0000);          # anything else: allow
+    my $fprog = pack 'S x6 P', length($prog) / 8, $prog;    # struct sock_fprog
+    syscall($SYS_prctl, 38, 1, 0, 0, 0) == 0 or die "PR_SET_NO_NEW_PRIVS: $!";
+    syscall($SYS_prctl, 22, 2, $fprog, 0, 0) == 0 or die "PR_SET_SECCOMP: $!";
+    syscall($SYS_membarrier, 0, 0, 0) < 0 && $!{EPERM} or die "membarrier still works under the filter\n";
+}
+
+# Run $code in a child that cannot call membarrier; its result or error.
+sub denied {
+    my ($code) = @_;
+    my $r = in_child(sub { deny_membarrier(); $code->() }, 30);
+    die 'child: ' . child_status_text($r) . "\n" if $r->{status} && !$r->{died};
+    return $r->{out};
+}
+
+# Open a filter file this test made (with the capacity it was made with).
+my %CAP;
+sub reopen { my ($path) = @_; return $C->new($path, $CAP{$path}{cap}, $CAP{$path}{fp}) }
+sub make {
+    my ($path, $cap, $fp, $o) = @_;
+    $CAP{$path} = { cap => $cap, fp => $fp };
+    return $C->new($path, $cap, $fp, $o);
+}
+
+# A child that opens $path, adds $item and stays alive until killed.
+sub holder {
+    my ($path, $item) = @_;
+    pipe(my $r, my $w) or die "pipe: $!";
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        close $r;
+        my $f = reopen($path);
+        $f->add($item);
+        syswrite $w, "ready\n";
+        sleep 60;
+        POSIX::_exit(0);
+    }
+    close $w;
+    my $line = <$r>;
+    die "holder did not start\n" unless ($line // '') eq "ready\n";
+    return $pid;
+}
+
+my $dir = tempdir(CLEANUP => 1);
+my $path = "$dir/blocked.bf";
+make($path, 10_000, 0.01, { layout => 'blocked' })->add('first');
+
+is(denied(sub {
+    my $f = reopen($path);
+    $f->add('by-denied');
+    return join ',', $f->contains('first'), $f->contains('by-denied');
+}), '1,1', 'a process without membarrier adds to a blocked filter (locked marks)');
+
+# A live process that added with plain marks holds a light slot.
+my $pid = holder($path, 'by-holder');
+my $out = denied(sub {
+    my $f = reopen($path);
+    my $other = $C->new(undef, 10_000, 0.01, { layout => 'blocked' });
+    my @got;
+    for my $op ([clear => sub { $f->clear }], [invert => sub { $f->invert }],
+        [intersect => sub { $f->intersect($other) }], [merge => sub { $f->merge($other) }],
+        [freeze => sub { $f->freeze }])
+    {
+        my ($name, $code) = @$op;
+        my $ok = eval { $code->(); 1 };
+        push @got, $ok ? "$name ran" : $@ =~ /->$name: .*membarrier/ ? "$name refused" : "$name: $@";
+    }
+    push @got, join '', map { $f->contains($_) } qw(first by-denied by-holder);
+    push @got, $f->frozen ? 'frozen' : 'not frozen';
+    push @got, $f->add('after') ? 'adds' : 'add said old';
+    return join ';', @got;
+});
+is($out, 'clear refused;invert refused;intersect refused;merge refused;freeze refused;111;not frozen;adds',
+    'while it lives, exclusive operations without membarrier croak and change nothing');
+
+my $f = reopen($path);
+ok($f->contains('after') && $f->contains('by-holder'), 'the filter is as it was');
+
+# The same process, on filters whose adds take a stripe: no light slot.
+my $std = "$dir/standard.bf";
+my $win = "$dir/windowed.bf";
+make($std, 10_000, 0.01);
+make($win, 10_000, 0.01, { layout => 'blocked', window => 3600 });
+my @pids = ($pid, holder($std, 'x'), holder($win, 'x'));
+is(denied(sub { join ',', map { my $g = reopen($_); $g->clear; $g->contains('x') } $std, $win }),
+    '0,0', 'standard and windowed filters: clear runs while such a process lives');
+
+kill 'KILL', @pids;
+reap($_) for @pids;
+is(denied(sub {
+    my $g = reopen($path);
+    $g->clear;
+    return join ',', map { $g->contains($_) } qw(first by-holder after);
+}), '0,0,0', 'once it is gone (SIGKILL), clear runs');
+
+# And a process that can fence clears what a denied one added.
+denied(sub { reopen($path)->add('late'); '' });
+$f->clear;
+ok(!$f->contains('late'), 'a process with membarrier clears a filter a denied process adds to');
+
+# Adders of both kinds at once: each item is new to exactly one of them
+# (in a filter so large for them that a false positive is most unlikely).
+my $many = "$dir/many.bf";
+make($many, 2_000_000, 1e-6, { layout => 'blocked' });
+my $items = 20_000;
+my @kids;
+for my $kind (qw(light denied light denied)) {
+    pipe(my $r, my $w) or die "pipe: $!";
+    my $kid = fork // die "fork: $!";
+    if (!$kid) {
+        close $r;
+        deny_membarrier() if $kind eq 'denied';
+        my $g = reopen($many);
+        my $new = 0;
+        $new += $g->add("item-$_") for 1 .. $items;
+        syswrite $w, "$new\n";
+        POSIX::_exit(0);
+    }
+    close $w;
+    push @kids, [$kid, $r];
+}
+my $told_new = 0;
+for (@kids) {
+    my ($kid, $r) = @$_;
+    $told_new += <$r> // die "an adder died\n";
+    reap($kid);
+}
+is($told_new, $items, 'light and locked marks together: every item is new exactly once');
+
+done_testing;
