@@ -109,7 +109,7 @@ pub struct Slot {
 }
 
 /// `Slot::fence` of an owner whose lock-free adds use light marks.
-pub const LIGHT: u32 = 1;
+const LIGHT: u32 = 1;
 
 /// A pthread mutex that lives in the shared mapping.
 #[repr(transparent)]
