@@ -96,6 +96,10 @@ pub struct Filter {
     seed: u64,
     /// Where items' bits are (the layout's strategy).
     probing: Probing,
+    /// The mapping's first byte (`region.base()`, kept here so that a
+    /// shared word is one load from the handle, not a walk through the
+    /// region's `Arc` after every atomic access).
+    base: *const u8,
     bits: *const AtomicU64,
     words: usize,
     /// Add stripes in the control area (`format::stripes_for`).
@@ -121,6 +125,10 @@ struct Win {
     w: Window,
     /// Words of one generation's bit array.
     gen_words: usize,
+    /// Where each ring slot's bit array starts, in the mapping; the
+    /// entries past the ring point at slot 0's, so that every entry is a
+    /// generation's start (`Filter::generation`).
+    gens: [*const AtomicU64; MAX_RING],
 }
 
 /// What `stats` reports of a windowed filter.
@@ -276,9 +284,17 @@ impl Filter {
         // SAFETY: decode validated that the mapping is exactly l.total bytes,
         // and bits_off + m/8 == l.total, so the words are inside it.
         let bits = unsafe { region.base().add(l.bits_off as usize) } as *const AtomicU64;
-        let win = h.window.map(|w| Win {
-            w,
-            gen_words: h.geometry.words(),
+        let win = h.window.map(|w| {
+            let gen_words = h.geometry.words();
+            let mut gens = [bits; MAX_RING];
+            for (slot, g) in gens.iter_mut().enumerate().take(w.ring_len() as usize) {
+                // SAFETY: the bit array is `ring_len` generations of
+                // `gen_words` words (words = gen_words * arrays, and a
+                // windowed header's arrays are its ring), so each slot's
+                // start lies inside it.
+                *g = unsafe { bits.add(slot * gen_words) };
+            }
+            Win { w, gen_words, gens }
         });
         Filter {
             geometry: h.geometry,
@@ -287,6 +303,7 @@ impl Filter {
             words: h.geometry.words() * h.arrays() as usize,
             win,
             stripes: l.stripes,
+            base: region.base(),
             bits,
             region,
             claim: Cell::new(None),
@@ -538,10 +555,12 @@ impl Filter {
         unsafe { std::slice::from_raw_parts(self.bits, self.words) }
     }
 
+    #[inline(always)]
     fn at<T>(&self, off: u64) -> *const T {
         // SAFETY: callers pass offsets of the control area, which decode
-        // guarantees is inside the mapping (size >= CONTROL_END).
-        unsafe { self.region.base().add(off as usize) as *const T }
+        // guarantees is inside the mapping (size >= CONTROL_END); `base`
+        // is the mapping's, which lives (unmoved) as long as `self`.
+        unsafe { self.base.add(off as usize) as *const T }
     }
 
     fn shared(&self) -> Shared<'_> {
@@ -971,13 +990,13 @@ impl Filter {
     #[inline(always)]
     fn generation(&self, win: &Win, slot: u32) -> &[AtomicU64] {
         // Slots come from a view (`View::unpack` checks them) or the ring
-        // arithmetic: this never fails, and is the one check left.
-        assert!(slot < win.w.ring_len());
-        // SAFETY: the bit array is `ring_len` generations of `gen_words`
-        // words (`from_region`: words = gen_words * arrays, and a windowed
-        // header's arrays are its ring), so generation `slot < ring_len`
-        // lies inside it.
-        unsafe { std::slice::from_raw_parts(self.bits.add(slot as usize * win.gen_words), win.gen_words) }
+        // arithmetic, so they are below the ring's length; the index check
+        // (against MAX_RING) is the one check left.
+        let start = win.gens[slot as usize];
+        // SAFETY: every entry of `gens` is the start of a generation of
+        // `gen_words` words inside the mapping (`from_region`), which
+        // lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(start, win.gen_words) }
     }
 
     /// The grid a reader or writer of view `v` goes by now.
