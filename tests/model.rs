@@ -1136,18 +1136,22 @@ fn lockfree_adds_and_a_clear_or_freeze_every_interleaving_every_kill() {
     }
 }
 
+/// Whether the lock-free model, broken as `broken` says, fails (panics)
+/// for `op` on an absent item.
+fn lockfree_model_fails(op: lockfree::Op, broken: lockfree::Broken, fence: lockfree::Fence) -> bool {
+    std::panic::catch_unwind(|| lockfree::explore(op, false, broken, fence)).is_err()
+}
+
 /// Light marks need the exclusive side's membarrier: without it, a mark
 /// still in its adder's store buffer escapes the drain.
 #[test]
 fn model_catches_light_marks_without_a_membarrier() {
     for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
-        let r = std::panic::catch_unwind(|| {
-            lockfree::explore(op, false, lockfree::Broken::NoMembarrier, lockfree::Fence::Light)
-        });
-        assert!(r.is_err(), "{op:?}: light marks without a membarrier passed the model");
-    }
-    // Heavy marks never needed it.
-    for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
+        assert!(
+            lockfree_model_fails(op, lockfree::Broken::NoMembarrier, lockfree::Fence::Light),
+            "{op:?}: light marks without a membarrier passed the model"
+        );
+        // Heavy marks never needed it.
         lockfree::explore(op, false, lockfree::Broken::NoMembarrier, lockfree::Fence::Heavy);
     }
 }
@@ -1156,25 +1160,20 @@ fn model_catches_light_marks_without_a_membarrier() {
 /// frozen filter would change after freeze returned) ...
 #[test]
 fn model_catches_a_lockfree_adder_without_a_mark() {
-    let r = std::panic::catch_unwind(|| {
-        lockfree::explore(
-            lockfree::Op::Freeze,
-            false,
-            lockfree::Broken::NoMark,
-            lockfree::Fence::Heavy,
-        )
-    });
-    assert!(r.is_err(), "adders without marks passed the model");
+    assert!(
+        lockfree_model_fails(lockfree::Op::Freeze, lockfree::Broken::NoMark, lockfree::Fence::Heavy),
+        "adders without marks passed the model"
+    );
 }
 
 /// ... and an exclusive operation that does not drain the marks.
 #[test]
 fn model_catches_an_exclusive_op_that_ignores_adders_marks() {
     for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
-        let r = std::panic::catch_unwind(|| {
-            lockfree::explore(op, false, lockfree::Broken::NoDrain, lockfree::Fence::Heavy)
-        });
-        assert!(r.is_err(), "{op:?} without drain passed the model");
+        assert!(
+            lockfree_model_fails(op, lockfree::Broken::NoDrain, lockfree::Fence::Heavy),
+            "{op:?} without drain passed the model"
+        );
     }
 }
 
