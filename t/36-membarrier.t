@@ -13,10 +13,9 @@ use Test::More;
 use Config;
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child child_status_text reap);
+use BFTest qw(in_child child_status_text reap start_child);
 use Data::BloomFilter::Shared;
 use File::Temp qw(tempdir);
-use POSIX ();
 
 my $C = 'Data::BloomFilter::Shared';
 plan skip_all => 'the seccomp filter below is written for x86_64 Linux'
@@ -59,22 +58,18 @@ sub make {
     return $C->new($path, $cap, $fp, $o);
 }
 
-# A child that opens $path, adds $item and stays alive until killed.
+# A child that opens $path, adds $item and stays alive, the filter open,
+# until killed (a handle dropped gives its process slot back).
 sub holder {
     my ($path, $item) = @_;
-    pipe(my $r, my $w) or die "pipe: $!";
-    my $pid = fork // die "fork: $!";
-    if (!$pid) {
-        close $r;
+    my ($pid, $r) = start_child(sub {
         my $f = reopen($path);
         $f->add($item);
-        syswrite $w, "ready\n";
+        $_[0]->('added');
         sleep 60;
-        POSIX::_exit(0);
-    }
-    close $w;
+    });
     my $line = <$r>;
-    die "holder did not start\n" unless ($line // '') eq "ready\n";
+    die "holder did not add\n" unless ($line // '') eq "added\n";
     return $pid;
 }
 
@@ -140,22 +135,16 @@ ok(!$f->contains('late'), 'a process with membarrier clears a filter a denied pr
 my $many = "$dir/many.bf";
 make($many, 2_000_000, 1e-6, { layout => 'blocked' });
 my $items = 20_000;
-my @kids;
-for my $kind (qw(light denied light denied)) {
-    pipe(my $r, my $w) or die "pipe: $!";
-    my $kid = fork // die "fork: $!";
-    if (!$kid) {
-        close $r;
+my @kids = map {
+    my $kind = $_;
+    [start_child(sub {
         deny_membarrier() if $kind eq 'denied';
         my $g = reopen($many);
         my $new = 0;
         $new += $g->add("item-$_") for 1 .. $items;
-        syswrite $w, "$new\n";
-        POSIX::_exit(0);
-    }
-    close $w;
-    push @kids, [$kid, $r];
-}
+        $_[0]->($new);
+    })]
+} qw(light denied light denied);
 my $told_new = 0;
 for (@kids) {
     my ($kid, $r) = @$_;

@@ -9,7 +9,7 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(reap layout_from_env);
+use BFTest qw(reap layout_from_env start_child);
 my $LAYOUT = layout_from_env();    # BFTEST_LAYOUT=blocked: see t/lib/BFTest.pm
 use Data::BloomFilter::Shared;
 
@@ -19,29 +19,6 @@ my $LIMIT = 2.0;    # seconds; the contract (C4) promises at most 1 s of delay
 srand($ENV{BFS_CRASH_SEED} // time);
 $SIG{ALRM} = sub { die "50-crash: global timeout\n" };
 alarm 150;
-
-# Start a child running $loop->($report) forever; $report->($line) sends a
-# line to the parent once the work it names is complete. The child says
-# "ready" first. Returns (pid, read handle).
-sub start_victim {
-    my ($loop) = @_;
-    pipe(my $r, my $w) or die;
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if (!$pid) {
-        close $r;
-        alarm 30;
-        $w->autoflush(1);
-        my $report = sub { syswrite $w, "$_[0]\n" };
-        $report->('ready');
-        eval { $loop->($report) };
-        POSIX::_exit(0);
-    }
-    close $w;
-    my $ready = <$r>;
-    die "victim did not start" unless defined $ready && $ready eq "ready\n";
-    return ($pid, $r);
-}
 
 # Let it run a random while, SIGKILL it, reap it; returns the reported lines.
 sub kill_victim {
@@ -78,7 +55,7 @@ sub check_time {
     for my $round (1 .. 10) {
         my $batch = 200;
         my $single = $round % 3 == 0;
-        my ($pid, $r) = start_victim(sub {
+        my ($pid, $r) = start_child(sub {
             my ($report) = @_;
             for (my $b = 0; ; $b++) {
                 my @items = map { "r$round-b$b-$_" } 1 .. $batch;
@@ -107,7 +84,7 @@ sub check_time {
 {
     my $f = $C->new("$dir/clear.bf", 1_000_000, 0.001);
     for my $round (1 .. 6) {
-        my ($pid, $r) = start_victim(sub {
+        my ($pid, $r) = start_child(sub {
             my ($report) = @_;
             for (my $i = 0; ; $i++) {
                 $f->clear;
@@ -139,7 +116,7 @@ sub check_time {
 {
     my $f = $C->new(undef, 1_000_000, 0.001);
     for my $round (1 .. 6) {
-        my ($pid, $r) = start_victim(sub {
+        my ($pid, $r) = start_child(sub {
             my ($report) = @_;
             my $src = $C->new(undef, 1_000_000, 0.001);
             $src->add_many([map { "merge$round-base-$_" } 1 .. 1000]);
@@ -169,7 +146,7 @@ sub check_time {
 {
     my $f = $C->new(undef, 100_000, 0.001);
     for my $round (1 .. 3) {
-        my ($pid, $r) = start_victim(sub {
+        my ($pid, $r) = start_child(sub {
             my ($report) = @_;
             for (my $i = 0; ; $i++) {
                 $f->add_many([map { "busy$round-$i-$_" } 1 .. 50]);

@@ -8,8 +8,8 @@ use Time::HiRes qw(time sleep);
 use IO::Select ();
 use Exporter 'import';
 
-our @EXPORT_OK = qw(in_child reap spawn_perl child_status_text perl5lib slurp spew readable_build run_sh
-    run_cli layout_from_env run_with_layout croaks_like);
+our @EXPORT_OK = qw(in_child reap spawn_perl start_child child_status_text perl5lib slurp spew readable_build
+    run_sh run_cli layout_from_env run_with_layout croaks_like);
 
 # The multi-process suites run on both layouts: with BFTEST_LAYOUT=blocked,
 # every filter the test makes with new or new_memfd asks for that layout
@@ -157,6 +157,31 @@ sub in_child {
         died      => (($status >> 8) == 3 ? 1 : 0),
         out       => $out,
     };
+}
+
+# Start a child running $code->($report), under alarm(30); $report->($line)
+# sends a line to the parent (once the work it names is complete). The
+# child says "ready" first, and this returns once it has: (pid, the read
+# handle of the lines that follow). Reap it with `reap`.
+sub start_child {
+    my ($code) = @_;
+    pipe(my $r, my $w) or die "pipe: $!";
+    my $pid = fork;
+    die "fork: $!" unless defined $pid;
+    if (!$pid) {
+        close $r;
+        alarm 30;
+        $w->autoflush(1);
+        my $report = sub { syswrite $w, "$_[0]\n" };
+        $report->('ready');
+        eval { $code->($report) };
+        _exit(0);
+    }
+    $live{$pid} = 1;
+    close $w;
+    my $ready = <$r>;
+    die "child did not start" unless defined $ready && $ready eq "ready\n";
+    return ($pid, $r);
 }
 
 sub child_status_text {
