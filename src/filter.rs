@@ -281,9 +281,10 @@ impl Filter {
         let h = region.header;
         let l = region.layout();
         debug_assert!(region.len() as u64 == l.total);
+        let base = region.base() as *const u8;
         // SAFETY: decode validated that the mapping is exactly l.total bytes,
         // and bits_off + m/8 == l.total, so the words are inside it.
-        let bits = unsafe { region.base().add(l.bits_off as usize) } as *const AtomicU64;
+        let bits = unsafe { base.add(l.bits_off as usize) } as *const AtomicU64;
         let win = h.window.map(|w| {
             let gen_words = h.geometry.words();
             let mut gens = [bits; MAX_RING];
@@ -303,7 +304,7 @@ impl Filter {
             words: h.geometry.words() * h.arrays() as usize,
             win,
             stripes: l.stripes,
-            base: region.base(),
+            base,
             bits,
             region,
             claim: Cell::new(None),
@@ -1303,7 +1304,7 @@ impl Filter {
     ) -> Result<u64> {
         let mut new = 0u64;
         // Item `i`'s answer, counted and given back.
-        let record = |i: usize, n: bool| {
+        let mut record = |i: usize, n: bool| {
             new += n as u64;
             if let Some(r) = results.as_deref_mut() {
                 r[i] = n as u8;
@@ -1312,7 +1313,6 @@ impl Filter {
         let r = if self.beyond_caches() {
             self.window_adds_ahead(win, p, items, c, record)
         } else {
-            let mut record = record;
             let mut now = 0;
             items.iter().enumerate().try_for_each(|(i, item)| {
                 let h = hash_item(self.seed, item);
