@@ -3,10 +3,11 @@
 # store where the process can register for membarrier, and exclusive
 # operations fence them with it. A process that cannot call membarrier (a
 # real seccomp filter that refuses it, installed here in children) adds
-# with a locked mark instead, and its clear, invert, intersect, merge (through
-# the journal, as a file's) and freeze croak, changing nothing, while a live process that adds with plain marks
-# has the filter open; once that process is gone, or for filters whose adds
-# take a stripe (standard, windowed), they run.
+# with a locked mark instead, and its clear, invert, intersect, merge
+# (through the journal, as a file's) and freeze croak, changing nothing,
+# while a live process that adds with plain marks has the filter open; once
+# that process is gone or has closed it, or for filters whose adds take a
+# stripe (standard, windowed), they run.
 use strict;
 use warnings;
 use Test::More;
@@ -124,6 +125,18 @@ is(denied(sub {
     $g->clear;
     return join ',', map { $g->contains($_) } qw(first by-holder after);
 }), '0,0,0', 'once it is gone (SIGKILL), clear runs');
+
+# A live process that added, then closed the filter, holds no slot of it.
+my ($closer, $closed) = start_child(sub {
+    { my $g = reopen($path); $g->add('by-closer') }
+    $_[0]->('closed');
+    sleep 60;
+});
+is(scalar <$closed>, "closed\n", 'a process adds, then closes the filter, and lives on');
+is(denied(sub { my $g = reopen($path); $g->clear; $g->contains('by-closer') }),
+    '0', 'once it has closed the filter, clear runs');
+kill 'KILL', $closer;
+reap($closer);
 
 # And a process that can fence clears what a denied one added.
 denied(sub { reopen($path)->add('late'); '' });
