@@ -742,19 +742,19 @@ impl<'a> Shared<'a> {
 
     /// End a lock-free add: our update happens-before a drain that reads the
     /// cleared mark.
-    #[inline]
+    #[inline(always)]
     pub fn end_lockfree_add(&self, c: Claim) {
         self.end_merge(c);
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn end_merge(&self, c: Claim) {
         // Release: our ORs happen-before a drain that reads 0 here.
         self.slots[c.idx as usize].busy.store(0, Ordering::Release);
         self.wake_drainer();
     }
 
-    #[inline]
+    #[inline(always)]
     fn wake_drainer(&self) {
         // A drainer waiting on a busy mark sleeps on the excl word (busy
         // marks are per-slot words nobody else sets WAITERS on).
