@@ -1286,22 +1286,23 @@ second), never more.
 The mark must be visible before the add looks whether one of those
 operations has begun: between the two, a fence. Where the kernel lets a
 process register for C<membarrier(2)> (C<MEMBARRIER_CMD_GLOBAL_EXPEDITED>,
-Linux 4.16 and later), the process does so at its first write to a
-blocked filter, and its mark is a plain store: the exclusive operation runs the fence on every CPU instead,
-with one C<membarrier> call, between announcing itself and waiting. The
-add's only locked instruction is then its update of the item's word. A
-process that cannot register (a seccomp filter that refuses the call, an
-older kernel) marks with a locked store (two locked instructions per add),
-and the two kinds mix freely on one filter.
+Linux 4.16 and later), the process does so at its first write to a blocked
+filter, and its mark is a plain store: the exclusive operation runs the
+fence on every CPU instead, with one C<membarrier> call, between announcing
+itself and waiting. The add's only locked instruction is then its update of
+the item's word. A process that cannot register (a seccomp filter that
+refuses the call, an older kernel) marks with a locked store (two locked
+instructions per add), and the two kinds mix freely on one filter.
 
 The limit this sets: a process that cannot call C<membarrier> cannot fence
 the others' marks, so while a live process with plain marks has written to
 the same blocked filter and still has it open, its L</clear>, L</invert>,
 L</intersect>, L</freeze> and journaled L</merge> croak ("another process
-adds to this filter with membarrier(2) fences, which this process cannot
-use ...") and change nothing. Run them in a process that can, or once
-those processes have closed the filter or exited. Its adds and queries work as anywhere. Standard and windowed
-filters, whose adds take a stripe, are not concerned.
+adds to this filter with membarrier(2) fences, which this process cannot use
+...") and change nothing. Run them in a process that can, or once those
+processes have closed the filter or exited. Its adds and queries work as
+anywhere. Standard and windowed filters, whose adds take a stripe, are not
+concerned.
 
 =head2 Sizing
 
