@@ -8,11 +8,11 @@
 //!
 //! The slot's mutex lies in the mapping of the handle that claimed it (the
 //! *holder*): the robust list the kernel walks at thread exit points there.
-//! When the holder is dropped it gives the slot back and bumps this
-//! thread's epoch, which invalidates what every other handle cached; the
-//! next of them to write claims a slot anew.
+//! When the holder is dropped it gives the slot back and bumps the
+//! process's stamp, which invalidates what every other handle cached; the
+//! next of them to write looks its slot up (or claims one) anew.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -59,37 +59,91 @@ impl Drop for Entry {
     }
 }
 
-/// Each thread's epochs start at a value no other thread ever used, so a
-/// cached epoch from a thread that has ended can never match a new one.
-static NEXT_BASE: AtomicU64 = AtomicU64::new(1 << 32);
+/// Changed whenever a slot is given back anywhere in the process, a
+/// thread's table goes, or the process is a fork's child: a cached claim
+/// names the value it was cached under (`Ticket`).
+static STAMP: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    // Relaxed: only uniqueness matters, not order with anything else.
-    static EPOCH: Cell<u64> = Cell::new(NEXT_BASE.fetch_add(1 << 32, Ordering::Relaxed));
     // Dropped when the thread ends: every slot it still holds is given back
     // then (Entry's Drop), in the thread that holds the mutexes.
-    static TABLE: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    static TABLE: RefCell<Table> = const { RefCell::new(Table(Vec::new())) };
 }
 
-/// This thread's current epoch. A claim cached under an epoch stays valid
-/// while the epoch is unchanged (the same thread, no slot given back since).
-/// 0 once the thread's table is gone (thread exit): nothing matches it.
+/// A thread's entries; a new stamp when they go, so that a thread that
+/// later gets the same thread pointer finds no claim of this one valid.
+struct Table(Vec<Entry>);
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        self.0.clear(); // gives the slots back
+        new_stamp();
+    }
+}
+
+/// Under which a claim was cached: the thread, and the process's stamp.
+/// A cached claim stays valid while `ticket()` still returns its ticket:
+/// the same thread, no slot given back and no fork since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    thread: usize,
+    stamp: u64,
+}
+
+/// This thread's ticket now: its thread pointer and a load (no
+/// thread-local variable, which costs a `__tls_get_addr` call in a shared
+/// library).
 #[inline(always)]
-pub fn epoch() -> u64 {
-    EPOCH.try_with(|e| e.get()).unwrap_or(0)
+pub fn ticket() -> Ticket {
+    Ticket {
+        thread: thread_pointer(),
+        // Relaxed: every change that must invalidate this thread's claims
+        // happens-before this load (made by this thread; by a thread that
+        // ended before one with its thread pointer could start; or in the
+        // fork child's own handler), so coherence shows it here.
+        stamp: STAMP.load(Ordering::Relaxed),
+    }
 }
 
-fn new_epoch() {
-    let _ = EPOCH.try_with(|e| e.set(e.get() + 1));
+/// A value no other live thread of the process has: the thread pointer
+/// (the x86-64 and AArch64 ELF TLS ABIs keep it in `fs:0`, the thread
+/// control block's pointer to itself, and `tpidr_el0`), else pthread_self.
+/// A later thread may get the same value: `Table`'s Drop takes a new stamp.
+#[inline(always)]
+pub(crate) fn thread_pointer() -> usize {
+    let tp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: reads one word of the running thread's control block, which
+    // every thread of a Linux process with ELF TLS has; no other effect.
+    unsafe {
+        std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags, pure));
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: reads the thread pointer register; no other effect.
+    unsafe {
+        std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags, pure));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        // SAFETY: pthread_self has no preconditions and cannot fail.
+        tp = unsafe { libc::pthread_self() } as usize;
+    }
+    tp
+}
+
+/// Invalidate every cached claim of the process (they are looked up again).
+pub fn new_stamp() {
+    // Relaxed: see ticket().
+    STAMP.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Entries of another fork generation, and orphaned ones, go; when any
-/// slot is given back, a new epoch starts (other handles claim anew).
+/// slot is given back, a new stamp (other handles look theirs up anew).
 fn prune(t: &mut Vec<Entry>, fork: u32) {
     let before = t.len();
     t.retain(|e| e.fork == fork && !e.orphaned());
     if t.len() != before {
-        new_epoch();
+        new_stamp();
     }
 }
 
@@ -98,8 +152,8 @@ pub fn lookup(id: Id, fork: u32) -> Option<Claim> {
     TABLE
         .try_with(|t| {
             let mut t = t.borrow_mut();
-            prune(&mut t, fork);
-            t.iter().find(|e| e.id == id).map(|e| e.claim)
+            prune(&mut t.0, fork);
+            t.0.iter().find(|e| e.id == id).map(|e| e.claim)
         })
         .ok()
         .flatten()
@@ -111,7 +165,7 @@ pub fn lookup(id: Id, fork: u32) -> Option<Claim> {
 pub fn insert(id: Id, fork: u32, claim: Claim, holder: u64, map: Arc<MmapRaw>) -> bool {
     TABLE
         .try_with(|t| {
-            t.borrow_mut().push(Entry {
+            t.borrow_mut().0.push(Entry {
                 id,
                 fork,
                 claim,
@@ -123,17 +177,17 @@ pub fn insert(id: Id, fork: u32, claim: Claim, holder: u64, map: Arc<MmapRaw>) -
 }
 
 /// Handle `holder` of filter `id` goes away: if it holds this thread's slot
-/// for the filter, give the slot back and start a new epoch.
+/// for the filter, give the slot back and take a new stamp.
 pub fn forget(id: Id, fork: u32, holder: u64) {
     let gone = TABLE.try_with(|t| {
         let mut t = t.borrow_mut();
-        let i = t
-            .iter()
-            .position(|e| e.id == id && e.fork == fork && e.holder == holder)?;
-        Some(t.swap_remove(i))
+        let i =
+            t.0.iter()
+                .position(|e| e.id == id && e.fork == fork && e.holder == holder)?;
+        Some(t.0.swap_remove(i))
     });
     if let Ok(Some(e)) = gone {
         drop(e); // gives the slot back
-        new_epoch();
+        new_stamp();
     }
 }

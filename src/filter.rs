@@ -104,9 +104,9 @@ pub struct Filter {
     words: usize,
     /// Add stripes in the control area (`format::stripes_for`).
     stripes: u32,
-    /// This thread's slot for the filter, with the fork generation and the
-    /// thread's claims epoch it was looked up in (see `claims`).
-    claim: Cell<Option<(Claim, u32, u64)>>,
+    /// This thread's slot for the filter, with the ticket it was looked up
+    /// under (see `claims`).
+    claim: Cell<Option<(Claim, claims::Ticket)>>,
     /// Unique among this process's handles: names the slot's holder.
     serial: u64,
     /// A windowed filter's generations (None: a plain filter).
@@ -580,6 +580,23 @@ impl Filter {
         }
     }
 
+    /// The control line and slot `c`, without the rest of `shared()`.
+    #[inline(always)]
+    fn control_and_slot(&self, c: Claim) -> Option<sync::Owned<'_>> {
+        // SAFETY: as shared().
+        let (ctl, slots) = unsafe {
+            (
+                &*self.at::<sync::Control>(OFF_FLAGS),
+                std::slice::from_raw_parts(self.at::<Slot>(SLOTS_OFF), SLOTS as usize),
+            )
+        };
+        Some(sync::Owned {
+            ctl,
+            slot: slots.get(c.idx as usize)?,
+            token: c.token,
+        })
+    }
+
     #[inline(always)]
     fn epoch(&self) -> &AtomicU32 {
         // SAFETY: OFF_EPOCH is inside the validated control area, 4-aligned.
@@ -597,20 +614,22 @@ impl Filter {
     /// the table is full, the overflow slot for this one call.
     #[inline]
     fn claim(&self) -> Result<Held<'_>> {
-        let gen = sync::fork_generation();
         match self.claim.get() {
-            Some((c, g, e)) if g == gen && e == claims::epoch() => Ok(Held {
+            Some((c, t)) if t == claims::ticket() => Ok(Held {
                 f: self,
                 c,
                 once: false,
             }),
-            _ => self.claim_slow(gen),
+            _ => self.claim_slow(),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn claim_slow(&self, gen: u32) -> Result<Held<'_>> {
+    fn claim_slow(&self) -> Result<Held<'_>> {
+        // Registers the fork handler (before any claim is cached, so every
+        // fork invalidates them).
+        let gen = sync::fork_generation();
         let id = self.region.id();
         let c = match claims::lookup(id, gen) {
             Some(c) => c,
@@ -619,7 +638,8 @@ impl Filter {
                 (c, true) => return Ok(Held { f: self, c, once: true }),
             },
         };
-        self.claim.set(Some((c, gen, claims::epoch())));
+        // After the lookup: its pruning may have taken a new stamp.
+        self.claim.set(Some((c, claims::ticket())));
         Ok(Held {
             f: self,
             c,
@@ -725,8 +745,63 @@ impl Filter {
         }
     }
 
+    /// `add` in its common case, in as few instructions as it takes: a
+    /// plain (unwindowed) blocked filter, written through
+    /// this thread's cached light slot (`sync::Owned::lockfree_add_light`), no
+    /// exclusive operation under way. None, with nothing done, in every
+    /// other case: `add` then goes the whole way.
+    #[inline(always)]
+    fn try_add_lockfree(&self, item: &[u8]) -> Option<bool> {
+        match &self.probing {
+            Probing::Word64(p) => self.try_add_lockfree_with(p, item),
+            Probing::Block128(p) => self.try_add_lockfree_with(p, item),
+            Probing::Standard(_) => None,
+        }
+    }
+
+    #[inline(always)]
+    fn try_add_lockfree_with<P: Probe>(&self, p: &P, item: &[u8]) -> Option<bool> {
+        debug_assert!(!P::STRIPED);
+        if self.win.is_some() || self.region.readonly {
+            return None;
+        }
+        let (c, t) = self.claim.get()?;
+        if t != claims::ticket() {
+            return None;
+        }
+        let sh = self.control_and_slot(c)?;
+        // Acquire: as writable (a present item is answered below without
+        // the slot mark, which checks again).
+        if !sh.light() || sh.ctl.flags.load(Ordering::Acquire) & format::FLAG_FROZEN != 0 {
+            return None;
+        }
+        let h = hash_item(self.seed, item);
+        let loc = p.locate(&h);
+        let bits = self.words_slice();
+        // As add_at: a seqlock read answers for an item already present.
+        let e = self.epoch().load(Ordering::Acquire);
+        let present = e & 1 == 0 && p.contains(bits, &loc) && {
+            fence(Ordering::Acquire);
+            self.epoch().load(Ordering::Relaxed) == e
+        };
+        if present {
+            sh.count_ops(1);
+            return Some(false);
+        }
+        sh.lockfree_add_light(|| p.set(bits, &loc))
+    }
+
     /// Add an item: true if it was probably new (some bit was 0).
+    #[inline]
     pub fn add(&self, item: &[u8]) -> Result<bool> {
+        match self.try_add_lockfree(item) {
+            Some(new) => Ok(new),
+            None => self.add_whole(item),
+        }
+    }
+
+    #[inline(never)]
+    fn add_whole(&self, item: &[u8]) -> Result<bool> {
         self.writable()?;
         let held = self.claim()?;
         let c = held.c;
@@ -2054,6 +2129,21 @@ pub mod testing {
     /// The index of the slot this handle writes under.
     pub fn slot_of(f: &Filter) -> u32 {
         f.claim().expect("slot").c.idx
+    }
+
+    /// Whether the slot this handle's next write goes under is this
+    /// thread's, claimed and not given back since (its token's generation
+    /// is the slot's): a claim cached by a thread that has ended fails it.
+    pub fn writes_under_a_current_slot(f: &Filter) -> bool {
+        let c = f.claim().expect("slot").c;
+        let gen = f.shared().slots[c.idx as usize].gen.load(Ordering::Acquire);
+        sync::untoken(c.token) == Some((c.idx, gen))
+    }
+
+    /// The value that tells this thread from every other live thread of
+    /// the process (see `claims`).
+    pub fn thread_pointer() -> usize {
+        claims::thread_pointer()
     }
 
     /// Start a lock-free add of a blocked filter and never finish it (an

@@ -382,6 +382,8 @@ extern "C" fn on_fork_child() {
     // Relaxed: the child is single-threaded right after fork; handles read it
     // on their next operation in this same thread.
     FORK_GEN.fetch_add(1, Ordering::Relaxed);
+    // The parent's cached claims name the parent's slots.
+    crate::claims::new_stamp();
 }
 
 /// The current fork generation; it changes in a child after every fork, so a
@@ -527,6 +529,88 @@ pub struct Claim {
     pub token: u32,
 }
 
+/// A slot this thread owns, with the control line: all that a lock-free
+/// add touches besides the item's word (`Filter::try_add_lockfree` takes
+/// it without the rest of `Shared`).
+pub struct Owned<'a> {
+    pub ctl: &'a Control,
+    pub slot: &'a Slot,
+    pub token: u32,
+}
+
+impl Owned<'_> {
+    /// Whether the owner marks the slot with plain stores (`Slot::fence`).
+    #[inline(always)]
+    pub fn light(&self) -> bool {
+        // Relaxed: our own slot's word, which only we set while we own it.
+        self.slot.fence.load(Ordering::Relaxed) == LIGHT
+    }
+
+    /// The light side of `begin_lockfree_add`'s handshake: store the mark,
+    /// then look at `excl`. True when no exclusive operation is under way
+    /// (and none will run until `unmark`); the mark is set either way.
+    #[inline(always)]
+    fn mark_light(&self) -> bool {
+        // Relaxed, with only a compiler fence between the store and the
+        // load: the other half of the asymmetric pair is the exclusive
+        // side's membarrier (fence_light_adders), which orders them on this
+        // CPU if they race its `excl` store. Acquire on the load: the
+        // word's update that follows stays after it.
+        self.slot.busy.store(self.token, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        self.ctl.excl.load(Ordering::Acquire) == 0
+    }
+
+    /// Clear the mark: our updates happen-before a drain that reads it 0.
+    #[inline(always)]
+    fn unmark(&self) {
+        // Release: pairs with the drain's Acquire load of the mark.
+        self.slot.busy.store(0, Ordering::Release);
+        wake_drainer(self.ctl);
+    }
+
+    /// A lock-free add of a light slot's owner when nothing stands in its
+    /// way: mark, count the operation, `set`, unmark, with
+    /// `begin_lockfree_add`'s handshake.
+    /// None (nothing held, nothing set) when an exclusive operation is
+    /// under way or the filter is frozen: `begin_lockfree_add` waits or
+    /// answers for those.
+    #[inline(always)]
+    pub fn lockfree_add_light(&self, set: impl FnOnce() -> bool) -> Option<bool> {
+        debug_assert!(self.light());
+        // Acquire on the flag: as Shared::frozen.
+        if !self.mark_light() || self.ctl.flags.load(Ordering::Acquire) & crate::format::FLAG_FROZEN != 0 {
+            self.unmark();
+            return None;
+        }
+        // Counted before the update: after its locked instruction every
+        // load waits for it.
+        self.count_ops(1);
+        let new = set();
+        self.unmark();
+        Some(new)
+    }
+
+    /// Add `n` to the slot's operation count (only its owner writes it).
+    #[inline(always)]
+    pub fn count_ops(&self, n: u64) {
+        let ops = &self.slot.ops;
+        // Relaxed load+store, not an RMW: the owner is the only writer, and
+        // readers (stats) may see a slightly stale sum.
+        ops.store(ops.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+}
+
+/// Wake an exclusive operation's drain if one may sleep: a drainer
+/// waiting on a busy mark sleeps on the excl word (busy marks are per-slot
+/// words nobody else sets WAITERS on).
+#[inline(always)]
+fn wake_drainer(ctl: &Control) {
+    if ctl.excl.load(Ordering::Relaxed) != 0 {
+        futex_wake(&ctl.excl);
+    }
+}
+
 impl<'a> Shared<'a> {
     /// Whether the owner named by `tok` can never release what it holds.
     pub fn owner_dead(&self, tok: u32) -> bool {
@@ -610,10 +694,17 @@ impl<'a> Shared<'a> {
     /// Add `n` to this slot's operation count (only its owner writes it).
     #[inline]
     pub fn count_ops(&self, c: Claim, n: u64) {
-        let ops = &self.slots[c.idx as usize].ops;
-        // Relaxed load+store, not an RMW: the owner is the only writer, and
-        // readers (stats) may see a slightly stale sum.
-        ops.store(ops.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        self.owned(c).count_ops(n);
+    }
+
+    /// Slot `c` with the control line.
+    #[inline(always)]
+    fn owned(&self, c: Claim) -> Owned<'_> {
+        Owned {
+            ctl: self.ctl,
+            slot: &self.slots[c.idx as usize],
+            token: c.token,
+        }
     }
 
     /// Operations over all slots, past and present owners.
@@ -709,22 +800,13 @@ impl<'a> Shared<'a> {
     /// millions a second, exclusive operations rare.
     #[inline]
     pub fn begin_lockfree_add(&self, c: Claim) -> bool {
-        let slot = &self.slots[c.idx as usize];
-        let busy = &slot.busy;
-        // Relaxed: our own slot's word, which only we set while we own it.
-        let clear = if slot.fence.load(Ordering::Relaxed) == LIGHT {
-            // Relaxed, with only a compiler fence between the store and the
-            // load: the other half of the asymmetric pair is the
-            // exclusive side's membarrier (fence_light_adders), which
-            // orders them on this CPU if they race its `excl` store.
-            // Acquire on the load: the word's update below stays after it.
-            busy.store(c.token, Ordering::Relaxed);
-            compiler_fence(Ordering::SeqCst);
-            self.ctl.excl.load(Ordering::Acquire) == 0
+        let o = self.owned(c);
+        let clear = if o.light() {
+            o.mark_light()
         } else {
             // SeqCst: the Dekker pair with lock_exclusive / drain (as
             // begin_merge).
-            busy.store(c.token, Ordering::SeqCst);
+            o.slot.busy.store(c.token, Ordering::SeqCst);
             self.ctl.excl.load(Ordering::SeqCst) == 0
         };
         if clear && !self.frozen() {
@@ -749,18 +831,12 @@ impl<'a> Shared<'a> {
 
     #[inline(always)]
     pub fn end_merge(&self, c: Claim) {
-        // Release: our ORs happen-before a drain that reads 0 here.
-        self.slots[c.idx as usize].busy.store(0, Ordering::Release);
-        self.wake_drainer();
+        self.owned(c).unmark();
     }
 
     #[inline(always)]
     fn wake_drainer(&self) {
-        // A drainer waiting on a busy mark sleeps on the excl word (busy
-        // marks are per-slot words nobody else sets WAITERS on).
-        if self.ctl.excl.load(Ordering::Relaxed) != 0 {
-            futex_wake(&self.ctl.excl);
-        }
+        wake_drainer(self.ctl);
     }
 
     /// Wait until every stripe held when we look has been released once

@@ -196,6 +196,34 @@ fn child_and_grandchild_use_inherited_handle() {
     assert!(f.contains(b"child") && f.contains(b"grandchild"));
     f.add(b"parent-again").unwrap();
     assert_eq!(f.ops(), 4);
+    // Each process wrote under a slot of its own, not the one its parent's
+    // handle had cached at the fork.
+    let scratch = Scratch::new(4096);
+    let mine = testing::slot_of(&f);
+    let k = spawn(|| {
+        f.add(b"child, again").unwrap();
+        scratch
+            .word(0)
+            .store(u64::from(testing::slot_of(&f)) + 1, Ordering::SeqCst);
+        let g = spawn(|| {
+            f.add(b"grandchild, again").unwrap();
+            scratch
+                .word(1)
+                .store(u64::from(testing::slot_of(&f)) + 1, Ordering::SeqCst);
+        });
+        assert_eq!(reap(g), 0);
+    });
+    assert_eq!(reap(k), 0);
+    let (child, grandchild) = (
+        scratch.word(0).load(Ordering::SeqCst),
+        scratch.word(1).load(Ordering::SeqCst),
+    );
+    assert!(child != 0 && grandchild != 0, "both wrote");
+    let parent = u64::from(mine) + 1;
+    assert!(
+        child != parent && grandchild != parent && child != grandchild,
+        "slots: parent {parent}, child {child}, grandchild {grandchild} (1-based)"
+    );
 }
 
 /// Time the parent's next operation after a child died holding something.

@@ -78,3 +78,63 @@ fn a_handle_in_a_thread_local_outlives_the_claims_table() {
     .join()
     .unwrap();
 }
+
+fn blocked_memfd_filter(cap: u64) -> Filter {
+    let opts = Options {
+        layout: Some(bloomfilter_shared::Layout::Blocked),
+        ..Options::default()
+    };
+    Filter::new_memfd("claims", cap, 0.01, opts).unwrap()
+}
+
+/// A handle caches its thread's slot. Moved to another thread, it writes
+/// under that thread's own slot; back home, under its first one again.
+#[test]
+fn a_handle_moved_between_threads_writes_under_each_threads_slot() {
+    for f in [memfd_filter(1000), blocked_memfd_filter(1000)] {
+        let g = Filter::from_fd(f.memfd()).unwrap();
+        assert!(g.add(b"home").unwrap());
+        let home = testing::slot_of(&g);
+        let (g, away) = thread::spawn(move || {
+            assert!(g.add(b"away").unwrap());
+            assert!(testing::writes_under_a_current_slot(&g));
+            let away = testing::slot_of(&g);
+            (g, away)
+        })
+        .join()
+        .unwrap();
+        assert_ne!(away, home);
+        assert!(g.add(b"home again").unwrap());
+        assert_eq!(testing::slot_of(&g), home);
+        assert!(testing::writes_under_a_current_slot(&g));
+        assert!(g.contains(b"away") && f.contains(b"home again"));
+    }
+}
+
+/// A thread ends, giving back the slot a handle cached; the next thread
+/// (which the C library usually gives the same thread pointer, reusing
+/// the stack and control block) must not write under that cached claim.
+#[test]
+fn a_claim_cached_by_a_thread_that_ended_is_not_used_by_the_next() {
+    let mut reused = 0;
+    for round in 0..8 {
+        let f = blocked_memfd_filter(1000);
+        let fd = f.memfd();
+        let (g, first) = thread::spawn(move || {
+            let g = Filter::from_fd(fd).unwrap();
+            assert!(g.add(b"first").unwrap());
+            (g, testing::thread_pointer())
+        })
+        .join()
+        .unwrap();
+        let (ok, second) = thread::spawn(move || {
+            let ok = g.add(format!("second {round}").as_bytes()).unwrap() && testing::writes_under_a_current_slot(&g);
+            (ok, testing::thread_pointer())
+        })
+        .join()
+        .unwrap();
+        assert!(ok, "round {round}: the second thread wrote under the first one's slot");
+        reused += usize::from(first == second);
+    }
+    println!("# the next thread had the ended one's thread pointer in {reused} of 8 rounds");
+}
