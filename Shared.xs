@@ -751,6 +751,7 @@ add(h, ...)
     const char *p;
     STRLEN len;
     uint8_t was_new = 0;
+    int fast;
     BfsStatus st;
     char err[BFS_ERRBUF_LEN];
   CODE:
@@ -766,11 +767,17 @@ add(h, ...)
         p = bfs_item_slow(aTHX_ cv, item, &len);
         h = bfs_recheck(aTHX_ ST(0), cv);
     }
-    err[0] = '\0';
-    st = bfs_add(h, (const uint8_t *)p, len, &was_new, err);
-    if (UNLIKELY(st != BFS_OK))
-        bfs_croak_status(aTHX_ cv, st, err);
-    RETVAL = was_new != 0;
+    fast = bfs_try_add(h, (const uint8_t *)p, len);
+    if (LIKELY(fast >= 0)) {
+        RETVAL = fast;
+    }
+    else {
+        err[0] = '\0';
+        st = bfs_add(h, (const uint8_t *)p, len, &was_new, err);
+        if (UNLIKELY(st != BFS_OK))
+            bfs_croak_status(aTHX_ cv, st, err);
+        RETVAL = was_new != 0;
+    }
   OUTPUT:
     RETVAL
 

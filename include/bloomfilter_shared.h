@@ -354,6 +354,19 @@ void bfs_free(struct BfsFilter *h);
 BfsStatus bfs_add(struct BfsFilter *h, const uint8_t *item, size_t len, uint8_t *was_new, char *err);
 
 /**
+ * `bfs_add` in its common case, for callers that add one item at a time
+ * in a hot loop: 1 if the item was probably new, 0 if it was present, and
+ * -1, with nothing done, when this call cannot answer (a standard or
+ * windowed filter, a first write, an exclusive operation under way, a
+ * frozen or read-only filter, bad arguments): `bfs_add` then answers
+ * every case, errors included.
+ *
+ * # Safety
+ * `h`: NULL or a live handle. `item`: valid for `len` bytes.
+ */
+int bfs_try_add(struct BfsFilter *h, const uint8_t *item, size_t len);
+
+/**
  * Add `n` items. `results`, if not NULL, receives one 0/1 per item;
  * `*new_count` how many were new.
  *

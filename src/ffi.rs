@@ -479,6 +479,27 @@ pub unsafe extern "C" fn bfs_add(
     })
 }
 
+/// `bfs_add` in its common case, for callers that add one item at a time
+/// in a hot loop: 1 if the item was probably new, 0 if it was present, and
+/// -1, with nothing done, when this call cannot answer (a standard or
+/// windowed filter, a first write, an exclusive operation under way, a
+/// frozen or read-only filter, bad arguments): `bfs_add` then answers
+/// every case, errors included.
+///
+/// # Safety
+/// `h`: NULL or a live handle. `item`: valid for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_try_add(h: *mut BfsFilter, item: *const u8, len: usize) -> c_int {
+    guard_value(-1, || {
+        // SAFETY: per the function's contract.
+        match unsafe { handle(h) } {
+            // SAFETY: per the function's contract.
+            Ok(f) => f.try_add_lockfree(unsafe { bytes(item, len) }).map_or(-1, c_int::from),
+            Err(_) => -1,
+        }
+    })
+}
+
 /// Add `n` items. `results`, if not NULL, receives one 0/1 per item;
 /// `*new_count` how many were new.
 ///

@@ -751,7 +751,7 @@ impl Filter {
     /// exclusive operation under way. None, with nothing done, in every
     /// other case: `add` then goes the whole way.
     #[inline(always)]
-    fn try_add_lockfree(&self, item: &[u8]) -> Option<bool> {
+    pub(crate) fn try_add_lockfree(&self, item: &[u8]) -> Option<bool> {
         match &self.probing {
             Probing::Word64(p) => self.try_add_lockfree_with(p, item),
             Probing::Block128(p) => self.try_add_lockfree_with(p, item),

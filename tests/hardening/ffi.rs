@@ -654,3 +654,68 @@ fn windows_through_the_c_api() {
         assert!(x.is_null());
     }
 }
+
+/// `bfs_try_add` answers 1 or 0 only where `bfs_add` would have given the
+/// same answer, and -1 (changing nothing) everywhere else: a standard or
+/// windowed filter, a handle that has not written yet, a frozen or
+/// read-only filter, a NULL handle.
+#[test]
+fn try_add_answers_the_common_case_and_leaves_the_rest_to_add() {
+    let mut err = errbuf();
+    let blocked = BfsOptions {
+        mode: 0o600,
+        seed: 0,
+        layout: BFS_LAYOUT_BLOCKED,
+        generations: 0,
+        window: 0.0,
+    };
+    // SAFETY: valid pointers throughout; every handle freed once.
+    unsafe {
+        let (mut b, mut s, mut w, mut b128) = (null_mut(), null_mut(), null_mut(), null_mut());
+        assert_eq!(bfs_new(null(), 1000, 0.01, &blocked, &mut b, err.as_mut_ptr()), BFS_OK);
+        assert_eq!(
+            bfs_new(null(), 1000, 0.0001, &blocked, &mut b128, err.as_mut_ptr()),
+            BFS_OK
+        );
+        assert_eq!(bfs_new(null(), 1000, 0.01, null(), &mut s, err.as_mut_ptr()), BFS_OK);
+        let windowed = BfsOptions {
+            generations: 4,
+            ..blocked
+        };
+        assert_eq!(bfs_new(null(), 1000, 0.01, &windowed, &mut w, err.as_mut_ptr()), BFS_OK);
+        for h in [b, b128, s, w] {
+            // No slot yet: only bfs_add claims one.
+            assert_eq!(bfs_try_add(h, b"a".as_ptr(), 1), -1);
+            assert_eq!(bfs_contains(h, b"a".as_ptr(), 1), 0, "-1 changed nothing");
+            assert_eq!(bfs_add(h, b"first".as_ptr(), 5, null_mut(), null_mut()), BFS_OK);
+        }
+        for h in [b, b128] {
+            for i in 0..200u32 {
+                let item = format!("item {i}");
+                assert_eq!(bfs_try_add(h, item.as_ptr(), item.len()), 1, "{item} is new");
+                assert_eq!(bfs_try_add(h, item.as_ptr(), item.len()), 0, "{item} is present");
+                let mut new = 9u8;
+                assert_eq!(bfs_add(h, item.as_ptr(), item.len(), &mut new, null_mut()), BFS_OK);
+                assert_eq!(new, 0, "{item} as bfs_add sees it");
+            }
+            assert_eq!(bfs_ops(h), 1 + 3 * 200, "each call counted once");
+        }
+        for h in [s, w] {
+            assert_eq!(bfs_try_add(h, b"a".as_ptr(), 1), -1);
+            assert_eq!(bfs_contains(h, b"a".as_ptr(), 1), 0, "-1 changed nothing");
+        }
+        assert_eq!(bfs_try_add(null_mut(), b"a".as_ptr(), 1), -1);
+        // Frozen: -1, nothing added; bfs_add gives the error.
+        assert_eq!(bfs_freeze(b, null_mut()), BFS_OK);
+        assert_eq!(bfs_try_add(b, b"after".as_ptr(), 5), -1);
+        assert_eq!(bfs_contains(b, b"after".as_ptr(), 5), 0);
+        assert_eq!(bfs_try_add(b, b"item 1".as_ptr(), 6), -1, "not even for a present item");
+        assert_eq!(
+            bfs_add(b, b"after".as_ptr(), 5, null_mut(), err.as_mut_ptr()),
+            BFS_ERR_FROZEN
+        );
+        for h in [b, b128, s, w] {
+            bfs_free(h);
+        }
+    }
+}
