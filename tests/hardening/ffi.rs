@@ -418,6 +418,17 @@ fn writers_past_the_slot_table_share_the_overflow_slot() {
     let _ = std::fs::remove_dir(tmp_dir("busy"));
 }
 
+/// Options of a new plain blocked filter (mode 0600, seed 0).
+fn blocked_options() -> BfsOptions {
+    BfsOptions {
+        mode: 0o600,
+        seed: 0,
+        layout: BFS_LAYOUT_BLOCKED,
+        generations: 0,
+        window: 0.0,
+    }
+}
+
 #[test]
 fn layouts_through_the_c_api() {
     let mut err = errbuf();
@@ -425,13 +436,7 @@ fn layouts_through_the_c_api() {
     // SAFETY: valid pointers throughout; every handle freed once.
     unsafe {
         let (mut b, mut s, mut copy, mut info) = (null_mut(), null_mut(), null_mut(), std::mem::zeroed::<BfsInfo>());
-        let blocked = BfsOptions {
-            mode: 0o600,
-            seed: 0,
-            layout: BFS_LAYOUT_BLOCKED,
-            generations: 0,
-            window: 0.0,
-        };
+        let blocked = blocked_options();
         assert_eq!(bfs_new(null(), 1000, 0.01, &blocked, &mut b, err.as_mut_ptr()), BFS_OK);
         assert_eq!(bfs_new(null(), 1000, 0.01, null(), &mut s, err.as_mut_ptr()), BFS_OK);
         bfs_info(b, &mut info);
@@ -662,13 +667,7 @@ fn windows_through_the_c_api() {
 #[test]
 fn try_add_answers_the_common_case_and_leaves_the_rest_to_add() {
     let mut err = errbuf();
-    let blocked = BfsOptions {
-        mode: 0o600,
-        seed: 0,
-        layout: BFS_LAYOUT_BLOCKED,
-        generations: 0,
-        window: 0.0,
-    };
+    let blocked = blocked_options();
     // SAFETY: valid pointers throughout; every handle freed once.
     unsafe {
         let (mut b, mut s, mut w, mut b128) = (null_mut(), null_mut(), null_mut(), null_mut());
