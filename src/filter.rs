@@ -570,8 +570,8 @@ impl Filter {
         // through these atomic types.
         unsafe {
             Shared {
-                ctl: &*self.at::<Control>(OFF_FLAGS),
-                slots: std::slice::from_raw_parts(self.at::<Slot>(SLOTS_OFF), SLOTS as usize),
+                ctl: self.control(),
+                slots: self.slots(),
                 stripes: std::slice::from_raw_parts(self.at::<Stripe>(STRIPES_OFF), self.stripes as usize),
                 bits: self.words_slice(),
                 scratch: std::slice::from_raw_parts(self.at::<AtomicU64>(format::SCRATCH_OFF), format::SCRATCH_WORDS),
@@ -580,21 +580,42 @@ impl Filter {
         }
     }
 
+    #[inline(always)]
+    fn control(&self) -> &Control {
+        // SAFETY: the control line is at a fixed, validated offset inside
+        // the mapping, 64-byte aligned, only ever accessed atomically.
+        unsafe { &*self.at::<Control>(OFF_FLAGS) }
+    }
+
+    #[inline(always)]
+    fn slots(&self) -> &[Slot] {
+        // SAFETY: as control(); SLOTS slots at SLOTS_OFF.
+        unsafe { std::slice::from_raw_parts(self.at::<Slot>(SLOTS_OFF), SLOTS as usize) }
+    }
+
     /// The control line and slot `c`, without the rest of `shared()`.
     #[inline(always)]
     fn control_and_slot(&self, c: Claim) -> Option<sync::Owned<'_>> {
-        // SAFETY: as shared().
-        let (ctl, slots) = unsafe {
-            (
-                &*self.at::<sync::Control>(OFF_FLAGS),
-                std::slice::from_raw_parts(self.at::<Slot>(SLOTS_OFF), SLOTS as usize),
-            )
-        };
         Some(sync::Owned {
-            ctl,
-            slot: slots.get(c.idx as usize)?,
+            ctl: self.control(),
+            slot: self.slots().get(c.idx as usize)?,
             token: c.token,
         })
+    }
+
+    /// Whether every bit of the item at `loc` is set, read as a seqlock
+    /// reader (false while an exclusive operation runs, or if one ran
+    /// meanwhile): an add can then answer "not new" without writing.
+    #[inline(always)]
+    fn present_now<P: Probe>(&self, p: &P, bits: &[AtomicU64], loc: &P::Loc) -> bool {
+        // Acquire: pairs with the Release store that ends an exclusive op.
+        let e = self.epoch().load(Ordering::Acquire);
+        e & 1 == 0 && p.contains(bits, loc) && {
+            // Acquire fence: the bit loads above complete before the epoch
+            // re-check (seqlock reader).
+            fence(Ordering::Acquire);
+            self.epoch().load(Ordering::Relaxed) == e
+        }
     }
 
     #[inline(always)]
@@ -682,8 +703,7 @@ impl Filter {
         if self.region.readonly {
             return Err(Error::readonly());
         }
-        // Acquire: pairs with freeze's Release of the flag.
-        if self.flags().load(Ordering::Acquire) & format::FLAG_FROZEN != 0 {
+        if self.control().frozen() {
             return Err(Error::frozen());
         }
         Ok(())
@@ -711,16 +731,9 @@ impl Filter {
                 prefetch_line(&sh.stripes[s]);
             }
         }
-        // Fast path for an item that is already present: a seqlock read.
-        // Acquire: pairs with the Release store that ends an exclusive op.
-        let e = self.epoch().load(Ordering::Acquire);
-        if e & 1 == 0 && p.contains(bits, loc) {
-            // Acquire fence: the bit loads above complete before the epoch
-            // re-check (seqlock reader).
-            fence(Ordering::Acquire);
-            if self.epoch().load(Ordering::Relaxed) == e {
-                return Ok(false);
-            }
+        // Fast path for an item that is already present.
+        if self.present_now(p, bits, loc) {
+            return Ok(false);
         }
         match stripe {
             // Adders of this item serialize on its stripe (DESIGN C2).
@@ -770,21 +783,15 @@ impl Filter {
             return None;
         }
         let sh = self.control_and_slot(c)?;
-        // Acquire: as writable (a present item is answered below without
-        // the slot mark, which checks again).
-        if !sh.light() || sh.ctl.flags.load(Ordering::Acquire) & format::FLAG_FROZEN != 0 {
+        // As writable (a present item is answered below without the slot
+        // mark, which checks again).
+        if !sh.light() || sh.ctl.frozen() {
             return None;
         }
         let h = hash_item(self.seed, item);
         let loc = p.locate(&h);
         let bits = self.words_slice();
-        // As add_at: a seqlock read answers for an item already present.
-        let e = self.epoch().load(Ordering::Acquire);
-        let present = e & 1 == 0 && p.contains(bits, &loc) && {
-            fence(Ordering::Acquire);
-            self.epoch().load(Ordering::Relaxed) == e
-        };
-        if present {
+        if self.present_now(p, bits, &loc) {
             sh.count_ops(1);
             return Some(false);
         }

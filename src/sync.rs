@@ -578,8 +578,7 @@ impl Owned<'_> {
     #[inline(always)]
     pub fn lockfree_add_light(&self, set: impl FnOnce() -> bool) -> Option<bool> {
         debug_assert!(self.light());
-        // Acquire on the flag: as Shared::frozen.
-        if !self.mark_light() || self.ctl.flags.load(Ordering::Acquire) & crate::format::FLAG_FROZEN != 0 {
+        if !self.mark_light() || self.ctl.frozen() {
             self.unmark();
             return None;
         }
@@ -598,6 +597,16 @@ impl Owned<'_> {
         // Relaxed load+store, not an RMW: the owner is the only writer, and
         // readers (stats) may see a slightly stale sum.
         ops.store(ops.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+}
+
+impl Control {
+    /// Whether the filter is frozen.
+    #[inline(always)]
+    pub fn frozen(&self) -> bool {
+        // Acquire: pairs with freeze's Release; a frozen flag seen means the
+        // final bits are seen too.
+        self.flags.load(Ordering::Acquire) & crate::format::FLAG_FROZEN != 0
     }
 }
 
@@ -717,9 +726,7 @@ impl<'a> Shared<'a> {
     /// Whether the filter is frozen.
     #[inline]
     pub fn frozen(&self) -> bool {
-        // Acquire: pairs with freeze's Release; a frozen flag seen means the
-        // final bits are seen too.
-        self.ctl.flags.load(Ordering::Acquire) & crate::format::FLAG_FROZEN != 0
+        self.ctl.frozen()
     }
 
     // ------------------------------------------------------------ adders
