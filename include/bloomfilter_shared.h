@@ -354,12 +354,12 @@ void bfs_free(struct BfsFilter *h);
 BfsStatus bfs_add(struct BfsFilter *h, const uint8_t *item, size_t len, uint8_t *was_new, char *err);
 
 /**
- * `bfs_add` in its common case, for callers that add one item at a time
- * in a hot loop: 1 if the item was probably new, 0 if it was present, and
- * -1, with nothing done, when this call cannot answer (a standard or
- * windowed filter, a first write, an exclusive operation under way, a
- * frozen or read-only filter, bad arguments): `bfs_add` then answers
- * every case, errors included.
+ * `bfs_add` without the error buffer and the out parameter, for callers
+ * that add one item at a time in a hot loop: 1 if the item was probably
+ * new, 0 if it was present, and -1, with nothing added, when `bfs_add`
+ * would have failed (a NULL handle, a frozen or read-only filter, no free
+ * slot): `bfs_add` then says why, or adds the item if what failed has
+ * passed (a slot given back meanwhile).
  *
  * # Safety
  * `h`: NULL or a live handle. `item`: valid for `len` bytes.

@@ -479,12 +479,12 @@ pub unsafe extern "C" fn bfs_add(
     })
 }
 
-/// `bfs_add` in its common case, for callers that add one item at a time
-/// in a hot loop: 1 if the item was probably new, 0 if it was present, and
-/// -1, with nothing done, when this call cannot answer (a standard or
-/// windowed filter, a first write, an exclusive operation under way, a
-/// frozen or read-only filter, bad arguments): `bfs_add` then answers
-/// every case, errors included.
+/// `bfs_add` without the error buffer and the out parameter, for callers
+/// that add one item at a time in a hot loop: 1 if the item was probably
+/// new, 0 if it was present, and -1, with nothing added, when `bfs_add`
+/// would have failed (a NULL handle, a frozen or read-only filter, no free
+/// slot): `bfs_add` then says why, or adds the item if what failed has
+/// passed (a slot given back meanwhile).
 ///
 /// # Safety
 /// `h`: NULL or a live handle. `item`: valid for `len` bytes.
@@ -494,7 +494,7 @@ pub unsafe extern "C" fn bfs_try_add(h: *mut BfsFilter, item: *const u8, len: us
         // SAFETY: per the function's contract.
         match unsafe { handle(h) } {
             // SAFETY: per the function's contract.
-            Ok(f) => f.try_add_lockfree(unsafe { bytes(item, len) }).map_or(-1, c_int::from),
+            Ok(f) => f.add(unsafe { bytes(item, len) }).map_or(-1, c_int::from),
             Err(_) => -1,
         }
     })
