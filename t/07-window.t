@@ -324,57 +324,61 @@ subtest 'concurrent adders across steps' => sub {
 # SIGKILL storms: children adding and rotating are killed at random moments,
 # in steps and in the clearing of a large spare. Afterwards the filter keeps
 # working at once, in every process.
+# The blocked layout's storm also kills lock-free adders and steps between
+# closing the filter to them and opening it again.
 subtest 'SIGKILL storm during steps' => sub {
-    # 8 MiB generations: a clear takes long enough to be killed inside.
-    my $f = $C->new("$dir/storm.bloom", 5_000_000, 0.01, { window => undef, generations => 3 });
-    my $path = "$dir/storm.bloom";
-    srand($ENV{BFS_CRASH_SEED} // time);
-    my $rounds = 25;
-    my $slow = 0;
-    my $broken = 0;
-    for my $round (1 .. $rounds) {
-        my @pids;
-        for my $n (1 .. 2) {
-            my $pid = fork // die "fork: $!";
-            if (!$pid) {
-                my $h = $C->new($path, 5_000_000, 0.01);
-                my $i = 0;
-                while (1) {
-                    $h->add("r$round-$n-" . $i++);
-                    $h->rotate if $i % 50 == 0;
+    for my $layout (qw(standard blocked)) {
+        # 8 MiB generations: a clear takes long enough to be killed inside.
+        my $path = "$dir/storm-$layout.bloom";
+        my $f = $C->new($path, 5_000_000, 0.01, { layout => $layout, window => undef, generations => 3 });
+        srand($ENV{BFS_CRASH_SEED} // time);
+        my $rounds = 25;
+        my $slow = 0;
+        my $broken = 0;
+        for my $round (1 .. $rounds) {
+            my @pids;
+            for my $n (1 .. 2) {
+                my $pid = fork // die "fork: $!";
+                if (!$pid) {
+                    my $h = $C->new($path, 5_000_000, 0.01);
+                    my $i = 0;
+                    while (1) {
+                        $h->add("r$round-$n-" . $i++);
+                        $h->rotate if $i % 50 == 0;
+                    }
                 }
+                push @pids, $pid;
             }
-            push @pids, $pid;
+            sleep 0.005 + rand(0.05);
+            kill 'KILL', @pids;
+            reap($_, 10) for @pids;
+            # In a child with a time limit: a hang (a step that never comes)
+            # must fail here, not stall the test.
+            my $r = in_child(sub {
+                my $h = $C->new($path, 5_000_000, 0.01);
+                my $t = time;
+                my $before = $h->stats->{generation};
+                $h->rotate;
+                $h->add("after-$round");
+                my $ok = $h->contains("after-$round") && $h->stats->{generation} > $before;
+                return ($ok ? 'ok' : 'broken') . (time - $t > 2 ? ' slow' : '');
+            }, 5);
+            $slow++ if $r->{timed_out} || $r->{out} =~ /slow/;
+            $broken++ if $r->{out} !~ /\Aok/;
+            last if $broken;
         }
-        sleep 0.005 + rand(0.05);
-        kill 'KILL', @pids;
-        reap($_, 10) for @pids;
-        # In a child with a time limit: a hang (a step that never comes)
-        # must fail here, not stall the test.
+        is($broken, 0, "$layout: after $rounds storms: a rotation and an add work");
+        ok($f->contains("after-$rounds"), "$layout: seen by a handle opened before the storms");
+        is($slow, 0, "$layout: and finish within 2 s");
         my $r = in_child(sub {
             my $h = $C->new($path, 5_000_000, 0.01);
-            my $t = time;
-            my $before = $h->stats->{generation};
             $h->rotate;
-            $h->add("after-$round");
-            my $ok = $h->contains("after-$round") && $h->stats->{generation} > $before;
-            return ($ok ? 'ok' : 'broken') . (time - $t > 2 ? ' slow' : '');
-        }, 5);
-        $slow++ if $r->{timed_out} || $r->{out} =~ /slow/;
-        $broken++ if $r->{out} !~ /\Aok/;
-        last if $broken;
+            $h->add('child-after');
+            $h->contains('child-after') ? 'ok' : 'lost';
+        });
+        is($r->{out}, 'ok', "$layout: another process too");
+        ok($f->contains('child-after'), "$layout: and its add is seen here");
     }
-    is($broken, 0, "after $rounds storms: a rotation and an add work");
-    ok($f->contains("after-$rounds"), 'seen by a handle opened before the storms');
-    is($slow, 0, 'and finish within 2 s');
-    my $r = in_child(sub {
-        my $h = $C->new($path, 5_000_000, 0.01);
-        $h->rotate;
-        $h->add('child-after');
-        $h->contains('child-after') ? 'ok' : 'lost';
-    });
-    is($r->{out}, 'ok', 'another process too');
-    ok($f->contains('child-after'), 'and its add is seen here');
 };
 
 # The command line: create --window, info shows it.
