@@ -114,10 +114,6 @@ pub struct Filter {
     /// Until when this handle's adds leave the spare alone: its last clear
     /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
     clean_after: Cell<Option<std::time::Instant>>,
-    /// Until when this handle leaves closing and opening the filter to
-    /// lock-free adds alone, having found a stopped adder in a drain (see
-    /// `DRAIN_LIMIT`).
-    step_after: Cell<Option<std::time::Instant>>,
     /// The clock's last grid number and the instants `[from, to)` it holds
     /// for (`Window::grid_span`): most calls find the clock still inside.
     grid_cache: Cell<(u64, u64, u64)>,
@@ -216,8 +212,7 @@ thread_local! {
 // whole handle. (It is deliberately not Sync: `claim` is a Cell.)
 unsafe impl Send for Filter {}
 
-/// The error of an exclusive operation `lock_exclusive` refused (and of a
-/// `rotate` that cannot fence lock-free adds).
+/// The error of an exclusive operation `lock_exclusive` refused.
 fn no_fence(_: sync::SyncError) -> Error {
     Error::new(
         ErrorKind::Busy,
@@ -314,7 +309,6 @@ impl Filter {
             region,
             claim: Cell::new(None),
             clean_after: Cell::new(None),
-            step_after: Cell::new(None),
             grid_cache: Cell::new((0, 0, 0)),
             // Relaxed: only uniqueness matters.
             serial: SERIALS.fetch_add(1, Ordering::Relaxed),
@@ -805,7 +799,7 @@ impl Filter {
     }
 
     /// Add an item: true if it was probably new (some bit was 0).
-    #[inline(always)]
+    #[inline]
     pub fn add(&self, item: &[u8]) -> Result<bool> {
         match self.try_add_lockfree(item) {
             Some(new) => Ok(new),
@@ -835,15 +829,13 @@ impl Filter {
         self.geometry.bytes() >= PIPELINE_MIN_BYTES
     }
 
-    /// Whether adds of this filter mark the slot for a lock-free update
-    /// rather than take a stripe (a blocked layout, windowed or not: a
-    /// windowed one's adds take a stripe only while it steps).
-    #[inline(always)]
+    /// Whether adds of this filter go through `begin_lockfree_add` (a
+    /// blocked layout without a window) rather than a stripe.
     fn lockfree_adds(&self) -> bool {
         fn striped<P: Probe>(_: &P) -> bool {
             P::STRIPED
         }
-        !with_probe!(&self.probing, p => striped(p))
+        self.win.is_none() && !with_probe!(&self.probing, p => striped(p))
     }
 
     /// Whether a batch of `n` items goes through `pipelined`'s prefetching.
@@ -1073,10 +1065,7 @@ impl Filter {
         // cleaner reads it before reading the stripes (the drain's Dekker
         // pair); it pairs with the stepping CAS.
         let word = self.view_word().load(Ordering::SeqCst);
-        let v = View::unpack(word, w.ring_len()).unwrap_or(View {
-            m: (word & !View::CLOSED) >> 5,
-            pos: 0,
-        });
+        let v = View::unpack(word, w.ring_len()).unwrap_or(View { m: word >> 5, pos: 0 });
         (v, word)
     }
 
@@ -1122,19 +1111,12 @@ impl Filter {
     }
 
     /// Take a step if one is due (or `forced`) and the spare is clean.
-    /// True when this call stepped. `c` is this handle's slot: a blocked
-    /// filter's steps go through `step_lockfree`.
-    fn try_step(&self, w: &Window, now: u64, forced: bool, c: Claim) -> bool {
+    /// True when this call stepped.
+    fn try_step(&self, w: &Window, now: u64, forced: bool) -> bool {
         let (v, word) = self.load_view_word(w);
         let q = self.grid_now(w, v, now);
         if !w.step_possible(v, q, forced) {
-            if View::closed(word) {
-                self.step_lockfree(w, now, forced, c);
-            }
             return false; // the common case: nothing more to read
-        }
-        if self.lockfree_adds() {
-            return self.step_lockfree(w, now, forced, c);
         }
         // Acquire: pairs with the cleaner's Release of clean[] (the zeroed
         // words are seen before the slot is published) and the adders'
@@ -1150,97 +1132,6 @@ impl Filter {
                 .is_ok(),
             None => false,
         }
-    }
-
-    /// A blocked filter's step, under the cleaner word (`window` module
-    /// docs): close the filter to lock-free adds, wait for those in
-    /// flight and then for the striped ones, step, wait for the striped
-    /// adds that may have read the earlier view, open it again. Without a step due (or `forced`), only
-    /// the opening, of a filter a stepper left closed. Nobody else waits:
-    /// with the word held by a live process this returns at once, and adds
-    /// go on, through their stripes while the filter is closed. A stopped
-    /// adder that keeps a drain waiting past `DRAIN_LIMIT` leaves the
-    /// filter closed (and the step not taken, for a lock-free one) for a
-    /// later writer; this handle then leaves it alone for `DRAIN_BACKOFF`.
-    #[cold]
-    #[inline(never)]
-    fn step_lockfree(&self, w: &Window, now: u64, forced: bool, c: Claim) -> bool {
-        if self.step_after.get().is_some_and(|t| std::time::Instant::now() < t) {
-            return false;
-        }
-        if !self.take_cleaner(c) {
-            return false;
-        }
-        let (stepped, drained) = self.step_closed(w, now, forced, c);
-        if !drained {
-            self.step_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
-        }
-        // Release: pairs with the next cleaner's Acquire.
-        self.cleaner_word().store(0, Ordering::Release);
-        stepped
-    }
-
-    /// `step_lockfree`'s work, holding the cleaner word: whether it
-    /// stepped, and whether its drains ended (false: a stopped adder).
-    /// Only the holder of the cleaner word changes a blocked filter's view
-    /// word, so the CASes below fail only on a corrupt word.
-    fn step_closed(&self, w: &Window, now: u64, forced: bool, c: Claim) -> (bool, bool) {
-        let sh = self.shared();
-        let (v, mut word) = self.load_view_word(w);
-        let q = self.grid_now(w, v, now);
-        let mut stepped = false;
-        // Acquire: as try_step.
-        let oldest_last = self.last_word(w.oldest(v)).load(Ordering::Acquire);
-        let spare_clean = self.clean_word(w.spare(v)).load(Ordering::Acquire);
-        if let Some(n) = w.decide_step(v, q, oldest_last, spare_clean, forced) {
-            // A process that cannot fence light marks leaves the step to
-            // one that can while another has them (not closing meanwhile).
-            if !sync::light_fences() && !sh.fence_light_adders(c) {
-                return (false, false);
-            }
-            if !View::closed(word) {
-                // SeqCst: the Dekker pair with a lock-free adder's mark,
-                // then its view load (drain_marks reads the marks after).
-                let closed = word | View::CLOSED;
-                if self
-                    .view_word()
-                    .compare_exchange(word, closed, Ordering::SeqCst, Ordering::Relaxed)
-                    .is_err()
-                {
-                    return (false, true);
-                }
-                word = closed;
-            }
-            // Then the striped adds in flight: one begun while the filter
-            // was open may have written a bit a lock-free add found; it
-            // must not answer for the next view (`window` module docs).
-            if !sh.drain_marks(c, DRAIN_LIMIT) || !sh.drain_stripes(DRAIN_LIMIT) {
-                return (false, false);
-            }
-            // SeqCst: as try_step's; the filter stays closed.
-            let next = n.pack() | View::CLOSED;
-            if self
-                .view_word()
-                .compare_exchange(word, next, Ordering::SeqCst, Ordering::Relaxed)
-                .is_err()
-            {
-                return (false, true);
-            }
-            (word, stepped) = (next, true);
-        }
-        if View::closed(word) {
-            // Every stripe adder that read an earlier view is done once the
-            // stripes held after our view load were released (the drain's
-            // Dekker pair with begin_add, then view load).
-            if !sh.drain_stripes(DRAIN_LIMIT) {
-                return (stepped, false);
-            }
-            // SeqCst: lock-free adders read the view after their mark.
-            let _ = self
-                .view_word()
-                .compare_exchange(word, word & !View::CLOSED, Ordering::SeqCst, Ordering::Relaxed);
-        }
-        (stepped, true)
     }
 
     /// Whether the spare of the current view still needs clearing.
@@ -1405,47 +1296,6 @@ impl Filter {
         }
         sh.end_add(s);
         Ok(!had)
-    }
-
-    /// A windowed add without the stripe, for a blocked layout (one atomic
-    /// update decides among adders of a generation) while the filter is
-    /// open: the slot marked as for a plain lock-free add, then the view
-    /// word read open. A step first closes the filter and then waits for
-    /// every such mark, so the whole add sees one view (`window` module
-    /// docs). None, with nothing written, when the filter is
-    /// closed, frozen, or under an exclusive operation: the striped add
-    /// answers then.
-    #[inline(always)]
-    fn window_add_lockfree<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, c: Claim, now: u64) -> Option<bool> {
-        let w = &win.w;
-        let o = self.control_and_slot(c)?;
-        if !o.mark() {
-            o.unmark();
-            return None;
-        }
-        // SeqCst: the other half of the mark's Dekker pair with a step's
-        // close (then drain_marks); it also pairs with the stepping CAS
-        // (the published generation's zeros are seen).
-        let word = self.view_word().load(Ordering::SeqCst);
-        let v = match View::unpack(word, w.ring_len()) {
-            Some(v) if !View::closed(word) => v,
-            _ => {
-                o.unmark();
-                return None;
-            }
-        };
-        let (q, old, new) = self.window_write(win, p, loc, v, now);
-        let mut had = w.visible(old, q) && !new;
-        let mut slot = v.pos;
-        for _ in 1..w.generations() {
-            if had {
-                break;
-            }
-            slot = w.slot_before(slot);
-            had = self.held_visible(win, p, loc, slot, q);
-        }
-        o.unmark();
-        Some(!had)
     }
 
     /// Write an item into view `v`'s current generation, under its stripe:
@@ -1620,17 +1470,12 @@ impl Filter {
     ) -> Result<bool> {
         if i % WINDOW_QUERY_GROUP == 0 {
             *now = now_ns();
-            self.try_step(&win.w, *now, false, c);
+            self.try_step(&win.w, *now, false);
         }
         if self.window_held_now(win, p, loc, *now) {
             return Ok(false);
         }
         ahead();
-        if !P::STRIPED {
-            if let Some(new) = self.window_add_lockfree(win, p, loc, c, *now) {
-                return Ok(new);
-            }
-        }
         self.window_add_at(win, p, loc, self.window_stripe(h), c, *now)
     }
 
@@ -1954,20 +1799,11 @@ impl Filter {
                 return Err(Error::frozen());
             }
             let v = self.load_view(&win.w);
-            // A rotate tries the drains again at once.
-            self.step_after.set(None);
-            if self.try_step(&win.w, now_ns(), true, c) {
+            if self.try_step(&win.w, now_ns(), true) {
                 break;
             }
             if self.load_view(&win.w) == v {
-                // A blocked filter's step fences the light marks of
-                // lock-free adds; where this process cannot, it would wait
-                // for as long as such a process has the filter open.
-                if self.lockfree_adds() && !self.shared().fence_light_adders(c) {
-                    return Err(no_fence(sync::SyncError::NoFence));
-                }
-                let q = self.grid_now(&win.w, v, now_ns());
-                if !self.spare_dirty(&win.w) && win.w.next_view(v, q).is_none() {
+                if !self.spare_dirty(&win.w) {
                     // Clean spare, same view, no step: the next start does
                     // not fit the view word (only a corrupt file gets there).
                     return Err(Error::new(
@@ -1975,9 +1811,7 @@ impl Filter {
                         "the generation number is at its limit (corrupted file)",
                     ));
                 }
-                // Another live process is clearing the spare or holds
-                // the cleaner word, or a stopped one holds a lock-free
-                // add's mark.
+                // Another live process is clearing the spare.
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
         }
@@ -2942,78 +2776,6 @@ mod tests {
         assert!(kept <= 5, "round 1 forgotten after 5 rotations: {kept} left");
     }
 
-    /// A blocked windowed filter is open to lock-free adds between steps;
-    /// a step closes it, steps, and opens it again. Left closed (as by a
-    /// stepper killed in between), the next add opens it, unless a stripe
-    /// held as by a stopped adder keeps the opening waiting: adds then go
-    /// through their stripes and answer as ever.
-    #[test]
-    fn windowed_blocked_steps_close_and_open_the_view_word() {
-        let f = windowed(None, 3, Some(Layout::Blocked));
-        let closed = || View::closed(f.view_word().load(Ordering::SeqCst));
-        assert!(f.add(b"a").unwrap());
-        assert!(!closed(), "open after an add");
-        f.rotate().unwrap();
-        assert!(!closed(), "open after a step");
-        assert_eq!(f.window_stats().unwrap().current, 1);
-        f.view_word().fetch_or(View::CLOSED, Ordering::SeqCst);
-        assert_eq!(f.window_stats().unwrap().current, 1, "the flag is not part of the view");
-        assert!(f.contains(b"a"));
-        assert!(f.add(b"b").unwrap());
-        assert!(!closed(), "opened by the next add");
-        // Closed again, with a stripe held: the opening gives up after
-        // DRAIN_LIMIT, and adds answer through their stripes.
-        f.view_word().fetch_or(View::CLOSED, Ordering::SeqCst);
-        let c = f.claim().unwrap().c;
-        let s = f.window_stripe(&hash_item(f.seed, b"held"));
-        assert!(f.shared().begin_add(s, c));
-        assert!(!f.add(b"a").unwrap(), "present");
-        assert!(closed(), "still closed");
-        for i in 0..100u32 {
-            let b = i.to_le_bytes();
-            if f.window_stripe(&hash_item(f.seed, &b)) != s {
-                assert!(f.add(&b).unwrap() || f.contains(&b));
-                assert!(!f.add(&b).unwrap(), "{i} added once");
-            }
-        }
-        assert!(closed(), "left alone for DRAIN_BACKOFF");
-        f.shared().end_add(s);
-        f.step_after.set(None);
-        assert!(f.add(b"c").unwrap());
-        assert!(!closed(), "opened once the stripe is free");
-    }
-
-    /// A lock-free add in flight (its slot's mark, held as by a stopped
-    /// process) keeps a blocked filter's step from landing: the step
-    /// closes the filter, gives up after DRAIN_LIMIT and leaves it closed
-    /// with the view unchanged; adds go on through their stripes. Once the
-    /// mark is gone the step lands and the filter opens.
-    #[test]
-    fn windowed_blocked_step_waits_for_lockfree_adds() {
-        let f = windowed(None, 3, Some(Layout::Blocked));
-        assert!(f.add(b"a").unwrap());
-        let sh = f.shared();
-        let other = sh.claim_slot(7, false).unwrap();
-        let o = f.control_and_slot(other).unwrap();
-        assert!(o.mark(), "a mark as a lock-free adder sets it");
-        let c = f.claim().unwrap().c;
-        let w = f.win.unwrap().w;
-        let t = std::time::Instant::now();
-        assert!(!f.try_step(&w, now_ns(), true, c), "no step past a lock-free add");
-        assert!(t.elapsed() >= DRAIN_LIMIT, "it waited {:?}", t.elapsed());
-        assert!(View::closed(f.view_word().load(Ordering::SeqCst)));
-        assert_eq!(f.window_stats().unwrap().current, 0);
-        assert!(f.add(b"b").unwrap());
-        assert!(!f.add(b"a").unwrap());
-        o.unmark();
-        f.step_after.set(None);
-        assert!(f.try_step(&w, now_ns(), true, c));
-        assert_eq!(f.window_stats().unwrap().current, 1);
-        assert!(!View::closed(f.view_word().load(Ordering::SeqCst)));
-        assert!(!f.add(b"b").unwrap(), "b in the previous generation");
-        sh.release_slot(other);
-    }
-
     /// An adder stopped holding its stripe: the cleaner gives up after
     /// DRAIN_LIMIT, adds go on (paying that once per DRAIN_BACKOFF), steps
     /// wait for the spare; once the stripe is free the next clear and step
@@ -3076,7 +2838,7 @@ mod tests {
         }
         // Step as a timed filter's add does: `old`'s generation becomes
         // the spare, and nothing is cleared yet.
-        assert!(f.try_step(&win.w, now_ns(), true, f.claim().unwrap().c));
+        assert!(f.try_step(&win.w, now_ns(), true));
         let w = &win.w;
         let spare = w.spare(f.load_view(w));
         let dirty = |f: &Filter| {
@@ -3138,7 +2900,7 @@ mod tests {
         assert_eq!(r, Ok(Ok(false)), "answered, not new, with the stripe held");
         // Make the spare dirty, as an add's step does.
         let w = f.win.unwrap().w;
-        assert!(f.try_step(&w, now_ns(), true, f.claim().unwrap().c));
+        assert!(f.try_step(&w, now_ns(), true));
         assert!(f.spare_dirty(&w));
         let rx = other(|g| g.rotate().map(|_| true));
         assert!(
