@@ -480,8 +480,9 @@ pub unsafe extern "C" fn bfs_add(
 }
 
 /// `bfs_add` without the error buffer and the out parameter, for callers
-/// that add one item at a time in a hot loop: 1 if the item was probably
-/// new, 0 if it was present, and -1, with nothing added, when `bfs_add`
+/// that add one item at a time in a hot loop (it waits where `bfs_add`
+/// waits): 1 if the item was probably new, 0 if it was present, and -1,
+/// with nothing added, when `bfs_add`
 /// would have failed (a NULL handle, a frozen or read-only filter, no free
 /// slot): `bfs_add` then says why, or adds the item if what failed has
 /// passed (a slot given back meanwhile).

@@ -1760,8 +1760,11 @@ impl Filter {
                 continue;
             };
             // After the bits: an adder raises `last` before it sets bits,
-            // so every bit copied is covered. Acquire: pairs with the
+            // so every bit copied is covered. Acquire fence: pairs with the
+            // adders' Release fence before their bits (the bits above were
+            // read Relaxed), as `held_visible`'s; Acquire loads: with the
             // adders' fetch_max.
+            fence(Ordering::Acquire);
             let last = (0..g as u32)
                 .map(|d| self.last_word(w.slot_at(view, d)).load(Ordering::Acquire))
                 .collect();
