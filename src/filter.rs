@@ -635,14 +635,20 @@ impl Filter {
     /// the table is full, the overflow slot for this one call.
     #[inline]
     fn claim(&self) -> Result<Held<'_>> {
-        match self.claim.get() {
-            Some((c, t)) if t == claims::ticket() => Ok(Held {
+        match self.cached_claim() {
+            Some(c) => Ok(Held {
                 f: self,
                 c,
                 once: false,
             }),
-            _ => self.claim_slow(),
+            None => self.claim_slow(),
         }
+    }
+
+    /// This thread's cached slot, if its ticket is still current.
+    #[inline(always)]
+    fn cached_claim(&self) -> Option<Claim> {
+        self.claim.get().filter(|&(_, t)| t == claims::ticket()).map(|(c, _)| c)
     }
 
     #[cold]
@@ -764,7 +770,7 @@ impl Filter {
     /// exclusive operation under way. None, with nothing done, in every
     /// other case: `add` then goes the whole way.
     #[inline(always)]
-    pub(crate) fn try_add_lockfree(&self, item: &[u8]) -> Option<bool> {
+    fn try_add_lockfree(&self, item: &[u8]) -> Option<bool> {
         match &self.probing {
             Probing::Word64(p) => self.try_add_lockfree_with(p, item),
             Probing::Block128(p) => self.try_add_lockfree_with(p, item),
@@ -778,11 +784,7 @@ impl Filter {
         if self.win.is_some() || self.region.readonly {
             return None;
         }
-        let (c, t) = self.claim.get()?;
-        if t != claims::ticket() {
-            return None;
-        }
-        let sh = self.control_and_slot(c)?;
+        let sh = self.control_and_slot(self.cached_claim()?)?;
         // As writable (a present item is answered below without the slot
         // mark, which checks again).
         if !sh.light() || sh.ctl.frozen() {
@@ -798,8 +800,10 @@ impl Filter {
         sh.lockfree_add_light(|| p.set(bits, &loc))
     }
 
-    /// Add an item: true if it was probably new (some bit was 0).
-    #[inline]
+    /// Add an item: true if it was probably new (some bit was 0). Inlined
+    /// whole (the common case, then a call), so that its callers' common
+    /// case has no call of its own.
+    #[inline(always)]
     pub fn add(&self, item: &[u8]) -> Result<bool> {
         match self.try_add_lockfree(item) {
             Some(new) => Ok(new),

@@ -561,6 +561,22 @@ impl Owned<'_> {
         self.ctl.excl.load(Ordering::Acquire) == 0
     }
 
+    /// Mark the slot for a lock-free add: a light mark (`mark_light`), or
+    /// a locked store where the owner cannot leave the fence to the
+    /// exclusive side. True when no exclusive operation is under way; the
+    /// mark is set either way.
+    #[inline(always)]
+    fn mark(&self) -> bool {
+        if self.light() {
+            self.mark_light()
+        } else {
+            // SeqCst: the Dekker pair with lock_exclusive / drain (as
+            // begin_merge).
+            self.slot.busy.store(self.token, Ordering::SeqCst);
+            self.ctl.excl.load(Ordering::SeqCst) == 0
+        }
+    }
+
     /// Clear the mark: our updates happen-before a drain that reads it 0.
     #[inline(always)]
     fn unmark(&self) {
@@ -807,16 +823,7 @@ impl<'a> Shared<'a> {
     /// millions a second, exclusive operations rare.
     #[inline]
     pub fn begin_lockfree_add(&self, c: Claim) -> bool {
-        let o = self.owned(c);
-        let clear = if o.light() {
-            o.mark_light()
-        } else {
-            // SeqCst: the Dekker pair with lock_exclusive / drain (as
-            // begin_merge).
-            o.slot.busy.store(c.token, Ordering::SeqCst);
-            self.ctl.excl.load(Ordering::SeqCst) == 0
-        };
-        if clear && !self.frozen() {
+        if self.owned(c).mark() && !self.frozen() {
             return true;
         }
         self.lockfree_add_contended(c)
