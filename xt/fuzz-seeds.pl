@@ -22,25 +22,30 @@ my @filters = (
     [seeded   => 1000,       0.01, 12345],
     [k32      => 100,        1e-10, 0],
     [huge     => 3_000_000,  0.01, 0],    # bits on a 2 MiB boundary
+    [blocked  => 1000,       0.01, 0, { layout => 'blocked' }],
+    # Windowed files: the window facts follow the control line (192..216).
+    ['windowed-file'    => 100, 0.01, 0, { window => 60, generations => 4 }],
+    ['windowed-blocked' => 100, 0.01, 7, { window => undef, generations => 2, layout => 'blocked' }],
 );
 for my $spec (@filters) {
-    my ($name, $cap, $rate, $seed) = @$spec;
+    my ($name, $cap, $rate, $seed, $opts) = @$spec;
     my $path = "$dir/$name.bf";
-    my $f = $C->new($path, $cap, $rate, { seed => $seed });
+    my $f = $C->new($path, $cap, $rate, { seed => $seed, %{ $opts // {} } });
     $f->add_many([map { "seed-item-$_" } 1 .. 20]);
     my $size = -s $path;
-    my $head = substr(slurp($path), 0, 192);
-    # decode: flags, size (u64 LE), the immutable header.
-    spew("$out/decode/$name", "\0" . pack('Q<', $size) . substr($head, 0, 120));
-    # open: flags, selector (odd, delta 64: the exact size), header + control line.
+    # The header as a reader takes it: immutable part, control line, window facts.
+    my $head = substr(slurp($path), 0, 216);
+    # decode: flags, size (u64 LE), the header.
+    spew("$out/decode/$name", "\0" . pack('Q<', $size) . $head);
+    # open: flags, selector (odd, delta 64: the exact size), the header.
     spew("$out/open/$name", "\0\x81" . $head);
-    if ($name ne 'huge') {
+    if ($name ne 'huge' && $name !~ /^windowed/) {
         # serial: flags, the portable bytes.
         spew("$out/serial/$name", "\0" . $f->serialize);
     }
     if ($name eq 'default') {
         $f->freeze;
-        spew("$out/open/frozen", "\0\x81" . substr(slurp($path), 0, 192));
+        spew("$out/open/frozen", "\0\x81" . substr(slurp($path), 0, 216));
     }
 }
 

@@ -11,7 +11,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use bloomfilter_shared::format::{self, CHECKED_LEN, IMMUTABLE_LEN};
+use bloomfilter_shared::format::{self, CHECKED_LEN, HEADER_READ_LEN, IMMUTABLE_LEN, WINDOW_OFF};
 use bloomfilter_shared::resp;
 use bloomfilter_shared::serial;
 use bloomfilter_shared::{ErrorKind, Filter};
@@ -22,11 +22,17 @@ const OPEN_MAX: u64 = 8 << 20;
 
 const RESEAL: u8 = 1;
 
-/// Make the header checksum right (the immutable header of a region).
+/// Make the header checksums right: the immutable part's and, where the
+/// bytes reach that far, the window facts'.
 fn reseal_header(b: &mut [u8]) {
     if b.len() >= IMMUTABLE_LEN {
         let sum = xxhash_rust::xxh3::xxh3_64(&b[..CHECKED_LEN]);
         b[CHECKED_LEN..IMMUTABLE_LEN].copy_from_slice(&sum.to_ne_bytes());
+    }
+    let o = WINDOW_OFF as usize;
+    if b.len() >= HEADER_READ_LEN {
+        let sum = xxhash_rust::xxh3::xxh3_64(&b[o..o + 16]);
+        b[o + 16..HEADER_READ_LEN].copy_from_slice(&sum.to_ne_bytes());
     }
 }
 
@@ -41,7 +47,8 @@ fn reseal_serial(b: &mut [u8]) {
 
 /// Header validation. Input: flags, the region's size (u64 LE), then header
 /// bytes. `decode` accepts exactly what `encode` writes for a valid geometry
-/// and a region of the matching size (or longer by at most a journal).
+/// and a region of the matching size (or longer by at most a journal): the
+/// immutable part, and a windowed filter's window facts.
 pub fn decode(data: &[u8]) {
     if data.len() < 9 {
         return;
@@ -60,11 +67,20 @@ pub fn decode(data: &[u8]) {
                 (h.layout().total..=format::max_size(&h)).contains(&size),
                 "accepted a wrong size"
             );
+            let want = format::encode(&h);
             assert_eq!(
-                &format::encode(&h)[..],
+                &want[..IMMUTABLE_LEN],
                 &bytes[..IMMUTABLE_LEN],
                 "accepted bytes encode would not write"
             );
+            if h.window.is_some() {
+                let o = WINDOW_OFF as usize;
+                assert_eq!(
+                    &want[o..],
+                    &bytes[o..HEADER_READ_LEN],
+                    "accepted window facts encode would not write"
+                );
+            }
         }
         Err(e) => assert!(!e.to_string().is_empty()),
     }
@@ -128,8 +144,8 @@ pub fn open(data: &[u8]) {
     let fd = memfd_with(page, size);
     match Filter::from_fd(fd.as_raw_fd()) {
         Ok(f) => {
-            let mut head = [0u8; IMMUTABLE_LEN];
-            let n = page.len().min(IMMUTABLE_LEN);
+            let mut head = [0u8; HEADER_READ_LEN];
+            let n = page.len().min(HEADER_READ_LEN);
             head[..n].copy_from_slice(&page[..n]);
             let h = format::decode(&head, size).expect("opened a file decode refuses");
             assert_eq!(f.geometry(), h.geometry);
