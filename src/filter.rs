@@ -1769,8 +1769,15 @@ impl Filter {
             // read Relaxed), as `held_visible`'s; Acquire loads: with the
             // adders' fetch_max.
             fence(Ordering::Acquire);
+            // A word above any grid (no add writes one: the mapping is
+            // another process's to corrupt) is copied as the largest a
+            // copy may hold; either keeps the generation visible for good.
             let last = (0..g as u32)
-                .map(|d| self.last_word(w.slot_at(view, d)).load(Ordering::Acquire))
+                .map(|d| {
+                    self.last_word(w.slot_at(view, d))
+                        .load(Ordering::Acquire)
+                        .min(crate::serial::MAX_LAST)
+                })
                 .collect();
             if self.load_view(w) != view {
                 continue;
