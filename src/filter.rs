@@ -145,6 +145,18 @@ pub struct WindowStats {
     pub current_start_ns: Option<u64>,
 }
 
+/// What `Filter::step_state` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepState {
+    /// This call stepped.
+    Stepped,
+    /// No step due, or another process took it.
+    None,
+    /// A step is due, but the spare is not clear yet; `expired`: nor is
+    /// the current generation visible any more.
+    SpareDirty { expired: bool },
+}
+
 /// Wall-clock time in ns since the Unix epoch (0 before it), from
 /// `CLOCK_REALTIME_COARSE` plus its resolution: the time of the last timer
 /// tick, read without the counter arithmetic of `CLOCK_REALTIME`, moved up
@@ -1117,10 +1129,16 @@ impl Filter {
     /// Take a step if one is due (or `forced`) and the spare is clean.
     /// True when this call stepped.
     fn try_step(&self, w: &Window, now: u64, forced: bool) -> bool {
+        self.step_state(w, now, forced) == StepState::Stepped
+    }
+
+    /// `try_step`, telling a step that is due but waits for the spare's
+    /// clear apart from no step at all.
+    fn step_state(&self, w: &Window, now: u64, forced: bool) -> StepState {
         let (v, word) = self.load_view_word(w);
         let q = self.grid_now(w, v, now);
         if !w.step_possible(v, q, forced) {
-            return false; // the common case: nothing more to read
+            return StepState::None; // the common case: nothing more to read
         }
         // Acquire: pairs with the cleaner's Release of clean[] (the zeroed
         // words are seen before the slot is published) and the adders'
@@ -1130,11 +1148,61 @@ impl Filter {
         match w.decide_step(v, q, oldest_last, spare_clean, forced) {
             // SeqCst: the step is the one write every reader and the drain
             // order themselves by. A failed CAS: someone else stepped.
-            Some(n) => self
+            Some(n) => match self
                 .view_word()
                 .compare_exchange(word, n.pack(), Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok(),
-            None => false,
+            {
+                Ok(_) => StepState::Stepped,
+                Err(_) => StepState::None,
+            },
+            None if !forced && spare_clean != v.clean_mark() && w.step_due(v, q, oldest_last) => {
+                // Acquire: as oldest_last's.
+                let cur_last = self.last_word(v.pos).load(Ordering::Acquire);
+                StepState::SpareDirty {
+                    expired: w.expired(cur_last, q),
+                }
+            }
+            None => StepState::None,
+        }
+    }
+
+    /// A step is due and the spare not clear yet (the writing calls since
+    /// the last step were too few to clear it a slice each): clear the rest
+    /// of it now, then step. Called before an add takes its stripe.
+    ///
+    /// When the current generation has `expired` (nobody wrote for a
+    /// window), the add must not write it: raising its `last` would bring
+    /// its expired items back. Then this waits for another process that is
+    /// clearing the spare, for as long as that clear advances; a clear
+    /// that stops advancing for DRAIN_LIMIT (a stopped process), or a drain
+    /// that cannot finish, leaves the add to write the old generation, and
+    /// its items live longer, as with any step deferred by a stopped
+    /// process.
+    #[cold]
+    #[inline(never)]
+    fn clear_spare_and_step(&self, win: &Win, c: Claim, now: u64, expired: bool) {
+        let w = &win.w;
+        let cursor = self.win_word(format::OFF_CURSOR);
+        // Relaxed: a progress hint only.
+        let mut seen = cursor.load(Ordering::Relaxed);
+        let mut until = std::time::Instant::now() + DRAIN_LIMIT;
+        loop {
+            if self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t) {
+                return; // a drain failed lately: a stopped adder holds a stripe
+            }
+            self.clean_spare(win, c, None);
+            match self.step_state(w, now, false) {
+                StepState::SpareDirty { expired: true } if expired => {}
+                _ => return,
+            }
+            let at = cursor.load(Ordering::Relaxed);
+            if at != seen {
+                seen = at;
+                until = std::time::Instant::now() + DRAIN_LIMIT;
+            } else if std::time::Instant::now() >= until {
+                return;
+            }
+            std::thread::yield_now();
         }
     }
 
@@ -1474,7 +1542,9 @@ impl Filter {
     ) -> Result<bool> {
         if i % WINDOW_QUERY_GROUP == 0 {
             *now = now_ns();
-            self.try_step(&win.w, *now, false);
+            if let StepState::SpareDirty { expired } = self.step_state(&win.w, *now, false) {
+                self.clear_spare_and_step(win, c, *now, expired);
+            }
         }
         if self.window_held_now(win, p, loc, *now) {
             return Ok(false);
@@ -2877,6 +2947,71 @@ mod tests {
         assert_eq!(dirty(&f), 0);
         assert!(f.contains(&old[0]), "added again: in the older generation");
         assert!(!f.contains(&old[1000]), "forgotten");
+    }
+
+    /// A write that finds a step due and the spare not clear yet (too few
+    /// writes since the last step to clear it a slice each) clears the
+    /// rest and steps before it adds: an idle filter's expired current
+    /// generation is never written again (its items would come back), and
+    /// items are forgotten on time however few the writes.
+    #[test]
+    fn a_due_step_clears_the_rest_of_the_spare_first() {
+        let period = 200_000_000u64; // ns
+        let opts = Options {
+            window: Some(WindowOptions {
+                window_ns: Some(period),
+                generations: 2,
+            }),
+            ..Options::default()
+        };
+        let sleep_to = |t: u64| {
+            let now = now_ns();
+            if t > now {
+                std::thread::sleep(std::time::Duration::from_nanos(t - now));
+            }
+        };
+        // The current generation expired: written at grid q0, nothing since.
+        let f = Filter::new_anonymous(300_000, 0.01, opts).unwrap();
+        let win = f.win.as_ref().unwrap();
+        assert!(win.gen_words > 2 * SPARE_SLICE_WORDS);
+        let w = &win.w;
+        f.add(b"x").unwrap();
+        sleep_to(w.epoch_ns() + period + period / 4);
+        f.add(b"z").unwrap(); // steps; one slice of the new spare cleared
+        assert!(f.spare_dirty(w));
+        let z_at = now_ns();
+        // Forgotten by z's time plus g periods (plus a tick of the clock).
+        sleep_to(z_at + 2 * period + period / 2);
+        assert!(!f.contains(b"z"), "expired");
+        let before = f.load_view(w);
+        assert!(f.add(b"y").unwrap());
+        assert!(!f.contains(b"z"), "brought back by another item's add");
+        assert_ne!(f.load_view(w), before, "no step");
+        assert!(f.add(b"z").unwrap(), "z new again");
+
+        // A due step, the current generation still visible: g = 3.
+        let opts = Options {
+            window: Some(WindowOptions {
+                window_ns: Some(2 * period),
+                generations: 3,
+            }),
+            ..Options::default()
+        };
+        let f = Filter::new_anonymous(300_000, 0.01, opts).unwrap();
+        let w = &f.win.as_ref().unwrap().w;
+        let e = w.epoch_ns();
+        f.add(b"z").unwrap(); // grid 0
+        sleep_to(e + period + period / 4);
+        f.add(b"a").unwrap(); // steps; the spare left dirty
+        assert!(f.spare_dirty(w));
+        for k in 2..6u64 {
+            // One write per period, too few to clear the spare by slices.
+            sleep_to(e + k * period + period / 4);
+            let before = f.load_view(w);
+            f.add(format!("w{k}").as_bytes()).unwrap();
+            assert_ne!(f.load_view(w), before, "period {k}: the step was deferred");
+            assert_eq!(f.contains(b"z"), k < 3, "period {k}");
+        }
     }
 
     /// An add of an item the current generation holds takes no stripe: it

@@ -69,8 +69,14 @@
 //! * **Step** (any writer that sees one due, before its own add; `rotate`):
 //!   read `view`; if `clean[spare]` is `m + 1`, CAS `view` to the next
 //!   view. Constant time, waits for nothing; a failed CAS means another
-//!   process stepped. A spare not clean yet defers the step: the current
-//!   generation keeps taking adds, its `last` keeps its items visible.
+//!   process stepped. A spare not clean yet (the writes since the last
+//!   step were too few to clear it a slice each): the writer clears the
+//!   rest itself before its add, then steps; another process at that
+//!   clear leaves the writer to add, the step deferred, unless the current
+//!   generation has *expired* (no add for a window): an add must not raise
+//!   its `last`, which would bring its items back, so it waits for that
+//!   clear while it advances. Only a stopped process (holding the cleaner
+//!   or a stripe) defers a step for longer: its items live longer.
 //! * **Add** at grid `q` (`reader_grid`, after any due step): take the
 //!   item's stripe; read `view` (`v`); raise the current slot's `last` to
 //!   `q + 1` (`fetch_max`: the old value says whether that generation was
@@ -418,6 +424,15 @@ impl Window {
         self.window_ns.is_none() || (last != 0 && (last - 1).saturating_add(self.generations as u64) > q)
     }
 
+    /// Whether a generation whose `last` word is `last` held items that
+    /// have all expired at grid `q`. Writing such a generation would raise
+    /// its `last` and bring them back: an add must not, while it is the
+    /// current one, until a step replaces it (never for a manual filter,
+    /// nor for a generation nobody wrote).
+    pub fn expired(&self, last: u64, q: u64) -> bool {
+        last != 0 && !self.visible(last, q)
+    }
+
     /// The `last` word after an add at grid `q`.
     pub fn raised_last(last: u64, q: u64) -> u64 {
         last.max(q.saturating_add(1))
@@ -731,6 +746,9 @@ mod tests {
         assert_eq!(w.decide_step(v, 11, 0, clean, false), Some(View { m: 11, pos: 3 }));
         assert!(!w.visible(0, 0));
         assert!(w.visible(1, 0) && w.visible(1, 3) && !w.visible(1, 4));
+        // Expired: written, and no longer visible (never unwritten).
+        assert!(!w.expired(0, 100) && !w.expired(1, 3) && w.expired(1, 4));
+        assert!(!Window::new(None, 4, 0).unwrap().expired(1, u64::MAX));
         assert_eq!(Window::raised_last(5, 3), 5);
         assert_eq!(Window::raised_last(5, 9), 10);
         assert_eq!(Window::raised_last(0, u64::MAX), u64::MAX);
@@ -834,7 +852,18 @@ mod tests {
 
         fn add(&mut self, item: u32, now: u64) -> bool {
             let q = self.w.reader_grid(now, self.last[self.view.pos as usize]);
-            self.step(q, false);
+            let oldest = self.w.oldest(self.view) as usize;
+            let spare = self.w.spare(self.view) as usize;
+            if !self.step(q, false)
+                && self.w.step_due(self.view, q, self.last[oldest])
+                && self.clean[spare] != self.view.clean_mark()
+            {
+                // A step due and the spare not clear yet: the writer clears
+                // the rest now and steps (`clear_spare_and_step`).
+                self.dirty_for = Some(0);
+                self.run_cleaner();
+                assert!(self.step(q, false));
+            }
             if self.dirty_for.is_some() {
                 self.run_cleaner();
             }
@@ -906,7 +935,7 @@ mod tests {
                     if now < last_touch + lower {
                         assert!(seen, "round {round}: g {g} period {p}: gone at +{}", now - last_touch);
                     }
-                    if prompt && now >= last_touch + upper {
+                    if now >= last_touch + upper {
                         assert!(!seen, "round {round}: g {g} period {p}: kept at +{}", now - last_touch);
                     }
                 }

@@ -1,6 +1,7 @@
 # Windowed filters: options and croaks, retention exact in rotations,
-# retention with real time (a 2-second window), every process sees the same
-# generation, concurrent adders across steps, SIGKILL storms during steps.
+# retention with real time (a 2-second window), a due step with the spare
+# not clear, every process sees the same generation, concurrent adders
+# across steps, SIGKILL storms during steps.
 use strict;
 use warnings;
 use Test::More;
@@ -226,6 +227,29 @@ subtest 'retention with real time' => sub {
     }
     for my $g (2, 4) {
         is($kids{$g}{out}, "ok\n", "g $g: seen within the window, forgotten after it");
+    }
+};
+
+# A filter with few writes: the calls since a step were too few to clear
+# the next spare a slice each (a generation of 120 KiB: two slices), so a
+# write that finds the next step due clears the rest first and steps. An
+# item of a generation that expired while nobody wrote stays forgotten when
+# the next add comes (writing that generation again would bring it back).
+subtest 'few writes: a due step clears the spare first' => sub {
+    for my $layout (qw(standard blocked)) {
+        my $f = $C->new(undef, 100_000, 0.01, { layout => $layout, window => 1, generations => 2 });
+        my $t0 = time;
+        $f->add('x');
+        sleep($t0 + 1.3 - time);
+        $f->add('z');    # grid 1: steps, then clears one slice of the new spare
+        my $gen = $f->stats->{generation};
+        # z's generation expires at grid 3 (g periods after grid 1).
+        sleep($t0 + 3.4 - time);
+        ok(!$f->contains('z'), "$layout: z forgotten");
+        ok($f->add('y'), "$layout: y new");
+        ok(!$f->contains('z'), "$layout: z not brought back by y's add");
+        cmp_ok($f->stats->{generation}, '>', $gen, "$layout: y's add stepped");
+        ok($f->add('z'), "$layout: z new again");
     }
 };
 

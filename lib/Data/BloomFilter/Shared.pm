@@ -1411,9 +1411,13 @@ one. A step is one compare-and-swap. The generation to be reused next is
 cleared afterwards, while nobody reads or writes it, by the writing calls
 that follow: each clears at most 64 KiB of it (a few microseconds), so no
 add pays for a whole generation (a 256 MiB one is clear after 4096 writing
-calls, usually long before the next step is due; a step that finds it not
-done yet waits for more writes, and items only live longer meanwhile).
-L</rotate> clears all of it at once. Queries never wait. An add of an item
+calls, usually long before the next step is due). A filter written less
+often than that (fewer writing calls per C<window / (g - 1)> than its
+generation has 64 KiB slices) has the rest cleared by the write that finds
+the next step due, before that write adds: that one call takes as long as
+clearing the rest, up to a whole generation as L</rotate> does, and items
+are forgotten on time however few the writes, a whole window without any
+included. L</rotate> clears all of it at once. Queries never wait. An add of an item
 the current generation already holds takes no lock and sets no bit; other
 adds take their item's lock stripe, as in a plain filter, in every layout.
 A process killed mid-step or mid-clear leaves the filter usable: the next
