@@ -1174,10 +1174,10 @@ impl Filter {
     /// window), the add must not write it: raising its `last` would bring
     /// its expired items back. Then this waits for another process that is
     /// clearing the spare, for as long as that clear advances; a clear
-    /// that stops advancing for DRAIN_LIMIT (a stopped process), or a drain
-    /// that cannot finish, leaves the add to write the old generation, and
-    /// its items live longer, as with any step deferred by a stopped
-    /// process.
+    /// that stops advancing for twice DRAIN_LIMIT (longer than its drain
+    /// may wait: a stopped process), or a drain that cannot finish, leaves
+    /// the add to write the old generation, and its items live longer, as
+    /// with any step deferred by a stopped process.
     #[cold]
     #[inline(never)]
     fn clear_spare_and_step(&self, win: &Win, c: Claim, now: u64, expired: bool) {
@@ -1185,7 +1185,7 @@ impl Filter {
         let cursor = self.win_word(format::OFF_CURSOR);
         // Relaxed: a progress hint only.
         let mut seen = cursor.load(Ordering::Relaxed);
-        let mut until = std::time::Instant::now() + DRAIN_LIMIT;
+        let mut until = std::time::Instant::now() + 2 * DRAIN_LIMIT;
         loop {
             if self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t) {
                 return; // a drain failed lately: a stopped adder holds a stripe
@@ -1198,7 +1198,7 @@ impl Filter {
             let at = cursor.load(Ordering::Relaxed);
             if at != seen {
                 seen = at;
-                until = std::time::Instant::now() + DRAIN_LIMIT;
+                until = std::time::Instant::now() + 2 * DRAIN_LIMIT;
             } else if std::time::Instant::now() >= until {
                 return;
             }

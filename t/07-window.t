@@ -253,6 +253,34 @@ subtest 'few writes: a due step clears the spare first' => sub {
     }
 };
 
+# The same with two processes writing at once after the expiry, on
+# generations of 72 MiB (one clears the spare, for some milliseconds; the
+# other waits for that clear): neither brings z back.
+subtest 'few writes: two processes at the due step' => sub {
+    my $f = $C->new(undef, 50_000_000, 0.01, { layout => 'blocked', window => 1, generations => 2 });
+    my $t0 = time;
+    $f->add('x');
+    sleep($t0 + 1.3 - time);
+    $f->add('z');
+    my $start = $t0 + 3.4;
+    my @pids;
+    for my $who (1, 2) {
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            sleep($start - time);
+            my $new = $f->add("y$who");
+            POSIX::_exit($new && !$f->contains('z') ? 0 : 1);
+        }
+        push @pids, $pid;
+    }
+    for my $pid (@pids) {
+        waitpid($pid, 0);
+        is($? >> 8, 0, "writer $pid: new, and z not brought back");
+    }
+    ok(!$f->contains('z'), 'z forgotten after both');
+    ok($f->contains('y1') && $f->contains('y2'), 'both added');
+};
+
 # Every process sees the same generation, with time and with rotate.
 subtest 'one generation for every process' => sub {
     my $f = $C->new("$dir/shared.bloom", 10_000, 0.01, { window => 2, generations => 3 });
