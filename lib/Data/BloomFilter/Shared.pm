@@ -1417,7 +1417,11 @@ generation has 64 KiB slices) has the rest cleared by the write that finds
 the next step due, before that write adds: that one call takes as long as
 clearing the rest, up to a whole generation as L</rotate> does, and items
 are forgotten on time however few the writes, a whole window without any
-included. L</rotate> clears all of it at once. Queries never wait. An add of an item
+included. (Another process clearing it meanwhile is waited for while its
+clear advances; one stopped in the clear for 40 ms, or an adder stopped
+holding its stripe, makes the write go on without the step: the current
+generation's items, expired ones too, are then seen until the next step.)
+L</rotate> clears all of it at once. Queries never wait. An add of an item
 the current generation already holds takes no lock and sets no bit; other
 adds take their item's lock stripe, as in a plain filter, in every layout.
 A process killed mid-step or mid-clear leaves the filter usable: the next
