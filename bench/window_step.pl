@@ -41,7 +41,8 @@ print nice_line($nice);
 say load_line('at start');
 
 # 200 000 000 items at 0.01: 2**31 bits, 256 MiB, in the standard layout
-# (the blocked one, sized for the same rate, takes a little more).
+# (the blocked one, sized for the same rate, takes a little more). Its
+# steps also wait for the lock-free adds in flight.
 my $CAP = 200_000_000;
 say "# layout $layout";
 

@@ -114,6 +114,10 @@ pub struct Filter {
     /// Until when this handle's adds leave the spare alone: its last clear
     /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
     clean_after: Cell<Option<std::time::Instant>>,
+    /// Until when this handle leaves closing and opening the filter to
+    /// lock-free adds alone, having found a stopped adder in a drain (see
+    /// `DRAIN_LIMIT`).
+    step_after: Cell<Option<std::time::Instant>>,
     /// The clock's last grid number and the instants `[from, to)` it holds
     /// for (`Window::grid_span`): most calls find the clock still inside.
     grid_cache: Cell<(u64, u64, u64)>,
@@ -224,7 +228,8 @@ thread_local! {
 // whole handle. (It is deliberately not Sync: `claim` is a Cell.)
 unsafe impl Send for Filter {}
 
-/// The error of an exclusive operation `lock_exclusive` refused.
+/// The error of an exclusive operation `lock_exclusive` refused (and of a
+/// `rotate` that cannot fence lock-free adds).
 fn no_fence(_: sync::SyncError) -> Error {
     Error::new(
         ErrorKind::Busy,
@@ -321,6 +326,7 @@ impl Filter {
             region,
             claim: Cell::new(None),
             clean_after: Cell::new(None),
+            step_after: Cell::new(None),
             grid_cache: Cell::new((0, 0, 0)),
             // Relaxed: only uniqueness matters.
             serial: SERIALS.fetch_add(1, Ordering::Relaxed),
@@ -845,13 +851,15 @@ impl Filter {
         self.geometry.bytes() >= PIPELINE_MIN_BYTES
     }
 
-    /// Whether adds of this filter go through `begin_lockfree_add` (a
-    /// blocked layout without a window) rather than a stripe.
+    /// Whether adds of this filter mark the slot for a lock-free update
+    /// rather than take a stripe (a blocked layout, windowed or not: a
+    /// windowed one's adds take a stripe only while it steps).
+    #[inline(always)]
     fn lockfree_adds(&self) -> bool {
         fn striped<P: Probe>(_: &P) -> bool {
             P::STRIPED
         }
-        self.win.is_none() && !with_probe!(&self.probing, p => striped(p))
+        !with_probe!(&self.probing, p => striped(p))
     }
 
     /// Whether a batch of `n` items goes through `pipelined`'s prefetching.
@@ -1081,7 +1089,10 @@ impl Filter {
         // cleaner reads it before reading the stripes (the drain's Dekker
         // pair); it pairs with the stepping CAS.
         let word = self.view_word().load(Ordering::SeqCst);
-        let v = View::unpack(word, w.ring_len()).unwrap_or(View { m: word >> 5, pos: 0 });
+        let v = View::unpack(word, w.ring_len()).unwrap_or(View {
+            m: (word & !View::CLOSED) >> 5,
+            pos: 0,
+        });
         (v, word)
     }
 
@@ -1127,17 +1138,21 @@ impl Filter {
     }
 
     /// Take a step if one is due (or `forced`) and the spare is clean.
-    /// True when this call stepped.
-    fn try_step(&self, w: &Window, now: u64, forced: bool) -> bool {
-        self.step_state(w, now, forced) == StepState::Stepped
+    /// True when this call stepped. `c` is this handle's slot: a blocked
+    /// filter's steps go through `step_lockfree`.
+    fn try_step(&self, w: &Window, now: u64, forced: bool, c: Claim) -> bool {
+        self.step_state(w, now, forced, c) == StepState::Stepped
     }
 
     /// `try_step`, telling a step that is due but waits for the spare's
     /// clear apart from no step at all.
-    fn step_state(&self, w: &Window, now: u64, forced: bool) -> StepState {
+    fn step_state(&self, w: &Window, now: u64, forced: bool, c: Claim) -> StepState {
         let (v, word) = self.load_view_word(w);
         let q = self.grid_now(w, v, now);
         if !w.step_possible(v, q, forced) {
+            if View::closed(word) {
+                self.step_lockfree(w, now, forced, c);
+            }
             return StepState::None; // the common case: nothing more to read
         }
         // Acquire: pairs with the cleaner's Release of clean[] (the zeroed
@@ -1146,6 +1161,12 @@ impl Filter {
         let oldest_last = self.last_word(w.oldest(v)).load(Ordering::Acquire);
         let spare_clean = self.clean_word(w.spare(v)).load(Ordering::Acquire);
         match w.decide_step(v, q, oldest_last, spare_clean, forced) {
+            // A blocked filter's step: under the cleaner word, which
+            // decides again.
+            Some(_) if self.lockfree_adds() => match self.step_lockfree(w, now, forced, c) {
+                true => StepState::Stepped,
+                false => StepState::None,
+            },
             // SeqCst: the step is the one write every reader and the drain
             // order themselves by. A failed CAS: someone else stepped.
             Some(n) => match self
@@ -1162,7 +1183,12 @@ impl Filter {
                     expired: w.expired(cur_last, q),
                 }
             }
-            None => StepState::None,
+            None => {
+                if View::closed(word) {
+                    self.step_lockfree(w, now, forced, c); // only opens it
+                }
+                StepState::None
+            }
         }
     }
 
@@ -1173,37 +1199,136 @@ impl Filter {
     /// When the current generation has `expired` (nobody wrote for a
     /// window), the add must not write it: raising its `last` would bring
     /// its expired items back. Then this waits for another process that is
-    /// clearing the spare, for as long as that clear advances; a clear
-    /// that stops advancing for twice DRAIN_LIMIT (longer than its drain
-    /// may wait: a stopped process), or a drain that cannot finish, leaves
-    /// the add to write the old generation, and its items live longer, as
-    /// with any step deferred by a stopped process.
+    /// clearing the spare or stepping, for as long as that advances; one
+    /// that stops advancing for four times DRAIN_LIMIT (longer than its
+    /// drains may wait: a stopped process), or a drain that cannot finish,
+    /// leaves the add to write the old generation, and its items live
+    /// longer, as with any step deferred by a stopped process.
     #[cold]
     #[inline(never)]
     fn clear_spare_and_step(&self, win: &Win, c: Claim, now: u64, expired: bool) {
         let w = &win.w;
         let cursor = self.win_word(format::OFF_CURSOR);
-        // Relaxed: a progress hint only.
-        let mut seen = cursor.load(Ordering::Relaxed);
-        let mut until = std::time::Instant::now() + 2 * DRAIN_LIMIT;
+        // Relaxed, both: progress hints only.
+        let progress = || (cursor.load(Ordering::Relaxed), self.view_word().load(Ordering::Relaxed));
+        let mut seen = progress();
+        let mut until = std::time::Instant::now() + 4 * DRAIN_LIMIT;
         loop {
             if self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t) {
                 return; // a drain failed lately: a stopped adder holds a stripe
             }
             self.clean_spare(win, c, None);
-            match self.step_state(w, now, false) {
-                StepState::SpareDirty { expired: true } if expired => {}
-                _ => return,
+            if self.step_state(w, now, false, c) == StepState::Stepped || !expired {
+                return;
             }
-            let at = cursor.load(Ordering::Relaxed);
+            // Another process may hold the cleaner word, clearing or
+            // stepping (a blocked filter's step takes it too): go on once
+            // the current generation is one that has not expired.
+            let (v, _) = self.load_view_word(w);
+            let (q, cur_last) = self.grid_and_last(w, v, now);
+            if !w.expired(cur_last, q) {
+                return;
+            }
+            let at = progress();
             if at != seen {
                 seen = at;
-                until = std::time::Instant::now() + 2 * DRAIN_LIMIT;
+                until = std::time::Instant::now() + 4 * DRAIN_LIMIT;
             } else if std::time::Instant::now() >= until {
                 return;
             }
             std::thread::yield_now();
         }
+    }
+
+    /// A blocked filter's step, under the cleaner word (`window` module
+    /// docs): close the filter to lock-free adds, wait for those in
+    /// flight and then for the striped ones, step, wait for the striped
+    /// adds that may have read the earlier view, open it again. Without a step due (or `forced`), only
+    /// the opening, of a filter a stepper left closed. Nobody else waits:
+    /// with the word held by a live process this returns at once, and adds
+    /// go on, through their stripes while the filter is closed. A stopped
+    /// adder that keeps a drain waiting past `DRAIN_LIMIT` leaves the
+    /// filter closed (and the step not taken, for a lock-free one) for a
+    /// later writer; this handle then leaves it alone for `DRAIN_BACKOFF`.
+    #[cold]
+    #[inline(never)]
+    fn step_lockfree(&self, w: &Window, now: u64, forced: bool, c: Claim) -> bool {
+        if self.step_after.get().is_some_and(|t| std::time::Instant::now() < t) {
+            return false;
+        }
+        if !self.take_cleaner(c) {
+            return false;
+        }
+        let (stepped, drained) = self.step_closed(w, now, forced, c);
+        if !drained {
+            self.step_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
+        }
+        // Release: pairs with the next cleaner's Acquire.
+        self.cleaner_word().store(0, Ordering::Release);
+        stepped
+    }
+
+    /// `step_lockfree`'s work, holding the cleaner word: whether it
+    /// stepped, and whether its drains ended (false: a stopped adder).
+    /// Only the holder of the cleaner word changes a blocked filter's view
+    /// word, so the CASes below fail only on a corrupt word.
+    fn step_closed(&self, w: &Window, now: u64, forced: bool, c: Claim) -> (bool, bool) {
+        let sh = self.shared();
+        let (v, mut word) = self.load_view_word(w);
+        let q = self.grid_now(w, v, now);
+        let mut stepped = false;
+        // Acquire: as try_step.
+        let oldest_last = self.last_word(w.oldest(v)).load(Ordering::Acquire);
+        let spare_clean = self.clean_word(w.spare(v)).load(Ordering::Acquire);
+        if let Some(n) = w.decide_step(v, q, oldest_last, spare_clean, forced) {
+            // A process that cannot fence light marks leaves the step to
+            // one that can while another has them (not closing meanwhile).
+            if !sync::light_fences() && !sh.fence_light_adders(c) {
+                return (false, false);
+            }
+            if !View::closed(word) {
+                // SeqCst: the Dekker pair with a lock-free adder's mark,
+                // then its view load (drain_marks reads the marks after).
+                let closed = word | View::CLOSED;
+                if self
+                    .view_word()
+                    .compare_exchange(word, closed, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return (false, true);
+                }
+                word = closed;
+            }
+            // Then the striped adds in flight: one begun while the filter
+            // was open may have written a bit a lock-free add found; it
+            // must not answer for the next view (`window` module docs).
+            if !sh.drain_marks(c, DRAIN_LIMIT) || !sh.drain_stripes(DRAIN_LIMIT) {
+                return (false, false);
+            }
+            // SeqCst: as try_step's; the filter stays closed.
+            let next = n.pack() | View::CLOSED;
+            if self
+                .view_word()
+                .compare_exchange(word, next, Ordering::SeqCst, Ordering::Relaxed)
+                .is_err()
+            {
+                return (false, true);
+            }
+            (word, stepped) = (next, true);
+        }
+        if View::closed(word) {
+            // Every stripe adder that read an earlier view is done once the
+            // stripes held after our view load were released (the drain's
+            // Dekker pair with begin_add, then view load).
+            if !sh.drain_stripes(DRAIN_LIMIT) {
+                return (stepped, false);
+            }
+            // SeqCst: lock-free adders read the view after their mark.
+            let _ = self
+                .view_word()
+                .compare_exchange(word, word & !View::CLOSED, Ordering::SeqCst, Ordering::Relaxed);
+        }
+        (stepped, true)
     }
 
     /// Whether the spare of the current view still needs clearing.
@@ -1340,16 +1465,17 @@ impl Filter {
         }
         let write = |v: View| self.window_write(win, p, loc, v, now);
         let v = self.load_view(w);
-        let (q1, old1, new1) = write(v);
+        let (q1, new1) = write(v);
         let v2 = self.load_view(w);
+        // The current generation's bits decide (`window_write`).
         let (q, had) = if v2 == v {
-            (q1, w.visible(old1, q1) && !new1)
+            (q1, !new1)
         } else {
             // A step landed meanwhile (one at most: the next one's drain
             // waits for our stripe). Answer for the later view; the slot
             // first written counts with what it held before us.
-            let (q2, old2, new2) = write(v2);
-            (q2, (w.visible(old1, q2) && !new1) || (w.visible(old2, q2) && !new2))
+            let (q2, new2) = write(v2);
+            (q2, !new1 || !new2)
         };
         // The older generations of the later view (without the slot first
         // written: with an unchanged view it is not among them anyway).
@@ -1370,28 +1496,80 @@ impl Filter {
         Ok(!had)
     }
 
-    /// Write an item into view `v`'s current generation, under its stripe:
-    /// the grid, the generation's `last` before us, whether the item was
-    /// new there.
+    /// A windowed add without the stripe, for a blocked layout (one atomic
+    /// update decides among adders of a generation) while the filter is
+    /// open: the slot marked as for a plain lock-free add, then the view
+    /// word read open. A step first closes the filter and then waits for
+    /// every such mark, so the whole add sees one view (`window` module
+    /// docs). None, with nothing written, when the filter is
+    /// closed, frozen, or under an exclusive operation: the striped add
+    /// answers then.
     #[inline(always)]
-    fn window_write<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, v: View, now: u64) -> (u64, u64, bool) {
+    fn window_add_lockfree<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, c: Claim, now: u64) -> Option<bool> {
+        let w = &win.w;
+        let o = self.control_and_slot(c)?;
+        if !o.mark() {
+            o.unmark();
+            return None;
+        }
+        // SeqCst: the other half of the mark's Dekker pair with a step's
+        // close (then drain_marks); it also pairs with the stepping CAS
+        // (the published generation's zeros are seen).
+        let word = self.view_word().load(Ordering::SeqCst);
+        let v = match View::unpack(word, w.ring_len()) {
+            Some(v) if !View::closed(word) => v,
+            _ => {
+                o.unmark();
+                return None;
+            }
+        };
+        let (q, new) = self.window_write(win, p, loc, v, now);
+        let mut had = !new;
+        let mut slot = v.pos;
+        for _ in 1..w.generations() {
+            if had {
+                break;
+            }
+            slot = w.slot_before(slot);
+            had = self.held_visible(win, p, loc, slot, q);
+        }
+        o.unmark();
+        Some(!had)
+    }
+
+    /// Write an item into view `v`'s current generation (under its stripe,
+    /// or marked in an open view): the grid, and whether the item was new
+    /// there.
+    ///
+    /// That answer alone, one atomic update, decides for the current
+    /// generation, whatever its `last` was: bits there were set by adds
+    /// of this generation's life, each after its `last` covered them, and
+    /// the generation is visible now (an add never writes an expired one,
+    /// as `clear_spare_and_step` has it, but where a stopped process left
+    /// it no choice, and then its items are seen again anyway). Deciding
+    /// from two updates (`last`'s old value, then the bits) would tell two
+    /// adders "new" where one raises a fresh generation's `last` and
+    /// another sets the bits in between; the stripe keeps that out only
+    /// among striped adders.
+    #[inline(always)]
+    fn window_write<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, v: View, now: u64) -> (u64, bool) {
         // `last` as grid_and_last read it (Acquire: pairs with the Release
         // of the fetch_max below, in whichever adder raised it).
-        let (q, mut old) = self.grid_and_last(&win.w, v, now);
-        let last = self.last_word(v.pos);
-        if old < q.saturating_add(1) {
+        let (q, seen) = self.grid_and_last(&win.w, v, now);
+        if seen < q.saturating_add(1) {
             // Written once a period, not on every add: the word's cache
-            // line is read by every adder and query (DESIGN C5). AcqRel:
-            // Release pairs with readers' Acquire of last[] (the generation
-            // is visible to them from our grid); Acquire sees the previous
-            // adder's.
-            old = last.fetch_max(q.saturating_add(1), Ordering::AcqRel);
+            // line is read by every adder and query (DESIGN C5). Release:
+            // pairs with readers' Acquire of last[] (the generation is
+            // visible to them from our grid).
+            self.last_word(v.pos).fetch_max(q.saturating_add(1), Ordering::Release);
+            #[cfg(test)]
+            tests::between_last_and_bits();
         }
         // Release fence: `last` as we saw or raised it comes before our
         // bits, for a reader that sees the bits first (`held_visible`'s
         // Acquire fence).
         fence(Ordering::Release);
-        (q, old, p.set(self.generation(win, v.pos), loc))
+        (q, p.set(self.generation(win, v.pos), loc))
     }
 
     /// The fast path of a windowed add: whether the current generation
@@ -1542,7 +1720,7 @@ impl Filter {
     ) -> Result<bool> {
         if i % WINDOW_QUERY_GROUP == 0 {
             *now = now_ns();
-            if let StepState::SpareDirty { expired } = self.step_state(&win.w, *now, false) {
+            if let StepState::SpareDirty { expired } = self.step_state(&win.w, *now, false, c) {
                 self.clear_spare_and_step(win, c, *now, expired);
             }
         }
@@ -1550,6 +1728,11 @@ impl Filter {
             return Ok(false);
         }
         ahead();
+        if !P::STRIPED {
+            if let Some(new) = self.window_add_lockfree(win, p, loc, c, *now) {
+                return Ok(new);
+            }
+        }
         self.window_add_at(win, p, loc, self.window_stripe(h), c, *now)
     }
 
@@ -1883,11 +2066,20 @@ impl Filter {
                 return Err(Error::frozen());
             }
             let v = self.load_view(&win.w);
-            if self.try_step(&win.w, now_ns(), true) {
+            // A rotate tries the drains again at once.
+            self.step_after.set(None);
+            if self.try_step(&win.w, now_ns(), true, c) {
                 break;
             }
             if self.load_view(&win.w) == v {
-                if !self.spare_dirty(&win.w) {
+                // A blocked filter's step fences the light marks of
+                // lock-free adds; where this process cannot, it would wait
+                // for as long as such a process has the filter open.
+                if self.lockfree_adds() && !self.shared().fence_light_adders(c) {
+                    return Err(no_fence(sync::SyncError::NoFence));
+                }
+                let q = self.grid_now(&win.w, v, now_ns());
+                if !self.spare_dirty(&win.w) && win.w.next_view(v, q).is_none() {
                     // Clean spare, same view, no step: the next start does
                     // not fit the view word (only a corrupt file gets there).
                     return Err(Error::new(
@@ -1895,7 +2087,9 @@ impl Filter {
                         "the generation number is at its limit (corrupted file)",
                     ));
                 }
-                // Another live process is clearing the spare.
+                // Another live process is clearing the spare or holds
+                // the cleaner word, or a stopped one holds a lock-free
+                // add's mark.
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
         }
@@ -2308,6 +2502,60 @@ impl Drop for Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Run by this thread's windowed adds between raising a
+        /// generation's `last` and setting the item's bits.
+        static BETWEEN: std::cell::RefCell<Option<Box<dyn FnMut()>>> = const { std::cell::RefCell::new(None) };
+    }
+
+    pub(super) fn between_last_and_bits() {
+        if let Some(mut f) = BETWEEN.with(|b| b.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// Two adders of an item in a fresh generation of a windowed blocked
+    /// filter (no stripe): A raises the generation's `last` from 0, then
+    /// B runs its whole add before A sets the bits. B finds no bits and
+    /// is told new; A finds B's, and must be told "not new" (an answer
+    /// from `last`'s old value, 0, would tell it new as well).
+    #[test]
+    fn a_fresh_generation_tells_one_of_two_lockfree_adders_new() {
+        for rotate in [false, true] {
+            let opts = Options {
+                layout: Some(crate::layout::Layout::Blocked),
+                window: Some(WindowOptions {
+                    window_ns: Some(3600 * 1_000_000_000),
+                    generations: 4,
+                }),
+                ..Options::default()
+            };
+            let f = Filter::new_memfd("fresh", 10_000, 0.01, opts).unwrap();
+            let fd = f.memfd();
+            if rotate {
+                f.add(b"warm").unwrap();
+                f.rotate().unwrap(); // a generation a step has just published
+            }
+            let w = &f.win.as_ref().unwrap().w;
+            assert_eq!(f.last_word(f.load_view(w).pos).load(Ordering::Relaxed), 0);
+            let b_new = std::sync::Arc::new(std::sync::Mutex::new(None));
+            let b = b_new.clone();
+            BETWEEN.with(|h| {
+                *h.borrow_mut() = Some(Box::new(move || {
+                    // Another thread, so another slot: B's add is lock-free too.
+                    let r = std::thread::spawn(move || Filter::from_fd(fd).unwrap().add(b"item").unwrap())
+                        .join()
+                        .unwrap();
+                    *b.lock().unwrap() = Some(r);
+                }))
+            });
+            let a_new = f.add(b"item").unwrap();
+            let b_new = b_new.lock().unwrap().expect("B ran between A's two updates");
+            assert!(b_new, "rotate {rotate}: B, first to set the bits, is new");
+            assert!(!a_new, "rotate {rotate}: A told new beside B");
+        }
+    }
 
     /// The indexes of the set bits, in order.
     fn set_positions(f: &Filter) -> Vec<u64> {
@@ -2860,6 +3108,78 @@ mod tests {
         assert!(kept <= 5, "round 1 forgotten after 5 rotations: {kept} left");
     }
 
+    /// A blocked windowed filter is open to lock-free adds between steps;
+    /// a step closes it, steps, and opens it again. Left closed (as by a
+    /// stepper killed in between), the next add opens it, unless a stripe
+    /// held as by a stopped adder keeps the opening waiting: adds then go
+    /// through their stripes and answer as ever.
+    #[test]
+    fn windowed_blocked_steps_close_and_open_the_view_word() {
+        let f = windowed(None, 3, Some(Layout::Blocked));
+        let closed = || View::closed(f.view_word().load(Ordering::SeqCst));
+        assert!(f.add(b"a").unwrap());
+        assert!(!closed(), "open after an add");
+        f.rotate().unwrap();
+        assert!(!closed(), "open after a step");
+        assert_eq!(f.window_stats().unwrap().current, 1);
+        f.view_word().fetch_or(View::CLOSED, Ordering::SeqCst);
+        assert_eq!(f.window_stats().unwrap().current, 1, "the flag is not part of the view");
+        assert!(f.contains(b"a"));
+        assert!(f.add(b"b").unwrap());
+        assert!(!closed(), "opened by the next add");
+        // Closed again, with a stripe held: the opening gives up after
+        // DRAIN_LIMIT, and adds answer through their stripes.
+        f.view_word().fetch_or(View::CLOSED, Ordering::SeqCst);
+        let c = f.claim().unwrap().c;
+        let s = f.window_stripe(&hash_item(f.seed, b"held"));
+        assert!(f.shared().begin_add(s, c));
+        assert!(!f.add(b"a").unwrap(), "present");
+        assert!(closed(), "still closed");
+        for i in 0..100u32 {
+            let b = i.to_le_bytes();
+            if f.window_stripe(&hash_item(f.seed, &b)) != s {
+                assert!(f.add(&b).unwrap() || f.contains(&b));
+                assert!(!f.add(&b).unwrap(), "{i} added once");
+            }
+        }
+        assert!(closed(), "left alone for DRAIN_BACKOFF");
+        f.shared().end_add(s);
+        f.step_after.set(None);
+        assert!(f.add(b"c").unwrap());
+        assert!(!closed(), "opened once the stripe is free");
+    }
+
+    /// A lock-free add in flight (its slot's mark, held as by a stopped
+    /// process) keeps a blocked filter's step from landing: the step
+    /// closes the filter, gives up after DRAIN_LIMIT and leaves it closed
+    /// with the view unchanged; adds go on through their stripes. Once the
+    /// mark is gone the step lands and the filter opens.
+    #[test]
+    fn windowed_blocked_step_waits_for_lockfree_adds() {
+        let f = windowed(None, 3, Some(Layout::Blocked));
+        assert!(f.add(b"a").unwrap());
+        let sh = f.shared();
+        let other = sh.claim_slot(7, false).unwrap();
+        let o = f.control_and_slot(other).unwrap();
+        assert!(o.mark(), "a mark as a lock-free adder sets it");
+        let c = f.claim().unwrap().c;
+        let w = f.win.unwrap().w;
+        let t = std::time::Instant::now();
+        assert!(!f.try_step(&w, now_ns(), true, c), "no step past a lock-free add");
+        assert!(t.elapsed() >= DRAIN_LIMIT, "it waited {:?}", t.elapsed());
+        assert!(View::closed(f.view_word().load(Ordering::SeqCst)));
+        assert_eq!(f.window_stats().unwrap().current, 0);
+        assert!(f.add(b"b").unwrap());
+        assert!(!f.add(b"a").unwrap());
+        o.unmark();
+        f.step_after.set(None);
+        assert!(f.try_step(&w, now_ns(), true, c));
+        assert_eq!(f.window_stats().unwrap().current, 1);
+        assert!(!View::closed(f.view_word().load(Ordering::SeqCst)));
+        assert!(!f.add(b"b").unwrap(), "b in the previous generation");
+        sh.release_slot(other);
+    }
+
     /// An adder stopped holding its stripe: the cleaner gives up after
     /// DRAIN_LIMIT, adds go on (paying that once per DRAIN_BACKOFF), steps
     /// wait for the spare; once the stripe is free the next clear and step
@@ -2922,7 +3242,7 @@ mod tests {
         }
         // Step as a timed filter's add does: `old`'s generation becomes
         // the spare, and nothing is cleared yet.
-        assert!(f.try_step(&win.w, now_ns(), true));
+        assert!(f.try_step(&win.w, now_ns(), true, f.claim().unwrap().c));
         let w = &win.w;
         let spare = w.spare(f.load_view(w));
         let dirty = |f: &Filter| {
@@ -3049,7 +3369,7 @@ mod tests {
         assert_eq!(r, Ok(Ok(false)), "answered, not new, with the stripe held");
         // Make the spare dirty, as an add's step does.
         let w = f.win.unwrap().w;
-        assert!(f.try_step(&w, now_ns(), true));
+        assert!(f.try_step(&w, now_ns(), true, f.claim().unwrap().c));
         assert!(f.spare_dirty(&w));
         let rx = other(|g| g.rotate().map(|_| true));
         assert!(

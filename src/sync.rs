@@ -561,25 +561,26 @@ impl Owned<'_> {
         self.ctl.excl.load(Ordering::Acquire) == 0
     }
 
-    /// Mark the slot for a lock-free add: a light mark (`mark_light`), or
-    /// a locked store where the owner cannot leave the fence to the
-    /// exclusive side. True when no exclusive operation is under way; the
-    /// mark is set either way.
+    /// Mark the slot for a lock-free add, light or not (as
+    /// `begin_lockfree_add`), without waiting: true when no exclusive
+    /// operation runs and the filter is not frozen. The mark is set either
+    /// way; `unmark` clears it.
     #[inline(always)]
-    fn mark(&self) -> bool {
-        if self.light() {
+    pub fn mark(&self) -> bool {
+        let clear = if self.light() {
             self.mark_light()
         } else {
             // SeqCst: the Dekker pair with lock_exclusive / drain (as
-            // begin_merge).
+            // begin_merge) and with a step's drain_marks.
             self.slot.busy.store(self.token, Ordering::SeqCst);
             self.ctl.excl.load(Ordering::SeqCst) == 0
-        }
+        };
+        clear && !self.ctl.frozen()
     }
 
     /// Clear the mark: our updates happen-before a drain that reads it 0.
     #[inline(always)]
-    fn unmark(&self) {
+    pub fn unmark(&self) {
         // Release: pairs with the drain's Acquire load of the mark.
         self.slot.busy.store(0, Ordering::Release);
         wake_drainer(self.ctl);
@@ -823,10 +824,7 @@ impl<'a> Shared<'a> {
     /// millions a second, exclusive operations rare.
     #[inline]
     pub fn begin_lockfree_add(&self, c: Claim) -> bool {
-        if self.owned(c).mark() && !self.frozen() {
-            return true;
-        }
-        self.lockfree_add_contended(c)
+        self.owned(c).mark() || self.lockfree_add_contended(c)
     }
 
     #[cold]
@@ -861,41 +859,66 @@ impl<'a> Shared<'a> {
     /// adder waits for a stopped one.
     pub fn drain_stripes(&self, limit: Duration) -> bool {
         let start = std::time::Instant::now();
-        for s in self.stripes {
+        self.stripes.iter().all(|s| {
             // SeqCst: the Dekker pair with begin_add's stripe CAS (an adder
             // takes its stripe, then reads the view; the cleaner reads the
             // view, then the stripes).
             let held = s.word.load(Ordering::SeqCst);
-            if held == 0 {
+            held == 0 || self.wait_changed(&s.word, held, start, limit)
+        })
+    }
+
+    /// Wait until every lock-free add in flight when we look has ended (or
+    /// its owner is dead): a windowed filter's step, after it closed the
+    /// filter to lock-free adds (`window` module docs). The caller holds
+    /// no mark. The marks are `begin_lockfree_add`'s: light ones are
+    /// fenced first (`fence_light_adders`). False when that cannot be done
+    /// (another live process adds with light marks and this one cannot
+    /// fence them) or a live owner (a stopped process) still holds a mark
+    /// after `limit`: the step is then left to a later writer.
+    pub fn drain_marks(&self, me: Claim, limit: Duration) -> bool {
+        if !self.fence_light_adders(me) {
+            return false;
+        }
+        let start = std::time::Instant::now();
+        self.slots.iter().enumerate().all(|(i, slot)| {
+            // SeqCst: the Dekker pair with an adder's mark, then its load of
+            // the `open` word (for a light mark, with the membarrier above).
+            let held = slot.busy.load(Ordering::SeqCst);
+            i as u32 == me.idx || held == 0 || self.wait_changed(&slot.busy, held, start, limit)
+        })
+    }
+
+    /// Poll until `word` no longer holds `held` (true), clearing it if its
+    /// owner died, or until `limit` from `start` has passed (false).
+    fn wait_changed(&self, word: &AtomicU32, held: u32, start: std::time::Instant, limit: Duration) -> bool {
+        let mut i = 0u32;
+        let mut checked = start;
+        // Relaxed: a changed word is all we wait for; what its holder wrote
+        // is published by the holder's Release and read under our callers'
+        // own Acquire (the clean mark, the view).
+        while word.load(Ordering::Relaxed) == held {
+            i += 1;
+            if i < 100 {
+                std::hint::spin_loop();
                 continue;
             }
-            let mut i = 0u32;
-            let mut checked = start;
-            // Relaxed: a changed word is all we wait for; the Acquire of
-            // the clean mark's readers is on the mark itself.
-            while s.word.load(Ordering::Relaxed) == held {
-                i += 1;
-                if i < 100 {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                if i < 200 {
-                    std::thread::yield_now();
-                    continue;
-                }
-                if checked.elapsed() >= WAIT_SLICE || i == 200 {
-                    checked = std::time::Instant::now();
-                    if self.owner_dead(held) {
-                        // AcqRel: as wait_word's take-over.
-                        let _ = s.word.compare_exchange(held, 0, Ordering::AcqRel, Ordering::Relaxed);
-                        break;
-                    }
-                }
-                if start.elapsed() >= limit {
-                    return false;
-                }
-                std::thread::sleep(POLL);
+            if i < 200 {
+                std::thread::yield_now();
+                continue;
             }
+            if checked.elapsed() >= WAIT_SLICE || i == 200 {
+                checked = std::time::Instant::now();
+                if self.owner_dead(held) {
+                    // AcqRel: as wait_word's take-over.
+                    let _ = word.compare_exchange(held, 0, Ordering::AcqRel, Ordering::Relaxed);
+                    return true;
+                }
+            }
+            if start.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(POLL);
         }
         true
     }
@@ -1199,7 +1222,7 @@ impl<'a> Shared<'a> {
     /// holds a light slot; true if none does, since a process claiming one
     /// later sees our `excl` before its first light mark (the Dekker pair
     /// in claim_slot).
-    fn fence_light_adders(&self, me: Claim) -> bool {
+    pub fn fence_light_adders(&self, me: Claim) -> bool {
         if membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0 {
             return true;
         }

@@ -62,9 +62,11 @@
 //!
 //! Shared words, besides the existing item stripes and process slots:
 //! `view` (one 64-bit word: the current generation's start `m` and ring
-//! slot `pos`), per ring slot `last` and `clean` (the `m + 1` of the view
-//! from which a step may publish that slot: it is zero and its `last` is
-//! 0), and `cleaner` (the owner token of whoever clears the spare).
+//! slot `pos`, and a top bit that closes a blocked filter to lock-free
+//! adds while it steps), per ring slot `last` and `clean` (the `m + 1` of
+//! the view from which a step may publish that slot: it is zero and its
+//! `last` is 0), and `cleaner` (the owner token of whoever clears the
+//! spare or steps a blocked filter).
 //!
 //! * **Step** (any writer that sees one due, before its own add; `rotate`):
 //!   read `view`; if `clean[spare]` is `m + 1`, CAS `view` to the next
@@ -96,6 +98,22 @@
 //!   0, set `clean[spare] = m + 1`; release `cleaner`. The zeroing goes in
 //!   chunks with a cursor, so a process killed mid-clear leaves the rest to
 //!   the next one (the same resumable scheme as `clear`).
+//! * **Lock-free add** (blocked layouts, whose one atomic update of the
+//!   item's word or block decides among adders of a generation): mark the
+//!   process slot (as a plain filter's lock-free add), read `view`; if its
+//!   top bit (*closed*) is set, clear the mark and add as above. Else
+//!   raise `last`, set the bits in the view's current generation, look in
+//!   its other visible ones, clear the mark. No stripe, no second view.
+//! * **Step of a blocked filter**, under the cleaner claim (only its
+//!   holder changes such a filter's `view`; a claim held by a live process
+//!   means someone is at it, and the caller goes on): set *closed*; wait
+//!   for every slot mark (after a `membarrier`, for light marks); wait for
+//!   every stripe; CAS `view` to the next view, still closed; wait for
+//!   every stripe again; clear *closed*. A writer that finds `view` closed
+//!   with no step to take does the last two under the claim (a stepper
+//!   killed in between, or one that gave up on a stopped adder after
+//!   `DRAIN_LIMIT`: the filter then stays closed, adds go through their
+//!   stripes, and the step waits, as a clear does).
 //! * **Query** at grid `reader_grid`: read `view`; for each visible
 //!   generation, newest first, the item's bits; re-read `view`. "Absent"
 //!   stands if the view did not change (no generation was cleared while
@@ -104,13 +122,25 @@
 //!   waited for.
 //!
 //! Why it holds:
-//! * Exactly once. Adders of one item serialize on its stripe, in every
-//!   layout: two adders of an item in two generations (one with the view
+//! * Exactly once. Striped adders of one item serialize on its stripe: two adders of an item in two generations (one with the view
 //!   before a step, one after) cannot agree through loads and stores of
 //!   each other's generation alone (that is consensus); the stripe is the
 //!   common read-modify-write. Under the stripe, the bits an adder reads
 //!   can change only by steps, which add an empty generation and discard
 //!   an invisible one.
+//! * Lock-free adds. While `view` is open no step lands under a mark (the
+//!   step closes, then waits for the marks: a Dekker pair with the
+//!   adder's mark, then `view` load), so a lock-free add reads, writes
+//!   and looks in one view, where the atomic update decides. A striped
+//!   add never overlaps a lock-free one across a step: the step waits for
+//!   the stripes after the marks (a striped add begun while the filter
+//!   was open, whose first write a lock-free add may have found, ends
+//!   before the step), and the filter opens only after the stripes held
+//!   after the step are released (every striped add that read the earlier
+//!   view is done). Why the claim: the flag alone cannot tell a close
+//!   from a later one, and a stepper whose drain came before another
+//!   writer opened and a third closed again would step under a lock-free
+//!   add (`tests/window_model.rs` has two writers, too few to show it).
 //! * The re-read. A step may land between an adder's `view` read and its
 //!   write. Answering for the view read after the write is always
 //!   linearizable (at the later of the write and the step); answering for
@@ -137,13 +167,17 @@
 //!   current slot, and a step needs `clean[spare]` for the very view it
 //!   replaces, so a slot is published only after its clear completed.
 //! * Crashes. A step is one CAS. A killed adder leaves its stripe, taken
-//!   over as today. A killed cleaner leaves `cleaner` held by a dead token
+//!   over as today, or its mark, which a drain takes over. A stepper of a
+//!   blocked filter killed holding the claim leaves `view` closed (adds go
+//!   through their stripes): the next writer takes the claim over, and
+//!   steps or opens. A killed cleaner leaves `cleaner` held by a dead token
 //!   and the spare not marked clean: the next writer takes the claim over
 //!   and finishes; meanwhile steps are deferred, nobody waits.
 //! * Waiting. Queries wait for nothing. Adders wait only for their stripe
-//!   (as today) and never for a step or a clear. Only the cleaner waits, in
-//!   its drain, for adds in flight; a stopped adder holding a stripe
-//!   defers steps (items then live longer) but holds up no one.
+//!   (as today) and never for a step or a clear. Only the cleaner and a
+//!   blocked filter's stepper wait, in their drains, for adds in flight; a
+//!   stopped adder holding a stripe or a mark defers steps (items then
+//!   live longer) but holds up no one.
 //!
 //! `tests/window_model.rs` checks this protocol exhaustively.
 
@@ -233,21 +267,31 @@ pub struct View {
 
 impl View {
     /// The largest generation start a view can hold.
-    pub const MAX_START: u64 = u64::MAX >> POS_BITS;
+    pub const MAX_START: u64 = u64::MAX >> (POS_BITS + 1);
+    /// The view word's top bit: set while the filter is closed to
+    /// lock-free adds (a blocked layout's, see the step protocol). Not
+    /// part of the view.
+    pub const CLOSED: u64 = 1 << 63;
 
+    /// The view as a shared word, open to lock-free adds.
     pub fn pack(self) -> u64 {
         debug_assert!(self.m <= MAX_START && self.pos < 1 << POS_BITS);
         self.m << POS_BITS | self.pos as u64
     }
 
-    /// The view in a shared word, or `None` when the word cannot be one for
-    /// this ring (the mapping is untrusted input).
+    /// The view in a shared word (open or closed), or `None` when the word
+    /// cannot be one for this ring (the mapping is untrusted input).
     pub fn unpack(word: u64, ring_len: u32) -> Option<View> {
         let pos = (word & ((1 << POS_BITS) - 1)) as u32;
         (pos < ring_len).then_some(View {
-            m: word >> POS_BITS,
+            m: (word & !Self::CLOSED) >> POS_BITS,
             pos,
         })
+    }
+
+    /// Whether a view word closes the filter to lock-free adds.
+    pub fn closed(word: u64) -> bool {
+        word & Self::CLOSED != 0
     }
 
     /// Whether `later` (read after `self`) is the same view or the one a
@@ -697,7 +741,14 @@ mod tests {
             for pos in 0..r {
                 for m in [0, 1, 12345, MAX_START] {
                     let v = View { m, pos };
+                    assert!(!View::closed(v.pack()));
                     assert_eq!(View::unpack(v.pack(), r), Some(v));
+                    assert!(View::closed(v.pack() | View::CLOSED));
+                    assert_eq!(
+                        View::unpack(v.pack() | View::CLOSED, r),
+                        Some(v),
+                        "closed, the same view"
+                    );
                 }
             }
             for pos in r..32 {

@@ -375,7 +375,9 @@ subtest 'concurrent adders across steps' => sub {
 
 # SIGKILL storms: children adding and rotating are killed at random moments,
 # in steps and in the clearing of a large spare. Afterwards the filter keeps
-# working at once, in every process. Both layouts.
+# working at once, in every process.
+# The blocked layout's storm also kills lock-free adders and steps between
+# closing the filter to them and opening it again.
 subtest 'SIGKILL storm during steps' => sub {
     for my $layout (qw(standard blocked)) {
         # 8 MiB generations: a clear takes long enough to be killed inside.

@@ -652,14 +652,15 @@ subtest 'step words at their limit' => sub {
     $f->add('a');
     $f->rotate;
     undef $f;
-    # src/format.rs: the view word (generation start << 5 | ring slot) at
-    # 256, the clean words at 512 (the spare's holds its start + 1).
+    # src/format.rs: the view word (a flag << 63 | generation start << 5 |
+    # ring slot) at 256, the clean words at 512 (the spare's holds its
+    # start + 1).
     my $h = slurp($path);
     my $view = unpack 'Q<', substr($h, 256, 8);
     my ($m, $pos) = ($view >> 5, $view & 31);
     my ($spare) = grep { unpack('Q<', substr($h, 512 + 8 * $_, 8)) == $m + 1 } 0 .. 3;
     ok(defined $spare, 'the spare generation is found clean') or return;
-    my $max = (1 << 59) - 1;
+    my $max = (1 << 58) - 1;
     substr($h, 256, 8) = pack 'Q<', $max << 5 | $pos;
     substr($h, 512 + 8 * $spare, 8) = pack 'Q<', $max + 1;
     spew($path, $h);

@@ -1301,8 +1301,11 @@ L</intersect>, L</freeze> and journaled L</merge> croak ("another process
 adds to this filter with membarrier(2) fences, which this process cannot use
 ...") and change nothing. Run them in a process that can, or once those
 processes have closed the filter or exited. Its adds and queries work as
-anywhere. Standard and windowed filters, whose adds take a stripe, are not
-concerned.
+anywhere. A windowed blocked filter's adds mark their slot the same way,
+and its generation steps fence the marks as those operations do: such a
+process leaves the steps to the others while that process lives (its
+L</rotate> croaks as they do; its adds go on, and step once it is gone).
+Standard filters, whose adds take a stripe, are not concerned.
 
 =head2 Sizing
 
@@ -1417,20 +1420,27 @@ generation has 64 KiB slices) has the rest cleared by the write that finds
 the next step due, before that write adds: that one call takes as long as
 clearing the rest, up to a whole generation as L</rotate> does, and items
 are forgotten on time however few the writes, a whole window without any
-included. (Another process clearing it meanwhile is waited for while its
-clear advances; one stopped in the clear for 40 ms, or an adder stopped
-holding its stripe, makes the write go on without the step: the current
+included. (Another process clearing it or stepping meanwhile is waited
+for while it advances; one stopped there for 80 ms, or an adder stopped
+inside an add, makes the write go on without the step: the current
 generation's items, expired ones too, are then seen until the next step.)
 L</rotate> clears all of it at once. Queries never wait. An add of an item
 the current generation already holds takes no lock and sets no bit; other
-adds take their item's lock stripe, as in a plain filter, in every layout.
-A process killed mid-step or mid-clear leaves the filter usable: the next
-writer goes on with the clear where it stopped. A writer clearing waits up
-to 20 ms for adds in flight to finish; a stopped adder (C<SIGSTOP>, a
-debugger) holding its stripe makes writers leave the clear for later, and
-a L</rotate> that finds the clear not done waits until the adder runs
-again. Concurrent adders of an item not seen within the window: exactly
-one is told new, across steps too.
+adds take their item's lock stripe in the standard layout, and in the
+blocked layout are lock-free as in a plain filter (one atomic update, and
+the mark of L</What a blocked add does, and what waits for it>) except
+while a step is under way. A blocked filter's step closes the filter to
+lock-free adds, waits for those in flight and for striped ones (each a few
+hundred nanoseconds), takes the step, waits for the striped adds begun
+before it, and opens the filter again; adds meanwhile take their stripe,
+and nobody but the stepper waits. A process killed mid-step or mid-clear
+leaves the filter usable: the next writer goes on with the clear where it
+stopped, or finishes the step. A writer clearing or stepping waits up to
+20 ms for adds in flight to finish; a stopped adder (C<SIGSTOP>, a
+debugger) inside an add makes writers leave the clear (and, in the blocked
+layout, the step) for later, and a L</rotate> that cannot go on waits until
+the adder runs again. Concurrent adders of an item not seen within the
+window: exactly one is told new, across steps too.
 
 =item Stepping by hand
 
