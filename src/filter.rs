@@ -149,13 +149,19 @@ pub struct WindowStats {
     pub current_start_ns: Option<u64>,
 }
 
+/// Whether a back-off deadline is set and still ahead.
+#[inline(always)]
+fn not_yet(until: Option<std::time::Instant>) -> bool {
+    until.is_some_and(|t| std::time::Instant::now() < t)
+}
+
 /// What `Filter::step_state` found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum StepState {
     /// This call stepped.
     Stepped,
     /// No step due, or another process took it.
-    None,
+    NoStep,
     /// A step is due, but the spare is not clear yet; `expired`: nor is
     /// the current generation visible any more.
     SpareDirty { expired: bool },
@@ -705,7 +711,7 @@ impl Filter {
         }
         // A full table stays full for a while: look again at most every
         // FULL_RETRY rather than try every slot's mutex on every call.
-        let full = FULL_UNTIL.with(|u| u.get().is_some_and(|t| std::time::Instant::now() < t));
+        let full = FULL_UNTIL.with(|u| not_yet(u.get()));
         if !full {
             // Light marks for lock-free adds where every exclusive
             // operation can fence them (sync::begin_lockfree_add).
@@ -1153,7 +1159,7 @@ impl Filter {
             if View::closed(word) {
                 self.step_lockfree(w, now, forced, c);
             }
-            return StepState::None; // the common case: nothing more to read
+            return StepState::NoStep; // the common case: nothing more to read
         }
         // Acquire: pairs with the cleaner's Release of clean[] (the zeroed
         // words are seen before the slot is published) and the adders'
@@ -1165,7 +1171,7 @@ impl Filter {
             // decides again.
             Some(_) if self.lockfree_adds() => match self.step_lockfree(w, now, forced, c) {
                 true => StepState::Stepped,
-                false => StepState::None,
+                false => StepState::NoStep,
             },
             // SeqCst: the step is the one write every reader and the drain
             // order themselves by. A failed CAS: someone else stepped.
@@ -1174,7 +1180,7 @@ impl Filter {
                 .compare_exchange(word, n.pack(), Ordering::SeqCst, Ordering::Relaxed)
             {
                 Ok(_) => StepState::Stepped,
-                Err(_) => StepState::None,
+                Err(_) => StepState::NoStep,
             },
             None if !forced && spare_clean != v.clean_mark() && w.step_due(v, q, oldest_last) => {
                 // Acquire: as oldest_last's.
@@ -1187,7 +1193,7 @@ impl Filter {
                 if View::closed(word) {
                     self.step_lockfree(w, now, forced, c); // only opens it
                 }
-                StepState::None
+                StepState::NoStep
             }
         }
     }
@@ -1214,7 +1220,7 @@ impl Filter {
         let mut seen = progress();
         let mut until = std::time::Instant::now() + 4 * DRAIN_LIMIT;
         loop {
-            if self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t) {
+            if not_yet(self.clean_after.get()) {
                 return; // a drain failed lately: a stopped adder holds a stripe
             }
             self.clean_spare(win, c, None);
@@ -1253,7 +1259,7 @@ impl Filter {
     #[cold]
     #[inline(never)]
     fn step_lockfree(&self, w: &Window, now: u64, forced: bool, c: Claim) -> bool {
-        if self.step_after.get().is_some_and(|t| std::time::Instant::now() < t) {
+        if not_yet(self.step_after.get()) {
             return false;
         }
         if !self.take_cleaner(c) {
@@ -1479,21 +1485,26 @@ impl Filter {
         };
         // The older generations of the later view (without the slot first
         // written: with an unchanged view it is not among them anyway).
-        let mut had = had;
-        if !had {
-            // Walked down the ring by hand (`slots_newest_first` with a
-            // `skip` stays out of line in the standard layout's build).
-            let mut slot = v2.pos;
-            for _ in 1..w.generations() {
-                slot = w.slot_before(slot);
-                if slot != v.pos && self.held_visible(win, p, loc, slot, q) {
-                    had = true;
-                    break;
-                }
-            }
-        }
+        let had = had || self.held_in_older(win, p, loc, v2.pos, v.pos, q);
         sh.end_add(s);
         Ok(!had)
+    }
+
+    /// Whether a generation older than the one at ring slot `pos` holds the
+    /// item and is visible at grid `q`, slot `skip` left out (a slot the
+    /// add wrote; pass `pos` for none). Walked down the ring by hand
+    /// (`slots_newest_first` with a `skip` stays out of line in the
+    /// standard layout's build).
+    #[inline(always)]
+    fn held_in_older<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, pos: u32, skip: u32, q: u64) -> bool {
+        let mut slot = pos;
+        for _ in 1..win.w.generations() {
+            slot = win.w.slot_before(slot);
+            if slot != skip && self.held_visible(win, p, loc, slot, q) {
+                return true;
+            }
+        }
+        false
     }
 
     /// A windowed add without the stripe, for a blocked layout (one atomic
@@ -1524,15 +1535,7 @@ impl Filter {
             }
         };
         let (q, new) = self.window_write(win, p, loc, v, now);
-        let mut had = !new;
-        let mut slot = v.pos;
-        for _ in 1..w.generations() {
-            if had {
-                break;
-            }
-            slot = w.slot_before(slot);
-            had = self.held_visible(win, p, loc, slot, q);
-        }
+        let had = !new || self.held_in_older(win, p, loc, v.pos, v.pos, q);
         o.unmark();
         Some(!had)
     }
@@ -1684,7 +1687,7 @@ impl Filter {
     /// needs it, and the call counted.
     #[inline(always)]
     fn window_add_done(&self, win: &Win, c: Claim) {
-        let waiting = self.clean_after.get().is_some_and(|t| std::time::Instant::now() < t);
+        let waiting = not_yet(self.clean_after.get());
         if !waiting && self.spare_dirty(&win.w) {
             self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
         }
