@@ -1249,8 +1249,9 @@ impl Filter {
     /// A blocked filter's step, under the cleaner word (`window` module
     /// docs): close the filter to lock-free adds, wait for those in
     /// flight and then for the striped ones, step, wait for the striped
-    /// adds that may have read the earlier view, open it again. Without a step due (or `forced`), only
-    /// the opening, of a filter a stepper left closed. Nobody else waits:
+    /// adds that may have read the earlier view, open it again. Without a
+    /// step due (or `forced`), only the opening, of a filter a stepper
+    /// left closed. Nobody else waits:
     /// with the word held by a live process this returns at once, and adds
     /// go on, through their stripes while the filter is closed. A stopped
     /// adder that keeps a drain waiting past `DRAIN_LIMIT` leaves the

@@ -80,11 +80,12 @@
 //!   clear while it advances. Only a stopped process (holding the cleaner
 //!   or a stripe) defers a step for longer: its items live longer.
 //! * **Add** at grid `q` (`reader_grid`, after any due step): take the
-//!   item's stripe; read `view` (`v`); raise the current slot's `last` to
-//!   `q + 1` (`fetch_max`: the old value says whether that generation was
-//!   visible before us), then set the item's bits there, noting whether it
-//!   was new there; re-read `view` (`v2`). If it moved (one step at most,
-//!   see the drain), do the same in `v2`'s current slot. Look for the item
+//!   item's stripe; read `view` (`v`); raise the current slot's `last`
+//!   to `q + 1` (`fetch_max`; its old value takes no part in the
+//!   answer: that generation is visible, its bits all count), then set
+//!   the item's bits there, noting whether it was new there; re-read
+//!   `view` (`v2`). If it moved (one step at most, see the drain), do
+//!   the same in `v2`'s current slot. Look for the item
 //!   in the other generations visible in `v2` (a slot we wrote counts with
 //!   what it held before us); release the stripe. New iff it was in none
 //!   before us. (When an add races a step, the generation it first wrote
@@ -122,7 +123,8 @@
 //!   waited for.
 //!
 //! Why it holds:
-//! * Exactly once. Striped adders of one item serialize on its stripe: two adders of an item in two generations (one with the view
+//! * Exactly once. Striped adders of one item serialize on its stripe:
+//!   two adders of an item in two generations (one with the view
 //!   before a step, one after) cannot agree through loads and stores of
 //!   each other's generation alone (that is consensus); the stripe is the
 //!   common read-modify-write. Under the stripe, the bits an adder reads
