@@ -1651,6 +1651,9 @@ impl Filter {
         } else {
             let mut now = 0;
             items.iter().enumerate().try_for_each(|(i, item)| {
+                if let Some(next) = items.get(i + ITEM_AHEAD) {
+                    prefetch_line(next.as_ptr());
+                }
                 let h = hash_item(self.seed, item);
                 record(
                     i,
@@ -1819,7 +1822,14 @@ impl Filter {
         let mut locs: Vec<P::Loc> = Vec::with_capacity(chunk_len.min(items.len()));
         for (ci, chunk) in items.chunks(chunk_len).enumerate() {
             locs.clear();
-            locs.extend(chunk.iter().map(|item| p.locate(&hash_item(self.seed, item))));
+            // As `pipelined_by` does: the bytes of an item a few places
+            // ahead asked for while this one is hashed.
+            locs.extend(chunk.iter().enumerate().map(|(i, item)| {
+                if let Some(next) = chunk.get(i + ITEM_AHEAD) {
+                    prefetch_line(next.as_ptr());
+                }
+                p.locate(&hash_item(self.seed, item))
+            }));
             for start in (0..chunk.len()).step_by(WINDOW_QUERY_GROUP) {
                 let found = &mut found[..WINDOW_QUERY_GROUP.min(chunk.len() - start)];
                 self.window_look(win, p, &locs, start, found, piped);
