@@ -105,6 +105,10 @@
 //!   top bit (*closed*) is set, clear the mark and add as above. Else
 //!   raise `last`, set the bits in the view's current generation, look in
 //!   its other visible ones, clear the mark. No stripe, no second view.
+//!   A single `add` does all of it under the mark, the look for an item
+//!   the current generation already holds too (no step and no exclusive
+//!   operation begins while the mark is set), and leaves a due step to
+//!   the whole path (`Filter::try_window_add_lockfree`).
 //! * **Step of a blocked filter**, under the cleaner claim (only its
 //!   holder changes such a filter's `view`; a claim held by a live process
 //!   means someone is at it, and the caller goes on): set *closed*; wait
