@@ -1501,10 +1501,11 @@ impl Filter {
     /// standard layout's build).
     #[inline(always)]
     fn held_in_older<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, pos: u32, skip: u32, q: u64) -> bool {
+        let gate = p.gate(loc);
         let mut slot = pos;
         for _ in 1..win.w.generations() {
             slot = win.w.slot_before(slot);
-            if slot != skip && self.held_visible(win, p, loc, slot, q) {
+            if slot != skip && self.held_visible(win, p, loc, &gate, slot, q) {
                 return true;
             }
         }
@@ -1686,8 +1687,8 @@ impl Filter {
     /// `q`. The bits first: most generations lack an item looked for, and
     /// then `last` need not be read.
     #[inline]
-    fn held_visible<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, slot: u32, q: u64) -> bool {
-        p.contains_gated(self.generation(win, slot), loc) && {
+    fn held_visible<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, gate: &P::Gate, slot: u32, q: u64) -> bool {
+        p.contains_gated_by(self.generation(win, slot), loc, gate) && {
             // Acquire fence: pairs with the adders' Release fence before
             // their bits, so that the `last` read below is at least the one
             // the adder of the bits we saw went by.
@@ -1875,11 +1876,35 @@ impl Filter {
 
     /// Whether a windowed filter holds the item in a visible generation.
     fn window_contains(&self, win: &Win, h: &crate::hashing::ItemHash) -> bool {
-        with_probe!(&self.probing, p => {
-            let mut found = [false];
-            self.window_look(win, p, &[p.locate(h)], 0, &mut found, false);
-            found[0]
-        })
+        with_probe!(&self.probing, p => self.window_contains_one(win, p, &p.locate(h)))
+    }
+
+    /// `window_look` for one item, without its lists: the generations
+    /// newest first, each looked at if its bits are there, until the view
+    /// read again after the look is the one looked in (or, for "present",
+    /// one step later).
+    #[inline(always)]
+    fn window_contains_one<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc) -> bool {
+        let w = &win.w;
+        let gate = p.gate(loc);
+        let mut v = self.load_view(w);
+        loop {
+            let q = self.grid_now(w, v, now_ns());
+            let mut slot = v.pos;
+            let mut found = false;
+            for _ in 0..w.generations() {
+                if self.held_visible(win, p, loc, &gate, slot, q) {
+                    found = true;
+                    break;
+                }
+                slot = w.slot_before(slot);
+            }
+            let v2 = self.load_view(w);
+            if v2 == v || (found && v.at_most_one_step(v2, w.ring_len())) {
+                return found;
+            }
+            v = v2;
+        }
     }
 
     /// `window_contains` for a batch, in groups of `WINDOW_QUERY_GROUP`
@@ -1946,50 +1971,44 @@ impl Filter {
         let mut first_look = piped;
         while todo > 0 {
             let q = self.grid_now(w, v, now_ns());
-            if let [loc] = group {
-                // One item (`contains`): no list of generations to build.
-                found[0] = w
-                    .slots_newest_first(v)
-                    .any(|slot| self.held_visible(win, p, loc, slot, q));
+            // The generations visible at `q`, by their `last` read once for
+            // the group: the answers stand at this instant (a generation
+            // made visible later only adds items concurrent with the call;
+            // bits only appear while the view stands).
+            let mut buf = [&[][..]; MAX_RING];
+            let gens = self.gens_newest_first(win, v, |slot| self.last_visible(w, slot, q), &mut buf);
+            if first_look {
+                let first = |j: usize| {
+                    if let Some(l) = locs.get(j) {
+                        for g in gens {
+                            p.prefetch_first(g, l);
+                        }
+                    }
+                };
+                let rest = |j: usize| {
+                    if let Some(l) = locs.get(j) {
+                        for g in gens {
+                            if p.first_set(g, l) {
+                                p.prefetch_rest(g, l);
+                            }
+                        }
+                    }
+                };
+                if start == 0 {
+                    (0..2 * DISTANCE).for_each(first);
+                    (0..DISTANCE).for_each(rest);
+                }
+                for (i, (f, loc)) in found.iter_mut().zip(group).enumerate() {
+                    rest(start + i + DISTANCE);
+                    first(start + i + 2 * DISTANCE);
+                    *f = gens.iter().any(|g| p.contains_early(g, loc));
+                }
+                first_look = false;
             } else {
-                // The generations visible at `q`, by their `last` read once for
-                // the group: the answers stand at this instant (a generation
-                // made visible later only adds items concurrent with the call;
-                // bits only appear while the view stands).
-                let mut buf = [&[][..]; MAX_RING];
-                let gens = self.gens_newest_first(win, v, |slot| self.last_visible(w, slot, q), &mut buf);
-                if first_look {
-                    let first = |j: usize| {
-                        if let Some(l) = locs.get(j) {
-                            for g in gens {
-                                p.prefetch_first(g, l);
-                            }
-                        }
-                    };
-                    let rest = |j: usize| {
-                        if let Some(l) = locs.get(j) {
-                            for g in gens {
-                                if p.first_set(g, l) {
-                                    p.prefetch_rest(g, l);
-                                }
-                            }
-                        }
-                    };
-                    if start == 0 {
-                        (0..2 * DISTANCE).for_each(first);
-                        (0..DISTANCE).for_each(rest);
-                    }
-                    for (i, (f, loc)) in found.iter_mut().zip(group).enumerate() {
-                        rest(start + i + DISTANCE);
-                        first(start + i + 2 * DISTANCE);
-                        *f = gens.iter().any(|g| p.contains_early(g, loc));
-                    }
-                    first_look = false;
-                } else {
-                    for (f, loc) in found.iter_mut().zip(group) {
-                        if !*f {
-                            *f = gens.iter().any(|g| p.contains_gated(g, loc));
-                        }
+                for (f, loc) in found.iter_mut().zip(group) {
+                    if !*f {
+                        let gate = p.gate(loc);
+                        *f = gens.iter().any(|g| p.contains_gated_by(g, loc, &gate));
                     }
                 }
             }

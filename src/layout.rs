@@ -226,9 +226,22 @@ pub trait Probe: Copy {
         self.contains(bits, loc)
     }
 
+    /// What `contains_gated` works out from an item's place before it
+    /// loads a word: the same in every array of the geometry, so worked
+    /// out once for an item looked for in several (`gate`).
+    type Gate: Copy;
+
+    fn gate(&self, loc: &Self::Loc) -> Self::Gate;
+
     /// `contains` for one of several arrays looked at in turn (the
     /// generations of a windowed filter): cheap to answer "absent" for.
+    #[inline(always)]
     fn contains_gated(&self, bits: &[AtomicU64], loc: &Self::Loc) -> bool {
+        self.contains_gated_by(bits, loc, &self.gate(loc))
+    }
+
+    /// `contains_gated` with the item's `gate` given.
+    fn contains_gated_by(&self, bits: &[AtomicU64], loc: &Self::Loc, _gate: &Self::Gate) -> bool {
         self.contains_early(bits, loc)
     }
 
@@ -284,8 +297,19 @@ impl Standard {
     }
 }
 
+/// A `Standard` item's first two probes: their words and bits (the same
+/// probe twice for k = 1).
+#[derive(Clone, Copy, Debug)]
+pub struct StdGate {
+    w0: usize,
+    b0: u64,
+    w1: usize,
+    b1: u64,
+}
+
 impl Probe for Standard {
     type Loc = ItemHash;
+    type Gate = StdGate;
     const STRIPED: bool = true;
 
     #[inline(always)]
@@ -311,14 +335,28 @@ impl Probe for Standard {
         (0..self.k).all(|i| Self::bit(bits, h.probe(i, self.mask)) != 0)
     }
 
+    /// The words and bits of the first two probes.
+    #[inline(always)]
+    fn gate(&self, h: &ItemHash) -> StdGate {
+        let at = |i: u32| {
+            let idx = h.probe(i, self.mask);
+            ((idx >> 6) as usize, 1u64 << (idx & 63))
+        };
+        let ((w0, b0), (w1, b1)) = (at(0), at((self.k > 1) as u32));
+        StdGate { w0, b0, w1, b1 }
+    }
+
     /// The first two bits with no branch between them, then the rest:
     /// an absent item mostly ends at one well-predicted branch (both bits
     /// set in a filter at fill f: f squared of the time), where stopping at
     /// each bit is a coin toss per array.
     #[inline(always)]
-    fn contains_gated(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
-        let two = Self::bit(bits, h.probe(0, self.mask)) & Self::bit(bits, h.probe((self.k > 1) as u32, self.mask));
-        two != 0 && (2..self.k).all(|i| Self::bit(bits, h.probe(i, self.mask)) != 0)
+    fn contains_gated_by(&self, bits: &[AtomicU64], h: &ItemHash, g: &StdGate) -> bool {
+        // SAFETY: the gate's words are masked probes' (`gate`), as in `bit`.
+        let (a, b) = unsafe { (word(bits, g.w0), word(bits, g.w1)) };
+        // Relaxed: as `bit`.
+        let two = (a.load(Ordering::Relaxed) & g.b0 != 0) & (b.load(Ordering::Relaxed) & g.b1 != 0);
+        two && (2..self.k).all(|i| Self::bit(bits, h.probe(i, self.mask)) != 0)
     }
 
     #[inline(always)]
@@ -387,7 +425,11 @@ pub struct WordLoc {
 
 impl Probe for Word64 {
     type Loc = WordLoc;
+    type Gate = ();
     const STRIPED: bool = false;
+
+    #[inline(always)]
+    fn gate(&self, _: &WordLoc) {}
 
     #[inline(always)]
     fn locate(&self, h: &ItemHash) -> WordLoc {
@@ -459,7 +501,11 @@ impl Block128 {
 
 impl Probe for Block128 {
     type Loc = BlockLoc;
+    type Gate = ();
     const STRIPED: bool = false;
+
+    #[inline(always)]
+    fn gate(&self, _: &BlockLoc) {}
 
     #[inline(always)]
     fn locate(&self, h: &ItemHash) -> BlockLoc {
