@@ -297,14 +297,14 @@ impl Standard {
     }
 }
 
-/// A `Standard` item's first two probes: their words and bits (the same
+/// A `Standard` item's first two probes: their words and bit shifts (the same
 /// probe twice for k = 1).
 #[derive(Clone, Copy, Debug)]
 pub struct StdGate {
     w0: usize,
-    b0: u64,
+    s0: u32,
     w1: usize,
-    b1: u64,
+    s1: u32,
 }
 
 impl Probe for Standard {
@@ -340,10 +340,10 @@ impl Probe for Standard {
     fn gate(&self, h: &ItemHash) -> StdGate {
         let at = |i: u32| {
             let idx = h.probe(i, self.mask);
-            ((idx >> 6) as usize, 1u64 << (idx & 63))
+            ((idx >> 6) as usize, (idx & 63) as u32)
         };
-        let ((w0, b0), (w1, b1)) = (at(0), at((self.k > 1) as u32));
-        StdGate { w0, b0, w1, b1 }
+        let ((w0, s0), (w1, s1)) = (at(0), at((self.k > 1) as u32));
+        StdGate { w0, s0, w1, s1 }
     }
 
     /// The first two bits with no branch between them, then the rest:
@@ -354,9 +354,9 @@ impl Probe for Standard {
     fn contains_gated_by(&self, bits: &[AtomicU64], h: &ItemHash, g: &StdGate) -> bool {
         // SAFETY: the gate's words are masked probes' (`gate`), as in `bit`.
         let (a, b) = unsafe { (word(bits, g.w0), word(bits, g.w1)) };
-        // Relaxed: as `bit`.
-        let two = (a.load(Ordering::Relaxed) & g.b0 != 0) & (b.load(Ordering::Relaxed) & g.b1 != 0);
-        two && (2..self.k).all(|i| Self::bit(bits, h.probe(i, self.mask)) != 0)
+        // Relaxed: as `bit`. One AND of the two bits, one branch.
+        let two = (a.load(Ordering::Relaxed) >> g.s0) & (b.load(Ordering::Relaxed) >> g.s1) & 1;
+        two != 0 && (2..self.k).all(|i| Self::bit(bits, h.probe(i, self.mask)) != 0)
     }
 
     #[inline(always)]
