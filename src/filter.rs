@@ -1749,6 +1749,15 @@ impl Filter {
         let h = hash_item(self.seed, item);
         let loc = p.locate(&h);
         let large = self.beyond_caches();
+        if large {
+            // Every word of the item in the current generation: a present
+            // item's look reads them all, a new item's write too (only
+            // its first two would be on their way when the write's locked
+            // instructions hold later loads back).
+            let cur = self.generation(win, self.load_view(&win.w).pos);
+            p.prefetch_first(cur, &loc);
+            p.prefetch_rest(cur, &loc);
+        }
         let mut now = 0;
         let r = self.window_add_item(win, p, 0, &h, &loc, c, &mut now, || {
             if large {
