@@ -79,6 +79,15 @@ impl Drop for CleanerHold<'_> {
     }
 }
 
+/// Ask for the bytes of the item `ITEM_AHEAD` places after item `i` (they
+/// are wherever the caller's strings are) while item `i` is hashed.
+#[inline(always)]
+fn prefetch_item_ahead(items: &[&[u8]], i: usize) {
+    if let Some(next) = items.get(i + ITEM_AHEAD) {
+        prefetch_line(next.as_ptr());
+    }
+}
+
 /// Whether batches hash ahead and prefetch: unless the environment variable
 /// `BLOOMFILTER_SHARED_NO_PIPELINE` is set. It is read on every batch that
 /// could be pipelined (well under a microsecond, on a batch whose work takes
@@ -927,11 +936,7 @@ impl Filter {
         let n = items.len();
         if !piped {
             for (i, item) in items.iter().enumerate() {
-                // The items' bytes are wherever the caller's strings are:
-                // ask for one a few items ahead while this one is hashed.
-                if let Some(next) = items.get(i + ITEM_AHEAD) {
-                    prefetch_line(next.as_ptr());
-                }
+                prefetch_item_ahead(items, i);
                 let h = hash_item(self.seed, item);
                 f(i, &h, &p.locate(&h))?;
             }
@@ -1343,7 +1348,12 @@ impl Filter {
 
     /// Whether the spare of the current view still needs clearing.
     fn spare_dirty(&self, w: &Window) -> bool {
-        let v = self.load_view(w);
+        self.spare_dirty_in(w, self.load_view(w))
+    }
+
+    /// Whether view `v`'s spare still needs clearing.
+    #[inline(always)]
+    fn spare_dirty_in(&self, w: &Window, v: View) -> bool {
         // Relaxed: a hint; clean_spare decides under the cleaner claim.
         self.clean_word(w.spare(v)).load(Ordering::Relaxed) != v.clean_mark()
     }
@@ -1522,27 +1532,31 @@ impl Filter {
     /// answers then.
     #[inline(always)]
     fn window_add_lockfree<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, c: Claim, now: u64) -> Option<bool> {
-        let w = &win.w;
         let o = self.control_and_slot(c)?;
-        if !o.mark() {
-            o.unmark();
-            return None;
-        }
-        // SeqCst: the other half of the mark's Dekker pair with a step's
-        // close (then drain_marks); it also pairs with the stepping CAS
-        // (the published generation's zeros are seen).
-        let word = self.view_word().load(Ordering::SeqCst);
-        let v = match View::unpack(word, w.ring_len()) {
-            Some(v) if !View::closed(word) => v,
-            _ => {
-                o.unmark();
-                return None;
-            }
-        };
+        let v = self.mark_open(&win.w, &o)?;
         let (q, new) = self.window_write(win, p, loc, v, now);
         let had = !new || self.held_in_older(win, p, loc, v.pos, v.pos, q);
         o.unmark();
         Some(!had)
+    }
+
+    /// Mark slot `o` and read the view word: the view, if it is open (the
+    /// mark then stays set until the caller's `unmark`). None, with the
+    /// mark cleared, when the filter is closed, frozen, or under an
+    /// exclusive operation (or the word is corrupt).
+    #[inline(always)]
+    fn mark_open(&self, w: &Window, o: &sync::Owned<'_>) -> Option<View> {
+        if o.mark() {
+            // SeqCst: the other half of the mark's Dekker pair with a step's
+            // close (then drain_marks); it also pairs with the stepping CAS
+            // (the published generation's zeros are seen).
+            let word = self.view_word().load(Ordering::SeqCst);
+            if let Some(v) = View::unpack(word, w.ring_len()).filter(|_| !View::closed(word)) {
+                return Some(v);
+            }
+        }
+        o.unmark();
+        None
     }
 
     /// `add` of a windowed blocked filter in its common case, all of it
@@ -1568,17 +1582,8 @@ impl Filter {
         let h = hash_item(self.seed, item);
         let loc = p.locate(&h);
         let now = now_ns();
-        if !o.mark() {
-            o.unmark();
-            return None;
-        }
-        // SeqCst: as window_add_lockfree's (the mark's Dekker pair).
-        let word = self.view_word().load(Ordering::SeqCst);
-        let v = View::unpack(word, w.ring_len()).filter(|_| !View::closed(word));
-        let Some((v, (q, last))) = v.map(|v| (v, self.grid_and_last(w, v, now))) else {
-            o.unmark();
-            return None;
-        };
+        let v = self.mark_open(w, &o)?;
+        let (q, last) = self.grid_and_last(w, v, now);
         if w.step_possible(v, q, false) {
             o.unmark();
             return None;
@@ -1599,12 +1604,7 @@ impl Filter {
             || self.held_in_older(win, p, &loc, v.pos, v.pos, q);
         o.count_ops(1);
         o.unmark();
-        // As window_add_done, with the view read above (a hint: clean_spare
-        // decides again).
-        // Relaxed: as spare_dirty's.
-        if self.clean_word(w.spare(v)).load(Ordering::Relaxed) != v.clean_mark() && !not_yet(self.clean_after.get()) {
-            self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
-        }
+        self.clean_slice(win, c, v);
         Some(!had)
     }
 
@@ -1725,9 +1725,7 @@ impl Filter {
         } else {
             let mut now = 0;
             items.iter().enumerate().try_for_each(|(i, item)| {
-                if let Some(next) = items.get(i + ITEM_AHEAD) {
-                    prefetch_line(next.as_ptr());
-                }
+                prefetch_item_ahead(items, i);
                 let h = hash_item(self.seed, item);
                 record(
                     i,
@@ -1774,11 +1772,18 @@ impl Filter {
     /// needs it, and the call counted.
     #[inline(always)]
     fn window_add_done(&self, win: &Win, c: Claim) {
-        let waiting = not_yet(self.clean_after.get());
-        if !waiting && self.spare_dirty(&win.w) {
+        self.clean_slice(win, c, self.load_view(&win.w));
+        self.shared().count_ops(c, 1);
+    }
+
+    /// A slice of view `v`'s spare cleared, if it needs it and this
+    /// handle's clears are not backing off (`v` a hint: `clean_spare`
+    /// decides again).
+    #[inline(always)]
+    fn clean_slice(&self, win: &Win, c: Claim, v: View) {
+        if !not_yet(self.clean_after.get()) && self.spare_dirty_in(&win.w, v) {
             self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
         }
-        self.shared().count_ops(c, 1);
     }
 
     /// Prefetch what a windowed add of an item reads first: its gated words
@@ -1929,12 +1934,8 @@ impl Filter {
         let mut locs: Vec<P::Loc> = Vec::with_capacity(chunk_len.min(items.len()));
         for (ci, chunk) in items.chunks(chunk_len).enumerate() {
             locs.clear();
-            // As `pipelined_by` does: the bytes of an item a few places
-            // ahead asked for while this one is hashed.
             locs.extend(chunk.iter().enumerate().map(|(i, item)| {
-                if let Some(next) = chunk.get(i + ITEM_AHEAD) {
-                    prefetch_line(next.as_ptr());
-                }
+                prefetch_item_ahead(chunk, i);
                 p.locate(&hash_item(self.seed, item))
             }));
             for start in (0..chunk.len()).step_by(WINDOW_QUERY_GROUP) {
@@ -3193,8 +3194,6 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// 128-bit blocks in a windowed filter: every generation's blocks are
-    /// 16-byte aligned and the compare-and-swap lands where it should.
     /// A single `add` (its common case under the slot mark alone) and an
     /// item of `add_many` (the batch's path) answer alike, step after step,
     /// in both blocked layouts and the standard one.
@@ -3246,6 +3245,8 @@ mod tests {
         }
     }
 
+    /// 128-bit blocks in a windowed filter: every generation's blocks are
+    /// 16-byte aligned and the compare-and-swap lands where it should.
     #[test]
     fn windowed_block128() {
         let opts = Options {
