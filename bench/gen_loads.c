@@ -1,0 +1,103 @@
+/*
+ * bench/gen_loads.c: what a windowed query's look in g generations costs
+ * the memory, without the filter. Loads of random words, in one of two
+ * shapes, with `filler` dependent multiplies after each lookup (the rest of
+ * a call, which waits for the lookup's answer):
+ *
+ *   plain  seven words of one 128 KiB array (a standard item's probes);
+ *   gens   two words (a standard item's gate) in each of g such arrays,
+ *          placed one after another, with a spare after the last.
+ *
+ * Small pages: the arrays are shared anonymous memory (shmem), as a
+ * filter's are. Huge pages: private anonymous memory inside one 2 MiB page
+ * (MADV_HUGEPAGE; "AnonHugePages" is printed to show it was given).
+ *
+ *   gcc -O2 -o /tmp/gen_loads bench/gen_loads.c
+ *   /tmp/gen_loads HUGE G FILLER     e.g. /tmp/gen_loads 0 4 10
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+static uint64_t state = 88172645463325252ull;
+
+static inline uint64_t next(void) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+}
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: gen_loads HUGE(0|1) G FILLER\n");
+        return 2;
+    }
+    int huge = atoi(argv[1]), g = atoi(argv[2]), filler = atoi(argv[3]);
+    if (g < 1 || g > 15 || filler < 0) {
+        fprintf(stderr, "gen_loads: G from 1 to 15, FILLER 0 or more\n");
+        return 2;
+    }
+    const size_t gen = 128 * 1024, words = gen / 8, total = (size_t)(g + 1) * gen;
+    const size_t page2m = (size_t)2 << 20;
+    char *m;
+    if (huge) {
+        char *raw = mmap(0, total + 2 * page2m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (raw == MAP_FAILED)
+            return perror("mmap"), 1;
+        m = (char *)(((uintptr_t)raw + page2m - 1) & ~(uintptr_t)(page2m - 1));
+        madvise(m, total < page2m ? page2m : total, MADV_HUGEPAGE);
+    } else {
+        m = mmap(0, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return perror("mmap"), 1;
+    }
+    uint64_t *a = (uint64_t *)m;
+    for (size_t i = 0; i < (size_t)(g + 1) * words; i++)
+        a[i] = next() & next() & next(); /* about one bit in eight set */
+
+    const long n = 20000000;
+    uint64_t acc = 0;
+    for (int gens = 0; gens < 2; gens++) {
+        double t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            uint64_t h = next(), h2 = h * 0x9E3779B97F4A7C15ull, r = ~0ull;
+            if (gens) {
+                for (int s = 0; s < g; s++) {
+                    const uint64_t *b = a + (size_t)s * words;
+                    r &= b[(h >> 20) % words] & b[((h + h2) >> 20) % words];
+                }
+            } else {
+                for (int k = 0; k < 7; k++)
+                    r &= a[((h + k * h2) >> 20) % words];
+            }
+            acc += r;
+            for (int f = 0; f < filler; f++) {
+                acc = acc * 31 + f;
+                __asm__ volatile("" ::"r"(acc));
+            }
+        }
+        printf("pages %s  g=%d  filler=%d  %-5s %6.2f ns per lookup\n", huge ? "2 MiB" : "4 KiB", g, filler,
+               gens ? "gens" : "plain", (now_ns() - t0) / n);
+    }
+    if (huge) {
+        FILE *f = fopen("/proc/self/smaps_rollup", "r");
+        char line[256];
+        while (f && fgets(line, sizeof line, f))
+            if (strstr(line, "AnonHuge"))
+                fputs(line, stdout);
+        if (f)
+            fclose(f);
+    }
+    return acc == 42; /* keeps the loads */
+}
