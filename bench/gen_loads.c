@@ -6,14 +6,20 @@
  *
  *   plain  seven words of one 128 KiB array (a standard item's probes);
  *   gens   two words (a standard item's gate) in each of g such arrays,
- *          placed one after another, with a spare after the last.
+ *          placed one after another, with a spare after the last;
+ *   digest (with SHRINK given) the gate in the first array, and for each of
+ *          the other g - 1 one word of a digest SHRINK times smaller (BITS
+ *          bits of the item in it, 2 or 4; a third of a digest's bits are
+ *          set, as in a half-full one), the gate of that array read only
+ *          where all of them are set: a smaller filter of each
+ *          generation's items looked at before the generation itself.
  *
  * Small pages: the arrays are shared anonymous memory (shmem), as a
  * filter's are. Huge pages: private anonymous memory inside one 2 MiB page
  * (MADV_HUGEPAGE; "AnonHugePages" is printed to show it was given).
  *
  *   gcc -O2 -o /tmp/gen_loads bench/gen_loads.c
- *   /tmp/gen_loads HUGE G FILLER     e.g. /tmp/gen_loads 0 4 10
+ *   /tmp/gen_loads HUGE G FILLER [SHRINK [BITS]]   e.g. /tmp/gen_loads 0 4 10 2 4
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -39,16 +45,20 @@ static double now_ns(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: gen_loads HUGE(0|1) G FILLER\n");
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: gen_loads HUGE(0|1) G FILLER [SHRINK [BITS]]\n");
         return 2;
     }
     int huge = atoi(argv[1]), g = atoi(argv[2]), filler = atoi(argv[3]);
-    if (g < 1 || g > 15 || filler < 0) {
-        fprintf(stderr, "gen_loads: G from 1 to 15, FILLER 0 or more\n");
+    int shrink = argc >= 5 ? atoi(argv[4]) : 0, bits = argc == 6 ? atoi(argv[5]) : 2;
+    if (g < 1 || g > 15 || filler < 0 || (argc >= 5 && shrink != 2 && shrink != 4 && shrink != 8 && shrink != 16) ||
+        (bits != 2 && bits != 4)) {
+        fprintf(stderr, "gen_loads: G from 1 to 15, FILLER 0 or more, SHRINK 2, 4, 8 or 16, BITS 2 or 4\n");
         return 2;
     }
-    const size_t gen = 128 * 1024, words = gen / 8, total = (size_t)(g + 1) * gen;
+    const size_t gen = 128 * 1024, words = gen / 8;
+    const size_t dwords = shrink ? words / shrink : 0;
+    const size_t total = (size_t)(g + 1) * gen + (size_t)g * dwords * 8;
     const size_t page2m = (size_t)2 << 20;
     char *m;
     if (huge) {
@@ -63,16 +73,36 @@ int main(int argc, char **argv) {
             return perror("mmap"), 1;
     }
     uint64_t *a = (uint64_t *)m;
-    for (size_t i = 0; i < (size_t)(g + 1) * words; i++)
-        a[i] = next() & next() & next(); /* about one bit in eight set */
+    const size_t ring_words = (size_t)(g + 1) * words;
+    for (size_t i = 0; i < total / 8; i++) {
+        uint64_t r1 = next(), r2 = next(), r3 = next();
+        /* Generations: about one bit in eight set (their loads are ANDed
+         * without a branch, so this does not matter); digests: about one
+         * in three. */
+        a[i] = i < ring_words ? r1 & r2 & r3 : (r1 & r2) | (r3 & next() & next());
+    }
+    const uint64_t *digests = a + ring_words;
 
     const long n = 20000000;
     uint64_t acc = 0;
-    for (int gens = 0; gens < 2; gens++) {
+    static const char *const names[] = {"plain", "gens", "digest"};
+    for (int mode = 0; mode < (shrink ? 3 : 2); mode++) {
         double t0 = now_ns();
         for (long i = 0; i < n; i++) {
             uint64_t h = next(), h2 = h * 0x9E3779B97F4A7C15ull, r = ~0ull;
-            if (gens) {
+            if (mode == 2) {
+                r = a[(h >> 20) % words] & a[((h + h2) >> 20) % words];
+                uint64_t mask = (1ull << (h2 >> 58)) | (1ull << ((h2 >> 52) & 63));
+                if (bits == 4)
+                    mask |= (1ull << ((h2 >> 46) & 63)) | (1ull << ((h2 >> 40) & 63));
+                for (int s = 1; s < g; s++) {
+                    uint64_t d = digests[(size_t)s * dwords + (h2 >> 20) % dwords];
+                    if ((d & mask) == mask) {
+                        const uint64_t *b = a + (size_t)s * words;
+                        r &= b[(h >> 20) % words] & b[((h + h2) >> 20) % words];
+                    }
+                }
+            } else if (mode == 1) {
                 for (int s = 0; s < g; s++) {
                     const uint64_t *b = a + (size_t)s * words;
                     r &= b[(h >> 20) % words] & b[((h + h2) >> 20) % words];
@@ -87,8 +117,8 @@ int main(int argc, char **argv) {
                 __asm__ volatile("" ::"r"(acc));
             }
         }
-        printf("pages %s  g=%d  filler=%d  %-5s %6.2f ns per lookup\n", huge ? "2 MiB" : "4 KiB", g, filler,
-               gens ? "gens" : "plain", (now_ns() - t0) / n);
+        printf("pages %s  g=%d  filler=%d  %-6s %6.2f ns per lookup\n", huge ? "2 MiB" : "4 KiB", g, filler,
+               names[mode], (now_ns() - t0) / n);
     }
     if (huge) {
         FILE *f = fopen("/proc/self/smaps_rollup", "r");
