@@ -14,12 +14,19 @@
  *          where all of them are set: a smaller filter of each
  *          generation's items looked at before the generation itself.
  *
+ * And one shape of another design, a generation stamp per cell instead of
+ * a bit per generation (an add writes the current generation's number, a
+ * query takes the item's cells' smallest and compares it with the oldest
+ * live one): `gen_loads stamps FILLER` times seven bytes of a 1 MiB array
+ * (the cells of a 128 KiB filter) against seven bits of the 128 KiB one.
+ *
  * Small pages: the arrays are shared anonymous memory (shmem), as a
  * filter's are. Huge pages: private anonymous memory inside one 2 MiB page
  * (MADV_HUGEPAGE; "AnonHugePages" is printed to show it was given).
  *
  *   gcc -O2 -o /tmp/gen_loads bench/gen_loads.c
  *   /tmp/gen_loads HUGE G FILLER [SHRINK [BITS]]   e.g. /tmp/gen_loads 0 4 10 2 4
+ *   /tmp/gen_loads stamps FILLER                   e.g. /tmp/gen_loads stamps 10
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -44,7 +51,49 @@ static double now_ns(void) {
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+/* Seven random bits of a 128 KiB array against seven random bytes of a
+ * 1 MiB one, `filler` dependent multiplies after each lookup. */
+static int stamps(int filler) {
+    const size_t cells = (size_t)1 << 20, words = cells / 64;
+    uint64_t *bits = mmap(0, cells / 8, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    uint8_t *stamp = mmap(0, cells, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (bits == MAP_FAILED || stamp == MAP_FAILED)
+        return perror("mmap"), 1;
+    for (size_t i = 0; i < words; i++)
+        bits[i] = next() & next() & next();
+    for (size_t i = 0; i < cells; i++)
+        stamp[i] = (uint8_t)next();
+    const long n = 20000000;
+    uint64_t acc = 0;
+    for (int mode = 0; mode < 2; mode++) {
+        double t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            uint64_t h = next(), h2 = h * 0x9E3779B97F4A7C15ull, r = ~0ull;
+            unsigned least = 255;
+            for (int k = 0; k < 7; k++) {
+                uint64_t cell = (h + k * h2) >> 44; /* < 2**20 */
+                if (mode) {
+                    unsigned v = stamp[cell];
+                    least = v < least ? v : least;
+                } else {
+                    r &= bits[cell / 64] >> (cell % 64);
+                }
+            }
+            acc += mode ? least >= 200 : r & 1;
+            for (int f = 0; f < filler; f++) {
+                acc = acc * 31 + f;
+                __asm__ volatile("" ::"r"(acc));
+            }
+        }
+        printf("filler=%d  %-13s %6.2f ns per lookup\n", filler, mode ? "stamps (1 MiB)" : "bits (128 KiB)",
+               (now_ns() - t0) / n);
+    }
+    return acc == 42;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "stamps"))
+        return stamps(atoi(argv[2]));
     if (argc < 4 || argc > 6) {
         fprintf(stderr, "usage: gen_loads HUGE(0|1) G FILLER [SHRINK [BITS]]\n");
         return 2;
