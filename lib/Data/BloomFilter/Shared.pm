@@ -1451,7 +1451,7 @@ an add of a new item look in every live generation: I<g> arrays instead of
 one, each another cache line to fetch (two in the standard layout). On
 the machines measured, with generations in the second-level cache, such
 a call costs up to about 1.6x a plain filter's of the same layout at
-I<g> = 2, up to about 1.7x at I<g> = 4 (2x for batches, L</add_many> and
+I<g> = 2, up to about 1.9x at I<g> = 4 (2x for batches, L</add_many> and
 L</contains_many> of new or absent items), and up to about 2.3x at
 I<g> = 8 (2.8x for batches); generations larger than the caches cost the
 most, batches up to 4.6x at I<g> = 8. Fewer generations cost less per
