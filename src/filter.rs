@@ -1746,21 +1746,23 @@ impl Filter {
     fn window_add_one<P: Probe>(&self, win: &Win, p: &P, item: &[u8], c: Claim) -> Result<bool> {
         let h = hash_item(self.seed, item);
         let loc = p.locate(&h);
-        let large = self.beyond_caches();
-        if large {
+        // The view to prefetch in, read once (a hint: a step meanwhile
+        // makes some prefetches useless, never an answer wrong).
+        let large = self.beyond_caches().then(|| self.load_view(&win.w));
+        if let Some(v) = large {
             // Every word of the item in the current generation: a present
             // item's look reads them all, a new item's write too (only
             // its first two would be on their way when the write's locked
             // instructions hold later loads back).
-            let cur = self.generation(win, self.load_view(&win.w).pos);
+            let cur = self.generation(win, v.pos);
             p.prefetch_first(cur, &loc);
             p.prefetch_rest(cur, &loc);
         }
         let mut now = 0;
         let r = self.window_add_item(win, p, 0, &h, &loc, c, &mut now, || {
-            if large {
+            if let Some(v) = large {
                 let mut buf = [&[][..]; MAX_RING];
-                let gens = self.gens_newest_first(win, self.load_view(&win.w), |_| true, &mut buf);
+                let gens = self.gens_newest_first(win, v, |_| true, &mut buf);
                 self.prefetch_item_gens(p, gens, &h, &loc);
             }
         });
