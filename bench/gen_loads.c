@@ -1,6 +1,6 @@
 /*
  * bench/gen_loads.c: what a windowed query's look in g generations costs
- * the memory, without the filter. Loads of random words, in one of two
+ * the memory, without the filter. Loads of random words, in one of three
  * shapes, with `filler` dependent multiplies after each lookup (the rest of
  * a call, which waits for the lookup's answer):
  *
@@ -49,6 +49,11 @@ static double now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+/* An item's gate in array `b` of `words` words: its first two words. */
+static inline uint64_t gate(const uint64_t *b, size_t words, uint64_t h, uint64_t h2) {
+    return b[(h >> 20) % words] & b[((h + h2) >> 20) % words];
 }
 
 /* Seven random bits of a 128 KiB array against seven random bytes of a
@@ -140,22 +145,18 @@ int main(int argc, char **argv) {
         for (long i = 0; i < n; i++) {
             uint64_t h = next(), h2 = h * 0x9E3779B97F4A7C15ull, r = ~0ull;
             if (mode == 2) {
-                r = a[(h >> 20) % words] & a[((h + h2) >> 20) % words];
+                r = gate(a, words, h, h2);
                 uint64_t mask = (1ull << (h2 >> 58)) | (1ull << ((h2 >> 52) & 63));
                 if (bits == 4)
                     mask |= (1ull << ((h2 >> 46) & 63)) | (1ull << ((h2 >> 40) & 63));
                 for (int s = 1; s < g; s++) {
                     uint64_t d = digests[(size_t)s * dwords + (h2 >> 20) % dwords];
-                    if ((d & mask) == mask) {
-                        const uint64_t *b = a + (size_t)s * words;
-                        r &= b[(h >> 20) % words] & b[((h + h2) >> 20) % words];
-                    }
+                    if ((d & mask) == mask)
+                        r &= gate(a + (size_t)s * words, words, h, h2);
                 }
             } else if (mode == 1) {
-                for (int s = 0; s < g; s++) {
-                    const uint64_t *b = a + (size_t)s * words;
-                    r &= b[(h >> 20) % words] & b[((h + h2) >> 20) % words];
-                }
+                for (int s = 0; s < g; s++)
+                    r &= gate(a + (size_t)s * words, words, h, h2);
             } else {
                 for (int k = 0; k < 7; k++)
                     r &= a[((h + k * h2) >> 20) % words];

@@ -1446,9 +1446,10 @@ window: exactly one is told new, across steps too.
 
 A query looks at the newest generation first, so an item the current
 generation holds costs little more than on a plain filter (1.0x to 1.4x
-in README's tables), and so does an add of it. An absent item, an item only an older generation holds, and
-an add of a new item look in every live generation: I<g> arrays instead of
-one, each another cache line to fetch (two in the standard layout). On
+in README's tables), and so does an add of it. An absent item, an item
+only an older generation holds, and an add of a new item look in every
+live generation: I<g> arrays instead of one, each another cache line to
+fetch (two in the standard layout). On
 the machines measured, with generations in the second-level cache, such
 a call costs up to about 1.6x a plain filter's of the same layout at
 I<g> = 2, up to about 1.9x at I<g> = 4 (2x for batches, L</add_many> and
