@@ -38,6 +38,65 @@
 #  define G_LIST G_ARRAY
 #endif
 
+/* ---------------------------------------------------------------- constants */
+
+/*
+ * The C API's numbers and the layouts' names, in one place: _constants and
+ * _layouts hand them to the Perl side (Shared.pm, Redis.pm, the command
+ * line tool), which retypes none of them. The names are those the Rust
+ * core takes for a remote filter's layout (bfs_remote_geometry).
+ */
+typedef struct {
+    const char *name;
+    uint32_t code;
+} BfsLayoutName;
+
+static const BfsLayoutName bfs_layouts[] = {
+    { "standard", BFS_LAYOUT_STANDARD }, /* the first: the default */
+    { "blocked", BFS_LAYOUT_BLOCKED },
+};
+
+#define BFS_CONSTANT(c) { #c + 4, (UV)(c) } /* the name without "BFS_" */
+
+static const struct {
+    const char *name;
+    UV value;
+} bfs_constants[] = {
+    BFS_CONSTANT(BFS_OK),
+    BFS_CONSTANT(BFS_ERR_ARG),
+    BFS_CONSTANT(BFS_ERR_IO),
+    BFS_CONSTANT(BFS_ERR_FORMAT),
+    BFS_CONSTANT(BFS_ERR_FROZEN),
+    BFS_CONSTANT(BFS_ERR_READONLY),
+    BFS_CONSTANT(BFS_ERR_MISMATCH),
+    BFS_CONSTANT(BFS_ERR_PANIC),
+    BFS_CONSTANT(BFS_ERR_BUSY),
+    BFS_CONSTANT(BFS_ERRBUF_LEN),
+    BFS_CONSTANT(BFS_LAYOUT_DEFAULT),
+    BFS_CONSTANT(BFS_LAYOUT_STANDARD),
+    BFS_CONSTANT(BFS_LAYOUT_BLOCKED),
+    BFS_CONSTANT(BFS_GENERATIONS_DEFAULT),
+    BFS_CONSTANT(BFS_REPLY_INCOMPLETE),
+    BFS_CONSTANT(BFS_REPLY_INTS),
+    BFS_CONSTANT(BFS_REPLY_ERROR),
+    BFS_CONSTANT(BFS_REPLY_STATUS),
+    BFS_CONSTANT(BFS_REPLY_OTHER),
+};
+
+#undef BFS_CONSTANT
+
+/* The name of a layout code from bfs_info; the default layout's for a code
+   this table does not know. */
+static const char *
+bfs_layout_name(uint32_t code)
+{
+    size_t i;
+    for (i = 0; i < C_ARRAY_LENGTH(bfs_layouts); i++)
+        if (bfs_layouts[i].code == code)
+            return bfs_layouts[i].name;
+    return bfs_layouts[0].name;
+}
+
 /* ---------------------------------------------------------------- croaking */
 
 /* The name the method was called by, for messages; private XSUBs drop "_xs_". */
@@ -652,6 +711,31 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
              h, "cannot deserialize the filter");
     BFS_RETURN_OBJECT(klass, h);
 
+void
+_constants()
+  PREINIT:
+    size_t i;
+  PPCODE:
+    /* The C API's constants as name => value pairs, their names without
+       "BFS_" (LAYOUT_BLOCKED, GENERATIONS_DEFAULT, ERR_FROZEN, ...). */
+    EXTEND(SP, (SSize_t)(2 * C_ARRAY_LENGTH(bfs_constants)));
+    for (i = 0; i < C_ARRAY_LENGTH(bfs_constants); i++) {
+        mPUSHp(bfs_constants[i].name, strlen(bfs_constants[i].name));
+        mPUSHu(bfs_constants[i].value);
+    }
+
+void
+_layouts()
+  PREINIT:
+    size_t i;
+  PPCODE:
+    /* The layouts as name => BFS_LAYOUT_* code pairs, the default first. */
+    EXTEND(SP, (SSize_t)(2 * C_ARRAY_LENGTH(bfs_layouts)));
+    for (i = 0; i < C_ARRAY_LENGTH(bfs_layouts); i++) {
+        mPUSHp(bfs_layouts[i].name, strlen(bfs_layouts[i].name));
+        mPUSHu((UV)bfs_layouts[i].code);
+    }
+
 UV
 _entersub_swaps(...)
   CODE:
@@ -883,7 +967,7 @@ capacity(h, ...)
     }
     case 11: PUSHn((NV)bfs_fpp_for_bits_set(h, bfs_bits_set(h))); break;
     case 13:
-        PUSHs(sv_2mortal(newSVpv(info.layout == BFS_LAYOUT_BLOCKED ? "blocked" : "standard", 0)));
+        PUSHs(sv_2mortal(newSVpv(bfs_layout_name(info.layout), 0)));
         break;
     case 14:
         if (info.window_ns)
@@ -945,8 +1029,7 @@ stats(h, ...)
     (void)hv_stores(hv, "readonly", newSViv(info.readonly != 0));
     /* past capacity; a saturated filter's count stops at capacity */
     (void)hv_stores(hv, "overfull", newSViv(count > info.capacity || set == info.bits));
-    (void)hv_stores(hv, "layout",
-        newSVpv(info.layout == BFS_LAYOUT_BLOCKED ? "blocked" : "standard", 0));
+    (void)hv_stores(hv, "layout", newSVpv(bfs_layout_name(info.layout), 0));
     if (info.generations) {
         (void)hv_stores(hv, "window",
             info.window_ns ? newSVnv((NV)info.window_ns / 1e9) : newSV(0));

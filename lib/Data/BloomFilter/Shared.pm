@@ -114,15 +114,24 @@ sub _seed {
     return $s;    # a decimal string: the XS converts it exactly
 }
 
-# The C API's layout code: 0 when none was asked for (standard for a new
-# filter; the stored one wins on an existing file or bytes).
-my %LAYOUT_CODE = (standard => 1, blocked => 2);
+# The C API's constants and the layouts' names and codes, from the XS.
+my %CONSTANT = _constants();
+my @LAYOUT_PAIRS = _layouts();
+my %LAYOUT_CODE = @LAYOUT_PAIRS;
+my @LAYOUT_NAMES = @LAYOUT_PAIRS[grep { $_ % 2 == 0 } 0 .. $#LAYOUT_PAIRS];
 
+# The layouts' names, the default first (for the command line tool).
+sub _layout_names { return @LAYOUT_NAMES }
+
+# The C API's layout code: BFS_LAYOUT_DEFAULT when none was asked for
+# (standard for a new filter; the stored one wins on an existing file or
+# bytes).
 sub _layout {
     my ($method, $layout) = @_;
-    return 0 if !defined $layout;
+    return $CONSTANT{LAYOUT_DEFAULT} if !defined $layout;
     my $code = ref $layout ? undef : $LAYOUT_CODE{$layout};
-    _croak($method, "layout must be 'standard' or 'blocked'") if !defined $code;
+    _croak($method, 'layout must be ' . join(' or ', map { "'$_'" } @LAYOUT_NAMES))
+        if !defined $code;
     return $code;
 }
 
@@ -131,7 +140,7 @@ sub _layout {
 # generations is a filter stepped only by rotate. The window's range is
 # checked by the library. Generations not given: the C API's
 # BFS_GENERATIONS_DEFAULT (4 for a new filter, an existing one's own).
-my $GENERATIONS_NOT_GIVEN = 1;
+my $GENERATIONS_NOT_GIVEN = $CONSTANT{GENERATIONS_DEFAULT};
 
 sub _window {
     my ($method, $opts) = @_;

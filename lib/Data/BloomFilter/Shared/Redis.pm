@@ -45,6 +45,10 @@ my $FORMAT = 'Data::BloomFilter::Shared::Redis 1';
 
 my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shard);
 
+# The kinds of reply _xs_reply gives: the C API's BFS_REPLY_*.
+my %CONSTANT = Data::BloomFilter::Shared::_constants();
+my ($REPLY_INTS, $REPLY_ERROR, $REPLY_STATUS) = @CONSTANT{qw(REPLY_INTS REPLY_ERROR REPLY_STATUS)};
+
 sub _croak {
     my ($method, $message) = @_;
     Carp::croak(__PACKAGE__ . "->$method: $message");
@@ -534,7 +538,7 @@ sub _direct {
     for my $cmd (@hello) {
         my $e = _direct_send($d, join '', '*' . @$cmd . "\r\n", map { '$' . length($_) . "\r\n$_\r\n" } @$cmd);
         my @r = defined $e ? () : _direct_reply($d, 1, undef, undef, \$e, 1);
-        $e //= $r[0] == 3 ? undef : $r[0] == 2 ? $r[1] : 'an unexpected reply';
+        $e //= $r[0] == $REPLY_STATUS ? undef : $r[0] == $REPLY_ERROR ? $r[1] : 'an unexpected reply';
         _croak($method, "cannot $cmd->[0] at " . _shown($self->{address}) . ": $e") if defined $e;
     }
     return $self->{direct} = $d;
@@ -619,13 +623,13 @@ sub _direct_batch {
             my @r = _direct_reply($d, $fields, $masks, $t->{out} ? \@full : undef, \$error, $wait);
             return if !@r;
             $done++;
-            if ($r[0] == 1 && $r[2] == $e - $s + 1) {
+            if ($r[0] == $REPLY_INTS && $r[2] == $e - $s + 1) {
                 $t->{reply}->($r[1], $r[2], \@full, undef, $s, $e);
             }
-            elsif ($r[0] == 2 && $r[1] =~ /\A(?:MOVED|ASK) /) {
+            elsif ($r[0] == $REPLY_ERROR && $r[1] =~ /\A(?:MOVED|ASK) /) {
                 push @redo, [$s, $e];
             }
-            elsif ($r[0] == 2) {    # refused, not run; nothing more is sent
+            elsif ($r[0] == $REPLY_ERROR) {    # refused, not run; nothing more is sent
                 ${ $t->{refused} } += $e - $s + 1;
                 $t->{error} //= $r[1];
                 $stop = 1;
