@@ -4,10 +4,7 @@ use 5.022;
 use strict;
 use warnings;
 
-use B ();
 use Carp ();
-use POSIX ();
-use Scalar::Util ();
 use overload ();
 
 our $VERSION = '0.06';
@@ -20,155 +17,24 @@ XSLoader::load(__PACKAGE__, $VERSION);
 # the XS takes plain values and returns (object) or (undef, message), so that
 # Carp can point the message at the caller's line.
 
-my $UV_MAX = '18446744073709551615';
-my $DEFAULT_FP_RATE = 0.01;
-my $DEFAULT_MODE = 0600;
+# The checks of capacity, fp_rate, mode, seed, layout, the window options and
+# options hashes, and their defaults, are shared with the Redis class and
+# the command line tool: Data::BloomFilter::Shared::Args.
+require Data::BloomFilter::Shared::Args;
 
 sub _croak {
     my ($method, $message) = @_;
     Carp::croak(__PACKAGE__ . "->$method: $message");
 }
 
-# Canonical decimal string of a non-negative integer that fits in 64 bits, or
-# undef. Taking the string form accepts 1000, "1000", 1e6 and Math::BigInt
-# alike, and refuses -1, 1.5, "12abc", " 12", references and anything > 2**64-1.
-sub _uint64 {
-    my ($v) = @_;
-    return undef if !defined $v;
-    return undef if ref $v && !overload::Method($v, '""');
-    my $s = "$v";
-    return undef if $s !~ /\A[0-9]+\z/;
-    $s =~ s/\A0+(?=[0-9])//;
-    return undef if length $s > length $UV_MAX
-        || (length $s == length $UV_MAX && $s gt $UV_MAX);
-    return $s;
-}
-
-# Capacity: whatever Perl takes as a number ("1e6", "1000\n", " 1000",
-# "1000.0", 1500.5), rounded up to a whole number of items. Integers written
-# out in full stay exact up to 2**64-1; others go through a double.
-sub _capacity {
-    my ($method, $capacity) = @_;
-    _croak($method, 'capacity must be a positive number')
-        if !defined $capacity
-        || (ref $capacity && !overload::Method($capacity, '""')
-            && !overload::Method($capacity, '0+'));
-    my $s = "$capacity";
-    if ($s =~ /\A\s*\+?([0-9]+)\s*\z/) {
-        my $c = _uint64($1);
-        _croak($method, 'capacity is too large') if !defined $c;
-        _croak($method, 'capacity must be a positive number') if $c eq '0';
-        return $c;
-    }
-    _croak($method, 'capacity must be a positive number')
-        if !Scalar::Util::looks_like_number($s);
-    my $n = 0 + $s;
-    _croak($method, 'capacity must be a positive number')
-        if !($n > 0) || $n == 9**9**9;    # also refuses NaN and inf
-    $n = POSIX::ceil($n);
-    _croak($method, 'capacity is too large') if $n >= 18446744073709551616;
-    return sprintf '%.0f', $n;
-}
-
-sub _fp_rate {
-    my ($method, $fp_rate) = @_;
-    return $DEFAULT_FP_RATE if !defined $fp_rate;
-    _croak($method, 'fp_rate must be between 0 and 1 (exclusive)')
-        if (ref $fp_rate && !overload::Method($fp_rate, '0+')
-                && !overload::Method($fp_rate, '""'))
-        || !Scalar::Util::looks_like_number($fp_rate)
-        || !($fp_rate > 0 && $fp_rate < 1);    # also refuses NaN
-    return 0 + $fp_rate;
-}
-
-# The file-type bits (S_IFMT) of a mode from stat, and the types they name.
-my $S_IFMT = 0170000;
-my %FILE_TYPE = map { $_ << 12 => 1 } 001, 002, 004, 006, 010, 012, 014;
-
-sub _mode {
-    my ($method, $mode) = @_;
-    return $DEFAULT_MODE if !defined $mode;
-    # A string such as "0660" would be read as decimal 660 (mode 01224):
-    # refuse strings outright, and let the caller say oct().
-    if (!ref $mode) {
-        my $flags = B::svref_2object(\$mode)->FLAGS;
-        _croak($method, "mode must be a number, not the string '$mode' (use oct('$mode'))")
-            if $flags & B::SVf_POK && !($flags & (B::SVf_IOK | B::SVf_NOK));
-    }
-    my $m = _uint64($mode);
-    _croak($method, 'mode must be an integer between 0 and 07777')
-        if !defined $m || length $m > 7;
-    $m = 0 + $m;
-    # (stat $file)[2] carries the file type too: keep the permission bits.
-    $m &= 07777 if $m > 07777 && $m <= 0177777 && $FILE_TYPE{$m & $S_IFMT};
-    _croak($method, 'mode must be an integer between 0 and 07777') if $m > 07777;
-    return $m;
-}
-
-sub _seed {
-    my ($method, $seed) = @_;
-    return 0 if !defined $seed;
-    my $s = _uint64($seed);
-    _croak($method, 'seed must be a non-negative integer that fits in 64 bits')
-        if !defined $s;
-    return $s;    # a decimal string: the XS converts it exactly
-}
-
-# The C API's constants and the layouts' names and codes, from the XS.
-my %CONSTANT = _constants();
-my @LAYOUT_PAIRS = _layouts();
-my %LAYOUT_CODE = @LAYOUT_PAIRS;
-my @LAYOUT_NAMES = @LAYOUT_PAIRS[grep { $_ % 2 == 0 } 0 .. $#LAYOUT_PAIRS];
-
-# The layouts' names, the default first (for the command line tool).
-sub _layout_names { return @LAYOUT_NAMES }
-
-# The C API's layout code: BFS_LAYOUT_DEFAULT when none was asked for
-# (standard for a new filter; the stored one wins on an existing file or
-# bytes).
-sub _layout {
-    my ($method, $layout) = @_;
-    return $CONSTANT{LAYOUT_DEFAULT} if !defined $layout;
-    my $code = ref $layout ? undef : $LAYOUT_CODE{$layout};
-    _croak($method, 'layout must be ' . join(' or ', map { "'$_'" } @LAYOUT_NAMES))
-        if !defined $code;
-    return $code;
-}
-
-# The C API's window options from an options hash: (generations, window in
-# seconds), (0, 0) for a plain filter; a window of 0 seconds with
-# generations is a filter stepped only by rotate. The window's range is
-# checked by the library. Generations not given: the C API's
-# BFS_GENERATIONS_DEFAULT (4 for a new filter, an existing one's own).
-my $GENERATIONS_NOT_GIVEN = $CONSTANT{GENERATIONS_DEFAULT};
-
-sub _window {
-    my ($method, $opts) = @_;
-    my $has_window = exists $opts->{window};
-    return (0, 0) if !$has_window && !exists $opts->{generations};
-    _croak($method, 'the generations option needs the window option'
-            . ' (window => undef for a filter stepped only by rotate)')
-        if !$has_window;
-    my $g = $opts->{generations};
-    if (defined $g) {
-        my $n = _uint64($g);
-        _croak($method, 'generations must be an integer from 2 to 16')
-            if !defined $n || length $n > 2 || $n < 2 || $n > 16;
-        $g = 0 + $n;
-    }
-    else {
-        _croak($method, 'generations must be an integer from 2 to 16')
-            if exists $opts->{generations};
-        $g = $GENERATIONS_NOT_GIVEN;
-    }
-    my $w = $opts->{window};
-    return ($g, 0) if !defined $w;
-    _croak($method, 'window must be a positive number of seconds (or undef)')
-        if (ref $w && !overload::Method($w, '0+') && !overload::Method($w, '""'))
-        || !Scalar::Util::looks_like_number($w)
-        || !($w > 0) || $w == 9**9**9;    # also refuses NaN and inf
-    return ($g, 0 + $w);
-}
+sub _capacity { return Data::BloomFilter::Shared::Args::capacity(__PACKAGE__, @_) }
+sub _fp_rate  { return Data::BloomFilter::Shared::Args::fp_rate(__PACKAGE__, @_) }
+sub _mode     { return Data::BloomFilter::Shared::Args::mode(__PACKAGE__, @_) }
+sub _seed     { return Data::BloomFilter::Shared::Args::seed(__PACKAGE__, @_) }
+sub _layout   { return Data::BloomFilter::Shared::Args::layout(__PACKAGE__, @_) }
+sub _window   { return Data::BloomFilter::Shared::Args::window(__PACKAGE__, @_) }
+sub _options  { return Data::BloomFilter::Shared::Args::options(__PACKAGE__, @_) }
+sub _uint64   { return Data::BloomFilter::Shared::Args::uint64(@_) }
 
 # A path (or memfd name): a copy, never the caller's scalar. Its bytes are
 # the scalar's own, UTF-8 flag and all, which is what Perl's open and -e use
@@ -182,19 +48,6 @@ sub _bytes_string {
     _croak($method, "$what contains a NUL byte") if index($copy, "\0") >= 0;
     _croak($method, "$what must not be empty") if $copy eq '' && $what ne 'name';
     return $copy;
-}
-
-# Options hash: only the keys in @allowed; returns a plain copy.
-sub _options {
-    my ($method, $opts, @allowed) = @_;
-    return {} if !defined $opts;
-    _croak($method, 'options must be a hash reference')
-        if ref $opts ne 'HASH';
-    my %allowed = map { $_ => 1 } @allowed;
-    for my $key (sort keys %$opts) {
-        _croak($method, "unknown option '$key'") if !$allowed{$key};
-    }
-    return {%$opts};
 }
 
 sub _class {
@@ -263,7 +116,8 @@ sub new_memfd {
     my $seed = _seed('new_memfd', $opts->{seed});
     my $layout = _layout('new_memfd', $opts->{layout});
     return _made('new_memfd',
-        _xs_new_memfd($class, $name, $capacity, $fp_rate, $DEFAULT_MODE, $seed, $layout,
+        _xs_new_memfd($class, $name, $capacity, $fp_rate, $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
+            $seed, $layout,
             $generations, $window));
 }
 

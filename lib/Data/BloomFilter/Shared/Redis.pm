@@ -11,6 +11,7 @@ use Socket ();
 use overload ();
 
 use Data::BloomFilter::Shared ();    # the XS: hashing and local filters
+use Data::BloomFilter::Shared::Args ();
 
 our $VERSION = $Data::BloomFilter::Shared::VERSION;
 
@@ -46,7 +47,7 @@ my $FORMAT = 'Data::BloomFilter::Shared::Redis 1';
 my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shard);
 
 # The kinds of reply _xs_reply gives: the C API's BFS_REPLY_*.
-my %CONSTANT = Data::BloomFilter::Shared::_constants();
+my %CONSTANT = %Data::BloomFilter::Shared::Args::CONSTANT;
 my ($REPLY_INTS, $REPLY_ERROR, $REPLY_STATUS) = @CONSTANT{qw(REPLY_INTS REPLY_ERROR REPLY_STATUS)};
 
 sub _croak {
@@ -144,37 +145,14 @@ sub _is_client {
     return Scalar::Util::blessed($r) && ($r->can('ping') || $r->can('AUTOLOAD'));
 }
 
-sub _number {
-    my ($method, $what, $v) = @_;
-    _croak($method, "$what must be a number")
-        if !defined $v || (ref $v && !overload::Method($v, '0+') && !overload::Method($v, '""'))
-        || !Scalar::Util::looks_like_number($v);
-    return 0 + $v;
-}
-
-sub _capacity {
-    my ($method, $v) = @_;
-    my $n = _number($method, 'capacity', $v);
-    _croak($method, 'capacity must be a positive integer') if !($n > 0) || $n == 9**9**9;
-    _croak($method, 'capacity is too large') if $n >= 18446744073709551615;
-    return POSIX::ceil($n);
-}
-
-sub _fp_rate {
-    my ($method, $v) = @_;
-    return 0.01 if !defined $v;
-    my $n = eval { _number($method, 'fp_rate', $v) };
-    _croak($method, 'fp_rate must be between 0 and 1 (exclusive)')
-        if !defined $n || !($n > 0 && $n < 1);
-    return $n;
-}
-
-sub _seed {
-    my ($method, $v) = @_;
-    my $s = Data::BloomFilter::Shared::_uint64($v);
-    _croak($method, 'seed must be a non-negative integer that fits in 64 bits') if !defined $s;
-    return $s;
-}
+# Capacity, fp_rate, seed and options hashes are checked as for a local
+# filter (Data::BloomFilter::Shared::Args), with this class's words for a
+# capacity that is no number or not positive. The capacity is a number, as
+# it always was here (an exact decimal string there).
+sub _capacity { return 0 + Data::BloomFilter::Shared::Args::capacity(__PACKAGE__, @_) }
+sub _fp_rate  { return Data::BloomFilter::Shared::Args::fp_rate(__PACKAGE__, @_) }
+sub _seed     { return Data::BloomFilter::Shared::Args::seed(__PACKAGE__, @_) }
+sub _options  { return Data::BloomFilter::Shared::Args::options(__PACKAGE__, @_) }
 
 sub _name {
     my ($method, $name) = @_;
@@ -256,11 +234,7 @@ sub new {
             . '->new($redis_or_address, $name, $capacity, $fp_rate, \%options)')
         if @_ < 4 || @_ > 6;
     my (undef, $redis, $name, $capacity, $fp_rate, $opts) = @_;
-    _croak('new', 'options must be a hash reference') if defined $opts && ref $opts ne 'HASH';
-    $opts = {%{ $opts // {} }};
-    for my $k (sort keys %$opts) {
-        _croak('new', "unknown option '$k'") if $k !~ /\A(?:seed|layout|shards|connect)\z/;
-    }
+    $opts = _options('new', $opts, qw(seed layout shards connect));
     $name = _name('new', $name);
     $capacity = _capacity('new', $capacity);
     $fp_rate = _fp_rate('new', $fp_rate);
@@ -1089,11 +1063,10 @@ sub to_filter {
     my $self = shift;
     _croak('to_filter', 'usage: $filter->to_filter($path_or_undef, \%options)') if @_ > 2;
     my ($path, $opts) = @_;
-    _croak('to_filter', 'options must be a hash reference') if defined $opts && ref $opts ne 'HASH';
-    for my $k (sort keys %{ $opts // {} }) {
-        _croak('to_filter', "unknown option '$k'") if $k ne 'mode';
-    }
-    my $mode = $opts->{mode} // 0600;
+    $opts = _options('to_filter', $opts, 'mode');
+    # Not Data::BloomFilter::Shared's check of a mode: this one has always
+    # taken a string of digits as a decimal number.
+    my $mode = $opts->{mode} // $Data::BloomFilter::Shared::Args::DEFAULT_MODE;
     _croak('to_filter', 'mode must be an integer between 0 and 07777')
         if ref $mode || $mode !~ /\A[0-9]+\z/ || $mode > 07777;
     if (defined $path) {
