@@ -194,6 +194,13 @@ sub window {
     return ($g, 0 + $w);
 }
 
+# A duration as the command line tool takes it ("90", "2s", "1h30m", ...):
+# (seconds) or (undef, why not), in the library's words.
+sub duration {
+    my ($text) = @_;
+    return Data::BloomFilter::Shared::_xs_parse_duration($text);
+}
+
 # An options hash: only the keys in @allowed; returns a plain copy ({} for
 # undef).
 sub options {
