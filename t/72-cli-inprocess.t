@@ -73,6 +73,11 @@ like($err, qr/\Abloomfilter-shared: --capacity must be a positive integer \(like
     '... one line saying what was wrong');
 ok(!-e "$dir/x.bf", '... and no file');
 
+($st, $out, $err) = cli('', 'create', "$dir/m.bf", '--capacity', '10', '--mode', '4755');
+is($st, 2, '--mode with bits outside 0777: exit 2');
+like($err, qr/--mode 4755 has bits outside 0777 \(set-user-ID, set-group-ID or sticky\)/, '... says which bits');
+ok(!-e "$dir/m.bf", '... and makes no file');
+
 ($st, $out, $err) = cli('', 'create', "$dir/w.bf", '--capacity', '10', '--window', '2x');
 is($st, 2, 'a bad duration: exit 2');
 like($err, qr/--window: .*unknown unit 'x'/, "... the library's words for it");

@@ -397,6 +397,7 @@ SKIP: {
         [sub { $r->add_many(['x'], {}) }, qr/->add_many: results must be an array reference/, 'bad out array'],
         [sub { $r->add() }, qr/->add: usage/, 'add without an item'],
         [sub { $r->to_filter(undef, { mode => 'rw' }) }, qr/->to_filter: mode must be an integer/, 'bad mode'],
+        [sub { $r->to_filter(undef, { mode => 660 }) }, qr/->to_filter: mode 660 has bits outside 0777 \(01224 in octal\): write a mode in octal/, 'a mode in decimal'],
     );
     for my $b (@bad) {
         dies_like { $b->[0]->() } $b->[1], $b->[2];

@@ -321,7 +321,10 @@ The last argument is either a file mode or a hash reference with the keys
 C<mode> and C<seed>. The mode is a number such as C<0660>: a string
 (C<"0660">, which Perl would read as decimal 660) croaks and says to use
 C<oct()>. A mode from L<stat|perlfunc/stat> (C<(stat $file)[2]>, which
-carries the file type too) is taken as its permission bits. C<seed> is a
+carries the file type too) is taken as its permission bits. A mode with
+bits outside C<0777> (set-user-ID, set-group-ID or sticky) croaks: it is
+nearly always a mode written in decimal (C<660> is C<01224>), and the
+message says to write it in octal. C<seed> is a
 non-negative integer below 2**64 (a decimal string is accepted for values
 beyond Perl's integers); a non-zero seed makes probe positions unpredictable
 to whoever chooses the items. Filters with different seeds are not
@@ -1643,6 +1646,14 @@ reference that can be written; nothing was added.
 =item mode must be an integer between 0 and 07777
 
 =item mode must be a number, not the string '%s' (use oct('%s'))
+
+=item mode %d has bits outside 0777 (%s in octal): write a mode in octal, ...
+
+A mode such as C<660> (no leading 0) is decimal 660, octal C<01224>: a
+sticky, write-only file. A mode with the set-user-ID, set-group-ID or
+sticky bit croaks (the message shows the mode in octal and, for three
+digits, the octal mode probably meant); write it as C<0660>. L</new> and
+L</deserialize>; before 0.06 such a mode was taken as it was.
 
 A mode given as a string, such as C<"0660">, would be read as a decimal
 number: convert it with C<oct>.

@@ -137,7 +137,17 @@ sub mode {
     # (stat $file)[2] carries the file type too: keep the permission bits.
     $m &= 07777 if $m > 07777 && $m <= 0177777 && $FILE_TYPE{$m & $S_IFMT};
     fail($who, $method, 'mode must be an integer between 0 and 07777') if $m > 07777;
+    permission_bits($who, $method, $m);
     return $m;
+}
+
+# A mode with bits outside 0777 (set-user-ID, set-group-ID, sticky) is a
+# mode written in decimal far more often than one meant: 660 is 01224.
+sub permission_bits {
+    my ($who, $method, $m) = @_;
+    return if !($m & ~0777);
+    fail($who, $method, sprintf('mode %d has bits outside 0777 (0%o in octal): write a mode in octal, %s',
+            $m, $m, $m =~ /\A[0-7]{3}\z/ ? "as 0$m (not $m)" : 'such as 0660'));
 }
 
 # A seed: a decimal string (exact beyond Perl's integers); 0 for undef.

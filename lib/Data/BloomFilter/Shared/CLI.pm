@@ -209,6 +209,10 @@ sub mode_arg {
     my ($v) = @_;
     usage_error("--mode must be an octal file mode like 0640, not '$v'")
         if $v !~ /\A0?[0-7]{1,4}\z/;
+    # What the library refuses (bits outside 0777), in the tool's words.
+    usage_error("--mode $v has bits outside 0777 (set-user-ID, set-group-ID or sticky),"
+            . ' which a filter file does not take')
+        if oct($v) & ~0777;
     return oct $v;
 }
 

@@ -1069,6 +1069,7 @@ sub to_filter {
     my $mode = $opts->{mode} // $Data::BloomFilter::Shared::Args::DEFAULT_MODE;
     _croak('to_filter', 'mode must be an integer between 0 and 07777')
         if ref $mode || $mode !~ /\A[0-9]+\z/ || $mode > 07777;
+    Data::BloomFilter::Shared::Args::permission_bits(__PACKAGE__, 'to_filter', 0 + $mode);
     if (defined $path) {
         _croak('to_filter', 'path must be a string') if ref $path && !overload::Method($path, '""');
         $path = "$path";
@@ -1300,7 +1301,8 @@ other filter's bits are held in memory (twice, for a local one) meanwhile.
     my $local = $f->to_filter($path_or_undef, { mode => 0600 });
 
 A new local L<Data::BloomFilter::Shared> (anonymous when C<$path> is undef,
-else a new file; an existing path croaks) with the same geometry, seed and
+else a new file, of C<mode>, default C<0600>, which must have no bits
+outside C<0777>; an existing path croaks) with the same geometry, seed and
 bits: a snapshot to query at memory speed, C<freeze> and ship. The bits are
 read in slices of 4 MiB, so a snapshot taken while others add holds every
 add that completed before it started and perhaps some later ones; it is
@@ -1563,6 +1565,11 @@ The local filter could not be read (for example, a destroyed handle).
 =item path must not be empty
 
 =item mode must be an integer between 0 and 07777
+
+=item mode %d has bits outside 0777 (%s in octal): write a mode in octal, ...
+
+L</to_filter>'s C<mode>: a mode written in decimal (C<660> is C<01224>)
+croaks, as in L<Data::BloomFilter::Shared/new>.
 
 =item %s
 
