@@ -33,4 +33,21 @@ for my $mode (0660, 0600, 0777, 0, 0400) {
     is((stat $path)[2] & 07777, $mode, '... as it is');
 }
 
+# An explicit seed that is undef: a secret that was never set.
+{
+    my $secret;    # never set
+    my $path = "$dir/seed.bf";
+    my $undef_seed = qr/the seed option is undef \(a secret that was not set\?\): give a seed, or leave the option out for seed 0/;
+    ok(!eval { $C->new($path, 100, 0.01, { seed => $secret }); 1 }, 'new with seed => undef croaks');
+    like($@, qr/\A\Q$C\E->new: $undef_seed at /, '... saying so');
+    ok(!-e $path, '... and makes no file');
+    ok(!eval { $C->new(undef, 100, 0.01, { mode => 0600, seed => undef }); 1 }, 'so does an anonymous one');
+    like($@, qr/\A\Q$C\E->new: $undef_seed/, '... the same way');
+    ok(!eval { $C->new_memfd('s', 100, 0.01, { seed => $secret }); 1 }, 'new_memfd with seed => undef croaks');
+    like($@, qr/\A\Q$C\E->new_memfd: $undef_seed/, '... the same way');
+    is($C->new(undef, 100, 0.01, { mode => 0600 })->seed, 0, 'no seed option: seed 0');
+    is($C->new(undef, 100, 0.01, { seed => 0 })->seed, 0, 'seed => 0: seed 0');
+    is($C->new_memfd('s', 100, 0.01, { seed => 7 })->seed, 7, 'a seed is taken');
+}
+
 done_testing;

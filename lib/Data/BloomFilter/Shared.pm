@@ -72,9 +72,11 @@ sub new {
     my (undef, $path, $capacity, $fp_rate, $last) = @_;
 
     my ($mode, $seed, $layout, $generations, $window) = (undef, undef, undef, 0, 0);
+    my $seed_given = 0;
     if (ref $last eq 'HASH') {
         my $opts = _options('new', $last, qw(mode seed layout window generations));
         ($mode, $seed, $layout) = @$opts{qw(mode seed layout)};
+        $seed_given = exists $opts->{seed};
         ($generations, $window) = _window('new', $opts);
     }
     elsif (ref $last) {
@@ -89,7 +91,7 @@ sub new {
     $fp_rate = _fp_rate('new', $fp_rate);
     $mode = _mode('new', $mode);
     my $explicit_seed = defined $seed;
-    $seed = _seed('new', $seed);
+    $seed = _seed('new', $seed, $seed_given);
     $layout = _layout('new', $layout);
     my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout,
             $generations, $window));
@@ -113,7 +115,7 @@ sub new_memfd {
     $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
     $capacity = _capacity('new_memfd', $capacity);
     $fp_rate = _fp_rate('new_memfd', $fp_rate);
-    my $seed = _seed('new_memfd', $opts->{seed});
+    my $seed = _seed('new_memfd', $opts->{seed}, exists $opts->{seed});
     my $layout = _layout('new_memfd', $opts->{layout});
     return _made('new_memfd',
         _xs_new_memfd($class, $name, $capacity, $fp_rate, $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
@@ -327,7 +329,9 @@ nearly always a mode written in decimal (C<660> is C<01224>), and the
 message says to write it in octal. C<seed> is a
 non-negative integer below 2**64 (a decimal string is accepted for values
 beyond Perl's integers); a non-zero seed makes probe positions unpredictable
-to whoever chooses the items. Filters with different seeds are not
+to whoever chooses the items. A C<seed> option that is undef croaks (an
+unset C<$secret> would otherwise give seed 0 and protect nothing): leave
+the option out for seed 0. Filters with different seeds are not
 compatible. An existing file keeps the seed it was created with: an explicit
 C<seed> that differs from it croaks (rather than return a filter without the
 protection asked for), and an absent one takes the file's. See L</SEEDS>.
@@ -1664,6 +1668,11 @@ L</new> of an existing file with an explicit C<seed> other than the one the
 file was created with (neither is shown). Nothing was changed.
 
 =item seed must be a non-negative integer that fits in 64 bits
+
+=item the seed option is undef (a secret that was not set?): give a seed, or leave the option out for seed 0
+
+L</new> or L</new_memfd> with C<< seed => undef >>, usually a secret
+variable that was never set. Before 0.06 it gave seed 0 without a word.
 
 =item unknown option '%s'
 

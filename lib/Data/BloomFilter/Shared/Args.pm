@@ -150,10 +150,17 @@ sub permission_bits {
             $m, $m, $m =~ /\A[0-7]{3}\z/ ? "as 0$m (not $m)" : 'such as 0660'));
 }
 
-# A seed: a decimal string (exact beyond Perl's integers); 0 for undef.
+# A seed: a decimal string (exact beyond Perl's integers); 0 for undef,
+# unless $given says the caller wrote a seed option: an undef one is a
+# secret that was never set (seed => $secret), which would protect nothing.
 sub seed {
-    my ($who, $method, $seed) = @_;
-    return 0 if !defined $seed;
+    my ($who, $method, $seed, $given) = @_;
+    if (!defined $seed) {
+        fail($who, $method, 'the seed option is undef (a secret that was not set?):'
+                . ' give a seed, or leave the option out for seed 0')
+            if $given;
+        return 0;
+    }
     my $s = uint64($seed);
     fail($who, $method, 'seed must be a non-negative integer that fits in 64 bits')
         if !defined $s;

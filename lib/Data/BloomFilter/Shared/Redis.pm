@@ -238,7 +238,7 @@ sub new {
     $name = _name('new', $name);
     $capacity = _capacity('new', $capacity);
     $fp_rate = _fp_rate('new', $fp_rate);
-    my $seed = defined $opts->{seed} ? _seed('new', $opts->{seed}) : undef;
+    my $seed = exists $opts->{seed} ? _seed('new', $opts->{seed}, 1) : undef;
     my $layout = $opts->{layout};
     _croak('new', 'layout must be a string') if defined $layout && (ref $layout || $layout !~ /\A\w+\z/);
     my $shards = $opts->{shards};
@@ -1449,6 +1449,10 @@ since, or a database gone, refuses the batch (nothing of it was sent).
 =item fp_rate must be between 0 and 1 (exclusive)
 
 =item seed must be a non-negative integer that fits in 64 bits
+
+=item the seed option is undef (a secret that was not set?): give a seed, or leave the option out for seed 0
+
+An explicit C<< seed => undef >>, as in L<Data::BloomFilter::Shared/new>.
 
 =item layout must be a string
 
