@@ -50,4 +50,53 @@ for my $mode (0660, 0600, 0777, 0, 0400) {
     is($C->new_memfd('s', 100, 0.01, { seed => 7 })->seed, 7, 'a seed is taken');
 }
 
+# Reopening a file with another capacity or fp_rate: the file's win, and
+# one warning in the module's own category names both.
+{
+    my $path = "$dir/reopen.bf";
+    $C->new($path, 1000, 0.01)->add('x');
+    my @w;
+    local $SIG{__WARN__} = sub { push @w, $_[0] };
+    my $line = __LINE__ + 1;
+    my $f = $C->new($path, 5_000_000, 0.01);
+    is($f->capacity, 1000, "another capacity: the file's is kept");
+    is(scalar @w, 1, '... with one warning');
+    like($w[0] // '', qr/\A\Q$C\E->new: the file's capacity 1000 is kept, not the capacity 5000000 asked for \(an existing filter keeps its geometry\) at \Q${\ __FILE__}\E line $line\.$/,
+        "... naming both and the caller's line");
+
+    @w = ();
+    $f = $C->new($path, 1000, 0.001);
+    is(scalar @w, 1, 'another fp_rate: one warning');
+    like($w[0] // '', qr/->new: the file's fp_rate 0\.01 is kept, not the fp_rate 0\.001 asked for/, '... naming both');
+
+    @w = ();
+    $f = $C->new($path, '5e6', 0.2);
+    is(scalar @w, 1, 'both: one warning');
+    like($w[0] // '', qr/->new: the file's capacity 1000 and fp_rate 0\.01 are kept, not the capacity 5000000 and fp_rate 0\.2 asked for/,
+        '... naming all four');
+
+    @w = ();
+    $C->new($path, 1000, 0.01);
+    $C->new($path, "1e3\n", '0.01');
+    $C->new($path, 999.5);
+    $C->new($path, 1000, 0.01, { mode => 0600 });
+    is(scalar @w, 0, 'the same capacity and fp_rate, however written, or no fp_rate: no warning')
+        or diag(@w);
+
+    {
+        no warnings 'Data::BloomFilter::Shared';
+        $C->new($path, 5, 0.5);
+    }
+    is(scalar @w, 0, "no warnings 'Data::BloomFilter::Shared' silences it");
+
+    my $ok = eval {
+        use warnings FATAL => 'Data::BloomFilter::Shared';
+        $C->new($path, 5, 0.5);
+        1;
+    };
+    ok(!$ok, "use warnings FATAL => 'Data::BloomFilter::Shared' makes it fatal");
+    like($@, qr/->new: the file's capacity 1000 and fp_rate 0\.01 are kept/, '... with the same message');
+    ok($C->new($path, 1000)->contains('x'), 'the file is as it was');
+}
+
 done_testing;

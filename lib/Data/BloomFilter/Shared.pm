@@ -6,6 +6,7 @@ use warnings;
 
 use Carp ();
 use overload ();
+use warnings::register;    # the category Data::BloomFilter::Shared
 
 our $VERSION = '0.06';
 
@@ -70,6 +71,7 @@ sub new {
             . '->new($path, $capacity, $fp_rate, $mode_or_options)')
         if @_ < 3 || @_ > 5;
     my (undef, $path, $capacity, $fp_rate, $last) = @_;
+    my $fp_rate_given = defined $fp_rate;
 
     my ($mode, $seed, $layout, $generations, $window) = (undef, undef, undef, 0, 0);
     my $seed_given = 0;
@@ -101,7 +103,30 @@ sub new {
     _croak('new', "the file's seed differs from the seed option"
             . " (a filter's seed cannot change)")
         if $explicit_seed && $self->seed ne $seed;
+    _warn_geometry($self, $capacity, $fp_rate_given ? $fp_rate : undef);
     return $self;
+}
+
+# An existing file keeps its capacity and fp_rate: when those asked for
+# differ, say so once, naming both (the file may be sized for far fewer
+# items than the caller expects). The category is this module's own, so that
+# "no warnings 'Data::BloomFilter::Shared'" silences it and
+# "use warnings FATAL => 'Data::BloomFilter::Shared'" makes it fatal.
+sub _warn_geometry {
+    my ($self, $capacity, $fp_rate) = @_;
+    my (@kept, @asked);
+    if ($self->capacity ne $capacity) {
+        push @kept, 'capacity ' . $self->capacity;
+        push @asked, "capacity $capacity";
+    }
+    if (defined $fp_rate && $self->fp_rate != $fp_rate) {
+        push @kept, sprintf('fp_rate %.15g', $self->fp_rate);
+        push @asked, sprintf('fp_rate %.15g', $fp_rate);
+    }
+    return if !@kept;
+    warnings::warnif(__PACKAGE__, __PACKAGE__ . "->new: the file's " . join(' and ', @kept)
+        . (@kept > 1 ? ' are' : ' is') . ' kept, not the ' . join(' and ', @asked)
+        . ' asked for (an existing filter keeps its geometry)');
 }
 
 sub new_memfd {
@@ -297,7 +322,11 @@ capacity above 2**64-1 or one that needs more than 2**38 bits (C<too
 large>). C<$fp_rate>
 is the false positive rate wanted at that many items (strictly between 0 and
 1, default 0.01). When an existing file is opened its stored geometry wins;
-the arguments are still checked in the same way. A frozen file is refused
+the arguments are still checked in the same way, and a capacity (or an
+C<$fp_rate> given) other than the file's gives one warning naming both, in
+the warnings category C<Data::BloomFilter::Shared> (C<no warnings
+'Data::BloomFilter::Shared'> silences it, C<use warnings FATAL =E<gt>
+'Data::BloomFilter::Shared'> makes it a croak). A frozen file is refused
 (see L</new_readonly>). A file written by the original C module (0.04)
 croaks, naming the command that converts it (see L</UPGRADING FROM 0.04>).
 
@@ -1661,6 +1690,20 @@ L</deserialize>; before 0.06 such a mode was taken as it was.
 
 A mode given as a string, such as C<"0660">, would be read as a decimal
 number: convert it with C<oct>.
+
+=item the file's capacity %d is kept, not the capacity %d asked for (an existing filter keeps its geometry)
+
+=item the file's fp_rate %g is kept, not the fp_rate %g asked for (an existing filter keeps its geometry)
+
+=item the file's capacity %d and fp_rate %g are kept, not the capacity %d and fp_rate %g asked for (an existing filter keeps its geometry)
+
+A warning, not a croak: L</new> opened an existing file sized for another
+capacity or rate than the arguments (a file for 1 000 items opened as
+one for 5 000 000 would soon be overfull). The filter is the file's, as
+before 0.06, which said nothing. The warning is in the category
+C<Data::BloomFilter::Shared>, so that it can be silenced or made fatal
+(C<use warnings FATAL =E<gt> 'Data::BloomFilter::Shared'>); C<$fp_rate>
+is compared only when given.
 
 =item the file's seed differs from the seed option (a filter's seed cannot change)
 
