@@ -68,4 +68,17 @@ for my $opts ([], 'x', { colour => 1 }) {
     is($r, $l, 'options ' . (ref $opts || "'$opts'") . ': the same outcome for both classes');
 }
 
+# The command line tool's forms of a count and of an fp_rate.
+my $A = 'Data::BloomFilter::Shared::Args';
+for my $case (['1000', 1000], ['1_000_000', 1e6], ['1e6', 1e6], ['10k', 1e4], ['5M', 5e6],
+              ['2G', 2e9], ['1.5k', 1500], ['x', undef], ['-1', undef], ['1e-3', undef], ['', undef]) {
+    my ($text, $want) = @$case;
+    is(Data::BloomFilter::Shared::Args::count_text($text), $want, "count '$text'");
+}
+for my $case (['0.01', 0.01], ['.5', 0.5], ['1e-3', 0.001], ['1', undef], ['0', undef],
+              ['+0.1', undef], [' 0.1', undef], ['inf', undef], ['x', undef]) {
+    my ($text, $want) = @$case;
+    is(Data::BloomFilter::Shared::Args::fp_rate_text($text), $want, "fp_rate '$text'");
+}
+
 done_testing;

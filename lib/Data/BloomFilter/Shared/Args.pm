@@ -211,6 +211,26 @@ sub window {
     return ($g, 0 + $w);
 }
 
+# A count as the command line tool takes it: 1000, 1_000_000, 1e6, 10k, 5M,
+# 2G (k, M, G: powers of 1000). The number, or undef for anything else.
+sub count_text {
+    my ($v) = @_;
+    my %mult = (k => 1e3, m => 1e6, g => 1e9);
+    (my $s = $v) =~ s/_//g;
+    return $1 if $s =~ /\A([0-9]+)\z/;
+    return $1 * $mult{lc $2} if $s =~ /\A([0-9]+(?:\.[0-9]+)?)([kmg])\z/i;
+    return $1 * 10**$2 if $s =~ /\A([0-9]+(?:\.[0-9]+)?)e([0-9]+)\z/i;
+    return undef;
+}
+
+# An fp_rate as the command line tool takes it: digits with a decimal point
+# or an exponent (0.01, .01, 1e-3), strictly between 0 and 1; or undef.
+sub fp_rate_text {
+    my ($v) = @_;
+    return undef if $v !~ /\A(?:[0-9]*\.?[0-9]+(?:[eE]-?[0-9]+)?)\z/ || !($v > 0 && $v < 1);
+    return 0 + $v;
+}
+
 # A duration as the command line tool takes it ("90", "2s", "1h30m", ...):
 # (seconds) or (undef, why not), in the library's words.
 sub duration {

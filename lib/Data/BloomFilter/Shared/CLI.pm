@@ -193,12 +193,7 @@ sub want_args {
 # 1000, 1_000_000, 1e6, 10k, 5M, 2G; at most $max ($why says why).
 sub count_arg {
     my ($name, $v, $max, $why) = @_;
-    my %mult = (k => 1e3, m => 1e6, g => 1e9);
-    (my $s = $v) =~ s/_//g;
-    my $n;
-    if ($s =~ /\A([0-9]+)\z/) { $n = $1 }
-    elsif ($s =~ /\A([0-9]+(?:\.[0-9]+)?)([kmg])\z/i) { $n = $1 * $mult{lc $2} }
-    elsif ($s =~ /\A([0-9]+(?:\.[0-9]+)?)e([0-9]+)\z/i) { $n = $1 * 10**$2 }
+    my $n = Data::BloomFilter::Shared::Args::count_text($v);
     usage_error("--$name must be a positive integer (like 1000000, 1e6 or 1M), not '$v'")
         if !defined $n || $n < 1 || $n != int $n;
     usage_error("--$name $v is too large ($why)") if $n > $max;
@@ -552,8 +547,7 @@ sub cmd_create {
         'a filter has at most 2^38 bits, 32 GiB');
     my $fp_rate = $o->{'fp-rate'} // $Data::BloomFilter::Shared::Args::DEFAULT_FP_RATE;
     usage_error("--fp-rate must be a number between 0 and 1 (exclusive), not '$fp_rate'")
-        if $fp_rate !~ /\A(?:[0-9]*\.?[0-9]+(?:[eE]-?[0-9]+)?)\z/
-        || !($fp_rate > 0 && $fp_rate < 1);
+        if !defined Data::BloomFilter::Shared::Args::fp_rate_text($fp_rate);
     my %opts = (mode => defined $o->{mode} ? mode_arg($o->{mode}) : $Data::BloomFilter::Shared::Args::DEFAULT_MODE);
     if (defined $o->{seed}) {
         usage_error("--seed must be an integer between 0 and 2**64-1, not '$o->{seed}'")
