@@ -7,7 +7,8 @@
  *   (b) re-check the handle when (a) may have run Perl code, because that code
  *       may have DESTROYed the object or replaced the invocant;
  *   (c) call Rust;
- *   (d) croak with Rust's message on a non-zero status.
+ *   (d) croak with Rust's message on a non-zero status (BFS_CALL; a
+ *       constructor returns it instead, BFS_MAKE).
  * Nothing Rust hands out (other than the handle itself) outlives a call, so a
  * croak can never leak a Rust allocation or leave a lock held.
  *

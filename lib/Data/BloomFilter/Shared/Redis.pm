@@ -272,7 +272,7 @@ sub new {
     # Validate the arguments as a creator would, even when the filter exists.
     my $want = {
         capacity => $capacity, fp_rate => $fp_rate, seed => $seed // '0',
-        layout => $layout // 'standard', shards => $shards // 1,
+        layout => $layout // (Data::BloomFilter::Shared::Args::layout_names())[0], shards => $shards // 1,
     };
     $self->_set_geometry('new', $want);
 
