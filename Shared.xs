@@ -7,7 +7,8 @@
  *   (b) re-check the handle when (a) may have run Perl code, because that code
  *       may have DESTROYed the object or replaced the invocant;
  *   (c) call Rust;
- *   (d) croak with Rust's message on a non-zero status.
+ *   (d) croak with Rust's message on a non-zero status (BFS_CALL; a
+ *       constructor returns it instead, BFS_MAKE).
  * Nothing Rust hands out (other than the handle itself) outlives a call, so a
  * croak can never leak a Rust allocation or leave a lock held.
  *
@@ -18,6 +19,9 @@
  * DESTROY, or the vtable's free hook when the scalar goes without DESTROY
  * (re-blessed into a class that has none), frees the handle and clears
  * mg_ptr, which every later call reports as "destroyed handle".
+ *
+ * The XSUBs of Data::BloomFilter::Shared::Redis are in Redis.xsh (pulled in
+ * by the INCLUDE line at the end), their C helpers in redis_xs.h.
  */
 #define PERL_NO_GET_CONTEXT
 #include "EXTERN.h"
@@ -34,6 +38,65 @@
 #ifndef G_LIST
 #  define G_LIST G_ARRAY
 #endif
+
+/* ---------------------------------------------------------------- constants */
+
+/*
+ * The C API's numbers and the layouts' names, in one place: _constants and
+ * _layouts hand them to the Perl side (Shared.pm, Redis.pm, the command
+ * line tool), which retypes none of them. The names are those the Rust
+ * core takes for a remote filter's layout (bfs_remote_geometry).
+ */
+typedef struct {
+    const char *name;
+    uint32_t code;
+} BfsLayoutName;
+
+static const BfsLayoutName bfs_layouts[] = {
+    { "standard", BFS_LAYOUT_STANDARD }, /* the first: the default */
+    { "blocked", BFS_LAYOUT_BLOCKED },
+};
+
+#define BFS_CONSTANT(c) { #c + 4, (UV)(c) } /* the name without "BFS_" */
+
+static const struct {
+    const char *name;
+    UV value;
+} bfs_constants[] = {
+    BFS_CONSTANT(BFS_OK),
+    BFS_CONSTANT(BFS_ERR_ARG),
+    BFS_CONSTANT(BFS_ERR_IO),
+    BFS_CONSTANT(BFS_ERR_FORMAT),
+    BFS_CONSTANT(BFS_ERR_FROZEN),
+    BFS_CONSTANT(BFS_ERR_READONLY),
+    BFS_CONSTANT(BFS_ERR_MISMATCH),
+    BFS_CONSTANT(BFS_ERR_PANIC),
+    BFS_CONSTANT(BFS_ERR_BUSY),
+    BFS_CONSTANT(BFS_ERRBUF_LEN),
+    BFS_CONSTANT(BFS_LAYOUT_DEFAULT),
+    BFS_CONSTANT(BFS_LAYOUT_STANDARD),
+    BFS_CONSTANT(BFS_LAYOUT_BLOCKED),
+    BFS_CONSTANT(BFS_GENERATIONS_DEFAULT),
+    BFS_CONSTANT(BFS_REPLY_INCOMPLETE),
+    BFS_CONSTANT(BFS_REPLY_INTS),
+    BFS_CONSTANT(BFS_REPLY_ERROR),
+    BFS_CONSTANT(BFS_REPLY_STATUS),
+    BFS_CONSTANT(BFS_REPLY_OTHER),
+};
+
+#undef BFS_CONSTANT
+
+/* The name of a layout code from bfs_info; the default layout's for a code
+   this table does not know. */
+static const char *
+bfs_layout_name(uint32_t code)
+{
+    size_t i;
+    for (i = 0; i < C_ARRAY_LENGTH(bfs_layouts); i++)
+        if (bfs_layouts[i].code == code)
+            return bfs_layouts[i].name;
+    return bfs_layouts[0].name;
+}
 
 /* ---------------------------------------------------------------- croaking */
 
@@ -74,6 +137,41 @@ bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
         bfs_croak(aTHX_ cv, "%s", err);
     bfs_croak(aTHX_ cv, "error (status %u)", (unsigned)st);
 }
+
+/*
+ * Step (d), written once. A Rust call that can fail takes an error buffer
+ * (bfs_err, declared here) as its last argument: BFS_CALL croaks with its
+ * message, BFS_CALL_OR_RETURN and BFS_MAKE make a constructor return
+ * (undef, message) with Rust's message, or fallback when it wrote none.
+ * The buffer lives in the macro's block only: every message leaves it as a
+ * new SV before the XSUB returns or croaks.
+ */
+#define BFS_CALL(call) \
+    STMT_START { \
+        char bfs_err[BFS_ERRBUF_LEN]; \
+        BfsStatus bfs_st_; \
+        bfs_err[0] = '\0'; \
+        bfs_st_ = (call); \
+        if (UNLIKELY(bfs_st_ != BFS_OK)) \
+            bfs_croak_status(aTHX_ cv, bfs_st_, bfs_err); \
+    } STMT_END
+
+/* As BFS_CALL, also failing when it gave no handle in h. */
+#define BFS_MAKE(call, h, fallback) \
+    STMT_START { \
+        char bfs_err[BFS_ERRBUF_LEN]; \
+        bfs_err[0] = '\0'; \
+        if ((call) != BFS_OK || !(h)) \
+            BFS_RETURN_ERROR(bfs_err[0] ? bfs_err : (fallback)); \
+    } STMT_END
+
+#define BFS_CALL_OR_RETURN(call, fallback) \
+    STMT_START { \
+        char bfs_err[BFS_ERRBUF_LEN]; \
+        bfs_err[0] = '\0'; \
+        if ((call) != BFS_OK) \
+            BFS_RETURN_ERROR(bfs_err[0] ? bfs_err : (fallback)); \
+    } STMT_END
 
 /* An item that cannot be used; idx < 0 for a single-item method. */
 static void bfs_croak_item(pTHX_ CV *cv, const char *what, SSize_t idx)
@@ -426,74 +524,17 @@ slow:
     return n;
 }
 
-/* A plain string: no magic, not a reference; reading it runs no Perl code. */
-static bool
-bfs_plain_string(SV *e)
+/* The whole-filter operations of the clear XSUB and its aliases, by ix. */
+static BfsStatus
+bfs_whole_op(BfsFilter *h, I32 ix, char *err)
 {
-    return e && (SvFLAGS(e) & (SVf_POK | SVf_ROK | SVs_GMG | SVs_SMG | SVs_RMG)) == SVf_POK;
-}
-
-/* Packed native u64s (masks from _xs_args or _xs_command) copied where they
-   are aligned, freed at scope exit; NULL for undef. *n gets their number. */
-static const uint64_t *
-bfs_packed_u64s(pTHX_ SV *packed, size_t *n)
-{
-    STRLEN len;
-    uint64_t *copy;
-    *n = 0;
-    if (!SvOK(packed))
-        return NULL;
-    (void)SvPVbyte(packed, len);
-    *n = len / 8;
-    Newx(copy, *n + 1, uint64_t);
-    SAVEFREEPV(copy);
-    Copy(SvPVX(packed), copy, *n * 8, char);
-    return copy;
-}
-
-/* Append n 0/1 flags to an array. */
-static void
-bfs_push_flags(pTHX_ AV *out, const U8 *flags, size_t n)
-{
-    size_t i;
-    av_extend(out, av_top_index(out) + 1 + (SSize_t)n);
-    for (i = 0; i < n; i++)
-        av_push(out, newSViv(flags[i]));
-}
-
-/*
- * Items from .. from + count - 1 of a plain array of plain strings (what
- * _xs_plain accepts): slices into the strings themselves, UTF-8 ones
- * downgraded. Nothing runs Perl code, and only these elements are looked at,
- * so a batch cut into commands costs one pass over its items.
- */
-static BfsSlice *
-bfs_items_range(pTHX_ CV *cv, SV *arg, UV from, UV count)
-{
-    AV *av;
-    SSize_t n;
-    UV i;
-    BfsSlice *slices;
-    if (!SvROK(arg) || SvTYPE(SvRV(arg)) != SVt_PVAV || SvMAGICAL(SvRV(arg)))
-        bfs_croak(aTHX_ cv, "items must be a reference to a plain array");
-    av = (AV *)SvRV(arg);
-    n = AvFILLp(av) + 1;
-    if (from > (UV)n || count > (UV)n - from)
-        bfs_croak(aTHX_ cv, "items %" UVuf " .. %" UVuf " are not in the batch of %" IVdf, from,
-                  from + count, (IV)n);
-    slices = (BfsSlice *)bfs_alloc(aTHX_ (size_t)count * sizeof(BfsSlice));
-    for (i = 0; i < count; i++) {
-        SV *e = AvARRAY(av)[from + i];
-        STRLEN len;
-        if (!bfs_plain_string(e))
-            bfs_croak_item(aTHX_ cv, "not a plain string", (SSize_t)(from + i));
-        len = SvCUR(e);
-        slices[i].ptr = (const uint8_t *)SvPVX(e);
-        if (SvUTF8(e))
-            slices[i].ptr = (const uint8_t *)bfs_downgrade(aTHX_ cv, SvPVX(e), &len, (SSize_t)(from + i));
-        slices[i].len = len;
+    switch (ix) {
+    case 0: return bfs_clear(h, err);
+    case 1: return bfs_invert(h, err);
+    case 2: return bfs_freeze(h, err);
+    case 4: return bfs_rotate(h, err);
+    default: return bfs_sync(h, err);
     }
-    return slices;
 }
 
 /* ---------------------------------------------------------------- constructors */
@@ -533,34 +574,7 @@ bfs_cstr(pTHX_ SV *sv, const char **bad)
         XSRETURN(1); \
     } STMT_END
 
-/* The description of a remote filter from a Redis XSUB's arguments, and for
-   a query (verb 0) the width and number of its fields per item (an add's
-   are 1 and k), its masks_out checked to be a writable scalar ref. */
-static void
-bfs_remote_setup(pTHX_ CV *cv, BfsRemote *r, IV verb, const char *layout, UV seed, UV bits, UV hashes,
-                 UV span_bits, UV piece_bits, SV *masks_out, uint32_t *width, uint32_t *per)
-{
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
-    if (hashes < 1 || hashes > 32)
-        bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
-    r->layout = layout;
-    r->seed = (uint64_t)seed;
-    r->bits = (uint64_t)bits;
-    r->hashes = (uint32_t)hashes;
-    r->span_bits = (uint64_t)span_bits;
-    r->piece_bits = (uint64_t)piece_bits;
-    *width = 1;
-    *per = (uint32_t)hashes;
-    if (verb)
-        return;
-    if (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out)))
-        bfs_croak(aTHX_ cv, "masks must be a scalar reference");
-    err[0] = '\0';
-    st = bfs_remote_query_shape(r, width, per, err);
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
-}
+#include "redis_xs.h"
 
 MODULE = Data::BloomFilter::Shared    PACKAGE = Data::BloomFilter::Shared
 
@@ -591,8 +605,6 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
     const char *p, *bad;
     BfsOptions opts;
     BfsFilter *h = NULL;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   CODE:
     p = bfs_cstr(aTHX_ path, &bad);
     if (bad)
@@ -604,11 +616,8 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
     opts.layout = layout > BFS_LAYOUT_BLOCKED ? UINT32_MAX : (uint32_t)layout;
     opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
     opts.window = (double)window;
-    err[0] = '\0';
-    st = ix == 1 ? bfs_new_memfd(p, capacity, fp_rate, &opts, &h, err)
-                 : bfs_new(p, capacity, fp_rate, &opts, &h, err);
-    if (st != BFS_OK || !h)
-        BFS_RETURN_ERROR(err[0] ? err : "cannot create the filter");
+    BFS_MAKE(ix == 1 ? bfs_new_memfd(p, capacity, fp_rate, &opts, &h, bfs_err)
+                 : bfs_new(p, capacity, fp_rate, &opts, &h, bfs_err), h, "cannot create the filter");
     BFS_RETURN_OBJECT(klass, h);
 
 void
@@ -617,14 +626,11 @@ _xs_parse_duration(text)
   PREINIT:
     const char *t, *bad;
     uint64_t ns = 0;
-    char err[BFS_ERRBUF_LEN];
   PPCODE:
     t = bfs_cstr(aTHX_ text, &bad);
     if (bad || !t)
         BFS_RETURN_ERROR(bad ? bad : "duration is missing");
-    err[0] = '\0';
-    if (bfs_parse_duration(t, &ns, err) != BFS_OK)
-        BFS_RETURN_ERROR(err[0] ? err : "bad duration");
+    BFS_CALL_OR_RETURN(bfs_parse_duration(t, &ns, bfs_err), "bad duration");
     mXPUSHn((NV)ns / 1e9);
     XSRETURN(1);
 
@@ -634,15 +640,10 @@ _xs_new_from_fd(klass, fd)
     IV fd
   PREINIT:
     BfsFilter *h = NULL;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   CODE:
     if (fd < 0 || fd > INT_MAX)
         BFS_RETURN_ERROR("fd must be a non-negative integer or an open file handle");
-    err[0] = '\0';
-    st = bfs_new_from_fd((int)fd, &h, err);
-    if (st != BFS_OK || !h)
-        BFS_RETURN_ERROR(err[0] ? err : "cannot open the filter");
+    BFS_MAKE(bfs_new_from_fd((int)fd, &h, bfs_err), h, "cannot open the filter");
     BFS_RETURN_OBJECT(klass, h);
 
 void
@@ -652,18 +653,13 @@ _xs_new_readonly(klass, path)
   PREINIT:
     const char *p, *bad;
     BfsFilter *h = NULL;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   CODE:
     p = bfs_cstr(aTHX_ path, &bad);
     if (bad)
         BFS_RETURN_ERROR(bad);
     if (!p)
         BFS_RETURN_ERROR("undefined path");
-    err[0] = '\0';
-    st = bfs_new_readonly(p, &h, err);
-    if (st != BFS_OK || !h)
-        BFS_RETURN_ERROR(err[0] ? err : "cannot open the filter");
+    BFS_MAKE(bfs_new_readonly(p, &h, bfs_err), h, "cannot open the filter");
     BFS_RETURN_OBJECT(klass, h);
 
 void
@@ -681,8 +677,6 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
     STRLEN len;
     BfsOptions opts;
     BfsFilter *h = NULL;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   CODE:
     /* bytes is the caller's own SV (the .pm passes $_[1] untouched), so that a
        large string is not copied and its get magic runs exactly once, here. */
@@ -712,13 +706,36 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
     opts.layout = layout > BFS_LAYOUT_BLOCKED ? UINT32_MAX : (uint32_t)layout;
     opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
     opts.window = (double)window;
-    err[0] = '\0';
     /* to_memfd: path is the new memfd's name */
-    st = to_memfd ? bfs_deserialize_memfd((const uint8_t *)b, len, p, &opts, &h, err)
-                  : bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, err);
-    if (st != BFS_OK || !h)
-        BFS_RETURN_ERROR(err[0] ? err : "cannot deserialize the filter");
+    BFS_MAKE(to_memfd ? bfs_deserialize_memfd((const uint8_t *)b, len, p, &opts, &h, bfs_err)
+                      : bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, bfs_err),
+             h, "cannot deserialize the filter");
     BFS_RETURN_OBJECT(klass, h);
+
+void
+_constants()
+  PREINIT:
+    size_t i;
+  PPCODE:
+    /* The C API's constants as name => value pairs, their names without
+       "BFS_" (LAYOUT_BLOCKED, GENERATIONS_DEFAULT, ERR_FROZEN, ...). */
+    EXTEND(SP, (SSize_t)(2 * C_ARRAY_LENGTH(bfs_constants)));
+    for (i = 0; i < C_ARRAY_LENGTH(bfs_constants); i++) {
+        mPUSHp(bfs_constants[i].name, strlen(bfs_constants[i].name));
+        mPUSHu(bfs_constants[i].value);
+    }
+
+void
+_layouts()
+  PREINIT:
+    size_t i;
+  PPCODE:
+    /* The layouts as name => BFS_LAYOUT_* code pairs, the default first. */
+    EXTEND(SP, (SSize_t)(2 * C_ARRAY_LENGTH(bfs_layouts)));
+    for (i = 0; i < C_ARRAY_LENGTH(bfs_layouts); i++) {
+        mPUSHp(bfs_layouts[i].name, strlen(bfs_layouts[i].name));
+        mPUSHu((UV)bfs_layouts[i].code);
+    }
 
 UV
 _entersub_swaps(...)
@@ -752,8 +769,6 @@ add(h, ...)
     STRLEN len;
     uint8_t was_new = 0;
     int fast;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   CODE:
     BFS_SWAP_ENTERSUB();
     if (UNLIKELY(items != 2))
@@ -772,10 +787,7 @@ add(h, ...)
         RETVAL = fast;
     }
     else {
-        err[0] = '\0';
-        st = bfs_add(h, (const uint8_t *)p, len, &was_new, err);
-        if (UNLIKELY(st != BFS_OK))
-            bfs_croak_status(aTHX_ cv, st, err);
+        BFS_CALL(bfs_add(h, (const uint8_t *)p, len, &was_new, bfs_err));
         RETVAL = was_new != 0;
     }
   OUTPUT:
@@ -818,8 +830,6 @@ add_many(h, ...)
     bool ran_perl = FALSE;
     U8 gimme;
     uint64_t count = 0;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   PPCODE:
     BFS_SWAP_ENTERSUB();
     if (UNLIKELY(items != 2 && items != 3))
@@ -845,10 +855,7 @@ add_many(h, ...)
     if (ran_perl)
         h = bfs_recheck(aTHX_ ST(0), cv);
     if (ix == 0) {
-        err[0] = '\0';
-        st = bfs_add_many(h, slices, (size_t)n, results, &count, err);
-        if (UNLIKELY(st != BFS_OK))
-            bfs_croak_status(aTHX_ cv, st, err);
+        BFS_CALL(bfs_add_many(h, slices, (size_t)n, results, &count, bfs_err));
     }
     else {
         count = bfs_contains_many(h, slices, (size_t)n, results);
@@ -880,17 +887,12 @@ merge(h, ...)
     intersect = 1
   PREINIT:
     const BfsFilter *other;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   PPCODE:
     if (items != 2)
         bfs_croak_usage(aTHX_ cv, ix ? "$filter->intersect($other)" : "$filter->merge($other)");
     other = bfs_other(aTHX_ ST(1), cv);
     h = bfs_recheck(aTHX_ ST(0), cv);
-    err[0] = '\0';
-    st = ix ? bfs_intersect(h, other, err) : bfs_merge(h, other, err);
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
+    BFS_CALL(ix ? bfs_intersect(h, other, bfs_err) : bfs_merge(h, other, bfs_err));
     XSRETURN_YES;
 
 int
@@ -915,22 +917,10 @@ clear(h, ...)
     freeze = 2
     sync = 3
     rotate = 4
-  PREINIT:
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   PPCODE:
     if (items != 1)
         bfs_croak(aTHX_ cv, "takes no arguments");
-    err[0] = '\0';
-    switch (ix) {
-    case 0: st = bfs_clear(h, err); break;
-    case 1: st = bfs_invert(h, err); break;
-    case 2: st = bfs_freeze(h, err); break;
-    case 4: st = bfs_rotate(h, err); break;
-    default: st = bfs_sync(h, err); break;
-    }
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
+    BFS_CALL(bfs_whole_op(h, ix, bfs_err));
     XSRETURN_YES;
 
 void
@@ -978,7 +968,7 @@ capacity(h, ...)
     }
     case 11: PUSHn((NV)bfs_fpp_for_bits_set(h, bfs_bits_set(h))); break;
     case 13:
-        PUSHs(sv_2mortal(newSVpv(info.layout == BFS_LAYOUT_BLOCKED ? "blocked" : "standard", 0)));
+        PUSHs(sv_2mortal(newSVpv(bfs_layout_name(info.layout), 0)));
         break;
     case 14:
         if (info.window_ns)
@@ -1040,8 +1030,7 @@ stats(h, ...)
     (void)hv_stores(hv, "readonly", newSViv(info.readonly != 0));
     /* past capacity; a saturated filter's count stops at capacity */
     (void)hv_stores(hv, "overfull", newSViv(count > info.capacity || set == info.bits));
-    (void)hv_stores(hv, "layout",
-        newSVpv(info.layout == BFS_LAYOUT_BLOCKED ? "blocked" : "standard", 0));
+    (void)hv_stores(hv, "layout", newSVpv(bfs_layout_name(info.layout), 0));
     if (info.generations) {
         (void)hv_stores(hv, "window",
             info.window_ns ? newSVnv((NV)info.window_ns / 1e9) : newSV(0));
@@ -1060,8 +1049,6 @@ serialize(h, ...)
     uint64_t size;
     char *buf;
     SV *out;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   CODE:
     if (items != 1)
         bfs_croak(aTHX_ cv, "takes no arguments");
@@ -1079,16 +1066,12 @@ serialize(h, ...)
 #endif
     if (!buf)
         bfs_croak(aTHX_ cv, "cannot allocate %" UVuf " bytes for the serialized filter", (UV)size);
-    err[0] = '\0';
-    st = bfs_serialize(h, (uint8_t *)buf, (size_t)size, err);
-    if (st != BFS_OK) {
-        Safefree(buf);
-        bfs_croak_status(aTHX_ cv, st, err);
-    }
+    /* the string owns the block from here: a croak below frees it */
     buf[size] = '\0';
-    out = newSV(0);
+    out = sv_2mortal(newSV(0));
     sv_usepvn_flags(out, buf, (STRLEN)size, SV_HAS_TRAILING_NUL);
-    RETVAL = out;
+    BFS_CALL(bfs_serialize(h, (uint8_t *)SvPVX(out), (size_t)size, bfs_err));
+    RETVAL = SvREFCNT_inc_simple_NN(out);
   OUTPUT:
     RETVAL
 
@@ -1099,8 +1082,6 @@ unlink(self, ...)
     const char *p;
     STRLEN len;
     uint8_t removed = 0;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   PPCODE:
     if (SvROK(self)) {
         /* $filter->unlink: its own path; none is nothing to remove */
@@ -1124,10 +1105,7 @@ unlink(self, ...)
         if (memchr(p, '\0', len))
             bfs_croak(aTHX_ cv, "path contains a NUL byte");
     }
-    err[0] = '\0';
-    st = bfs_unlink_path(p, &removed, err);
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
+    BFS_CALL(bfs_unlink_path(p, &removed, bfs_err));
     XSRETURN_IV(removed != 0);
 
 void
@@ -1138,8 +1116,6 @@ _xs_upgrade(klass, path)
     const char *p, *bad;
     BfsUpgraded u;
     HV *hv;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
   PPCODE:
     PERL_UNUSED_VAR(klass);
     p = bfs_cstr(aTHX_ path, &bad);
@@ -1147,10 +1123,7 @@ _xs_upgrade(klass, path)
         BFS_RETURN_ERROR(bad);
     if (!p)
         BFS_RETURN_ERROR("path required");
-    err[0] = '\0';
-    st = bfs_upgrade(p, &u, err);
-    if (st != BFS_OK)
-        BFS_RETURN_ERROR(err[0] ? err : "cannot upgrade the file");
+    BFS_CALL_OR_RETURN(bfs_upgrade(p, &u, bfs_err), "cannot upgrade the file");
     hv = newHV();
     ST(0) = sv_2mortal(newRV_noinc((SV *)hv));
     (void)hv_stores(hv, "from_version", newSVuv((UV)u.from_version));
@@ -1161,387 +1134,4 @@ _xs_upgrade(klass, path)
     (void)hv_stores(hv, "bits_set", newSVuv((UV)u.bits_set));
     XSRETURN(1);
 
- # ---------------------------------------------------------------- remote copies
- #
- # Helpers of Data::BloomFilter::Shared::Redis (lib/.../Shared/Redis.pm): the
- # Rust core's probe offsets and fold for a filter kept in Redis, and a local
- # filter built from its bytes. Cold argument checks live in the .pm; these
- # take plain values. Items go through bfs_items like add_many's.
-
-MODULE = Data::BloomFilter::Shared    PACKAGE = Data::BloomFilter::Shared::Redis
-
-void
-_xs_geometry(layout, capacity, fp_rate)
-    const char *layout
-    UV capacity
-    NV fp_rate
-  PREINIT:
-    BfsRemoteGeometry g;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
-  PPCODE:
-    err[0] = '\0';
-    st = bfs_remote_geometry(layout, (uint64_t)capacity, (double)fp_rate, &g, err);
-    if (st != BFS_OK)
-        BFS_RETURN_ERROR(err[0] ? err : "bad geometry");
-    EXTEND(SP, 3);
-    mPUSHu((UV)g.bits);
-    mPUSHu((UV)g.hashes);
-    mPUSHu((UV)g.span_bits);
-
-void
-_xs_estimates(layout, capacity, fp_rate, bits_set)
-    const char *layout
-    UV capacity
-    NV fp_rate
-    UV bits_set
-  PREINIT:
-    uint64_t count;
-    double fpp;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
-  PPCODE:
-    err[0] = '\0';
-    st = bfs_remote_estimates(layout, (uint64_t)capacity, (double)fp_rate, (uint64_t)bits_set,
-                              &count, &fpp, err);
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
-    EXTEND(SP, 2);
-    mPUSHu((UV)count);
-    mPUSHn((NV)fpp);
-
-UV
-_xs_items(items_ref)
-    SV *items_ref
-  PREINIT:
-    BfsSlice *slices;
-    bool ran_perl = FALSE;
-  CODE:
-    /* Validate a batch (every element a byte string) before any of it is
-       sent: the count, or the croak add_many would give. */
-    RETVAL = (UV)bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
-  OUTPUT:
-    RETVAL
-
-bool
-_xs_plain(items_ref)
-    SV *items_ref
-  PREINIT:
-    AV *av;
-    SSize_t i, n;
-  CODE:
-    /* Whether a batch can be used as it is: an array reference without
-       magic or overloading whose every element is a plain string (no
-       magic, not a reference), so that reading it runs no Perl code and
-       gives the same bytes every time. Looks at flags only. */
-    RETVAL = SvROK(items_ref) && !SvAMAGIC(items_ref) && SvTYPE(SvRV(items_ref)) == SVt_PVAV
-             && !SvMAGICAL(SvRV(items_ref));
-    if (RETVAL) {
-        av = (AV *)SvRV(items_ref);
-        n = AvFILLp(av) + 1;
-        for (i = 0; i < n && RETVAL; i++)
-            RETVAL = bfs_plain_string(AvARRAY(av)[i]);
-    }
-  OUTPUT:
-    RETVAL
-
-void
-_xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pieces_out, masks_out)
-    IV verb
-    const char *layout
-    UV seed
-    UV bits
-    UV hashes
-    UV span_bits
-    UV piece_bits
-    SV *items_ref
-    SV *pieces_out
-    SV *masks_out
-  PREINIT:
-    BfsSlice *slices;
-    SSize_t n, i, total;
-    bool ran_perl = FALSE;
-    uint64_t *offsets, *masks, *pieces = NULL;
-    uint32_t width = 1, per = (uint32_t)hashes;
-    AV *pav = NULL;
-    SV *op, *type, *one;
-    BfsStatus st;
-    BfsRemote r;
-    char err[BFS_ERRBUF_LEN];
-  PPCODE:
-    /* The BITFIELD arguments of a batch, in item order. verb 1 (add):
-       SET u1 OFFSET 1 for each of an item's k probes. verb 0 (query): GET
-       u1 OFFSET per probe, or GET i64 OFFSET per word of a blocked item,
-       with the bits each field must hold packed (native u64s) into
-       masks_out, a scalar ref. pieces_out, an array ref or undef, gets
-       each item's piece number. */
-    if (SvROK(pieces_out) && SvTYPE(SvRV(pieces_out)) == SVt_PVAV)
-        pav = (AV *)SvRV(pieces_out);
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, masks_out, &width, &per);
-    err[0] = '\0';
-    n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
-    total = n * (SSize_t)per;
-    Newx(offsets, 2 * total + (pav ? n : 0) + 1, uint64_t);
-    SAVEFREEPV(offsets);
-    masks = offsets + total;
-    if (pav)
-        pieces = masks + total;
-    if (verb) {
-        st = bfs_remote_offsets(&r, slices, (size_t)n, offsets, pieces, err);
-    }
-    else {
-        st = bfs_remote_queries(&r, slices, (size_t)n, offsets, masks, pieces, err);
-        if (st == BFS_OK)
-            sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)total * 8);
-    }
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
-    if (pav) {
-        av_clear(pav);
-        av_extend(pav, n);
-        for (i = 0; i < n; i++)
-            av_push(pav, newSVuv((UV)pieces[i]));
-    }
-    SP = PL_stack_base + ax - 1; /* Perl code may have moved the stack */
-    op = sv_2mortal(verb ? newSVpvs_share("SET") : newSVpvs_share("GET"));
-    type = sv_2mortal(width == 1 ? newSVpvs_share("u1") : newSVpvs_share("i64"));
-    one = sv_2mortal(newSVpvs_share("1"));
-    EXTEND(SP, total * (verb ? 4 : 3));
-    for (i = 0; i < total; i++) {
-        /* decimal strings: the client sends them as they are, where an
-           integer SV would be stringified (and upgraded) there */
-        char dec[24], *e = dec + sizeof dec, *d = e;
-        uint64_t v = offsets[i];
-        do {
-            *--d = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
-        PUSHs(op);
-        PUSHs(type);
-        mPUSHp(d, (STRLEN)(e - d));
-        if (verb)
-            PUSHs(one);
-    }
-
-UV
-_xs_fold(reply_ref, per_item, masks, out_ref)
-    SV *reply_ref
-    UV per_item
-    SV *masks
-    SV *out_ref
-  PREINIT:
-    AV *av, *out = NULL;
-    SSize_t n, i;
-    uint64_t *values, count = 0;
-    const uint64_t *m;
-    size_t nm;
-    U8 *full;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
-  CODE:
-    /* A BITFIELD reply (per_item fields per item) to the number of items
-       whose every field holds its mask's bits (masks: the packed string
-       _xs_args gave, or undef for one-bit fields that must be 1); out_ref,
-       an array ref or undef, gets one 0/1 per item appended. */
-    if (!SvROK(reply_ref) || SvTYPE(SvRV(reply_ref)) != SVt_PVAV)
-        bfs_croak(aTHX_ cv, "reply is not an array reference");
-    if (per_item < 1 || per_item > 32)
-        bfs_croak(aTHX_ cv, "fields per item %" UVuf " is out of range", per_item);
-    if (SvROK(out_ref) && SvTYPE(SvRV(out_ref)) == SVt_PVAV)
-        out = (AV *)SvRV(out_ref);
-    av = (AV *)SvRV(reply_ref);
-    n = av_top_index(av) + 1;
-    m = bfs_packed_u64s(aTHX_ masks, &nm);
-    if (m && SvCUR(masks) != (STRLEN)n * 8)
-        bfs_croak(aTHX_ cv, "the reply has %" IVdf " fields where %" UVuf " were asked", (IV)n, (UV)nm);
-    Newx(values, n + 1, uint64_t);
-    SAVEFREEPV(values);
-    Newx(full, n + 1, U8);
-    SAVEFREEPV(full);
-    for (i = 0; i < n; i++) {
-        /* an integer (Redis::Fast) or its decimal string (Redis.pm) */
-        SV **e = av_fetch(av, i, 0);
-        if (e && SvIOK(*e))
-            values[i] = (uint64_t)SvIVX(*e);
-        else if (!(e && SvPOK(*e) && bfs_decimal_i64((const uint8_t *)SvPVX(*e), SvCUR(*e), &values[i])))
-            bfs_croak(aTHX_ cv, "reply field %" IVdf " is not an integer", (IV)i);
-    }
-    err[0] = '\0';
-    st = bfs_remote_fold(values, (size_t)n, (uint32_t)per_item, m, out ? full : NULL, &count, err);
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
-    if (out)
-        bfs_push_flags(aTHX_ out, full, (size_t)n / per_item);
-    RETVAL = (UV)count;
-  OUTPUT:
-    RETVAL
-
-UV
-_xs_query_fields(layout, bits, hashes, span_bits)
-    const char *layout
-    UV bits
-    UV hashes
-    UV span_bits
-  PREINIT:
-    BfsRemote r;
-    uint32_t width, per;
-    SV *none = sv_2mortal(newRV_noinc(newSV(0)));
-  CODE:
-    /* The fields a query reads per item (see _xs_args). */
-    bfs_remote_setup(aTHX_ cv, &r, 0, layout, 0, bits, hashes, span_bits, bits, none, &width, &per);
-    RETVAL = per;
-  OUTPUT:
-    RETVAL
-
-SV *
-_xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_ref, from, count, masks_out)
-    IV verb
-    const char *layout
-    UV seed
-    UV bits
-    UV hashes
-    UV span_bits
-    UV piece_bits
-    SV *key
-    SV *items_ref
-    UV from
-    UV count
-    SV *masks_out
-  PREINIT:
-    BfsSlice *slices;
-    uint64_t *masks = NULL;
-    uint32_t width = 1, per = (uint32_t)hashes;
-    size_t cap = 0, len = 0;
-    const char *k;
-    STRLEN klen;
-    BfsStatus st;
-    BfsRemote r;
-    char err[BFS_ERRBUF_LEN];
-  CODE:
-    /* One BITFIELD command in the Redis protocol, as bytes, for items
-       from .. from + count - 1 of the array (all in one piece): verb 1 an
-       add, 0 a query, whose field masks (native u64s) go to masks_out, a
-       scalar ref. */
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, masks_out, &width, &per);
-    err[0] = '\0';
-    k = SvPVbyte(key, klen);
-    slices = bfs_items_range(aTHX_ cv, items_ref, from, count);
-    st = bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices, (size_t)count, NULL, NULL, 0,
-                            &cap, err);
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
-    if (!verb) {
-        Newx(masks, (size_t)count * per + 1, uint64_t);
-        SAVEFREEPV(masks);
-    }
-    RETVAL = newSV(cap + 1);
-    sv_2mortal(RETVAL);
-    SvPOK_on(RETVAL);
-    st = bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices, (size_t)count, masks,
-                            (uint8_t *)SvPVX(RETVAL), cap, &len, err);
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
-    SvCUR_set(RETVAL, len);
-    *SvEND(RETVAL) = '\0';
-    if (!verb)
-        sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)count * per * 8);
-    SvREFCNT_inc_simple_void_NN(RETVAL);
-  OUTPUT:
-    RETVAL
-
-void
-_xs_reply(buf_ref, per_item, masks, out_ref)
-    SV *buf_ref
-    UV per_item
-    SV *masks
-    SV *out_ref
-  PREINIT:
-    SV *buf;
-    AV *out = NULL;
-    const char *p;
-    STRLEN len;
-    const uint64_t *m;
-    uint64_t count = 0;
-    size_t used = 0, items = 0, nm, cap;
-    uint32_t kind = 0;
-    U8 *full;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN], msg[BFS_ERRBUF_LEN];
-  PPCODE:
-    /* Take one reply off the front of $$buf_ref: () until it has all
-       arrived; (1, full items, items) for a BITFIELD reply, folded as
-       _xs_fold folds (out_ref gets one 0/1 per item appended); (2, text)
-       for an error reply, (3, text) for a status, (4) for anything else. */
-    if (!SvROK(buf_ref) || SvTYPE(SvRV(buf_ref)) > SVt_PVMG || SvREADONLY(SvRV(buf_ref)))
-        bfs_croak(aTHX_ cv, "buffer must be a scalar reference");
-    if (per_item < 1 || per_item > 32)
-        bfs_croak(aTHX_ cv, "fields per item %" UVuf " is out of range", per_item);
-    if (SvROK(out_ref) && SvTYPE(SvRV(out_ref)) == SVt_PVAV)
-        out = (AV *)SvRV(out_ref);
-    buf = SvRV(buf_ref);
-    if (!SvOK(buf))
-        XSRETURN_EMPTY;
-    p = SvPVbyte(buf, len);
-    m = bfs_packed_u64s(aTHX_ masks, &nm);
-    /* a reply of len bytes holds at most len / 4 integers, so at most
-       len / (4 * per_item) items */
-    cap = len / (4 * per_item) + 1;
-    Newx(full, cap, U8);
-    SAVEFREEPV(full);
-    err[0] = msg[0] = '\0';
-    st = bfs_remote_reply((const uint8_t *)p, len, (uint32_t)per_item, m, nm, full, cap,
-                          &used, &kind, &count, &items, msg, err);
-    if (st != BFS_OK)
-        bfs_croak_status(aTHX_ cv, st, err);
-    if (kind == BFS_REPLY_INCOMPLETE)
-        XSRETURN_EMPTY;
-    sv_chop(buf, SvPVX(buf) + used);
-    EXTEND(SP, 3);
-    mPUSHu((UV)kind);
-    if (kind == BFS_REPLY_INTS) {
-        mPUSHu((UV)count);
-        mPUSHu((UV)items);
-        if (out)
-            bfs_push_flags(aTHX_ out, full, items);
-    }
-    else if (kind == BFS_REPLY_ERROR || kind == BFS_REPLY_STATUS) {
-        mPUSHp(msg, strlen(msg));
-    }
-
-void
-_xs_from_bits(klass, path, capacity, fp_rate, mode, seed, layout, bytes)
-    SV *klass
-    SV *path
-    UV capacity
-    NV fp_rate
-    UV mode
-    UV seed
-    const char *layout
-    SV *bytes
-  PREINIT:
-    const char *p, *bad, *b;
-    STRLEN len;
-    BfsOptions opts;
-    BfsFilter *h = NULL;
-    BfsStatus st;
-    char err[BFS_ERRBUF_LEN];
-  PPCODE:
-    if (!SvPOK(bytes) || SvUTF8(bytes))
-        BFS_RETURN_ERROR("bits must be a byte string");
-    b = SvPV_nomg(bytes, len);
-    p = bfs_cstr(aTHX_ path, &bad);
-    if (bad)
-        BFS_RETURN_ERROR(bad);
-    if (mode > 07777)
-        BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
-    opts.mode = (uint32_t)mode;
-    opts.seed = (uint64_t)seed;
-    opts.layout = BFS_LAYOUT_DEFAULT; /* the layout argument decides */
-    opts.generations = 0;
-    opts.window = 0.0;
-    err[0] = '\0';
-    st = bfs_new_from_bits(p, (uint64_t)capacity, (double)fp_rate, &opts, layout,
-                           (const uint8_t *)b, len, &h, err);
-    if (st != BFS_OK || !h)
-        BFS_RETURN_ERROR(err[0] ? err : "cannot build the filter");
-    BFS_RETURN_OBJECT(klass, h);
+INCLUDE: Redis.xsh

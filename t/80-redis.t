@@ -380,6 +380,7 @@ SKIP: {
         [sub { $R->new($a, 'n', 100, 1) }, qr/->new: fp_rate must be between 0 and 1/, 'fp_rate 1'],
         [sub { $R->new($a, 'n', 100, 0.01, { colour => 1 }) }, qr/->new: unknown option 'colour'/, 'unknown option'],
         [sub { $R->new($a, 'n', 100, 0.01, { seed => -1 }) }, qr/->new: seed must be a non-negative integer/, 'bad seed'],
+        [sub { $R->new($a, 'n', 100, 0.01, { seed => undef }) }, qr/->new: the seed option is undef/, 'an undef seed'],
         [sub { $R->new($a, 'n', 100, 0.01, { layout => 'fancy' }) }, qr/->new: unknown layout 'fancy'/, 'unknown layout'],
         [sub { $R->new($a, 'n', 100, 0.01, { shards => 0 }) }, qr/->new: shards must be an integer from 1 to 65536/, 'shards 0'],
         [sub { $R->new($a, 'n', 100, 0.01, { shards => 70_000 }) }, qr/->new: shards must be an integer from 1 to 65536/, 'shards 70000'],
@@ -397,6 +398,7 @@ SKIP: {
         [sub { $r->add_many(['x'], {}) }, qr/->add_many: results must be an array reference/, 'bad out array'],
         [sub { $r->add() }, qr/->add: usage/, 'add without an item'],
         [sub { $r->to_filter(undef, { mode => 'rw' }) }, qr/->to_filter: mode must be an integer/, 'bad mode'],
+        [sub { $r->to_filter(undef, { mode => 660 }) }, qr/->to_filter: mode 660 has bits outside 0777 \(01224 in octal\): write a mode in octal/, 'a mode in decimal'],
     );
     for my $b (@bad) {
         dies_like { $b->[0]->() } $b->[1], $b->[2];

@@ -4,11 +4,9 @@ use 5.022;
 use strict;
 use warnings;
 
-use B ();
 use Carp ();
-use POSIX ();
-use Scalar::Util ();
 use overload ();
+use warnings::register;    # the category Data::BloomFilter::Shared
 
 our $VERSION = '0.06';
 
@@ -20,146 +18,24 @@ XSLoader::load(__PACKAGE__, $VERSION);
 # the XS takes plain values and returns (object) or (undef, message), so that
 # Carp can point the message at the caller's line.
 
-my $UV_MAX = '18446744073709551615';
-my $DEFAULT_FP_RATE = 0.01;
-my $DEFAULT_MODE = 0600;
+# The checks of capacity, fp_rate, mode, seed, layout, the window options and
+# options hashes, and their defaults, are shared with the Redis class and
+# the command line tool: Data::BloomFilter::Shared::Args.
+require Data::BloomFilter::Shared::Args;
 
 sub _croak {
     my ($method, $message) = @_;
     Carp::croak(__PACKAGE__ . "->$method: $message");
 }
 
-# Canonical decimal string of a non-negative integer that fits in 64 bits, or
-# undef. Taking the string form accepts 1000, "1000", 1e6 and Math::BigInt
-# alike, and refuses -1, 1.5, "12abc", " 12", references and anything > 2**64-1.
-sub _uint64 {
-    my ($v) = @_;
-    return undef if !defined $v;
-    return undef if ref $v && !overload::Method($v, '""');
-    my $s = "$v";
-    return undef if $s !~ /\A[0-9]+\z/;
-    $s =~ s/\A0+(?=[0-9])//;
-    return undef if length $s > length $UV_MAX
-        || (length $s == length $UV_MAX && $s gt $UV_MAX);
-    return $s;
-}
-
-# Capacity: whatever Perl takes as a number ("1e6", "1000\n", " 1000",
-# "1000.0", 1500.5), rounded up to a whole number of items. Integers written
-# out in full stay exact up to 2**64-1; others go through a double.
-sub _capacity {
-    my ($method, $capacity) = @_;
-    _croak($method, 'capacity must be a positive number')
-        if !defined $capacity
-        || (ref $capacity && !overload::Method($capacity, '""')
-            && !overload::Method($capacity, '0+'));
-    my $s = "$capacity";
-    if ($s =~ /\A\s*\+?([0-9]+)\s*\z/) {
-        my $c = _uint64($1);
-        _croak($method, 'capacity is too large') if !defined $c;
-        _croak($method, 'capacity must be a positive number') if $c eq '0';
-        return $c;
-    }
-    _croak($method, 'capacity must be a positive number')
-        if !Scalar::Util::looks_like_number($s);
-    my $n = 0 + $s;
-    _croak($method, 'capacity must be a positive number')
-        if !($n > 0) || $n == 9**9**9;    # also refuses NaN and inf
-    $n = POSIX::ceil($n);
-    _croak($method, 'capacity is too large') if $n >= 18446744073709551616;
-    return sprintf '%.0f', $n;
-}
-
-sub _fp_rate {
-    my ($method, $fp_rate) = @_;
-    return $DEFAULT_FP_RATE if !defined $fp_rate;
-    _croak($method, 'fp_rate must be between 0 and 1 (exclusive)')
-        if (ref $fp_rate && !overload::Method($fp_rate, '0+')
-                && !overload::Method($fp_rate, '""'))
-        || !Scalar::Util::looks_like_number($fp_rate)
-        || !($fp_rate > 0 && $fp_rate < 1);    # also refuses NaN
-    return 0 + $fp_rate;
-}
-
-# The file-type bits (S_IFMT) of a mode from stat, and the types they name.
-my $S_IFMT = 0170000;
-my %FILE_TYPE = map { $_ << 12 => 1 } 001, 002, 004, 006, 010, 012, 014;
-
-sub _mode {
-    my ($method, $mode) = @_;
-    return $DEFAULT_MODE if !defined $mode;
-    # A string such as "0660" would be read as decimal 660 (mode 01224):
-    # refuse strings outright, and let the caller say oct().
-    if (!ref $mode) {
-        my $flags = B::svref_2object(\$mode)->FLAGS;
-        _croak($method, "mode must be a number, not the string '$mode' (use oct('$mode'))")
-            if $flags & B::SVf_POK && !($flags & (B::SVf_IOK | B::SVf_NOK));
-    }
-    my $m = _uint64($mode);
-    _croak($method, 'mode must be an integer between 0 and 07777')
-        if !defined $m || length $m > 7;
-    $m = 0 + $m;
-    # (stat $file)[2] carries the file type too: keep the permission bits.
-    $m &= 07777 if $m > 07777 && $m <= 0177777 && $FILE_TYPE{$m & $S_IFMT};
-    _croak($method, 'mode must be an integer between 0 and 07777') if $m > 07777;
-    return $m;
-}
-
-sub _seed {
-    my ($method, $seed) = @_;
-    return 0 if !defined $seed;
-    my $s = _uint64($seed);
-    _croak($method, 'seed must be a non-negative integer that fits in 64 bits')
-        if !defined $s;
-    return $s;    # a decimal string: the XS converts it exactly
-}
-
-# The C API's layout code: 0 when none was asked for (standard for a new
-# filter; the stored one wins on an existing file or bytes).
-my %LAYOUT_CODE = (standard => 1, blocked => 2);
-
-sub _layout {
-    my ($method, $layout) = @_;
-    return 0 if !defined $layout;
-    my $code = ref $layout ? undef : $LAYOUT_CODE{$layout};
-    _croak($method, "layout must be 'standard' or 'blocked'") if !defined $code;
-    return $code;
-}
-
-# The C API's window options from an options hash: (generations, window in
-# seconds), (0, 0) for a plain filter; a window of 0 seconds with
-# generations is a filter stepped only by rotate. The window's range is
-# checked by the library. Generations not given: the C API's
-# BFS_GENERATIONS_DEFAULT (4 for a new filter, an existing one's own).
-my $GENERATIONS_NOT_GIVEN = 1;
-
-sub _window {
-    my ($method, $opts) = @_;
-    my $has_window = exists $opts->{window};
-    return (0, 0) if !$has_window && !exists $opts->{generations};
-    _croak($method, 'the generations option needs the window option'
-            . ' (window => undef for a filter stepped only by rotate)')
-        if !$has_window;
-    my $g = $opts->{generations};
-    if (defined $g) {
-        my $n = _uint64($g);
-        _croak($method, 'generations must be an integer from 2 to 16')
-            if !defined $n || length $n > 2 || $n < 2 || $n > 16;
-        $g = 0 + $n;
-    }
-    else {
-        _croak($method, 'generations must be an integer from 2 to 16')
-            if exists $opts->{generations};
-        $g = $GENERATIONS_NOT_GIVEN;
-    }
-    my $w = $opts->{window};
-    return ($g, 0) if !defined $w;
-    _croak($method, 'window must be a positive number of seconds (or undef)')
-        if (ref $w && !overload::Method($w, '0+') && !overload::Method($w, '""'))
-        || !Scalar::Util::looks_like_number($w)
-        || !($w > 0) || $w == 9**9**9;    # also refuses NaN and inf
-    return ($g, 0 + $w);
-}
+sub _capacity { return Data::BloomFilter::Shared::Args::capacity(__PACKAGE__, @_) }
+sub _fp_rate  { return Data::BloomFilter::Shared::Args::fp_rate(__PACKAGE__, @_) }
+sub _mode     { return Data::BloomFilter::Shared::Args::mode(__PACKAGE__, @_) }
+sub _seed     { return Data::BloomFilter::Shared::Args::seed(__PACKAGE__, @_) }
+sub _layout   { return Data::BloomFilter::Shared::Args::layout(__PACKAGE__, @_) }
+sub _window   { return Data::BloomFilter::Shared::Args::window(__PACKAGE__, @_) }
+sub _options  { return Data::BloomFilter::Shared::Args::options(__PACKAGE__, @_) }
+sub _uint64   { return Data::BloomFilter::Shared::Args::uint64(@_) }
 
 # A path (or memfd name): a copy, never the caller's scalar. Its bytes are
 # the scalar's own, UTF-8 flag and all, which is what Perl's open and -e use
@@ -173,19 +49,6 @@ sub _bytes_string {
     _croak($method, "$what contains a NUL byte") if index($copy, "\0") >= 0;
     _croak($method, "$what must not be empty") if $copy eq '' && $what ne 'name';
     return $copy;
-}
-
-# Options hash: only the keys in @allowed; returns a plain copy.
-sub _options {
-    my ($method, $opts, @allowed) = @_;
-    return {} if !defined $opts;
-    _croak($method, 'options must be a hash reference')
-        if ref $opts ne 'HASH';
-    my %allowed = map { $_ => 1 } @allowed;
-    for my $key (sort keys %$opts) {
-        _croak($method, "unknown option '$key'") if !$allowed{$key};
-    }
-    return {%$opts};
 }
 
 sub _class {
@@ -208,11 +71,14 @@ sub new {
             . '->new($path, $capacity, $fp_rate, $mode_or_options)')
         if @_ < 3 || @_ > 5;
     my (undef, $path, $capacity, $fp_rate, $last) = @_;
+    my $fp_rate_given = defined $fp_rate;
 
     my ($mode, $seed, $layout, $generations, $window) = (undef, undef, undef, 0, 0);
+    my $seed_given = 0;
     if (ref $last eq 'HASH') {
         my $opts = _options('new', $last, qw(mode seed layout window generations));
         ($mode, $seed, $layout) = @$opts{qw(mode seed layout)};
+        $seed_given = exists $opts->{seed};
         ($generations, $window) = _window('new', $opts);
     }
     elsif (ref $last) {
@@ -227,7 +93,7 @@ sub new {
     $fp_rate = _fp_rate('new', $fp_rate);
     $mode = _mode('new', $mode);
     my $explicit_seed = defined $seed;
-    $seed = _seed('new', $seed);
+    $seed = _seed('new', $seed, $seed_given);
     $layout = _layout('new', $layout);
     my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout,
             $generations, $window));
@@ -237,7 +103,30 @@ sub new {
     _croak('new', "the file's seed differs from the seed option"
             . " (a filter's seed cannot change)")
         if $explicit_seed && $self->seed ne $seed;
+    _warn_geometry($self, $capacity, $fp_rate_given ? $fp_rate : undef);
     return $self;
+}
+
+# An existing file keeps its capacity and fp_rate: when those asked for
+# differ, say so once, naming both (the file may be sized for far fewer
+# items than the caller expects). The category is this module's own, so that
+# "no warnings 'Data::BloomFilter::Shared'" silences it and
+# "use warnings FATAL => 'Data::BloomFilter::Shared'" makes it fatal.
+sub _warn_geometry {
+    my ($self, $capacity, $fp_rate) = @_;
+    my (@kept, @asked);
+    if ($self->capacity ne $capacity) {
+        push @kept, 'capacity ' . $self->capacity;
+        push @asked, "capacity $capacity";
+    }
+    if (defined $fp_rate && $self->fp_rate != $fp_rate) {
+        push @kept, sprintf('fp_rate %.15g', $self->fp_rate);
+        push @asked, sprintf('fp_rate %.15g', $fp_rate);
+    }
+    return if !@kept;
+    warnings::warnif(__PACKAGE__, __PACKAGE__ . "->new: the file's " . join(' and ', @kept)
+        . (@kept > 1 ? ' are' : ' is') . ' kept, not the ' . join(' and ', @asked)
+        . ' asked for (an existing filter keeps its geometry)');
 }
 
 sub new_memfd {
@@ -251,10 +140,11 @@ sub new_memfd {
     $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
     $capacity = _capacity('new_memfd', $capacity);
     $fp_rate = _fp_rate('new_memfd', $fp_rate);
-    my $seed = _seed('new_memfd', $opts->{seed});
+    my $seed = _seed('new_memfd', $opts->{seed}, exists $opts->{seed});
     my $layout = _layout('new_memfd', $opts->{layout});
     return _made('new_memfd',
-        _xs_new_memfd($class, $name, $capacity, $fp_rate, $DEFAULT_MODE, $seed, $layout,
+        _xs_new_memfd($class, $name, $capacity, $fp_rate, $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
+            $seed, $layout,
             $generations, $window));
 }
 
@@ -432,7 +322,11 @@ capacity above 2**64-1 or one that needs more than 2**38 bits (C<too
 large>). C<$fp_rate>
 is the false positive rate wanted at that many items (strictly between 0 and
 1, default 0.01). When an existing file is opened its stored geometry wins;
-the arguments are still checked in the same way. A frozen file is refused
+the arguments are still checked in the same way, and a capacity (or an
+C<$fp_rate> given) other than the file's gives one warning naming both, in
+the warnings category C<Data::BloomFilter::Shared> (C<no warnings
+'Data::BloomFilter::Shared'> silences it, C<use warnings FATAL =E<gt>
+'Data::BloomFilter::Shared'> makes it a croak). A frozen file is refused
 (see L</new_readonly>). A file written by the original C module (0.04)
 croaks, naming the command that converts it (see L</UPGRADING FROM 0.04>).
 
@@ -458,10 +352,15 @@ The last argument is either a file mode or a hash reference with the keys
 C<mode> and C<seed>. The mode is a number such as C<0660>: a string
 (C<"0660">, which Perl would read as decimal 660) croaks and says to use
 C<oct()>. A mode from L<stat|perlfunc/stat> (C<(stat $file)[2]>, which
-carries the file type too) is taken as its permission bits. C<seed> is a
+carries the file type too) is taken as its permission bits. A mode with
+bits outside C<0777> (set-user-ID, set-group-ID or sticky) croaks: it is
+nearly always a mode written in decimal (C<660> is C<01224>), and the
+message says to write it in octal. C<seed> is a
 non-negative integer below 2**64 (a decimal string is accepted for values
 beyond Perl's integers); a non-zero seed makes probe positions unpredictable
-to whoever chooses the items. Filters with different seeds are not
+to whoever chooses the items. A C<seed> option that is undef croaks (an
+unset C<$secret> would otherwise give seed 0 and protect nothing): leave
+the option out for seed 0. Filters with different seeds are not
 compatible. An existing file keeps the seed it was created with: an explicit
 C<seed> that differs from it croaks (rather than return a filter without the
 protection asked for), and an absent one takes the file's. See L</SEEDS>.
@@ -1781,8 +1680,30 @@ reference that can be written; nothing was added.
 
 =item mode must be a number, not the string '%s' (use oct('%s'))
 
+=item mode %d has bits outside 0777 (%s in octal): write a mode in octal, ...
+
+A mode such as C<660> (no leading 0) is decimal 660, octal C<01224>: a
+sticky, write-only file. A mode with the set-user-ID, set-group-ID or
+sticky bit croaks (the message shows the mode in octal and, for three
+digits, the octal mode probably meant); write it as C<0660>. L</new> and
+L</deserialize>; before 0.06 such a mode was taken as it was.
+
 A mode given as a string, such as C<"0660">, would be read as a decimal
 number: convert it with C<oct>.
+
+=item the file's capacity %d is kept, not the capacity %d asked for (an existing filter keeps its geometry)
+
+=item the file's fp_rate %g is kept, not the fp_rate %g asked for (an existing filter keeps its geometry)
+
+=item the file's capacity %d and fp_rate %g are kept, not the capacity %d and fp_rate %g asked for (an existing filter keeps its geometry)
+
+A warning, not a croak: L</new> opened an existing file sized for another
+capacity or rate than the arguments (a file for 1 000 items opened as
+one for 5 000 000 would soon be overfull). The filter is the file's, as
+before 0.06, which said nothing. The warning is in the category
+C<Data::BloomFilter::Shared>, so that it can be silenced or made fatal
+(C<use warnings FATAL =E<gt> 'Data::BloomFilter::Shared'>); C<$fp_rate>
+is compared only when given.
 
 =item the file's seed differs from the seed option (a filter's seed cannot change)
 
@@ -1790,6 +1711,11 @@ L</new> of an existing file with an explicit C<seed> other than the one the
 file was created with (neither is shown). Nothing was changed.
 
 =item seed must be a non-negative integer that fits in 64 bits
+
+=item the seed option is undef (a secret that was not set?): give a seed, or leave the option out for seed 0
+
+L</new> or L</new_memfd> with C<< seed => undef >>, usually a secret
+variable that was never set. Before 0.06 it gave seed 0 without a word.
 
 =item unknown option '%s'
 

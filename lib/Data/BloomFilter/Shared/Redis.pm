@@ -11,6 +11,7 @@ use Socket ();
 use overload ();
 
 use Data::BloomFilter::Shared ();    # the XS: hashing and local filters
+use Data::BloomFilter::Shared::Args ();
 
 our $VERSION = $Data::BloomFilter::Shared::VERSION;
 
@@ -44,6 +45,10 @@ my $MAX_KEY_BITS = 4294967296;
 my $FORMAT = 'Data::BloomFilter::Shared::Redis 1';
 
 my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shard);
+
+# The kinds of reply _xs_reply gives: the C API's BFS_REPLY_*.
+my %CONSTANT = %Data::BloomFilter::Shared::Args::CONSTANT;
+my ($REPLY_INTS, $REPLY_ERROR, $REPLY_STATUS) = @CONSTANT{qw(REPLY_INTS REPLY_ERROR REPLY_STATUS)};
 
 sub _croak {
     my ($method, $message) = @_;
@@ -140,37 +145,14 @@ sub _is_client {
     return Scalar::Util::blessed($r) && ($r->can('ping') || $r->can('AUTOLOAD'));
 }
 
-sub _number {
-    my ($method, $what, $v) = @_;
-    _croak($method, "$what must be a number")
-        if !defined $v || (ref $v && !overload::Method($v, '0+') && !overload::Method($v, '""'))
-        || !Scalar::Util::looks_like_number($v);
-    return 0 + $v;
-}
-
-sub _capacity {
-    my ($method, $v) = @_;
-    my $n = _number($method, 'capacity', $v);
-    _croak($method, 'capacity must be a positive integer') if !($n > 0) || $n == 9**9**9;
-    _croak($method, 'capacity is too large') if $n >= 18446744073709551615;
-    return POSIX::ceil($n);
-}
-
-sub _fp_rate {
-    my ($method, $v) = @_;
-    return 0.01 if !defined $v;
-    my $n = eval { _number($method, 'fp_rate', $v) };
-    _croak($method, 'fp_rate must be between 0 and 1 (exclusive)')
-        if !defined $n || !($n > 0 && $n < 1);
-    return $n;
-}
-
-sub _seed {
-    my ($method, $v) = @_;
-    my $s = Data::BloomFilter::Shared::_uint64($v);
-    _croak($method, 'seed must be a non-negative integer that fits in 64 bits') if !defined $s;
-    return $s;
-}
+# Capacity, fp_rate, seed and options hashes are checked as for a local
+# filter (Data::BloomFilter::Shared::Args), with this class's words for a
+# capacity that is no number or not positive. The capacity is a number, as
+# it always was here (an exact decimal string there).
+sub _capacity { return 0 + Data::BloomFilter::Shared::Args::capacity(__PACKAGE__, @_) }
+sub _fp_rate  { return Data::BloomFilter::Shared::Args::fp_rate(__PACKAGE__, @_) }
+sub _seed     { return Data::BloomFilter::Shared::Args::seed(__PACKAGE__, @_) }
+sub _options  { return Data::BloomFilter::Shared::Args::options(__PACKAGE__, @_) }
 
 sub _name {
     my ($method, $name) = @_;
@@ -252,15 +234,11 @@ sub new {
             . '->new($redis_or_address, $name, $capacity, $fp_rate, \%options)')
         if @_ < 4 || @_ > 6;
     my (undef, $redis, $name, $capacity, $fp_rate, $opts) = @_;
-    _croak('new', 'options must be a hash reference') if defined $opts && ref $opts ne 'HASH';
-    $opts = {%{ $opts // {} }};
-    for my $k (sort keys %$opts) {
-        _croak('new', "unknown option '$k'") if $k !~ /\A(?:seed|layout|shards|connect)\z/;
-    }
+    $opts = _options('new', $opts, qw(seed layout shards connect));
     $name = _name('new', $name);
     $capacity = _capacity('new', $capacity);
     $fp_rate = _fp_rate('new', $fp_rate);
-    my $seed = defined $opts->{seed} ? _seed('new', $opts->{seed}) : undef;
+    my $seed = exists $opts->{seed} ? _seed('new', $opts->{seed}, 1) : undef;
     my $layout = $opts->{layout};
     _croak('new', 'layout must be a string') if defined $layout && (ref $layout || $layout !~ /\A\w+\z/);
     my $shards = $opts->{shards};
@@ -294,7 +272,7 @@ sub new {
     # Validate the arguments as a creator would, even when the filter exists.
     my $want = {
         capacity => $capacity, fp_rate => $fp_rate, seed => $seed // '0',
-        layout => $layout // 'standard', shards => $shards // 1,
+        layout => $layout // (Data::BloomFilter::Shared::Args::layout_names())[0], shards => $shards // 1,
     };
     $self->_set_geometry('new', $want);
 
@@ -534,7 +512,7 @@ sub _direct {
     for my $cmd (@hello) {
         my $e = _direct_send($d, join '', '*' . @$cmd . "\r\n", map { '$' . length($_) . "\r\n$_\r\n" } @$cmd);
         my @r = defined $e ? () : _direct_reply($d, 1, undef, undef, \$e, 1);
-        $e //= $r[0] == 3 ? undef : $r[0] == 2 ? $r[1] : 'an unexpected reply';
+        $e //= $r[0] == $REPLY_STATUS ? undef : $r[0] == $REPLY_ERROR ? $r[1] : 'an unexpected reply';
         _croak($method, "cannot $cmd->[0] at " . _shown($self->{address}) . ": $e") if defined $e;
     }
     return $self->{direct} = $d;
@@ -619,13 +597,13 @@ sub _direct_batch {
             my @r = _direct_reply($d, $fields, $masks, $t->{out} ? \@full : undef, \$error, $wait);
             return if !@r;
             $done++;
-            if ($r[0] == 1 && $r[2] == $e - $s + 1) {
+            if ($r[0] == $REPLY_INTS && $r[2] == $e - $s + 1) {
                 $t->{reply}->($r[1], $r[2], \@full, undef, $s, $e);
             }
-            elsif ($r[0] == 2 && $r[1] =~ /\A(?:MOVED|ASK) /) {
+            elsif ($r[0] == $REPLY_ERROR && $r[1] =~ /\A(?:MOVED|ASK) /) {
                 push @redo, [$s, $e];
             }
-            elsif ($r[0] == 2) {    # refused, not run; nothing more is sent
+            elsif ($r[0] == $REPLY_ERROR) {    # refused, not run; nothing more is sent
                 ${ $t->{refused} } += $e - $s + 1;
                 $t->{error} //= $r[1];
                 $stop = 1;
@@ -1085,13 +1063,13 @@ sub to_filter {
     my $self = shift;
     _croak('to_filter', 'usage: $filter->to_filter($path_or_undef, \%options)') if @_ > 2;
     my ($path, $opts) = @_;
-    _croak('to_filter', 'options must be a hash reference') if defined $opts && ref $opts ne 'HASH';
-    for my $k (sort keys %{ $opts // {} }) {
-        _croak('to_filter', "unknown option '$k'") if $k ne 'mode';
-    }
-    my $mode = $opts->{mode} // 0600;
+    $opts = _options('to_filter', $opts, 'mode');
+    # Not Data::BloomFilter::Shared's check of a mode: this one has always
+    # taken a string of digits as a decimal number.
+    my $mode = $opts->{mode} // $Data::BloomFilter::Shared::Args::DEFAULT_MODE;
     _croak('to_filter', 'mode must be an integer between 0 and 07777')
         if ref $mode || $mode !~ /\A[0-9]+\z/ || $mode > 07777;
+    Data::BloomFilter::Shared::Args::permission_bits(__PACKAGE__, 'to_filter', 0 + $mode);
     if (defined $path) {
         _croak('to_filter', 'path must be a string') if ref $path && !overload::Method($path, '""');
         $path = "$path";
@@ -1323,7 +1301,8 @@ other filter's bits are held in memory (twice, for a local one) meanwhile.
     my $local = $f->to_filter($path_or_undef, { mode => 0600 });
 
 A new local L<Data::BloomFilter::Shared> (anonymous when C<$path> is undef,
-else a new file; an existing path croaks) with the same geometry, seed and
+else a new file, of C<mode>, default C<0600>, which must have no bits
+outside C<0777>; an existing path croaks) with the same geometry, seed and
 bits: a snapshot to query at memory speed, C<freeze> and ship. The bits are
 read in slices of 4 MiB, so a snapshot taken while others add holds every
 add that completed before it started and perhaps some later ones; it is
@@ -1471,6 +1450,10 @@ since, or a database gone, refuses the batch (nothing of it was sent).
 
 =item seed must be a non-negative integer that fits in 64 bits
 
+=item the seed option is undef (a secret that was not set?): give a seed, or leave the option out for seed 0
+
+An explicit C<< seed => undef >>, as in L<Data::BloomFilter::Shared/new>.
+
 =item layout must be a string
 
 =item unknown layout '%s' (this build has: standard, blocked)
@@ -1586,6 +1569,11 @@ The local filter could not be read (for example, a destroyed handle).
 =item path must not be empty
 
 =item mode must be an integer between 0 and 07777
+
+=item mode %d has bits outside 0777 (%s in octal): write a mode in octal, ...
+
+L</to_filter>'s C<mode>: a mode written in decimal (C<660> is C<01224>)
+croaks, as in L<Data::BloomFilter::Shared/new>.
 
 =item %s
 

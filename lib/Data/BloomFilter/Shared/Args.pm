@@ -1,0 +1,267 @@
+package Data::BloomFilter::Shared::Args;
+
+# The checks of the arguments that Data::BloomFilter::Shared, its Redis
+# class and the command line tool have in common: capacity, fp_rate, seed,
+# mode, layout, the window options and options hashes, each written once,
+# with the defaults. Internal: not an API.
+
+use 5.022;
+use strict;
+use warnings;
+
+use B ();
+use Carp ();
+use POSIX ();
+use Scalar::Util ();
+use overload ();
+
+use Data::BloomFilter::Shared ();    # the XS: the C API's constants
+
+our $VERSION = $Data::BloomFilter::Shared::VERSION;
+
+# A croak from here names the caller of the class that called us.
+our @CARP_NOT = qw(Data::BloomFilter::Shared Data::BloomFilter::Shared::Redis
+    Data::BloomFilter::Shared::CLI);
+
+# The defaults, for every entry point.
+our $DEFAULT_FP_RATE = 0.01;
+our $DEFAULT_MODE = 0600;
+
+# The C API's constants (LAYOUT_BLOCKED, GENERATIONS_DEFAULT, ...) and the
+# layouts' names and codes, the default first, as the XS gives them.
+our %CONSTANT = Data::BloomFilter::Shared::_constants();
+my @LAYOUT_PAIRS = Data::BloomFilter::Shared::_layouts();
+my %LAYOUT_CODE = @LAYOUT_PAIRS;
+my @LAYOUT_NAMES = @LAYOUT_PAIRS[grep { $_ % 2 == 0 } 0 .. $#LAYOUT_PAIRS];
+
+sub layout_names { return @LAYOUT_NAMES }
+
+# "'standard' or 'blocked'"
+sub layout_choice { return join ' or ', map { "'$_'" } @LAYOUT_NAMES }
+
+# $who->$method: $message, from the caller's line.
+sub fail {
+    my ($who, $method, $message) = @_;
+    Carp::croak("$who->$method: $message");
+}
+
+my $UV_MAX = '18446744073709551615';
+
+# Canonical decimal string of a non-negative integer that fits in 64 bits, or
+# undef. Taking the string form accepts 1000, "1000", 1e6 and Math::BigInt
+# alike, and refuses -1, 1.5, "12abc", " 12", references and anything > 2**64-1.
+sub uint64 {
+    my ($v) = @_;
+    return undef if !defined $v;
+    return undef if ref $v && !overload::Method($v, '""');
+    my $s = "$v";
+    return undef if $s !~ /\A[0-9]+\z/;
+    $s =~ s/\A0+(?=[0-9])//;
+    return undef if length $s > length $UV_MAX
+        || (length $s == length $UV_MAX && $s gt $UV_MAX);
+    return $s;
+}
+
+# What each class has always said for a capacity that is no number, and for
+# one that is not above 0 (or infinite). Their tests and users match on
+# these words, so each keeps its own.
+my %CAPACITY_SAYS = (
+    'Data::BloomFilter::Shared' => {
+        not_number => 'capacity must be a positive number',
+        not_positive => 'capacity must be a positive number',
+    },
+    'Data::BloomFilter::Shared::Redis' => {
+        not_number => 'capacity must be a number',
+        not_positive => 'capacity must be a positive integer',
+    },
+);
+
+# Capacity: whatever Perl takes as a number ("1e6", "1000\n", " 1000",
+# "1000.0", 1500.5), rounded up to a whole number of items, as a decimal
+# string. Integers written out in full stay exact up to 2**64-1; others go
+# through a double.
+sub capacity {
+    my ($who, $method, $capacity) = @_;
+    my $says = $CAPACITY_SAYS{$who} // $CAPACITY_SAYS{'Data::BloomFilter::Shared'};
+    fail($who, $method, $says->{not_number})
+        if !defined $capacity
+        || (ref $capacity && !overload::Method($capacity, '""')
+            && !overload::Method($capacity, '0+'));
+    my $s = "$capacity";
+    if ($s =~ /\A\s*\+?([0-9]+)\s*\z/) {
+        my $c = uint64($1);
+        fail($who, $method, 'capacity is too large') if !defined $c;
+        fail($who, $method, $says->{not_positive}) if $c eq '0';
+        return $c;
+    }
+    fail($who, $method, $says->{not_number}) if !Scalar::Util::looks_like_number($s);
+    my $n = 0 + $s;
+    fail($who, $method, $says->{not_positive})
+        if !($n > 0) || $n == 9**9**9;    # also refuses NaN and inf
+    $n = POSIX::ceil($n);
+    fail($who, $method, 'capacity is too large') if $n >= 18446744073709551616;
+    return sprintf '%.0f', $n;
+}
+
+# fp_rate: strictly between 0 and 1; undef for the default.
+sub fp_rate {
+    my ($who, $method, $fp_rate) = @_;
+    return $DEFAULT_FP_RATE if !defined $fp_rate;
+    fail($who, $method, 'fp_rate must be between 0 and 1 (exclusive)')
+        if (ref $fp_rate && !overload::Method($fp_rate, '0+')
+                && !overload::Method($fp_rate, '""'))
+        || !Scalar::Util::looks_like_number($fp_rate)
+        || !($fp_rate > 0 && $fp_rate < 1);    # also refuses NaN
+    return 0 + $fp_rate;
+}
+
+# The file-type bits (S_IFMT) of a mode from stat, and the types they name.
+my $S_IFMT = 0170000;
+my %FILE_TYPE = map { $_ << 12 => 1 } 001, 002, 004, 006, 010, 012, 014;
+
+# A file mode given as a number; undef for the default.
+sub mode {
+    my ($who, $method, $mode) = @_;
+    return $DEFAULT_MODE if !defined $mode;
+    # A string such as "0660" would be read as decimal 660 (mode 01224):
+    # refuse strings outright, and let the caller say oct().
+    if (!ref $mode) {
+        my $flags = B::svref_2object(\$mode)->FLAGS;
+        fail($who, $method, "mode must be a number, not the string '$mode' (use oct('$mode'))")
+            if $flags & B::SVf_POK && !($flags & (B::SVf_IOK | B::SVf_NOK));
+    }
+    my $m = uint64($mode);
+    fail($who, $method, 'mode must be an integer between 0 and 07777')
+        if !defined $m || length $m > 7;
+    $m = 0 + $m;
+    # (stat $file)[2] carries the file type too: keep the permission bits.
+    $m &= 07777 if $m > 07777 && $m <= 0177777 && $FILE_TYPE{$m & $S_IFMT};
+    fail($who, $method, 'mode must be an integer between 0 and 07777') if $m > 07777;
+    permission_bits($who, $method, $m);
+    return $m;
+}
+
+# A mode with bits outside 0777 (set-user-ID, set-group-ID, sticky) is a
+# mode written in decimal far more often than one meant: 660 is 01224.
+sub permission_bits {
+    my ($who, $method, $m) = @_;
+    return if !($m & ~0777);
+    fail($who, $method, sprintf('mode %d has bits outside 0777 (0%o in octal): write a mode in octal, %s',
+            $m, $m, $m =~ /\A[0-7]{3}\z/ ? "as 0$m (not $m)" : 'such as 0660'));
+}
+
+# A seed: a decimal string (exact beyond Perl's integers); 0 for undef,
+# unless $given says the caller wrote a seed option: an undef one is a
+# secret that was never set (seed => $secret), which would protect nothing.
+sub seed {
+    my ($who, $method, $seed, $given) = @_;
+    if (!defined $seed) {
+        fail($who, $method, 'the seed option is undef (a secret that was not set?):'
+                . ' give a seed, or leave the option out for seed 0')
+            if $given;
+        return 0;
+    }
+    my $s = uint64($seed);
+    fail($who, $method, 'seed must be a non-negative integer that fits in 64 bits')
+        if !defined $s;
+    return $s;
+}
+
+# The C API's layout code of a layout name: BFS_LAYOUT_DEFAULT when none was
+# asked for (standard for a new filter; the stored one wins on an existing
+# file or bytes).
+sub layout {
+    my ($who, $method, $layout) = @_;
+    return $CONSTANT{LAYOUT_DEFAULT} if !defined $layout;
+    my $code = ref $layout ? undef : $LAYOUT_CODE{$layout};
+    fail($who, $method, 'layout must be ' . layout_choice()) if !defined $code;
+    return $code;
+}
+
+# The C API's window options from an options hash: (generations, window in
+# seconds), (0, 0) for a plain filter; a window of 0 seconds with
+# generations is a filter stepped only by rotate. The window's range is
+# checked by the library. Generations not given: the C API's
+# BFS_GENERATIONS_DEFAULT (4 for a new filter, an existing one's own).
+sub window {
+    my ($who, $method, $opts) = @_;
+    my $has_window = exists $opts->{window};
+    return (0, 0) if !$has_window && !exists $opts->{generations};
+    fail($who, $method, 'the generations option needs the window option'
+            . ' (window => undef for a filter stepped only by rotate)')
+        if !$has_window;
+    my $g = $opts->{generations};
+    if (defined $g) {
+        my $n = uint64($g);
+        fail($who, $method, 'generations must be an integer from 2 to 16')
+            if !defined $n || length $n > 2 || $n < 2 || $n > 16;
+        $g = 0 + $n;
+    }
+    else {
+        fail($who, $method, 'generations must be an integer from 2 to 16')
+            if exists $opts->{generations};
+        $g = $CONSTANT{GENERATIONS_DEFAULT};
+    }
+    my $w = $opts->{window};
+    return ($g, 0) if !defined $w;
+    fail($who, $method, 'window must be a positive number of seconds (or undef)')
+        if (ref $w && !overload::Method($w, '0+') && !overload::Method($w, '""'))
+        || !Scalar::Util::looks_like_number($w)
+        || !($w > 0) || $w == 9**9**9;    # also refuses NaN and inf
+    return ($g, 0 + $w);
+}
+
+# A count as the command line tool takes it: 1000, 1_000_000, 1e6, 10k, 5M,
+# 2G (k, M, G: powers of 1000). The number, or undef for anything else.
+sub count_text {
+    my ($v) = @_;
+    my %mult = (k => 1e3, m => 1e6, g => 1e9);
+    (my $s = $v) =~ s/_//g;
+    return $1 if $s =~ /\A([0-9]+)\z/;
+    return $1 * $mult{lc $2} if $s =~ /\A([0-9]+(?:\.[0-9]+)?)([kmg])\z/i;
+    return $1 * 10**$2 if $s =~ /\A([0-9]+(?:\.[0-9]+)?)e([0-9]+)\z/i;
+    return undef;
+}
+
+# An fp_rate as the command line tool takes it: digits with a decimal point
+# or an exponent (0.01, .01, 1e-3), strictly between 0 and 1; or undef.
+sub fp_rate_text {
+    my ($v) = @_;
+    return undef if $v !~ /\A(?:[0-9]*\.?[0-9]+(?:[eE]-?[0-9]+)?)\z/ || !($v > 0 && $v < 1);
+    return 0 + $v;
+}
+
+# A duration as the command line tool takes it ("90", "2s", "1h30m", ...):
+# (seconds) or (undef, why not), in the library's words.
+sub duration {
+    my ($text) = @_;
+    return Data::BloomFilter::Shared::_xs_parse_duration($text);
+}
+
+# An options hash: only the keys in @allowed; returns a plain copy ({} for
+# undef).
+sub options {
+    my ($who, $method, $opts, @allowed) = @_;
+    return {} if !defined $opts;
+    fail($who, $method, 'options must be a hash reference') if ref $opts ne 'HASH';
+    my %allowed = map { $_ => 1 } @allowed;
+    for my $key (sort keys %$opts) {
+        fail($who, $method, "unknown option '$key'") if !$allowed{$key};
+    }
+    return {%$opts};
+}
+
+1;
+
+__END__
+
+=head1 NAME
+
+Data::BloomFilter::Shared::Args - argument checks shared by Data::BloomFilter::Shared, its Redis class and bloomfilter-shared (internal)
+
+=head1 DESCRIPTION
+
+Internal to the distribution: no part of it is an API, and it may change
+or go away in any release. See L<Data::BloomFilter::Shared>.
+
+=cut
