@@ -60,18 +60,6 @@
 #define BFS_REPLY_OTHER 4
 
 /**
- * The version of a windowed filter's bytes.
- */
-#define WINDOWED_VERSION 2
-
-/**
- * Fixed header of a windowed filter's bytes, before its `last` words.
- */
-#define WINDOWED_HEADER_LEN 80
-
-
-
-/**
  * A process-local handle on a shared filter. Opaque.
  */
 typedef struct BfsFilter BfsFilter;

@@ -12,13 +12,12 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, STRIPES_OFF};
 use crate::geometry::Geometry;
 use crate::hashing::{hash_item, ItemHash};
-use crate::layout::{prefetch_line, Layout, Probe, Probing};
+use crate::layout::{prefetch_line, with_probe, Layout, Probe, Probing};
 use crate::region::{self, Region};
 use crate::sync::{
     self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INTERSECT, PENDING_INVERT, PENDING_MERGE,
 };
 use crate::window::{View, Window};
-use crate::with_probe;
 
 /// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
 /// 256 MiB filter, mostly absent items, 2-core AMD EPYC VM: with huge pages,
@@ -2314,6 +2313,7 @@ impl Filter {
             // recoverer.
             d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
         }
+        #[cfg(feature = "test-hooks")]
         if testing::STOP.with(|s| s.get()) == Some(None) {
             testing::stop_here(None);
         }
@@ -2321,6 +2321,7 @@ impl Filter {
         if sh.frozen() {
             return Err(Error::frozen()); // g, then lock, drop: all released
         }
+        #[cfg(feature = "test-hooks")]
         if let Some(Some(chunks)) = testing::STOP.with(|s| s.get()) {
             g.apply_journal_partly(op, journal, chunks);
             testing::stop_here(Some(g));
@@ -2494,8 +2495,9 @@ impl Filter {
 }
 
 /// Crash-test hooks: leave a lock held as a process killed inside an
-/// operation would. For the project's own multi-process tests only.
-#[doc(hidden)]
+/// operation would. For the project's own multi-process tests only: built
+/// with the `test-hooks` feature (cargo test's), never into the library.
+#[cfg(feature = "test-hooks")]
 pub mod testing {
     use super::*;
 

@@ -37,6 +37,7 @@ pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
 /// XXH3-128 + Kirsch–Mitzenmacher probes over a power-of-two table: the
 /// standard layout's scheme. The field holds `layout::Scheme::id`: 2 and 3
 /// are the blocked layouts (64-bit words, 128-bit blocks).
+#[cfg(test)]
 pub const HASH_SCHEME: u32 = 1;
 
 pub const PAGE: u64 = 4096;
@@ -48,10 +49,15 @@ pub const IMMUTABLE_LEN: usize = 120;
 
 pub const OFF_FLAGS: u64 = 128;
 pub const OFF_EPOCH: u64 = 132;
+// The control line's other words, spelled out with the rest of the header
+// (the code reaches them through `sync::Control`'s fields).
+#[allow(dead_code)]
 pub const OFF_EXCL: u64 = 136;
+#[allow(dead_code)]
 pub const OFF_PENDING: u64 = 140;
 /// The journal owner word (control line, after the 8-byte cursor at 144):
 /// the token of the merger or intersecter using the journal, else 0.
+#[allow(dead_code)]
 pub const OFF_JOURNAL: u64 = 152;
 /// Where a resumable exclusive operation keeps the chunk it is changing:
 /// the second half of the header page.
@@ -123,6 +129,7 @@ pub struct Layout {
 }
 
 /// The one source of truth for offsets (a filter of one bit array).
+#[cfg(any(test, feature = "test-hooks"))]
 pub fn layout(m: u64) -> Layout {
     ring_layout(m, 1)
 }

@@ -644,8 +644,6 @@ impl Probing {
 
 /// Run `$body` with `$p` bound to the concrete strategy of `$probing` (a
 /// `Probing`): the one place a layout is chosen at run time.
-#[macro_export]
-#[doc(hidden)]
 macro_rules! with_probe {
     ($probing:expr, $p:ident => $body:expr) => {
         match $probing {
@@ -655,6 +653,7 @@ macro_rules! with_probe {
         }
     };
 }
+pub(crate) use with_probe;
 
 // ---------------------------------------------------------------- blocked math
 

@@ -22,28 +22,73 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod claims;
-pub mod error;
-pub mod ffi;
-pub mod filter;
-pub mod format;
-pub mod geometry;
-pub mod hashing;
-pub mod layout;
-pub mod legacy;
-pub mod region;
-pub mod remote;
-pub mod resp;
-pub mod serial;
-pub mod sync;
-pub mod upgrade;
+// Every module is private: the API is the `pub use` list below. The C header
+// is generated from `ffi` alone (cbindgen skips the modules marked
+// `cbindgen:ignore`).
 /// cbindgen:ignore
-pub mod window;
+mod claims;
+/// cbindgen:ignore
+mod error;
+mod ffi;
+/// cbindgen:ignore
+mod filter;
+/// cbindgen:ignore
+mod format;
+/// cbindgen:ignore
+mod geometry;
+/// cbindgen:ignore
+mod hashing;
+/// cbindgen:ignore
+mod layout;
+/// cbindgen:ignore
+mod legacy;
+/// cbindgen:ignore
+mod region;
+/// cbindgen:ignore
+mod remote;
+/// cbindgen:ignore
+mod resp;
+/// cbindgen:ignore
+mod serial;
+/// cbindgen:ignore
+mod sync;
+/// cbindgen:ignore
+mod upgrade;
+/// cbindgen:ignore
+mod window;
 
 pub use error::{Error, ErrorKind, Result};
-pub use filter::{Filter, Options};
-pub use geometry::Geometry;
-pub use layout::Layout;
+pub use filter::{Filter, Options, Target, WindowOptions};
+pub use geometry::{Geometry, GeometryError};
+pub use layout::{Layout, Scheme};
+pub use window::Window;
+
+/// The internals the crate's own tests and fuzz targets reach into, and the
+/// crash-test hooks. Only with the `test-hooks` feature, which `cargo test`
+/// turns on (a dev-dependency of the crate on itself) and the library's
+/// build does not: none of it is API, none of it is in the installed
+/// library.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod hooks {
+    pub use crate::filter::testing;
+    pub use crate::sync::resumed_chunks;
+    pub mod ffi {
+        pub use crate::ffi::*;
+    }
+    pub mod format {
+        pub use crate::format::*;
+    }
+    pub mod region {
+        pub use crate::region::*;
+    }
+    pub mod resp {
+        pub use crate::resp::*;
+    }
+    pub mod serial {
+        pub use crate::serial::*;
+    }
+}
 
 impl Filter {
     /// The length of the filter's portable bytes: `serial::serialized_len`,

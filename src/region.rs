@@ -146,6 +146,7 @@ impl Region {
         self.map.len()
     }
 
+    #[allow(dead_code)] // len's companion (clippy::len_without_is_empty)
     pub fn is_empty(&self) -> bool {
         self.map.len() == 0
     }

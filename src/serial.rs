@@ -233,6 +233,7 @@ impl Image<'_> {
     }
 
     /// The image's bytes, as `write` (or the windowed writer) makes them.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn to_bytes(&self) -> Vec<u8> {
         match &self.window {
             None => {

@@ -182,11 +182,12 @@ pub trait JournalStore: Sync {
     fn free_journal(&self);
 }
 
+#[cfg(feature = "test-hooks")]
 static RESUMED_CHUNKS: AtomicU64 = AtomicU64::new(0);
 
 /// Chunks this process has redone while finishing operations whose owners
 /// died (`resume`). For the crash tests: recovery does only what was left.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 pub fn resumed_chunks() -> u64 {
     // Relaxed: a statistic read by the process that did the work.
     RESUMED_CHUNKS.load(Ordering::Relaxed)
@@ -1189,6 +1190,7 @@ impl<'a> Shared<'a> {
         // file) finishes nothing rather than indexing outside the bits.
         let c = usize::try_from(cur / 2).map_or(chunks, |c| c.min(chunks));
         // Relaxed: a statistic (resumed_chunks).
+        #[cfg(feature = "test-hooks")]
         RESUMED_CHUNKS.fetch_add((chunks - c) as u64, Ordering::Relaxed);
         if journaled(op) {
             // The journal must be whole: its user wrote all of it before
@@ -1293,7 +1295,7 @@ impl Exclusive<'_> {
 
     /// Apply journaled `op` to the first `chunks` chunks and stop there: an
     /// operation killed part-way. For the crash tests.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn apply_journal_partly(&self, op: u32, journal: &[AtomicU64], chunks: usize) {
         self.begin(op);
         let n = (chunks * CHUNK).min(self.sh.bits.len());
@@ -1314,7 +1316,7 @@ impl Exclusive<'_> {
     /// Run `op` over the first `chunks` chunks, then change half of the
     /// next one, and stop there: an operation killed in the middle of a
     /// chunk. For the crash tests.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn transform_partly(&self, op: u32, chunks: usize) {
         self.begin(op);
         let part = &self.sh.bits[..(chunks * CHUNK).min(self.sh.bits.len())];
