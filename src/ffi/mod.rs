@@ -10,10 +10,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, ErrorKind};
 use crate::filter::{Filter, Options, Target, WindowOptions};
-use crate::layout::Layout;
+use crate::math::scheme::Layout;
+use crate::math::window;
 use crate::remote;
-use crate::resp;
-use crate::window;
+use crate::remote::resp;
 
 /// Status of a call: `BFS_OK` or one of the `BFS_ERR_*` codes.
 pub type BfsStatus = u32;
@@ -785,7 +785,7 @@ pub unsafe extern "C" fn bfs_unlink_path(path: *const c_char, removed: *mut u8, 
     guard(err, || {
         // SAFETY: per the function's contract.
         let p = unsafe { opt_path(path) }.ok_or_else(|| Error::arg("path is required"))?;
-        let r = crate::region::unlink(path_bytes(p))?;
+        let r = crate::shm::region::unlink(path_bytes(p))?;
         if !removed.is_null() {
             // SAFETY: valid per contract.
             unsafe { *removed = r as u8 };
@@ -822,7 +822,7 @@ pub unsafe extern "C" fn bfs_upgrade(path: *const c_char, out: *mut BfsUpgraded,
     guard(err, || {
         // SAFETY: per the function's contract.
         let p = unsafe { opt_path(path) }.ok_or_else(|| Error::arg("path is required"))?;
-        let u = crate::upgrade::upgrade(path_bytes(p))?;
+        let u = crate::codec::upgrade::upgrade(path_bytes(p))?;
         // SAFETY: NULL or valid per contract.
         if let Some(o) = unsafe { out.as_mut() } {
             let g = u.header.geometry;
@@ -894,11 +894,11 @@ pub struct BfsRemoteGeometry {
 
 /// # Safety
 /// `p` must be a NUL-terminated string.
-unsafe fn layout_arg(p: *const c_char) -> Result<crate::layout::Layout, Error> {
+unsafe fn layout_arg(p: *const c_char) -> Result<crate::math::scheme::Layout, Error> {
     // SAFETY: per the contract above.
     let name = unsafe { opt_cbytes(p) }.ok_or_else(|| Error::arg("layout is required"))?;
     let name = std::str::from_utf8(name).map_err(|_| Error::arg("layout is not valid UTF-8"))?;
-    crate::layout::Layout::named(name)
+    crate::math::scheme::Layout::named(name)
 }
 
 /// The geometry `layout` ("standard" or "blocked") gives `capacity` and `fp_rate`.

@@ -1,5 +1,5 @@
 //! Layouts: where an item's bits are, how they are tested and set, and the
-//! math that sizes a filter of that layout and reads its fill.
+//! sizing math is in `math` (`scheme`, `blocked`, `geometry`).
 //!
 //! A layout is a probing strategy (`Probe`). The rest of the crate does not
 //! know which one it runs: `Filter` holds a `Probing` (one of the strategies)
@@ -20,98 +20,14 @@
 //! multiply-shift range reduction, so `n` need not be a power of two — and
 //! bit `i` of its k is the top 6 (or 7) bits of `h2 * M[i]` for fixed odd
 //! multipliers `M`: both halves of the one XXH3-128 hash, independent.
-//!
-//! The false-positive rate of a blocked layout is computed exactly for
-//! independent uniform bit positions: an absent item's block holds
-//! `j ~ Poisson(n/b)` items, whose `k j` bit throws leave `s` distinct bits
-//! set (an occupancy distribution); the absent item's own `d` distinct bits
-//! (the occupancy of `k` throws) are all among them with probability
-//! `C(s,d)/C(B,d)`. Sizing picks the word width, `k` and the word count that
-//! meet the requested rate with the fewest bits (see `blocked_geometry`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 
-use crate::geometry::{Geometry, GeometryError, MAX_BITS};
-use crate::hashing::ItemHash;
-
-/// How a filter's bits are laid out; stored in the header's and the
-/// serialized bytes' "hash scheme" field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scheme {
-    /// `bloom.h`'s layout (scheme 1).
-    Standard,
-    /// Blocked, one 64-bit word per item (scheme 2).
-    Word64,
-    /// Blocked, one 128-bit block per item (scheme 3).
-    Block128,
-}
-
-/// The layout a user asks for: the blocked layout's width is chosen by
-/// sizing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    Standard,
-    Blocked,
-}
-
-impl Layout {
-    pub fn name(self) -> &'static str {
-        match self {
-            Layout::Standard => "standard",
-            Layout::Blocked => "blocked",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Layout> {
-        match s {
-            "standard" => Some(Layout::Standard),
-            "blocked" => Some(Layout::Blocked),
-            _ => None,
-        }
-    }
-}
-
-impl Scheme {
-    /// The number stored in headers and serialized bytes.
-    pub fn id(self) -> u32 {
-        match self {
-            Scheme::Standard => 1,
-            Scheme::Word64 => 2,
-            Scheme::Block128 => 3,
-        }
-    }
-
-    pub fn from_id(id: u32) -> Option<Scheme> {
-        match id {
-            1 => Some(Scheme::Standard),
-            2 => Some(Scheme::Word64),
-            3 => Some(Scheme::Block128),
-            _ => None,
-        }
-    }
-
-    pub fn layout(self) -> Layout {
-        match self {
-            Scheme::Standard => Layout::Standard,
-            _ => Layout::Blocked,
-        }
-    }
-
-    /// Bits per block (0 for the standard layout, which has none).
-    pub fn block_bits(self) -> u64 {
-        match self {
-            Scheme::Standard => 0,
-            Scheme::Word64 => 64,
-            Scheme::Block128 => 128,
-        }
-    }
-}
+use crate::math::geometry::Geometry;
+use crate::math::hashing::ItemHash;
+use crate::math::scheme::{Scheme, BLOCKED_MAX_K};
 
 // ---------------------------------------------------------------- positions
-
-/// Most bits per item in a blocked layout (one multiplier each).
-pub const BLOCKED_MAX_K: u32 = 16;
 
 /// Odd multipliers, one per bit of an item: the fractional digits of the
 /// golden ratio and of sqrt(2..17), forced odd.
@@ -390,9 +306,9 @@ impl Probe for Standard {
     /// bit needs no read-modify-write and no cache-line ownership).
     #[inline(always)]
     fn set(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
-        let mut zeros = [0u64; crate::geometry::MAX_K as usize];
+        let mut zeros = [0u64; crate::math::geometry::MAX_K as usize];
         let mut n = 0;
-        for i in 0..self.k.min(crate::geometry::MAX_K) {
+        for i in 0..self.k.min(crate::math::geometry::MAX_K) {
             let idx = h.probe(i, self.mask);
             zeros[n] = idx;
             n += (Self::bit(bits, idx) ^ 1) as usize;
@@ -647,272 +563,19 @@ impl Probing {
 macro_rules! with_probe {
     ($probing:expr, $p:ident => $body:expr) => {
         match $probing {
-            $crate::layout::Probing::Standard($p) => $body,
-            $crate::layout::Probing::Word64($p) => $body,
-            $crate::layout::Probing::Block128($p) => $body,
+            $crate::probe::Probing::Standard($p) => $body,
+            $crate::probe::Probing::Word64($p) => $body,
+            $crate::probe::Probing::Block128($p) => $body,
         }
     };
 }
 pub(crate) use with_probe;
 
-// ---------------------------------------------------------------- blocked math
-
-/// Loads past this many items per block are never needed: sizing looks at
-/// mean loads up to the block width, and the Poisson mass beyond
-/// `B + 12 sqrt(B) + 20` is below 1e-20 for them.
-fn max_load(block: u64) -> usize {
-    (block as f64 + 12.0 * (block as f64).sqrt() + 20.0) as usize
-}
-
-/// One throw more: `occ[s]` is the chance that `s` distinct bits of a
-/// block of `b` are set; each throw sets one uniform bit. Chances below
-/// `floor` are dropped: sizing passes the smallest normal double, whose
-/// dropped chances move no table entry (the tests check the tables bit
-/// for bit), and subnormal arithmetic would make the walk many times
-/// slower.
-fn throw(occ: &[f64], b: usize, floor: f64) -> Vec<f64> {
-    let mut next = vec![0.0; b + 1];
-    for s in 0..=b {
-        if occ[s] == 0.0 {
-            continue;
-        }
-        next[s] += occ[s] * s as f64 / b as f64;
-        if s < b {
-            next[s + 1] += occ[s] * (b - s) as f64 / b as f64;
-        }
-    }
-    for v in &mut next {
-        if *v < floor {
-            *v = 0.0;
-        }
-    }
-    next
-}
-
-/// `hits[s]`: the chance that a query of `k` bits finds them all among
-/// `s` set bits of a block of `b`, from `query`, the distribution of the
-/// query's distinct bits (`k` throws into an empty block): C(s,d)/C(B,d)
-/// = prod_{i<d} (s-i)/(B-i) for the d it can have (1..=k).
-fn query_hits(query: &[f64], b: usize, k: usize) -> Vec<f64> {
-    let kd = k.min(b);
-    (0..=b)
-        .map(|s| {
-            let mut p = 0.0;
-            let mut r = 1.0;
-            for (d, &qd) in query.iter().enumerate().take(kd + 1).skip(1) {
-                if s + 1 < d {
-                    break;
-                }
-                r *= (s + 1 - d) as f64 / (b + 1 - d) as f64;
-                p += qd * r;
-            }
-            p
-        })
-        .collect()
-}
-
-/// `tables[k - 1][j]`, for `k` from 1 to `kmax`: the chance that an absent
-/// item's bits are all set in a block of `block` bits holding `j` items,
-/// each item setting `k` uniform bits.
-///
-/// The distribution of set bits after `t` throws does not depend on how
-/// the throws group into items, so one walk over `t` serves every `k`: a
-/// block holding `j` items of `k` bits has seen `t = j k` throws. Each
-/// table entry is the same arithmetic, in the same order, as a walk for
-/// that `k` alone (the test below checks this bit for bit), so sizing is
-/// unchanged; it is about `kmax` times less work.
-fn block_fp_tables(block: u64, kmax: u32) -> Vec<Vec<f64>> {
-    let b = block as usize;
-    let jmax = max_load(block);
-    let kmax = kmax as usize;
-    let mut empty = vec![0.0; b + 1];
-    empty[0] = 1.0;
-    let dot = |occ: &[f64], hits: &[f64]| -> f64 { (0..=b).map(|s| occ[s] * hits[s]).sum() };
-    // hits[k - 1]: `query_hits` of a query of k bits, whose distribution
-    // is the walk's after k throws.
-    let mut hits: Vec<Vec<f64>> = Vec::with_capacity(kmax);
-    let mut tables: Vec<Vec<f64>> = vec![Vec::with_capacity(jmax + 1); kmax];
-    let mut occ = empty.clone();
-    for t in 1..=jmax * kmax {
-        occ = throw(&occ, b, f64::MIN_POSITIVE);
-        if t <= kmax {
-            let h = query_hits(&occ, b, t);
-            // A block with no items, once the query of t bits is known.
-            tables[t - 1].push(dot(&empty, &h));
-            hits.push(h);
-        }
-        for k in 1..=kmax.min(t) {
-            if t % k == 0 && t / k <= jmax {
-                tables[k - 1].push(dot(&occ, &hits[k - 1]));
-            }
-        }
-    }
-    tables
-}
-
-/// The tables for every width and k, computed once per process.
-fn table(block: u64, k: u32) -> &'static [f64] {
-    static T64: OnceLock<Vec<Vec<f64>>> = OnceLock::new();
-    static T128: OnceLock<Vec<Vec<f64>>> = OnceLock::new();
-    let cell = if block == 64 { &T64 } else { &T128 };
-    let all = cell.get_or_init(|| block_fp_tables(block, BLOCKED_MAX_K));
-    &all[(k.clamp(1, BLOCKED_MAX_K) - 1) as usize]
-}
-
-/// The false-positive rate of a blocked layout of `block`-bit blocks, `k`
-/// bits per item, at a mean load of `lambda` items per block.
-pub fn blocked_fp(block: u64, k: u32, lambda: f64) -> f64 {
-    let q = table(block, k);
-    if lambda <= 0.0 {
-        return 0.0;
-    }
-    // Poisson weights by recurrence from the mode down and up, so that no
-    // term under- or overflows for the loads sizing looks at.
-    let mode = lambda.floor() as usize;
-    let jmax = q.len() - 1;
-    if mode >= jmax {
-        return 1.0;
-    }
-    let ln_mode = -lambda + mode as f64 * lambda.ln() - ln_factorial(mode);
-    let pm = ln_mode.exp();
-    let mut fp = pm * q[mode];
-    let mut p = pm;
-    for j in (0..mode).rev() {
-        p *= (j + 1) as f64 / lambda;
-        fp += p * q[j];
-    }
-    let mut p = pm;
-    for (j, &qj) in q.iter().enumerate().skip(mode + 1) {
-        p *= lambda / j as f64;
-        fp += p * qj;
-    }
-    fp.min(1.0)
-}
-
-/// `ln n!`, from a table of running sums (the same additions, in the same
-/// order, as summing `ln 2 + ... + ln n` each time). `blocked_fp` needs it
-/// for loads below the longest table, `max_load(128)`.
-fn ln_factorial(n: usize) -> f64 {
-    static LN_FACT: OnceLock<Vec<f64>> = OnceLock::new();
-    let t = LN_FACT.get_or_init(|| {
-        let mut t = vec![0.0f64; max_load(128) + 1];
-        let mut sum = 0.0f64;
-        for (i, v) in t.iter_mut().enumerate().skip(2) {
-            sum += (i as f64).ln();
-            *v = sum;
-        }
-        t
-    });
-    match t.get(n) {
-        Some(&v) => v,
-        None => (2..=n).map(|i| (i as f64).ln()).sum(),
-    }
-}
-
-/// The largest mean load per block at which `blocked_fp` is at most `rate`.
-fn max_lambda(block: u64, k: u32, rate: f64) -> f64 {
-    let (mut lo, mut hi) = (0.0f64, block as f64);
-    if blocked_fp(block, k, hi) <= rate {
-        return hi;
-    }
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if blocked_fp(block, k, mid) <= rate {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
-/// A 64-bit-word filter is chosen unless it needs more than this many times
-/// the bits of a 128-bit-block one for the same rate: a word costs one
-/// `fetch_or`, a block a compare-and-swap loop and two words of the line.
-pub const WORD64_MAX_OVERHEAD: f64 = 1.15;
-
-/// The best `(k, items per block)` for a width and rate.
-pub fn best_k(block: u64, rate: f64) -> (u32, f64) {
-    let mut best = (1, 0.0);
-    for k in 1..=BLOCKED_MAX_K {
-        let l = max_lambda(block, k, rate);
-        if l > best.1 {
-            best = (k, l);
-        }
-    }
-    best
-}
-
-/// The blocked geometry for `capacity` items at `rate`: the width, `k` and
-/// number of blocks with the fewest bits whose exact false-positive rate at
-/// capacity is at most `rate` (see `WORD64_MAX_OVERHEAD` for the width).
-pub fn blocked_geometry(capacity: u64, rate: f64) -> Result<Geometry, GeometryError> {
-    let (k64, l64) = best_k(64, rate);
-    let (k128, l128) = best_k(128, rate);
-    let per64 = 64.0 / l64;
-    let per128 = 128.0 / l128;
-    // The choice is the same on every machine (a filter's geometry follows
-    // from its arguments alone); one without a 16-byte compare-and-swap
-    // refuses to run a 128-bit-block filter rather than size it otherwise.
-    let (scheme, block, k, lambda) = if per64 <= WORD64_MAX_OVERHEAD * per128 {
-        (Scheme::Word64, 64u64, k64, l64)
-    } else {
-        (Scheme::Block128, 128u64, k128, l128)
-    };
-    if lambda.is_nan() || lambda <= 0.0 {
-        return Err(GeometryError::TooLarge);
-    }
-    let blocks = (capacity as f64 / lambda).ceil().max(1.0);
-    if blocks * block as f64 > MAX_BITS as f64 {
-        return Err(GeometryError::TooLarge);
-    }
-    // Rounding the block count up only lowers the load: re-check it, since
-    // the FP is computed at capacity / blocks.
-    let blocks = blocks as u64;
-    debug_assert!(blocked_fp(block, k, capacity as f64 / blocks as f64) <= rate);
-    Ok(Geometry {
-        k,
-        m: blocks * block,
-        capacity,
-        fp_rate: rate,
-        scheme,
-    })
-}
-
-/// The expected false-positive rate of geometry `g` holding `n` items.
-pub fn expected_fp(g: &Geometry, n: f64) -> f64 {
-    match g.scheme {
-        Scheme::Standard => (1.0 - (-(g.k as f64) * n / g.m as f64).exp()).powi(g.k as i32),
-        s => {
-            let b = s.block_bits();
-            blocked_fp(b, g.k, n / (g.m / b) as f64)
-        }
-    }
-}
-
-/// Estimated items from `set` bits of a blocked geometry: the inverse of
-/// the expected fill. A block of `B` bits holding `J ~ Poisson(l)` items
-/// has each bit clear with probability `E[z^J] = exp(-l (1 - z))`, with
-/// `z = (1 - 1/B)^k`; so `n = -(b / (1 - z)) ln(1 - X/m)`.
-pub fn blocked_count(g: &Geometry, set: u64) -> u64 {
-    if set >= g.m {
-        return g.capacity;
-    }
-    let b = g.scheme.block_bits();
-    let blocks = (g.m / b) as f64;
-    let z = (1.0 - 1.0 / b as f64).powi(g.k as i32);
-    let n = -(blocks / (1.0 - z)) * (1.0 - set as f64 / g.m as f64).ln();
-    if n <= 0.0 {
-        0
-    } else {
-        (n + 0.5) as u64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashing::hash_item;
+    use crate::math::geometry::MAX_BITS;
+    use crate::math::hashing::hash_item;
 
     fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
         move || {
@@ -921,20 +584,6 @@ mod tests {
             x ^= x << 17;
             x
         }
-    }
-
-    #[test]
-    fn scheme_ids_round_trip() {
-        for s in [Scheme::Standard, Scheme::Word64, Scheme::Block128] {
-            assert_eq!(Scheme::from_id(s.id()), Some(s));
-        }
-        for id in [0, 4, 9, u32::MAX] {
-            assert_eq!(Scheme::from_id(id), None);
-        }
-        assert_eq!(Scheme::Word64.layout().name(), "blocked");
-        assert_eq!(Scheme::Block128.layout(), Layout::Blocked);
-        assert_eq!(Layout::from_name("standard"), Some(Layout::Standard));
-        assert_eq!(Layout::from_name("Blocked"), None);
     }
 
     #[test]
@@ -1022,147 +671,6 @@ mod tests {
             assert!((mean - expect).abs() < 0.05, "k {k}: mean bits {mean} vs {expect}");
         }
         assert_eq!(mask64(&ItemHash { h1: 0, h2: 1 }, 0), 0);
-    }
-
-    /// One table the direct way: `k` throws per item, a walk per `k`,
-    /// every chance kept.
-    fn block_fp_table_alone(block: u64, k: u32) -> Vec<f64> {
-        let b = block as usize;
-        let mut query = vec![0.0; b + 1];
-        query[0] = 1.0;
-        for _ in 0..k {
-            query = throw(&query, b, 0.0);
-        }
-        let hits = query_hits(&query, b, k as usize);
-        let mut occ = vec![0.0; b + 1];
-        occ[0] = 1.0;
-        let mut q = Vec::new();
-        for j in 0..=max_load(block) {
-            if j > 0 {
-                for _ in 0..k {
-                    occ = throw(&occ, b, 0.0);
-                }
-            }
-            q.push((0..=b).map(|s| occ[s] * hits[s]).sum());
-        }
-        q
-    }
-
-    /// The shared walk, dropping subnormal chances, gives every table bit
-    /// for bit as a walk of its own keeping them all (so sizing is the same
-    /// whichever way the tables are made).
-    #[test]
-    fn shared_walk_matches_one_walk_per_k() {
-        for block in [4u64, 64, 128] {
-            let all = block_fp_tables(block, BLOCKED_MAX_K);
-            assert_eq!(all.len(), BLOCKED_MAX_K as usize);
-            for k in 1..=BLOCKED_MAX_K {
-                let want = block_fp_table_alone(block, k);
-                let got = &all[k as usize - 1];
-                assert_eq!(got.len(), want.len(), "block {block} k {k}");
-                for (j, (g, w)) in got.iter().zip(&want).enumerate() {
-                    assert_eq!(g.to_bits(), w.to_bits(), "block {block} k {k} j {j}: {g} vs {w}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn ln_factorial_table_matches_the_sum() {
-        for n in 0..=2 * max_load(128) {
-            let want: f64 = (2..=n).map(|i| (i as f64).ln()).sum();
-            assert_eq!(ln_factorial(n).to_bits(), (want + 0.0).to_bits(), "n {n}");
-        }
-    }
-
-    /// The exact block FP table against brute force for tiny blocks, where
-    /// every outcome can be enumerated.
-    #[test]
-    fn block_table_matches_enumeration() {
-        // B = 4 is not a width we use, but the table's math is width-free.
-        let all = block_fp_tables(4, 3);
-        for k in 1..=3u32 {
-            let q = &all[k as usize - 1];
-            for (j, &qj) in q.iter().enumerate().take(3) {
-                // Enumerate all (j+1)*k throws into 4 bins.
-                let throws = (j + 1) * k as usize;
-                let total = 4usize.pow(throws as u32);
-                let mut hits = 0usize;
-                for code in 0..total {
-                    let mut c = code;
-                    let mut set = 0u8;
-                    for _ in 0..j * k as usize {
-                        set |= 1 << (c % 4);
-                        c /= 4;
-                    }
-                    let mut query = 0u8;
-                    for _ in 0..k {
-                        query |= 1 << (c % 4);
-                        c /= 4;
-                    }
-                    hits += (query & set == query) as usize;
-                }
-                let want = hits as f64 / total as f64;
-                assert!((qj - want).abs() < 1e-12, "k {k} j {j}: {qj} vs {want}");
-            }
-        }
-    }
-
-    #[test]
-    fn fp_is_monotone_in_load_and_known_at_the_ends() {
-        for block in [64u64, 128] {
-            for k in 1..=BLOCKED_MAX_K {
-                assert_eq!(blocked_fp(block, k, 0.0), 0.0);
-                let mut last = 0.0;
-                for i in 1..200 {
-                    let fp = blocked_fp(block, k, i as f64 * block as f64 / 200.0);
-                    assert!(fp >= last - 1e-15, "B {block} k {k} at {i}");
-                    assert!(fp <= 1.0);
-                    last = fp;
-                }
-            }
-            // One bit per item: a bit is set with probability
-            // 1 - E[(1-1/B)^J] = 1 - exp(-l/B).
-            let l = 10.0;
-            let want = 1.0 - (-l / block as f64).exp();
-            assert!((blocked_fp(block, 1, l) - want).abs() < 1e-12);
-        }
-    }
-
-    /// The chosen geometry meets the rate at capacity, and one block fewer
-    /// would not (it is the smallest for that width and k).
-    #[test]
-    fn blocked_geometry_is_smallest_meeting_the_rate() {
-        for cap in [1u64, 7, 100, 1000, 123_457, 10_000_000] {
-            for rate in [0.5, 0.1, 0.05, 0.01, 0.001, 0.0001, 1e-5] {
-                let g = blocked_geometry(cap, rate).unwrap();
-                assert!(g.is_valid(), "{g:?}");
-                let b = g.scheme.block_bits();
-                let blocks = g.m / b;
-                assert!(expected_fp(&g, cap as f64) <= rate * (1.0 + 1e-9), "{g:?}");
-                if blocks > 1 {
-                    let fewer = blocked_fp(b, g.k, cap as f64 / (blocks - 1) as f64);
-                    assert!(fewer > rate * 0.999_999, "{g:?}: {fewer}");
-                }
-            }
-        }
-        assert_eq!(blocked_geometry(u64::MAX, 0.01), Err(GeometryError::TooLarge));
-    }
-
-    #[test]
-    fn count_estimate_inverts_the_expected_fill() {
-        let g = blocked_geometry(100_000, 0.01).unwrap();
-        assert_eq!(blocked_count(&g, 0), 0);
-        assert_eq!(blocked_count(&g, g.m), g.capacity);
-        let b = g.scheme.block_bits() as f64;
-        let blocks = (g.m as f64) / b;
-        for n in [1.0, 1000.0, 50_000.0, 100_000.0, 200_000.0] {
-            let z = (1.0 - 1.0 / b).powi(g.k as i32);
-            let fill = 1.0 - (-(n / blocks) * (1.0 - z)).exp();
-            let set = (fill * g.m as f64).round() as u64;
-            let est = blocked_count(&g, set) as f64;
-            assert!((est - n).abs() <= 0.002 * n + 1.0, "{n}: {est}");
-        }
     }
 
     /// Every way of asking agrees: `contains`, `contains_early` and

@@ -4,20 +4,25 @@
 //! and of every address it derives from it (DESIGN C6); the shared memory is
 //! touched only through atomics, and the lock protocol is `sync`'s.
 
+mod serialize;
+
 use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
-use crate::claims;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, STRIPES_OFF};
-use crate::geometry::Geometry;
-use crate::hashing::{hash_item, ItemHash};
-use crate::layout::{prefetch_line, with_probe, Layout, Probe, Probing};
-use crate::region::{self, Region};
+use crate::math::geometry::Geometry;
+use crate::math::hashing::{hash_item, ItemHash};
+use crate::math::scheme::Layout;
+use crate::math::window::{View, Window};
+use crate::probe::{prefetch_line, with_probe, Probe, Probing};
+use crate::shm::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, STRIPES_OFF};
+use crate::shm::region::{self, Region};
+use crate::sync::claims;
 use crate::sync::{
     self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INTERSECT, PENDING_INVERT, PENDING_MERGE,
 };
-use crate::window::{View, Window};
+use crate::sys::clock::now_ns;
+use crate::sys::{fork, membarrier, robust};
 
 /// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
 /// 256 MiB filter, mostly absent items, 2-core AMD EPYC VM: with huge pages,
@@ -176,39 +181,6 @@ enum StepState {
 }
 
 /// Wall-clock time in ns since the Unix epoch (0 before it), from
-/// `CLOCK_REALTIME_COARSE` plus its resolution: the time of the last timer
-/// tick, read without the counter arithmetic of `CLOCK_REALTIME`, moved up
-/// by one tick so that it is never behind the real time (an item is never
-/// taken to have been added before it was). So it can be up to one tick
-/// ahead: a step, or the forgetting of an item added in the last tick of a
-/// period, can come up to one tick early (the documented bounds hold to
-/// within a tick). Windowed filters read it on every call.
-pub(crate) fn now_ns() -> u64 {
-    static TICK_NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    let tick = *TICK_NS.get_or_init(|| {
-        let mut r = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: r is a valid timespec to write.
-        let ok = unsafe { libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &mut r) } == 0;
-        if ok && r.tv_sec >= 0 && r.tv_nsec >= 0 {
-            (r.tv_sec as u64)
-                .saturating_mul(1_000_000_000)
-                .saturating_add(r.tv_nsec as u64)
-        } else {
-            10_000_000 // HZ = 100, the coarsest Linux has
-        }
-    });
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec to write; the clock id is one every
-    // Linux since 2.6.32 has.
-    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 || ts.tv_sec < 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-        .saturating_add(tick)
-}
-
 static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The slot a call runs under: the thread's slot for the filter, or one
@@ -353,7 +325,7 @@ impl Filter {
         if self.region.readonly || self.frozen() {
             return Ok(self); // takes no slot, ever
         }
-        if !sync::robust_mutexes_available() {
+        if !robust::robust_mutexes_available() {
             // Nothing to check against: queries work, and a write croaks
             // saying why (claim_new).
             return Ok(self);
@@ -374,7 +346,7 @@ impl Filter {
     fn header_for(capacity: u64, fp_rate: f64, opts: &Options) -> Result<Header> {
         let layout = opts.layout.unwrap_or(Layout::Standard);
         let g = Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))?;
-        if g.scheme == crate::layout::Scheme::Block128 && !crate::layout::cas128_available() {
+        if g.scheme == crate::math::scheme::Scheme::Block128 && !crate::probe::cas128_available() {
             return Err(Error::arg(
                 "this fp_rate needs 128-bit blocks, which need a 16-byte compare-and-swap this machine lacks",
             ));
@@ -428,7 +400,7 @@ impl Filter {
     /// Refuse what this machine cannot run: 128-bit blocks need a 16-byte
     /// compare-and-swap.
     fn runnable(self) -> Result<Filter> {
-        if matches!(self.probing, Probing::Block128(_)) && !crate::layout::cas128_available() {
+        if matches!(self.probing, Probing::Block128(_)) && !crate::probe::cas128_available() {
             return Err(Error::new(
                 ErrorKind::Format,
                 "this filter's 128-bit blocks need a 16-byte compare-and-swap, which this machine lacks",
@@ -501,7 +473,7 @@ impl Filter {
     pub(crate) fn with_state(
         h: Header,
         to: Target<'_>,
-        state: Option<&crate::serial::WindowState>,
+        state: Option<&crate::shm::serial::WindowState>,
         fill: &dyn Fn(WordSink),
     ) -> Result<Filter> {
         let gen_words = h.geometry.words();
@@ -688,7 +660,7 @@ impl Filter {
     fn claim_slow(&self) -> Result<Held<'_>> {
         // Registers the fork handler (before any claim is cached, so every
         // fork invalidates them).
-        let gen = sync::fork_generation();
+        let gen = fork::fork_generation();
         let id = self.region.id();
         let c = match claims::lookup(id, gen) {
             Some(c) => c,
@@ -711,7 +683,7 @@ impl Filter {
     /// or any slot while the thread ends).
     fn claim_new(&self, id: claims::Id, gen: u32) -> Result<(Claim, bool)> {
         let sh = self.shared();
-        if !sync::robust_mutexes_available() {
+        if !robust::robust_mutexes_available() {
             return Err(Error::new(
                 ErrorKind::Busy,
                 "this system has no robust process-shared mutexes (glibc and robust futexes are needed to write)",
@@ -723,7 +695,7 @@ impl Filter {
         if !full {
             // Light marks for lock-free adds where every exclusive
             // operation can fence them (sync::begin_lockfree_add).
-            let light = self.lockfree_adds() && sync::light_fences();
+            let light = self.lockfree_adds() && membarrier::light_fences();
             match sh.claim_slot(std::process::id(), light) {
                 // Not recorded when the thread is ending.
                 Ok(c) => return Ok((c, !claims::insert(id, gen, c, self.serial, self.region.mapping()))),
@@ -1297,7 +1269,7 @@ impl Filter {
         if let Some(n) = w.decide_step(v, q, oldest_last, spare_clean, forced) {
             // A process that cannot fence light marks leaves the step to
             // one that can while another has them (not closing meanwhile).
-            if !sync::light_fences() && !sh.fence_light_adders(c) {
+            if !membarrier::light_fences() && !sh.fence_light_adders(c) {
                 return (false, false);
             }
             if !View::closed(word) {
@@ -1698,7 +1670,7 @@ impl Filter {
 
     /// The add stripe of an item in a windowed filter: adders of one item
     /// serialize on it in every layout.
-    fn window_stripe(&self, h: &crate::hashing::ItemHash) -> usize {
+    fn window_stripe(&self, h: &crate::math::hashing::ItemHash) -> usize {
         (h.h1 ^ h.h2.rotate_left(32)) as usize & (self.stripes as usize - 1)
     }
 
@@ -1890,7 +1862,7 @@ impl Filter {
     }
 
     /// Whether a windowed filter holds the item in a visible generation.
-    fn window_contains(&self, win: &Win, h: &crate::hashing::ItemHash) -> bool {
+    fn window_contains(&self, win: &Win, h: &crate::math::hashing::ItemHash) -> bool {
         with_probe!(&self.probing, p => self.window_contains_one(win, p, &p.locate(h)))
     }
 
@@ -2081,7 +2053,7 @@ impl Filter {
     /// writable one that did not get the word), and tries again when more
     /// than one step landed, `SNAPSHOT_TRIES` times, a writable handle
     /// trying for the cleaner word before each.
-    pub fn copy_window(&self, out: &mut [u8]) -> Result<crate::serial::WindowState> {
+    pub fn copy_window(&self, out: &mut [u8]) -> Result<crate::shm::serial::WindowState> {
         let Some(win) = self.win else {
             return Err(Error::arg("not a windowed filter"));
         };
@@ -2146,13 +2118,13 @@ impl Filter {
                 .map(|d| {
                     self.last_word(w.slot_at(view, d))
                         .load(Ordering::Acquire)
-                        .min(crate::serial::MAX_LAST)
+                        .min(crate::shm::serial::MAX_LAST)
                 })
                 .collect();
             if self.load_view(w) != view {
                 continue;
             }
-            return Ok(crate::serial::WindowState {
+            return Ok(crate::shm::serial::WindowState {
                 window: *w,
                 current: view.m,
                 last,
@@ -2614,7 +2586,7 @@ impl Drop for Filter {
         // thread's table, which keeps the mapping and gives the slot back
         // there (see `claims`).
         if self.claim.get().is_some() {
-            claims::forget(self.region.id(), sync::fork_generation(), self.serial);
+            claims::forget(self.region.id(), fork::fork_generation(), self.serial);
         }
     }
 }
@@ -2644,7 +2616,7 @@ mod tests {
     fn a_fresh_generation_tells_one_of_two_lockfree_adders_new() {
         for rotate in [false, true] {
             let opts = Options {
-                layout: Some(crate::layout::Layout::Blocked),
+                layout: Some(crate::math::scheme::Layout::Blocked),
                 window: Some(WindowOptions {
                     window_ns: Some(3600 * 1_000_000_000),
                     generations: 4,
@@ -3026,7 +2998,7 @@ mod tests {
         assert!(!set.is_empty() && set.len() <= f.geometry().k as usize);
         assert_eq!(set[0] / 64, set[set.len() - 1] / 64, "bits in one word: {set:?}");
         let f = blocked(1000, 0.0001);
-        assert_eq!(f.geometry().scheme, crate::layout::Scheme::Block128);
+        assert_eq!(f.geometry().scheme, crate::math::scheme::Scheme::Block128);
         f.add(b"hello").unwrap();
         let set = set_positions(&f);
         assert_eq!(set[0] / 128, set[set.len() - 1] / 128, "bits in one block: {set:?}");
@@ -3203,7 +3175,7 @@ mod tests {
     /// in both blocked layouts and the standard one.
     #[test]
     fn windowed_single_adds_answer_as_batches() {
-        use crate::layout::Scheme;
+        use crate::math::scheme::Scheme;
         for (layout, rate, scheme) in [
             (Layout::Standard, 0.01, Scheme::Standard),
             (Layout::Blocked, 0.01, Scheme::Word64),
@@ -3262,7 +3234,7 @@ mod tests {
             ..Options::default()
         };
         let f = Filter::new_anonymous(1000, 0.001, opts).unwrap();
-        assert_eq!(f.geometry().scheme, crate::layout::Scheme::Block128);
+        assert_eq!(f.geometry().scheme, crate::math::scheme::Scheme::Block128);
         for round in 0..6u32 {
             let new = (0..500u32)
                 .filter(|i| f.add(&(round * 1000 + i).to_le_bytes()).unwrap())
@@ -3594,7 +3566,7 @@ mod tests {
                         }
                     }
                     let bytes = f.serialize().unwrap();
-                    assert_eq!(bytes.len() as u64, crate::serial::windowed_len(f.geometry().m, g));
+                    assert_eq!(bytes.len() as u64, crate::shm::serial::windowed_len(f.geometry().m, g));
                     let path = dir.join(format!("c{case}"));
                     let to = match case % 3 {
                         0 => Target::Anonymous,

@@ -23,9 +23,9 @@
 //! written for the stored geometry, and the caller keeps the decoded copy
 //! (DESIGN C6): nothing read later from the mapping decides an address.
 
-use crate::geometry::Geometry;
-use crate::layout::Scheme;
-use crate::window::Window;
+use crate::math::geometry::Geometry;
+use crate::math::scheme::Scheme;
+use crate::math::window::Window;
 use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
@@ -419,7 +419,7 @@ mod tests {
         for g in [
             Geometry::for_capacity(1000, 0.01).unwrap(),
             Geometry::for_capacity(10_000_000, 0.001).unwrap(),
-            Geometry::for_layout(12_345, 0.02, crate::layout::Layout::Blocked).unwrap(),
+            Geometry::for_layout(12_345, 0.02, crate::math::scheme::Layout::Blocked).unwrap(),
         ] {
             let h = Header {
                 geometry: g,

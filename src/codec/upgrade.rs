@@ -16,8 +16,8 @@ use std::os::fd::AsRawFd;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::filter::Filter;
-use crate::legacy::{self, LegacyHeader};
-use crate::region::{self, Flock};
+use crate::shm::legacy::{self, LegacyHeader};
+use crate::shm::region::{self, Flock};
 
 /// What a conversion did.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -97,7 +97,7 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
     let mut head = [0u8; legacy::HEADER_LEN];
     let n = (st.st_size as u64).min(legacy::HEADER_LEN as u64) as usize;
     pread_exact(fd.as_raw_fd(), &mut head[..n], 0).map_err(|e| Error::io(format!("read {shown}"), e))?;
-    if !legacy::has_magic(&head[..n]) && head[..n].starts_with(&crate::format::MAGIC) {
+    if !legacy::has_magic(&head[..n]) && head[..n].starts_with(&crate::shm::format::MAGIC) {
         return Err(Error::arg(format!(
             "{shown}: already a filter of this version (nothing to upgrade)"
         )));

@@ -67,11 +67,11 @@
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
+use crate::math::geometry::Geometry;
+use crate::math::scheme::Scheme;
+use crate::math::window::{View, Window};
 #[cfg(test)]
-use crate::format::HASH_SCHEME;
-use crate::geometry::Geometry;
-use crate::layout::Scheme;
-use crate::window::{View, Window};
+use crate::shm::format::HASH_SCHEME;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSER";
 /// The version of a plain filter's bytes.

@@ -24,8 +24,8 @@
 //! same order as ours: bit `i` is bit `i % 64` of word `i / 64`. Its hashing
 //! is ours with seed 0.
 
-use crate::geometry::{Geometry, MAX_BITS, MAX_K, MIN_BITS, MIN_K};
-use crate::serial::{le32, le64};
+use crate::math::geometry::{Geometry, MAX_BITS, MAX_K, MIN_BITS, MIN_K};
+use crate::shm::serial::{le32, le64};
 
 /// The header's size, and the least a legacy file can be.
 pub const HEADER_LEN: usize = 256;
@@ -154,7 +154,7 @@ pub fn parse(b: &[u8], actual_size: u64) -> Result<LegacyHeader, LegacyError> {
         capacity,
         fp_rate,
         // The original knew only bloom.h's layout.
-        scheme: crate::layout::Scheme::Standard,
+        scheme: crate::math::scheme::Scheme::Standard,
     };
     debug_assert!(geometry.is_valid());
     Ok(LegacyHeader {
@@ -211,7 +211,7 @@ mod tests {
                     m: 1 << 14,
                     capacity: 1000,
                     fp_rate: 0.01,
-                    scheme: crate::layout::Scheme::Standard,
+                    scheme: crate::math::scheme::Scheme::Standard,
                 }
             );
             assert_eq!((h.bits_off, h.total_size, h.ops), (off, off + 2048, 12345));

@@ -21,13 +21,15 @@
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{self, Header, Layout, FLAG_FROZEN, IMMUTABLE_LEN, OFF_FLAGS};
+use crate::shm::format::{self, Header, Layout, FLAG_FROZEN, IMMUTABLE_LEN, OFF_FLAGS};
+use crate::shm::journal::{map_range, JournalMap, JournalStore};
+use crate::shm::slots;
 
 /// What backs a region.
 #[derive(Debug)]
@@ -81,21 +83,6 @@ fn shared_fd(id: (u64, u64), fd: OwnedFd) -> Arc<OwnedFd> {
     let a = Arc::new(fd);
     t.push((id, Arc::downgrade(&a)));
     a
-}
-
-/// A mapping of the journal: `words` atomics, shared with every process
-/// that maps it.
-pub struct JournalMap {
-    map: MmapRaw,
-    words: usize,
-}
-
-impl JournalMap {
-    pub fn words(&self) -> &[AtomicU64] {
-        // SAFETY: the mapping is `words` * 8 bytes (map_range asked for
-        // exactly that), page aligned, and only ever accessed atomically.
-        unsafe { std::slice::from_raw_parts(self.map.as_mut_ptr() as *const AtomicU64, self.words) }
-    }
 }
 
 /// The name of the errnos a journal's storage can fail with, for messages
@@ -281,16 +268,7 @@ impl Region {
     }
 }
 
-/// Map `len` bytes of `fd` at `off`, shared and writable.
-fn map_range(fd: RawFd, off: u64, len: u64) -> std::io::Result<JournalMap> {
-    let map = MmapOptions::new().offset(off).len(len as usize).map_raw(fd)?;
-    Ok(JournalMap {
-        map,
-        words: (len / 8) as usize,
-    })
-}
-
-impl crate::sync::JournalStore for Region {
+impl JournalStore for Region {
     fn map_journal(&self) -> Option<JournalMap> {
         let fd = self.store_fd()?;
         let (off, len) = format::journal(&self.header)?;
@@ -359,7 +337,7 @@ pub(crate) fn random_u64() -> u64 {
 }
 
 /// A header for a new filter.
-pub fn new_header(geometry: crate::geometry::Geometry, seed: u64) -> Header {
+pub fn new_header(geometry: crate::math::geometry::Geometry, seed: u64) -> Header {
     Header {
         geometry,
         seed,
@@ -452,7 +430,7 @@ fn read_header(fd: &OwnedFd, size: u64, path: Option<&str>) -> Result<Header> {
     let n = size.min(format::HEADER_READ_LEN as u64) as usize;
     let mut b = [0u8; format::HEADER_READ_LEN];
     let got = pread_full(fd.as_raw_fd(), &mut b[..n], 0).map_err(|e| Error::io("read header", e))?;
-    if crate::legacy::has_magic(&b[..got]) {
+    if crate::shm::legacy::has_magic(&b[..got]) {
         return Err(Error::format(legacy_message(path)));
     }
     if got < IMMUTABLE_LEN {
@@ -471,7 +449,7 @@ fn write_header(map: &MmapRaw, h: &Header) {
     unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), map.as_mut_ptr(), b.len()) };
     // SAFETY: as above; the slot table lies inside every region's control
     // area (CONTROL_END <= total), zeroed by the kernel.
-    unsafe { crate::sync::init_slots(map.as_mut_ptr().add(format::SLOTS_OFF as usize) as *mut crate::sync::Slot) };
+    unsafe { slots::init_slots(map.as_mut_ptr().add(format::SLOTS_OFF as usize) as *mut slots::Slot) };
     if let Some(w) = h.window {
         // The first step's spare is clean (the window module's initial
         // state: view 0 in slot 0, every `last` 0).
@@ -1144,7 +1122,7 @@ pub(crate) fn scratch_dir(name: &str) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::geometry::Geometry;
+    use crate::math::geometry::Geometry;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn scratch(name: &str) -> std::path::PathBuf {
