@@ -72,7 +72,7 @@ mod sync;
 mod sys;
 
 pub use error::{Error, ErrorKind, Result};
-pub use filter::{Filter, Options, Target, WindowOptions};
+pub use filter::{Filter, Options, Target, WindowOptions, WindowStats};
 pub use math::geometry::{Geometry, GeometryError};
 pub use math::scheme::{Layout, Scheme};
 pub use math::window::Window;
@@ -91,5 +91,8 @@ pub mod hooks {
     pub use crate::sync::resumed_chunks;
     pub mod ffi {
         pub use crate::ffi::*;
+        pub use crate::ffi::{
+            exclusive::*, files::*, info::*, items::*, open::*, redis::*, remote::*, serialize::*, window::*,
+        };
     }
 }

@@ -1,4 +1,4 @@
-//! An exhaustive interleaving check of the lock protocol in `src/sync.rs`.
+//! An exhaustive interleaving check of the lock protocol in `src/sync/` (with `src/shm/slots.rs`).
 //!
 //! The protocol is modelled step by step (one step = one atomic access of the
 //! real code) for two processes adding the same item (k = 2 bits), with and

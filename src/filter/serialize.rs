@@ -191,6 +191,7 @@ impl Filter {
 mod tests {
     use super::*;
     use crate::filter::Options;
+    use crate::math::rng::xorshift;
 
     /// Property: for random item sets, geometries and seeds,
     /// `deserialize(serialize(f))` is a filter with the same geometry, seed
@@ -198,13 +199,7 @@ mod tests {
     /// bytes do not depend on the order the items were added in.
     #[test]
     fn round_trip_of_random_filters() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let rates = [0.5, 0.3, 0.1, 0.01, 0.001];
         for round in 0..120 {
             let capacity = 1 + next() % 3000;

@@ -30,7 +30,7 @@ pub struct Geometry {
     pub capacity: u64,
     /// The false-positive rate the filter was sized for.
     pub fp_rate: f64,
-    /// Where an item's bits are (see `layout`).
+    /// Where an item's bits are (see `math::scheme` and `probe`).
     pub scheme: Scheme,
 }
 

@@ -6,5 +6,7 @@
 pub mod blocked;
 pub mod geometry;
 pub mod hashing;
+#[cfg(test)]
+pub mod rng;
 pub mod scheme;
 pub mod window;

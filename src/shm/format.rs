@@ -21,7 +21,7 @@
 //! A header is untrusted input: it may come from a file another user can
 //! write. `decode` checks every field against what this library would have
 //! written for the stored geometry, and the caller keeps the decoded copy
-//! (DESIGN C6): nothing read later from the mapping decides an address.
+//! (doc/DESIGN.md, C6): nothing read later from the mapping decides an address.
 
 use crate::math::geometry::Geometry;
 use crate::math::scheme::Scheme;
@@ -35,7 +35,7 @@ pub const FORMAT_VERSION: u32 = 2;
 /// the same byte order.
 pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
 /// XXH3-128 + Kirsch–Mitzenmacher probes over a power-of-two table: the
-/// standard layout's scheme. The field holds `layout::Scheme::id`: 2 and 3
+/// standard layout's scheme. The field holds `math::scheme::Scheme::id`: 2 and 3
 /// are the blocked layouts (64-bit words, 128-bit blocks).
 #[cfg(test)]
 pub const HASH_SCHEME: u32 = 1;

@@ -359,6 +359,7 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::math::rng::xorshift;
 
     fn image(cap: u64, rate: f64, seed: u64, fill: impl Fn(usize) -> u64) -> Vec<u8> {
         let g = Geometry::for_capacity(cap, rate).unwrap();
@@ -486,16 +487,6 @@ mod tests {
         let mut c = good.clone();
         c[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
         assert_eq!(parse(&reseal(c)).unwrap().seed, u64::MAX);
-    }
-
-    /// A deterministic stream of pseudo-random words.
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
     }
 
     /// Random and mutated inputs never panic (a small deterministic fuzz).

@@ -46,7 +46,7 @@ pub struct Slot {
     pub fence: AtomicU32,
 }
 
-/// One add stripe, alone on its cache line (DESIGN C5).
+/// One add stripe, alone on its cache line (doc/DESIGN.md, C5).
 #[repr(C, align(64))]
 pub struct Stripe {
     pub word: AtomicU32,

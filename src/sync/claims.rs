@@ -1,7 +1,7 @@
 //! Which process slot this thread holds for each filter it has open.
 //!
 //! Slots are per process (per thread, for a threaded program), not per
-//! handle (DESIGN C7): every handle of one filter in a thread writes under
+//! handle (doc/DESIGN.md, C7): every handle of one filter in a thread writes under
 //! the same slot, so a process with a thousand handles takes one slot. A
 //! slot belongs to the thread that locked its mutex (the kernel marks the
 //! mutex when that thread ends), so the table is thread-local.

@@ -1,7 +1,8 @@
 //! The process-shared locking protocol and dead-process recovery.
 //!
-//! Everything that several processes write, other than the bit words, lives
-//! in this file. The rules (DESIGN §4):
+//! Everything that several processes write, other than the bit words, is
+//! laid out in `shm::slots` and written by this module (`claims`: which slot
+//! a thread writes under). The rules (doc/DESIGN.md, §4):
 //!
 //! * Queries take nothing and write nothing.
 //! * An adder takes only the *stripe* of its item (one of 64 to 4096 words,
@@ -485,17 +486,33 @@ impl<'a> Shared<'a> {
                     continue;
                 }
             }
-            let x = self.ctl.excl.load(Ordering::SeqCst);
-            if x == 0 {
-                if self.frozen() {
-                    self.end_add(s);
-                    return false;
-                }
-                return true;
+            if let Some(go) = self.admitted(c, || self.end_add(s)) {
+                return go;
             }
-            self.end_add(s);
-            self.wait_exclusive(x, c);
         }
+    }
+
+    /// The end of `begin_add` and `begin_merge`, once the caller has taken
+    /// its stripe or mark (a SeqCst store): `Some(true)` to go on,
+    /// `Some(false)` when the filter is frozen and `None` when an exclusive
+    /// operation runs (waited for: take it again), both after `release`
+    /// gave the stripe or mark back.
+    #[inline(always)]
+    fn admitted(&self, c: Claim, release: impl Fn()) -> Option<bool> {
+        // SeqCst: the second half of the Dekker pair with lock_exclusive
+        // (our stripe or mark store before this load; its excl store
+        // before its drain's load).
+        let x = self.ctl.excl.load(Ordering::SeqCst);
+        if x == 0 {
+            if self.frozen() {
+                release();
+                return Some(false);
+            }
+            return Some(true);
+        }
+        release();
+        self.wait_exclusive(x, c);
+        None
     }
 
     /// Release stripe `s`: a plain store, no read-modify-write. Stripe
@@ -514,17 +531,9 @@ impl<'a> Shared<'a> {
         loop {
             // SeqCst: the same Dekker pair as begin_add.
             busy.store(c.token, Ordering::SeqCst);
-            let x = self.ctl.excl.load(Ordering::SeqCst);
-            if x == 0 {
-                if self.frozen() {
-                    self.end_merge(c);
-                    return false;
-                }
-                return true;
+            if let Some(go) = self.admitted(c, || self.end_merge(c)) {
+                return go;
             }
-            busy.store(0, Ordering::Release);
-            self.wake_drainer();
-            self.wait_exclusive(x, c);
         }
     }
 
@@ -566,11 +575,6 @@ impl<'a> Shared<'a> {
     #[inline(always)]
     pub fn end_merge(&self, c: Claim) {
         self.owned(c).unmark();
-    }
-
-    #[inline(always)]
-    fn wake_drainer(&self) {
-        wake_drainer(self.ctl);
     }
 
     /// Wait until every stripe held when we look has been released once
@@ -786,7 +790,7 @@ impl<'a> Shared<'a> {
     // and given back after its space is freed. Order: journal word, then
     // excl; never the other way round except by a CAS that does not wait
     // (`reclaim_journal`), so nothing deadlocks. No other filter's lock is
-    // held meanwhile (C3).
+    // held meanwhile (doc/DESIGN.md, C3).
 
     /// Take the journal word for `me`, waiting for a live user and taking
     /// it over from a dead one. Whatever a dead user left pending is
@@ -1090,124 +1094,4 @@ impl Drop for Exclusive<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_round_trip_and_are_never_zero() {
-        for idx in [0, 1, 511, SLOTS - 1] {
-            for gen in [0, 1, 12345, GEN_MASK, GEN_MASK + 1, u32::MAX] {
-                let t = token(idx, gen);
-                assert_ne!(t, 0);
-                assert_eq!(t & WAITERS, 0);
-                assert_eq!(untoken(t), Some((idx, gen & GEN_MASK)));
-                assert_eq!(untoken(t | WAITERS), Some((idx, gen & GEN_MASK)));
-            }
-        }
-        assert_eq!(untoken(0), None);
-        assert_eq!(untoken(SLOTS + 1), None);
-        assert_eq!(untoken(IDX_MASK), None);
-    }
-
-    /// A zeroed slot table, initialised as a new region's is.
-    fn table() -> (Vec<Slot>, Control) {
-        // SAFETY: Slot and Control are plain atomics and a pthread mutex,
-        // for which all-zero bytes are a valid (if uninitialised) state.
-        let mut v: Vec<Slot> = (0..SLOTS).map(|_| unsafe { std::mem::zeroed() }).collect();
-        // SAFETY: SLOTS zeroed slots that nothing else uses yet.
-        unsafe { crate::shm::slots::init_slots(v.as_mut_ptr()) };
-        // SAFETY: as above.
-        (v, unsafe { std::mem::zeroed() })
-    }
-
-    fn shared<'a>(slots: &'a [Slot], ctl: &'a Control) -> Shared<'a> {
-        Shared {
-            ctl,
-            slots,
-            stripes: &[],
-            bits: &[],
-            scratch: &[],
-            journal: None,
-        }
-    }
-
-    #[test]
-    fn a_claim_lives_until_given_back() {
-        let (slots, ctl) = table();
-        let sh = shared(&slots, &ctl);
-        let c = sh.claim_slot(7, false).unwrap();
-        assert_eq!(c.idx, 7);
-        // Seen from another thread, the owner (this thread) is alive...
-        std::thread::scope(|s| {
-            s.spawn(|| assert!(!sh.owner_dead(c.token), "live owner judged dead"));
-        });
-        // ...and a second claim takes the next slot.
-        let c2 = sh.claim_slot(7, false).unwrap();
-        assert_eq!(c2.idx, 8);
-        sh.release_slot(c);
-        assert!(sh.owner_dead(c.token), "a released claim's token is dead");
-        let c3 = sh.claim_slot(7, false).unwrap();
-        assert_eq!(c3.idx, 7);
-        assert_ne!(c3.token, c.token, "a new claim has a new generation");
-        assert!(!sh.owner_dead(c3.token));
-        sh.release_slot(c2);
-        sh.release_slot(c3);
-    }
-
-    #[test]
-    fn a_thread_that_exits_holding_a_slot_is_dead() {
-        let (slots, ctl) = table();
-        let sh = shared(&slots, &ctl);
-        let c = std::thread::scope(|s| s.spawn(|| sh.claim_slot(3, false).unwrap()).join().unwrap());
-        // The kernel marked the mutex "owner died" when the thread ended.
-        assert!(sh.owner_dead(c.token));
-        // Its generation is retired: later checks agree without a trylock.
-        assert_ne!(slots[3].gen.load(Ordering::Relaxed), untoken(c.token).unwrap().1);
-        assert!(sh.owner_dead(c.token));
-        // And the slot can be claimed again.
-        let again = sh.claim_slot(3, false).unwrap();
-        assert_eq!(again.idx, 3);
-        sh.release_slot(again);
-    }
-
-    #[test]
-    fn a_full_table_overflows_into_the_shared_slot() {
-        let (slots, ctl) = table();
-        let sh = shared(&slots, &ctl);
-        let claims: Vec<Claim> = (0..OVERFLOW).map(|_| sh.claim_slot(0, false).unwrap()).collect();
-        assert_eq!(sh.claim_slot(0, false), Err(SyncError::SlotsFull));
-        let o = sh.claim_overflow().unwrap();
-        assert_eq!(o.idx, OVERFLOW);
-        // Another thread waits for the overflow slot until it is given back.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let o2 = sh.claim_overflow().unwrap();
-                tx.send(o2).unwrap();
-                sh.release_slot(o2);
-            });
-            assert!(
-                rx.recv_timeout(Duration::from_millis(200)).is_err(),
-                "overflow slot taken twice"
-            );
-            sh.release_slot(o);
-            let o2 = rx.recv_timeout(Duration::from_secs(5)).expect("waiter got the slot");
-            assert_ne!(o2.token, o.token);
-        });
-        for c in claims {
-            sh.release_slot(c);
-        }
-    }
-
-    #[test]
-    fn a_foreign_mutex_is_never_handed_to_pthread() {
-        let (slots, ctl) = table();
-        let sh = shared(&slots, &ctl);
-        // SAFETY: overwrite slot 5's mutex bytes with junk, as a hostile file
-        // could; nobody holds it.
-        unsafe { std::ptr::write_bytes(&slots[5].owner as *const _ as *mut u8, 0xA5, 40) };
-        assert_eq!(slots[5].try_own(), Try::Broken);
-        assert_eq!(sh.claim_slot(5, false).unwrap().idx, 6, "a broken slot is skipped");
-        assert!(sh.owner_dead(token(5, 0)));
-    }
-}
+mod tests;
