@@ -52,13 +52,16 @@ sub top_of {
 }
 
 # The top-level modules a piece of code names: `crate::x`, `$crate::x` and
-# the names of `crate::{x, y::z}`. Comments (doc comments included) are
-# dropped first, and string literals, so that prose does not count.
+# the names of `crate::{x, y::z}`. Comments (doc comments included), string
+# and character literals are dropped first, in one left-to-right pass, so
+# that prose and quoted text do not count.
 sub uses {
     my ($code) = @_;
-    $code =~ s{"(?:\\.|[^"\\])*"}{""}g;
-    $code =~ s{//[^\n]*}{}g;
-    $code =~ s{/\*.*?\*/}{}gs;
+    $code =~ s{
+        ( //[^\n]* | /\*.*?\*/ )
+      | ( b?r(\#*)".*?"\3 | b?"(?:\\.|[^"\\])*" )
+      | ( b?'(?:\\.|[^'\\])' )
+    }{ defined $1 ? ' ' : defined $2 ? '""' : "' '" }gsex;
     my %to;
     $to{$1} = 1 while $code =~ /(?<![\w:])\$?crate::(\w+)/g;
     while ($code =~ /(?<![\w:])crate::\{([^}]*)\}/g) {
