@@ -1,5 +1,5 @@
-//! Making filters: new (anonymous, file, memfd), from a descriptor, read-
-//! only, from portable bytes; and freeing them.
+//! Making filters: new (anonymous, file, memfd), from a descriptor,
+//! read-only, from portable bytes; and freeing them.
 
 use super::boundary::*;
 use super::*;
