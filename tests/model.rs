@@ -1,4 +1,4 @@
-//! An exhaustive interleaving check of the lock protocol in `src/sync.rs`.
+//! An exhaustive interleaving check of the lock protocol in `src/sync/` (with `src/shm/slots.rs`).
 //!
 //! The protocol is modelled step by step (one step = one atomic access of the
 //! real code) for two processes adding the same item (k = 2 bits), with and
@@ -90,6 +90,75 @@ impl Excl {
         self.pending = false;
         self.epoch += self.epoch % 2;
         self.owner = 0;
+    }
+}
+
+/// The stages of an adder that finds the exclusive lock taken
+/// (`wait_exclusive`), in both models: it waits while a live owner holds
+/// the lock; from a dead one it takes the lock over (`steal_exclusive`),
+/// drains, finishes the dead owner's pending clear (`resume`) and releases;
+/// then it starts its add over. A model numbers them from its `WAIT_EXCL`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Recovery {
+    Wait,
+    Drain,
+    Resume,
+    Release,
+}
+
+impl Recovery {
+    const ALL: [Recovery; 4] = [Recovery::Wait, Recovery::Drain, Recovery::Resume, Recovery::Release];
+}
+
+/// What the recovery needs of a model's state.
+trait Recovers: Model {
+    fn excl(&self) -> &Excl;
+    fn excl_mut(&mut self) -> &mut Excl;
+    /// What taking the lock over does besides (the lock-free model's
+    /// recoverer runs a membarrier).
+    fn stolen(&mut self) {}
+    /// One step of the drain by `p` from `self` into `n`: Some(true) when
+    /// nothing is held any more, Some(false) when a dead holder's mark or
+    /// stripe was cleared, None when blocked on a live holder.
+    fn drain_once(&self, n: &mut Self, p: usize) -> Option<bool>;
+    /// The dead owner's clear, finished.
+    fn clear_bits(&mut self);
+}
+
+/// One step of recovery stage `at` of `p` (owner `id`) from `s` into `n`:
+/// the next stage, `Ok(None)` when the add starts over, `Err(())` when
+/// blocked.
+fn recovery_step<M: Recovers>(s: &M, n: &mut M, p: usize, id: Owner, at: Recovery) -> Result<Option<Recovery>, ()> {
+    match at {
+        Recovery::Wait => {
+            let owner = s.excl().owner;
+            if owner == 0 {
+                Ok(None)
+            } else if s.procs().owner_dead(owner) {
+                // steal_exclusive + enter_exclusive
+                n.excl_mut().steal(id);
+                n.stolen();
+                Ok(Some(Recovery::Drain))
+            } else {
+                Err(())
+            }
+        }
+        Recovery::Drain => match s.drain_once(n, p) {
+            Some(true) => Ok(Some(Recovery::Resume)),
+            Some(false) => Ok(Some(Recovery::Drain)),
+            None => Err(()),
+        },
+        // resume: a dead clear's pending work is finished.
+        Recovery::Resume => {
+            if s.excl().pending {
+                n.clear_bits();
+            }
+            Ok(Some(Recovery::Release))
+        }
+        Recovery::Release => {
+            n.excl_mut().release();
+            Ok(None)
+        }
     }
 }
 
@@ -250,14 +319,34 @@ impl State {
     /// at `next` when the stripe is free, clear it when its owner is dead;
     /// false when blocked on a live owner.
     fn drain_step(&self, n: &mut State, p: usize, next: u8) -> bool {
-        if self.stripe == 0 {
-            n.pc[p] = next;
-        } else if self.procs.owner_dead(self.stripe) {
-            n.stripe = 0;
-        } else {
-            return false;
+        match self.drain_once(n, p) {
+            Some(true) => n.pc[p] = next,
+            Some(false) => {}
+            None => return false,
         }
         true
+    }
+}
+
+impl Recovers for State {
+    fn excl(&self) -> &Excl {
+        &self.lock
+    }
+    fn excl_mut(&mut self) -> &mut Excl {
+        &mut self.lock
+    }
+    fn drain_once(&self, n: &mut State, _: usize) -> Option<bool> {
+        if self.stripe == 0 {
+            Some(true)
+        } else if self.procs.owner_dead(self.stripe) {
+            n.stripe = 0;
+            Some(false)
+        } else {
+            None
+        }
+    }
+    fn clear_bits(&mut self) {
+        self.bits = [false; 2];
     }
 }
 
@@ -289,6 +378,12 @@ const A_WAIT_EXCL: u8 = 10;
 const A_RECOVER_DRAIN: u8 = 11;
 const A_RECOVER_CLEAR: u8 = 12;
 const A_RECOVER_RELEASE: u8 = 13;
+// The recovery's stages (`Recovery`), numbered from A_WAIT_EXCL.
+const _: () = assert!(
+    A_RECOVER_DRAIN == A_WAIT_EXCL + Recovery::Drain as u8
+        && A_RECOVER_CLEAR == A_WAIT_EXCL + Recovery::Resume as u8
+        && A_RECOVER_RELEASE == A_WAIT_EXCL + Recovery::Release as u8
+);
 // Under the stripe: load both bits (no early exit), then OR only the zeros.
 const A_GATHER_B0: u8 = 14;
 const A_GATHER_B1: u8 = 15;
@@ -375,31 +470,13 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 n.stripe = 0;
                 n.pc[p] = A_WAIT_EXCL;
             }
-            A_WAIT_EXCL => {
-                if s.lock.owner == 0 {
-                    n.pc[p] = A_TAKE_STRIPE;
-                } else if s.procs.owner_dead(s.lock.owner) {
-                    // steal_exclusive + enter_exclusive
-                    n.lock.steal(id);
-                    n.pc[p] = A_RECOVER_DRAIN;
-                } else {
-                    return vec![];
+            A_WAIT_EXCL..=A_RECOVER_RELEASE => {
+                let at = Recovery::ALL[(s.pc[p] - A_WAIT_EXCL) as usize];
+                match recovery_step(s, &mut n, p, id, at) {
+                    Ok(Some(r)) => n.pc[p] = A_WAIT_EXCL + r as u8,
+                    Ok(None) => n.pc[p] = A_TAKE_STRIPE,
+                    Err(()) => return vec![],
                 }
-            }
-            A_RECOVER_DRAIN => {
-                if !s.drain_step(&mut n, p, A_RECOVER_CLEAR) {
-                    return vec![];
-                }
-            }
-            A_RECOVER_CLEAR => {
-                if s.lock.pending {
-                    n.bits = [false; 2];
-                }
-                n.pc[p] = A_RECOVER_RELEASE;
-            }
-            A_RECOVER_RELEASE => {
-                n.lock.release();
-                n.pc[p] = A_TAKE_STRIPE;
             }
             _ => unreachable!(),
         }
@@ -761,7 +838,7 @@ fn model_catches_a_release_that_unlocks_before_retiring_its_generation() {
 /// with its steal). The adder's later stores of 0 are made visible at once:
 /// a late one only makes a drain wait longer.
 mod lockfree {
-    use super::{and_a_kill, explore_model, me as id, Excl, Model, Procs, PROCS};
+    use super::{and_a_kill, explore_model, me as id, recovery_step, Excl, Model, Procs, Recovers, Recovery, PROCS};
 
     const ADDERS: usize = 2;
     const EXCL: usize = 2;
@@ -826,6 +903,12 @@ mod lockfree {
     const A_REC_DRAIN: u8 = 11;
     const A_REC_OP: u8 = 12;
     const A_REC_RELEASE: u8 = 13;
+    // The recovery's stages (`Recovery`), numbered from A_WAIT_EXCL.
+    const _: () = assert!(
+        A_REC_DRAIN == A_WAIT_EXCL + Recovery::Drain as u8
+            && A_REC_OP == A_WAIT_EXCL + Recovery::Resume as u8
+            && A_REC_RELEASE == A_WAIT_EXCL + Recovery::Release as u8
+    );
     const A_UNMARK_FROZEN: u8 = 14;
     /// `Filter::writable`: the frozen flag, before anything else.
     const A_WRITABLE: u8 = 15;
@@ -846,6 +929,33 @@ mod lockfree {
         }
         fn procs_mut(&mut self) -> &mut Procs<u8> {
             &mut self.procs
+        }
+    }
+
+    impl Recovers for S {
+        fn excl(&self) -> &Excl {
+            &self.lock
+        }
+        fn excl_mut(&mut self) -> &mut Excl {
+            &mut self.lock
+        }
+        /// The recoverer's membarrier (after its steal).
+        fn stolen(&mut self) {
+            self.fence_all();
+        }
+        /// The other adder's mark: it may be held, never this adder's own.
+        fn drain_once(&self, n: &mut S, p: usize) -> Option<bool> {
+            let other = 1 - p;
+            if self.drain(n, other) {
+                Some(true)
+            } else if n.mark[other] == self.mark[other] {
+                None
+            } else {
+                Some(false)
+            }
+        }
+        fn clear_bits(&mut self) {
+            self.word = false;
         }
     }
 
@@ -975,36 +1085,13 @@ mod lockfree {
                     n.store_mark(p, 0, fence);
                     n.pc[p] = A_WAIT_EXCL;
                 }
-                A_WAIT_EXCL => {
-                    if s.lock.owner == 0 {
-                        n.pc[p] = A_MARK;
-                    } else if s.procs.owner_dead(s.lock.owner) {
-                        n.lock.steal(id(p));
-                        // The recoverer's membarrier (after its steal).
-                        n.fence_all();
-                        n.pc[p] = A_REC_DRAIN;
-                    } else {
-                        return vec![];
+                A_WAIT_EXCL..=A_REC_RELEASE => {
+                    let at = Recovery::ALL[(s.pc[p] - A_WAIT_EXCL) as usize];
+                    match recovery_step(s, &mut n, p, id(p), at) {
+                        Ok(Some(r)) => n.pc[p] = A_WAIT_EXCL + r as u8,
+                        Ok(None) => n.pc[p] = A_MARK,
+                        Err(()) => return vec![],
                     }
-                }
-                A_REC_DRAIN => {
-                    let other = 1 - p;
-                    if s.drain(&mut n, other) {
-                        n.pc[p] = A_REC_OP;
-                    } else if n.mark[other] == s.mark[other] {
-                        return vec![];
-                    }
-                }
-                // resume: a dead clear's pending work is finished.
-                A_REC_OP => {
-                    if s.lock.pending {
-                        n.word = false;
-                    }
-                    n.pc[p] = A_REC_RELEASE;
-                }
-                A_REC_RELEASE => {
-                    n.lock.release();
-                    n.pc[p] = A_MARK;
                 }
                 _ => unreachable!(),
             }

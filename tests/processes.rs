@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use bloomfilter_shared::filter::testing;
+use bloomfilter_shared::hooks::testing;
 use bloomfilter_shared::{Filter, Layout, Options};
 
 /// Whether this run's filters are blocked (every suite runs on both layouts).
@@ -110,7 +110,7 @@ fn anon(cap: u64) -> Filter {
     .unwrap();
     assert_eq!(Some(f.layout()), layout.or(Some(Layout::Standard)));
     if layout.is_some() && rate() < 0.001 {
-        assert_eq!(f.geometry().scheme, bloomfilter_shared::layout::Scheme::Block128);
+        assert_eq!(f.geometry().scheme, bloomfilter_shared::Scheme::Block128);
     }
     f
 }
@@ -707,12 +707,12 @@ fn killed_mid_merge_or_intersect() {
                 // Touch: add an item of both filters, there before and
                 // after (it changes no bit). It waits for the dead
                 // exclusive owner, if any, and finishes its work.
-                let resumed = bloomfilter_shared::sync::resumed_chunks();
+                let resumed = bloomfilter_shared::hooks::resumed_chunks();
                 let d = stall(|| {
                     f.add(&item(15_000)).unwrap();
                 });
                 assert!(d < Duration::from_secs(1), "{what}: stalled {d:?}");
-                let redone = bloomfilter_shared::sync::resumed_chunks() - resumed;
+                let redone = bloomfilter_shared::hooks::resumed_chunks() - resumed;
                 let now = words(&f);
                 match done {
                     None => {

@@ -1,5 +1,5 @@
 //! An exhaustive interleaving check of the generation step protocol of
-//! windowed filters (the design is in `src/window.rs`).
+//! windowed filters (the design is in `src/math/window.rs`).
 //!
 //! One item, one bit per generation (k = 1 suffices: the exactly-once part
 //! within a generation is the stripe's, checked in `tests/model.rs`), a
@@ -20,7 +20,7 @@
 //! CAS, drain the stripe again, open.
 //!
 //! The clock is not modelled here (grid numbers, `last` and visibility by
-//! time are per-process arithmetic, tested in `src/window.rs`): every
+//! time are per-process arithmetic, tested in `src/math/window.rs`): every
 //! generation at ring distance below `g` is visible, and the clock allows
 //! two steps. Nor is `last`: an adder's answer for the generation it
 //! writes is that one bit update alone, as here (`Filter::window_write`:

@@ -11,9 +11,9 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use bloomfilter_shared::format::{self, CHECKED_LEN, HEADER_READ_LEN, IMMUTABLE_LEN, WINDOW_OFF};
-use bloomfilter_shared::resp;
-use bloomfilter_shared::serial;
+use bloomfilter_shared::hooks::format::{self, CHECKED_LEN, HEADER_READ_LEN, IMMUTABLE_LEN, WINDOW_OFF};
+use bloomfilter_shared::hooks::resp;
+use bloomfilter_shared::hooks::serial;
 use bloomfilter_shared::{ErrorKind, Filter};
 
 /// Largest file the `open` target builds (bigger ones are skipped: clearing

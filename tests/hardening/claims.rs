@@ -4,7 +4,7 @@
 
 use std::thread;
 
-use bloomfilter_shared::filter::testing;
+use bloomfilter_shared::hooks::testing;
 use bloomfilter_shared::{Filter, Options};
 
 fn memfd_filter(cap: u64) -> Filter {

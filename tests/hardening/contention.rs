@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use bloomfilter_shared::filter::testing;
+use bloomfilter_shared::hooks::testing;
 use bloomfilter_shared::{ErrorKind, Filter, Options};
 
 /// A filter in a memfd and a second handle on it.

@@ -5,8 +5,8 @@
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use bloomfilter_shared::geometry::{Geometry, GeometryError};
-use bloomfilter_shared::{format, region, Error, ErrorKind, Filter, Options};
+use bloomfilter_shared::hooks::{format, region};
+use bloomfilter_shared::{Error, ErrorKind, Filter, Geometry, GeometryError, Options};
 
 /// A directory of the test's own (tests run in parallel threads).
 fn dir(test: &str) -> PathBuf {

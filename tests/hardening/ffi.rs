@@ -6,7 +6,7 @@ use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::ptr::{null, null_mut};
 
-use bloomfilter_shared::ffi::*;
+use bloomfilter_shared::hooks::ffi::*;
 
 fn errbuf() -> [std::ffi::c_char; BFS_ERRBUF_LEN] {
     [0; BFS_ERRBUF_LEN]

@@ -61,7 +61,7 @@ fn corpus_replays() {
 /// A format change that leaves them stale fails here, not silently.
 #[test]
 fn named_seeds_are_accepted() {
-    use bloomfilter_shared::{format, serial};
+    use bloomfilter_shared::hooks::{format, serial};
     let named = |target| {
         corpus(target)
             .into_iter()

@@ -12,8 +12,7 @@
 //! added before, to a fresh filter each run. Median of 5 runs, ns per call
 //! or item, and the ratio to the plain filter of the same run.
 
-use bloomfilter_shared::filter::WindowOptions;
-use bloomfilter_shared::{Filter, Layout, Options};
+use bloomfilter_shared::{Filter, Layout, Options, WindowOptions};
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -16,8 +16,9 @@ use std::os::fd::AsRawFd;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::filter::Filter;
-use crate::legacy::{self, LegacyHeader};
-use crate::region::{self, Flock};
+use crate::shm::legacy::{self, LegacyHeader};
+use crate::shm::region;
+use crate::sys::file::{self, Flock};
 
 /// What a conversion did.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -31,7 +32,7 @@ pub struct Upgraded {
 
 /// `pread` all of `buf` at `off`.
 fn pread_exact(fd: i32, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-    if region::pread_full(fd, buf, off)? < buf.len() {
+    if file::pread_full(fd, buf, off)? < buf.len() {
         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
     }
     Ok(())
@@ -87,17 +88,17 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
     if raw.is_empty() {
         return Err(Error::arg("path is empty"));
     }
-    let path = region::cstr(raw)?;
-    let shown = &region::shown(raw);
-    let fd = region::open_nofollow(&path, libc::O_RDONLY | libc::O_NOCTTY, shown)?
+    let path = file::cstr(raw)?;
+    let shown = &file::shown(raw);
+    let fd = file::open_nofollow(&path, libc::O_RDONLY | libc::O_NOCTTY, shown)?
         .ok_or_else(|| Error::new(ErrorKind::Io, format!("open {shown}: No such file or directory")))?;
-    let st = region::fstat(fd.as_raw_fd(), shown)?;
-    region::require_regular(&st, shown)?;
+    let st = file::fstat(fd.as_raw_fd(), shown)?;
+    file::require_regular(&st, shown)?;
 
     let mut head = [0u8; legacy::HEADER_LEN];
     let n = (st.st_size as u64).min(legacy::HEADER_LEN as u64) as usize;
     pread_exact(fd.as_raw_fd(), &mut head[..n], 0).map_err(|e| Error::io(format!("read {shown}"), e))?;
-    if !legacy::has_magic(&head[..n]) && head[..n].starts_with(&crate::format::MAGIC) {
+    if !legacy::has_magic(&head[..n]) && head[..n].starts_with(&crate::shm::format::MAGIC) {
         return Err(Error::arg(format!(
             "{shown}: already a filter of this version (nothing to upgrade)"
         )));
@@ -123,9 +124,9 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
     let mut tmp = raw[..slash].to_vec();
     tmp.push(b'.');
     tmp.extend_from_slice(&raw[slash..]);
-    tmp.extend_from_slice(format!(".upgrade.{}.{:x}", std::process::id(), region::random_u64()).as_bytes());
+    tmp.extend_from_slice(format!(".upgrade.{}.{:x}", std::process::id(), file::random_u64()).as_bytes());
     let tmp_path = std::path::PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&tmp));
-    let ctmp = region::cstr(&tmp)?;
+    let ctmp = file::cstr(&tmp)?;
     // Removed on every failure (even one after it was linked).
     let mut temp = region::TempName(Some(ctmp.clone()));
 
@@ -159,7 +160,7 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
         f.sync()?;
         // The old file's owner and group carry over (we are root, or its
         // owner: nobody else can replace it).
-        let made = region::lstat(&ctmp).ok_or_else(|| Error::last_os(format!("stat {shown}")))?;
+        let made = file::lstat(&ctmp).ok_or_else(|| Error::last_os(format!("stat {shown}")))?;
         if (made.st_uid, made.st_gid) != (st.st_uid, st.st_gid)
             // SAFETY: ctmp is NUL-terminated.
             && unsafe { libc::lchown(ctmp.as_ptr(), st.st_uid, st.st_gid) } != 0
@@ -171,7 +172,7 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
             return Err(Error::last_os(format!("chmod {shown}")));
         }
         // The path must still name the file we read and checked.
-        if region::lstat(&path).map(|now| region::ident(&now)) != Some(region::ident(&st)) {
+        if file::lstat(&path).map(|now| file::ident(&now)) != Some(file::ident(&st)) {
             return Err(Error::new(
                 ErrorKind::Io,
                 format!("{shown}: replaced by another file during the upgrade (nothing changed)"),

@@ -10,12 +10,13 @@
 //! significant first) of byte `i / 8`. The same byte string serves both when
 //! every offset is mapped with [`msb_first`].
 
+pub mod resp;
+
 use crate::error::{Error, ErrorKind, Result};
-use crate::filter::Filter;
-use crate::geometry::Geometry;
-use crate::hashing::hash_item;
-use crate::layout::{blocked_bits, Layout, Scheme};
-use crate::region;
+use crate::math::geometry::Geometry;
+use crate::math::hashing::hash_item;
+use crate::math::scheme::{Layout, Scheme};
+use crate::probe::blocked_bits;
 
 /// What the remote code needs of a layout (where an item's probes fall),
 /// so that it never asks which one it runs.
@@ -98,10 +99,12 @@ impl Layout {
         // remote copy may be of any whole number of words (it is never
         // mapped locally from these values, only addressed).
         let shape_ok = match scheme {
-            Scheme::Standard => m % 64 == 0 && (crate::geometry::MIN_K..=crate::geometry::MAX_K).contains(&k),
+            Scheme::Standard => {
+                m % 64 == 0 && (crate::math::geometry::MIN_K..=crate::math::geometry::MAX_K).contains(&k)
+            }
             _ => g.is_valid(),
         };
-        if !shape_ok || !(crate::geometry::MIN_BITS..=crate::geometry::MAX_BITS).contains(&m) {
+        if !shape_ok || !(crate::math::geometry::MIN_BITS..=crate::math::geometry::MAX_BITS).contains(&m) {
             return Err(Error::arg(format!(
                 "bits {m}, hashes {k} are not a {} filter's geometry",
                 self.name()
@@ -307,46 +310,12 @@ pub fn fold_full(values: &[u64], per: usize, masks: Option<&[u64]>, full: Option
     Ok(count)
 }
 
-impl Filter {
-    /// A new local filter (anonymous, or a new file at `path`) whose bit
-    /// array is `bits`, the byte string a remote copy holds: `m / 8` bytes in
-    /// the local byte order (which is also the remote one, see the module
-    /// documentation).
-    pub fn from_bit_bytes(
-        capacity: u64,
-        fp_rate: f64,
-        seed: u64,
-        layout: Layout,
-        bits: &[u8],
-        path: Option<&std::path::Path>,
-        mode: u32,
-    ) -> Result<Filter> {
-        let g = layout.geometry(capacity, fp_rate)?;
-        if bits.len() as u64 != g.m / 8 {
-            return Err(Error::format(format!(
-                "{} bytes of bits for a filter of {} bits (need {})",
-                bits.len(),
-                g.m,
-                g.m / 8
-            )));
-        }
-        if mode & !0o7777 != 0 {
-            return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));
-        }
-        let h = region::new_header(g, seed);
-        Filter::with_bits(h, path, mode, &|put| {
-            for (i, w) in bits.chunks_exact(8).enumerate() {
-                put(i, u64::from_le_bytes(w.try_into().expect("chunks of 8")));
-            }
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filter::Filter;
     use crate::filter::Options;
-    use crate::layout::Scheme;
+    use crate::math::scheme::Scheme;
 
     fn offsets(
         layout: Layout,
@@ -395,7 +364,8 @@ mod tests {
 
     fn bit_bytes(f: &Filter) -> Vec<u8> {
         let m = f.geometry().m;
-        f.serialize().unwrap()[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (m / 8) as usize].to_vec()
+        f.serialize().unwrap()[crate::shm::serial::HEADER_LEN..crate::shm::serial::HEADER_LEN + (m / 8) as usize]
+            .to_vec()
     }
 
     /// The offsets address, in the MSB-first view of the local filter's own
@@ -721,7 +691,7 @@ mod tests {
         }
         let g = f.geometry();
         let ser = f.serialize().unwrap();
-        let bits = &ser[crate::serial::HEADER_LEN..crate::serial::HEADER_LEN + (g.m / 8) as usize];
+        let bits = &ser[crate::shm::serial::HEADER_LEN..crate::shm::serial::HEADER_LEN + (g.m / 8) as usize];
         let c = Filter::from_bit_bytes(500, 0.01, 5, Layout::Standard, bits, None, 0o600).unwrap();
         assert_eq!(c.serialize().unwrap(), ser);
         let e = Filter::from_bit_bytes(500, 0.01, 5, Layout::Standard, &bits[1..], None, 0o600)

@@ -10,7 +10,7 @@
 //! danger no check can remove is a process with write access to the file
 //! *truncating* it while we have it mapped: touching the lost pages raises
 //! `SIGBUS`. Memfds are sealed against shrinking; for files, write access is
-//! trust (DESIGN §5).
+//! trust (doc/DESIGN.md, §5).
 //!
 //! Past the filter's own bytes, a file or memfd may hold a *journal* (see
 //! `format::journal` and `sync::lock_journal`): storage grown on demand
@@ -21,13 +21,19 @@
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{self, Header, Layout, FLAG_FROZEN, IMMUTABLE_LEN, OFF_FLAGS};
+use crate::shm::format::{self, Header, Layout, FLAG_FROZEN, IMMUTABLE_LEN, OFF_FLAGS};
+use crate::shm::journal::{map_range, JournalMap, JournalStore};
+use crate::shm::slots;
+use crate::sys::file::{
+    cstr, errno_name, fsize_limit, fstat, ident, lstat, open_nofollow, pread_full, random_u64, require_regular, seals,
+    shown, Flock,
+};
 
 /// What backs a region.
 #[derive(Debug)]
@@ -83,59 +89,6 @@ fn shared_fd(id: (u64, u64), fd: OwnedFd) -> Arc<OwnedFd> {
     a
 }
 
-/// A mapping of the journal: `words` atomics, shared with every process
-/// that maps it.
-pub struct JournalMap {
-    map: MmapRaw,
-    words: usize,
-}
-
-impl JournalMap {
-    pub fn words(&self) -> &[AtomicU64] {
-        // SAFETY: the mapping is `words` * 8 bytes (map_range asked for
-        // exactly that), page aligned, and only ever accessed atomically.
-        unsafe { std::slice::from_raw_parts(self.map.as_mut_ptr() as *const AtomicU64, self.words) }
-    }
-}
-
-/// The name of the errnos a journal's storage can fail with, for messages
-/// that must say which it was.
-fn errno_name(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::ENOSPC) => "ENOSPC".into(),
-        Some(libc::EDQUOT) => "EDQUOT".into(),
-        Some(libc::EFBIG) => "EFBIG".into(),
-        Some(libc::EPERM) => "EPERM".into(),
-        Some(libc::EIO) => "EIO".into(),
-        Some(libc::ENOMEM) => "ENOMEM".into(),
-        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP".into(),
-        Some(n) => format!("errno {n}"),
-        None => "error".into(),
-    }
-}
-
-/// The file size limit, when there is one.
-fn fsize_limit() -> Option<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } == 0 && lim.rlim_cur != libc::RLIM_INFINITY {
-        Some(lim.rlim_cur)
-    } else {
-        None
-    }
-}
-
-/// The seals of a memfd (or of a tmpfs file, which can carry them too);
-/// None for a descriptor that cannot carry seals.
-fn seals(fd: RawFd) -> Option<libc::c_int> {
-    // SAFETY: plain fcntl on a descriptor we hold.
-    let s = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
-    (s >= 0).then_some(s)
-}
-
 impl Region {
     /// Base address of the mapping.
     pub fn base(&self) -> *mut u8 {
@@ -146,6 +99,7 @@ impl Region {
         self.map.len()
     }
 
+    #[allow(dead_code)] // len's companion (clippy::len_without_is_empty)
     pub fn is_empty(&self) -> bool {
         self.map.len() == 0
     }
@@ -280,16 +234,7 @@ impl Region {
     }
 }
 
-/// Map `len` bytes of `fd` at `off`, shared and writable.
-fn map_range(fd: RawFd, off: u64, len: u64) -> std::io::Result<JournalMap> {
-    let map = MmapOptions::new().offset(off).len(len as usize).map_raw(fd)?;
-    Ok(JournalMap {
-        map,
-        words: (len / 8) as usize,
-    })
-}
-
-impl crate::sync::JournalStore for Region {
+impl JournalStore for Region {
     fn map_journal(&self) -> Option<JournalMap> {
         let fd = self.store_fd()?;
         let (off, len) = format::journal(&self.header)?;
@@ -334,60 +279,14 @@ impl crate::sync::JournalStore for Region {
     }
 }
 
-pub(crate) fn cstr(path: impl AsRef<[u8]>) -> Result<CString> {
-    CString::new(path.as_ref()).map_err(|_| Error::arg("path contains a NUL byte"))
-}
-
-/// Paths are bytes on Linux; messages show them lossily.
-pub(crate) fn shown(raw: &[u8]) -> String {
-    String::from_utf8_lossy(raw).into_owned()
-}
-
-pub(crate) fn random_u64() -> u64 {
-    let mut v = 0u64;
-    // SAFETY: writes at most 8 bytes into `v`. A short or failed read leaves
-    // a guessable value: temporary names are created with O_EXCL and the
-    // header's instance id decides nothing, so that costs nothing.
-    unsafe {
-        libc::getrandom(&mut v as *mut u64 as *mut libc::c_void, 8, 0);
-    }
-    if v == 0 {
-        v = std::process::id() as u64 ^ (&v as *const u64 as u64);
-    }
-    v
-}
-
 /// A header for a new filter.
-pub fn new_header(geometry: crate::geometry::Geometry, seed: u64) -> Header {
+pub fn new_header(geometry: crate::math::geometry::Geometry, seed: u64) -> Header {
     Header {
         geometry,
         seed,
         instance: random_u64(),
         window: None,
     }
-}
-
-pub(crate) fn fstat(fd: RawFd, what: &str) -> Result<libc::stat> {
-    // SAFETY: an all-zero stat is a valid value; fstat fills it.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a valid out-pointer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(Error::last_os(format!("fstat {what}")));
-    }
-    Ok(st)
-}
-
-pub(crate) fn require_regular(st: &libc::stat, what: &str) -> Result<()> {
-    let kind = match st.st_mode & libc::S_IFMT {
-        libc::S_IFREG => return Ok(()),
-        libc::S_IFDIR => "a directory",
-        libc::S_IFIFO => "a FIFO",
-        libc::S_IFCHR => "a character device",
-        libc::S_IFBLK => "a block device",
-        libc::S_IFSOCK => "a socket",
-        _ => "not a regular file",
-    };
-    Err(Error::arg(format!("{what}: is {kind}, not a regular file")))
 }
 
 fn map(fd: &OwnedFd, len: u64, readonly: bool) -> Result<MmapRaw> {
@@ -413,51 +312,17 @@ pub(crate) fn legacy_message(path: Option<&str>) -> String {
     )
 }
 
-/// Read the immutable header of the file `fd` (`size` bytes long) and
-/// validate it against that size. `path` is only for the message about a
-/// file of the original module. The caller then maps exactly the header's
-/// `total`: a longer file holds a journal past it.
-/// `pread` into `buf` from `off` until it is full or the file ends
-/// (retrying EINTR): the bytes read.
-pub(crate) fn pread_full(fd: RawFd, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        // SAFETY: the destination is the unread rest of `buf`.
-        let n = unsafe {
-            libc::pread(
-                fd,
-                buf[done..].as_mut_ptr() as *mut libc::c_void,
-                buf.len() - done,
-                off as libc::off_t,
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            break;
-        }
-        done += n as usize;
-        off += n as u64;
-    }
-    Ok(done)
-}
-
 fn read_header(fd: &OwnedFd, size: u64, path: Option<&str>) -> Result<Header> {
     let n = size.min(format::HEADER_READ_LEN as u64) as usize;
     let mut b = [0u8; format::HEADER_READ_LEN];
     let got = pread_full(fd.as_raw_fd(), &mut b[..n], 0).map_err(|e| Error::io("read header", e))?;
-    if crate::legacy::has_magic(&b[..got]) {
+    if crate::shm::legacy::has_magic(&b[..got]) {
         return Err(Error::format(legacy_message(path)));
     }
     if got < IMMUTABLE_LEN {
         return Err(Error::format(format::FormatError::TooSmall(size).to_string()));
     }
-    // Only our own copy is validated (DESIGN C6).
+    // Only our own copy is validated (doc/DESIGN.md, C6).
     format::decode(&b[..got], size).map_err(|e| Error::format(e.to_string()))
 }
 
@@ -470,7 +335,7 @@ fn write_header(map: &MmapRaw, h: &Header) {
     unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), map.as_mut_ptr(), b.len()) };
     // SAFETY: as above; the slot table lies inside every region's control
     // area (CONTROL_END <= total), zeroed by the kernel.
-    unsafe { crate::sync::init_slots(map.as_mut_ptr().add(format::SLOTS_OFF as usize) as *mut crate::sync::Slot) };
+    unsafe { slots::init_slots(map.as_mut_ptr().add(format::SLOTS_OFF as usize) as *mut slots::Slot) };
     if let Some(w) = h.window {
         // The first step's spare is clean (the window module's initial
         // state: view 0 in slot 0, every `last` 0).
@@ -480,11 +345,6 @@ fn write_header(map: &MmapRaw, h: &Header) {
         // (format's static asserts), 8-aligned; nobody else sees it yet.
         unsafe { (map.as_mut_ptr().add(off) as *mut u64).write(v.clean_mark()) };
     }
-}
-
-/// Device and inode of a descriptor's file: the region's identity.
-pub(crate) fn ident(st: &libc::stat) -> (u64, u64) {
-    (st.st_dev, st.st_ino)
 }
 
 /// Give `fd` all of its `len` bytes of storage now. A file system (or a
@@ -662,64 +522,6 @@ pub fn create_memfd(name: &[u8], h: &Header) -> Result<Region> {
         id,
         store: None,
     })
-}
-
-/// Open without following a final symlink. `Ok(None)` when the file does
-/// not exist.
-pub(crate) fn open_nofollow(path: &CStr, flags: libc::c_int, shown: &str) -> Result<Option<OwnedFd>> {
-    // O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOCTTY: opening
-    // a terminal must not make it our controlling terminal. Both are refused
-    // right after, on fstat, before anything else touches them.
-    // SAFETY: path is NUL-terminated.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY,
-        )
-    };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENOENT) => Ok(None),
-            Some(libc::ELOOP) => Err(Error::arg(format!("{shown}: is a symbolic link (refused)"))),
-            _ => Err(Error::io(format!("open {shown}"), e)),
-        };
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
-}
-
-pub(crate) fn lstat(path: &CStr) -> Option<libc::stat> {
-    // SAFETY: an all-zero stat is a valid value; lstat fills it.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: path is NUL-terminated, `st` a valid out-pointer.
-    (unsafe { libc::lstat(path.as_ptr(), &mut st) } == 0).then_some(st)
-}
-
-pub(crate) struct Flock<'a>(&'a OwnedFd);
-impl<'a> Flock<'a> {
-    /// A lock already taken on `fd` (released on drop).
-    pub(crate) fn adopt(fd: &'a OwnedFd) -> Flock<'a> {
-        Flock(fd)
-    }
-    pub(crate) fn take(fd: &'a OwnedFd, op: libc::c_int) -> Result<Flock<'a>> {
-        loop {
-            // SAFETY: plain flock on a descriptor we own.
-            if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
-                return Ok(Flock(fd));
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(Error::io("flock", e));
-            }
-        }
-    }
-}
-impl Drop for Flock<'_> {
-    fn drop(&mut self) {
-        // SAFETY: plain flock on a descriptor we own.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
-    }
 }
 
 /// How a file built by `create_file` takes its final name.
@@ -1143,7 +945,7 @@ pub(crate) fn scratch_dir(name: &str) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::geometry::Geometry;
+    use crate::math::geometry::Geometry;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn scratch(name: &str) -> std::path::PathBuf {

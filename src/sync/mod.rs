@@ -1,7 +1,8 @@
 //! The process-shared locking protocol and dead-process recovery.
 //!
-//! Everything that several processes write, other than the bit words, lives
-//! in this file. The rules (DESIGN §4):
+//! Everything that several processes write, other than the bit words, is
+//! laid out in `shm::slots` and written by this module (`claims`: which slot
+//! a thread writes under). The rules (doc/DESIGN.md, §4):
 //!
 //! * Queries take nothing and write nothing.
 //! * An adder takes only the *stripe* of its item (one of 64 to 4096 words,
@@ -50,11 +51,17 @@
 //! ordinary lock), so any number of processes can write; those past the
 //! table serialize with one another.
 
-use std::cell::UnsafeCell;
 use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::format::SLOTS;
+pub mod claims;
+
+use crate::shm::format::SLOTS;
+use crate::shm::journal::JournalStore;
+pub use crate::shm::slots::{Control, Slot, Stripe};
+use crate::sys::futex::{futex_wait, futex_wake};
+use crate::sys::membarrier;
+use crate::sys::robust::Try;
 
 /// The bit a waiter sets in a lock word so the releaser knows to wake it.
 pub const WAITERS: u32 = 1 << 31;
@@ -69,65 +76,9 @@ const WAIT_SLICE: Duration = Duration::from_millis(20);
 /// How often a stripe waiter re-reads the stripe once it stops spinning.
 const POLL: Duration = Duration::from_micros(50);
 
-/// The header's control line: written only by exclusive operations and by
-/// waiters announcing themselves.
-#[repr(C, align(64))]
-pub struct Control {
-    pub flags: AtomicU32,
-    pub epoch: AtomicU32,
-    pub excl: AtomicU32,
-    /// The exclusive operation under way that a recoverer can finish.
-    pub pending: AtomicU32,
-    /// Its progress: `2c` when chunks below `c` are done, `2c + 1` while
-    /// chunk `c` is being changed and the scratch holds its words as they
-    /// were before.
-    pub cursor: AtomicU64,
-    /// The journal's owner token (a merger or intersecter, see
-    /// `lock_journal`), with WAITERS when someone sleeps on it; 0 when free.
-    pub journal: AtomicU32,
-}
-
-/// One process slot: its own cache line, written only by its owner (and by a
-/// process taking it over from a dead owner).
-#[repr(C, align(64))]
-pub struct Slot {
-    /// Held by the owning thread while it owns the slot; robust and
-    /// process-shared (see `init_slots`). Only pthread calls touch it.
-    owner: OwnerMutex,
-    /// Claim generation: changed, by the holder of `owner`, whenever the slot
-    /// is claimed or given back, so every token of an earlier claim is dead.
-    pub gen: AtomicU32,
-    /// Owner token while a merge is in flight, else 0.
-    pub busy: AtomicU32,
-    /// Operations performed through this slot, over all its owners.
-    pub ops: AtomicU64,
-    /// `LIGHT` while the owner marks `busy` for lock-free adds with plain
-    /// stores, relying on exclusive operations to fence it with
-    /// `membarrier(2)` (`fence_light_adders`); 0 otherwise. Set by the
-    /// claimant, reset with every new generation.
-    pub fence: AtomicU32,
-}
-
 /// `Slot::fence` of an owner whose lock-free adds use light marks.
 const LIGHT: u32 = 1;
 
-/// A pthread mutex that lives in the shared mapping.
-#[repr(transparent)]
-struct OwnerMutex(UnsafeCell<libc::pthread_mutex_t>);
-
-// SAFETY: the mutex is only ever used through pthread calls, which are
-// thread- and process-safe for a PTHREAD_PROCESS_SHARED mutex.
-unsafe impl Sync for OwnerMutex {}
-
-/// One add stripe, alone on its cache line (DESIGN C5).
-#[repr(C, align(64))]
-pub struct Stripe {
-    pub word: AtomicU32,
-}
-
-const _: () = assert!(std::mem::size_of::<Control>() == 64);
-const _: () = assert!(std::mem::size_of::<Slot>() == 64);
-const _: () = assert!(std::mem::size_of::<Stripe>() == 64);
 const _: () = assert!(SLOTS <= IDX_MASK);
 
 /// Pending exclusive operation codes (the `pending` word): the operations
@@ -148,7 +99,7 @@ fn journaled(op: u32) -> bool {
 }
 
 /// Words per chunk of a resumable operation: the size of the scratch area.
-pub const CHUNK: usize = crate::format::SCRATCH_WORDS;
+pub const CHUNK: usize = crate::shm::format::SCRATCH_WORDS;
 
 /// A word after operation `op`.
 #[inline(always)]
@@ -169,24 +120,12 @@ fn apply_journal(op: u32, w: u64, j: u64) -> u64 {
     }
 }
 
-/// Where the journal lives: the filter's file or memfd, past the filter
-/// (`format::journal`). Any process that maps the filter reaches it
-/// through its own descriptor.
-pub trait JournalStore: Sync {
-    /// The journal's words as its last user left them, mapped shared; None
-    /// when it cannot be reached (no descriptor, or a file too short to hold
-    /// it: never a mapping past the end of the file).
-    fn map_journal(&self) -> Option<crate::region::JournalMap>;
-    /// Give the journal's space back (best effort: a tail left behind is
-    /// accepted by every opener and reused by the next journal user).
-    fn free_journal(&self);
-}
-
+#[cfg(feature = "test-hooks")]
 static RESUMED_CHUNKS: AtomicU64 = AtomicU64::new(0);
 
 /// Chunks this process has redone while finishing operations whose owners
 /// died (`resume`). For the crash tests: recovery does only what was left.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 pub fn resumed_chunks() -> u64 {
     // Relaxed: a statistic read by the process that did the work.
     RESUMED_CHUNKS.load(Ordering::Relaxed)
@@ -215,131 +154,21 @@ pub(crate) const OVERFLOW: u32 = SLOTS - 1;
 
 // ---------------------------------------------------------------- slot mutexes
 
-/// What a `trylock` of a slot's mutex found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Try {
-    /// We hold it now; it was free.
-    Free,
-    /// We hold it now; its owner had died holding it (the kernel said so).
-    OwnerDied,
-    /// A live thread holds it (running or stopped).
-    Held,
-    /// Not a mutex we initialised (a corrupt or foreign slot table).
-    Broken,
-}
-
-/// The byte offset of glibc's `__kind` in a `pthread_mutex_t` (the same on
-/// every 64-bit glibc target), and the value `init_slots` leaves there.
-const KIND_OFF: usize = 16;
-/// glibc's kind bits for a robust mutex and for a process-shared one: a
-/// libc or kernel without robust futexes must not pass for one that has them.
-const KIND_ROBUST: i32 = 16;
-const KIND_PSHARED: i32 = 128;
-
-/// Attributes of a robust, process-shared mutex; None where this libc
-/// refuses either (then no slot mutex is ever initialised or trusted).
-fn robust_attr() -> Option<libc::pthread_mutexattr_t> {
-    // SAFETY: a zeroed attr is initialised by pthread_mutexattr_init before
-    // any other use.
-    unsafe {
-        let mut a: libc::pthread_mutexattr_t = std::mem::zeroed();
-        let ok = libc::pthread_mutexattr_init(&mut a) == 0
-            && libc::pthread_mutexattr_setpshared(&mut a, libc::PTHREAD_PROCESS_SHARED) == 0
-            && libc::pthread_mutexattr_setrobust(&mut a, libc::PTHREAD_MUTEX_ROBUST) == 0;
-        ok.then_some(a)
-    }
-}
-
-/// The `__kind` word of a robust, process-shared mutex on this libc, or
-/// None where such mutexes are not available.
-fn expected_kind() -> Option<i32> {
-    static KIND: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
-    *KIND.get_or_init(|| {
-        let a = robust_attr()?;
-        // SAFETY: a private, zeroed mutex initialised with valid attributes;
-        // the read is within its 40 bytes.
-        let k = unsafe {
-            let mut m: libc::pthread_mutex_t = std::mem::zeroed();
-            if libc::pthread_mutex_init(&mut m, &a) != 0 {
-                return None;
-            }
-            let k = std::ptr::read((&m as *const libc::pthread_mutex_t as *const u8).add(KIND_OFF) as *const i32);
-            libc::pthread_mutex_destroy(&mut m);
-            k
-        };
-        (k & KIND_ROBUST != 0 && k & KIND_PSHARED != 0).then_some(k)
-    })
-}
-
-/// Whether this system has robust, process-shared mutexes (glibc on a
-/// kernel with robust futexes): the lock protocol needs them.
-pub fn robust_mutexes_available() -> bool {
-    expected_kind().is_some()
-}
-
-/// Initialise the slot mutexes of a region nobody else can see yet.
-///
-/// # Safety
-/// `slots` points to `SLOTS` zeroed, writable `Slot`s that no other thread
-/// or process uses.
-pub unsafe fn init_slots(slots: *mut Slot) {
-    // Without robust mutexes the slots stay zeroed, which `well_formed`
-    // refuses: every writer then gets a clear error at its first write.
-    let Some(a) = robust_attr() else { return };
-    for i in 0..SLOTS as usize {
-        // SAFETY: in bounds and unshared (the caller's promise).
-        unsafe { libc::pthread_mutex_init((*slots.add(i)).owner.0.get(), &a) };
-    }
-}
-
 impl Slot {
-    fn mutex(&self) -> *mut libc::pthread_mutex_t {
-        self.owner.0.get()
-    }
-
-    /// Whether the mutex's kind is the one `init_slots` writes. The bytes
-    /// come from a file another user may write; glibc is handed only
-    /// mutexes of the kind it expects.
+    /// Whether the slot's mutex is of the kind `init_slots` writes (the
+    /// bytes come from a file another user may write).
     pub fn well_formed(&self) -> bool {
-        // SAFETY: the kind word is inside the mutex; after initialisation
-        // nothing writes it, and an atomic load is fine on shared memory.
-        let kind = unsafe { &*((self.mutex() as *const u8).add(KIND_OFF) as *const AtomicU32) };
-        Some(kind.load(Ordering::Relaxed) as i32) == expected_kind()
+        self.owner.well_formed()
     }
 
     /// Try to take the slot's mutex without waiting.
     pub fn try_own(&self) -> Try {
-        if !self.well_formed() {
-            return Try::Broken;
-        }
-        // SAFETY: a robust, process-shared mutex (checked above) inside our
-        // mapping, which outlives this call.
-        self.taken(unsafe { libc::pthread_mutex_trylock(self.mutex()) })
-    }
-
-    /// What a lock or trylock of the mutex returning `rc` left us with.
-    fn taken(&self, rc: libc::c_int) -> Try {
-        match rc {
-            0 => Try::Free,
-            libc::EBUSY => Try::Held,
-            libc::EOWNERDEAD => {
-                // The dead owner's state is repaired by our caller (a new
-                // generation); the mutex itself is usable again.
-                // SAFETY: we hold it (EOWNERDEAD hands it to us).
-                unsafe { libc::pthread_mutex_consistent(self.mutex()) };
-                Try::OwnerDied
-            }
-            _ => Try::Broken, // ENOTRECOVERABLE, EINVAL: never usable
-        }
+        self.owner.try_lock()
     }
 
     /// Take the slot's mutex, waiting for its holder (the overflow slot).
     pub fn own_blocking(&self) -> Try {
-        if !self.well_formed() {
-            return Try::Broken;
-        }
-        // SAFETY: as in try_own. (A blocking lock never returns EBUSY.)
-        self.taken(unsafe { libc::pthread_mutex_lock(self.mutex()) })
+        self.owner.lock()
     }
 
     /// Start a new claim of a slot whose mutex we hold: every older token
@@ -359,7 +188,7 @@ impl Slot {
     /// Give up the mutex (held by this thread).
     fn disown(&self) {
         // SAFETY: this thread holds the mutex (every caller took it).
-        unsafe { libc::pthread_mutex_unlock(self.mutex()) };
+        unsafe { self.owner.unlock() };
     }
 
     /// Give the slot back after claim `c` (the claimant holds nothing):
@@ -370,112 +199,6 @@ impl Slot {
             self.new_generation();
             self.disown();
         }
-    }
-}
-
-// ---------------------------------------------------------------- fork
-
-static FORK_GEN: AtomicU32 = AtomicU32::new(1);
-static ATFORK: std::sync::Once = std::sync::Once::new();
-
-extern "C" fn on_fork_child() {
-    // Relaxed: the child is single-threaded right after fork; handles read it
-    // on their next operation in this same thread.
-    FORK_GEN.fetch_add(1, Ordering::Relaxed);
-    // The parent's cached claims name the parent's slots.
-    crate::claims::new_stamp();
-}
-
-/// The current fork generation; it changes in a child after every fork, so a
-/// handle notices it was inherited without a `getpid` on the hot path.
-#[inline]
-pub fn fork_generation() -> u32 {
-    ATFORK.call_once(|| {
-        // SAFETY: registering a plain extern "C" fn with no captured state.
-        unsafe {
-            libc::pthread_atfork(None, None, Some(on_fork_child));
-        }
-    });
-    FORK_GEN.load(Ordering::Relaxed)
-}
-
-// ---------------------------------------------------------------- membarrier
-
-// membarrier(2) commands (linux/membarrier.h).
-const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
-const MEMBARRIER_CMD_GLOBAL_EXPEDITED: libc::c_int = 1 << 1;
-const MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED: libc::c_int = 1 << 2;
-
-/// `fork generation << 1 | registered` of this process's registration for
-/// `MEMBARRIER_CMD_GLOBAL_EXPEDITED`; 0 before the first try.
-static LIGHT_FENCES: AtomicU64 = AtomicU64::new(0);
-
-fn membarrier(cmd: libc::c_int) -> libc::c_long {
-    // SAFETY: membarrier takes two integers and no pointer; an unknown or
-    // filtered command only returns an error.
-    unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_uint, 0 as libc::c_int) }
-}
-
-/// Whether this process may mark its slots for lock-free adds with plain
-/// stores: it is registered for `MEMBARRIER_CMD_GLOBAL_EXPEDITED`, so an
-/// exclusive operation in any process can fence its CPU. Tried once per
-/// process (and again in a forked child); false where the kernel is older
-/// than 4.16 or a seccomp filter refuses the call.
-pub fn light_fences() -> bool {
-    let gen = u64::from(fork_generation());
-    // Relaxed: a cache of this process's own result; two threads that
-    // race both register, which is harmless.
-    let v = LIGHT_FENCES.load(Ordering::Relaxed);
-    if v >> 1 == gen {
-        return v & 1 == 1;
-    }
-    let want = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
-    let q = membarrier(MEMBARRIER_CMD_QUERY);
-    let ok = q >= 0
-        && q & libc::c_long::from(want) == libc::c_long::from(want)
-        && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
-    LIGHT_FENCES.store(gen << 1 | u64::from(ok), Ordering::Relaxed);
-    ok
-}
-
-// ---------------------------------------------------------------- futex
-
-/// Sleep while `*word == val`, at most `timeout`. Spurious returns are fine:
-/// every caller re-checks its condition.
-pub fn futex_wait(word: &AtomicU32, val: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `word` is a valid, aligned u32 in a shared mapping. No
-    // FUTEX_PRIVATE_FLAG: waiters and wakers are different processes. The
-    // errors (EAGAIN value changed, ETIMEDOUT, EINTR) all mean "re-check".
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            val,
-            &ts as *const libc::timespec,
-            std::ptr::null::<u32>(),
-            0u32,
-        );
-    }
-}
-
-/// Wake every process sleeping on `word`.
-pub fn futex_wake(word: &AtomicU32) {
-    // SAFETY: as in futex_wait; FUTEX_WAKE only reads the address.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            i32::MAX,
-            std::ptr::null::<libc::timespec>(),
-            std::ptr::null::<u32>(),
-            0u32,
-        );
     }
 }
 
@@ -623,7 +346,7 @@ impl Control {
     pub fn frozen(&self) -> bool {
         // Acquire: pairs with freeze's Release; a frozen flag seen means the
         // final bits are seen too.
-        self.flags.load(Ordering::Acquire) & crate::format::FLAG_FROZEN != 0
+        self.flags.load(Ordering::Acquire) & crate::shm::format::FLAG_FROZEN != 0
     }
 }
 
@@ -763,17 +486,33 @@ impl<'a> Shared<'a> {
                     continue;
                 }
             }
-            let x = self.ctl.excl.load(Ordering::SeqCst);
-            if x == 0 {
-                if self.frozen() {
-                    self.end_add(s);
-                    return false;
-                }
-                return true;
+            if let Some(go) = self.admitted(c, || self.end_add(s)) {
+                return go;
             }
-            self.end_add(s);
-            self.wait_exclusive(x, c);
         }
+    }
+
+    /// The end of `begin_add` and `begin_merge`, once the caller has taken
+    /// its stripe or mark (a SeqCst store): `Some(true)` to go on,
+    /// `Some(false)` when the filter is frozen and `None` when an exclusive
+    /// operation runs (waited for: take it again), both after `release`
+    /// gave the stripe or mark back.
+    #[inline(always)]
+    fn admitted(&self, c: Claim, release: impl Fn()) -> Option<bool> {
+        // SeqCst: the second half of the Dekker pair with lock_exclusive
+        // (our stripe or mark store before this load; its excl store
+        // before its drain's load).
+        let x = self.ctl.excl.load(Ordering::SeqCst);
+        if x == 0 {
+            if self.frozen() {
+                release();
+                return Some(false);
+            }
+            return Some(true);
+        }
+        release();
+        self.wait_exclusive(x, c);
+        None
     }
 
     /// Release stripe `s`: a plain store, no read-modify-write. Stripe
@@ -792,17 +531,9 @@ impl<'a> Shared<'a> {
         loop {
             // SeqCst: the same Dekker pair as begin_add.
             busy.store(c.token, Ordering::SeqCst);
-            let x = self.ctl.excl.load(Ordering::SeqCst);
-            if x == 0 {
-                if self.frozen() {
-                    self.end_merge(c);
-                    return false;
-                }
-                return true;
+            if let Some(go) = self.admitted(c, || self.end_merge(c)) {
+                return go;
             }
-            busy.store(0, Ordering::Release);
-            self.wake_drainer();
-            self.wait_exclusive(x, c);
         }
     }
 
@@ -844,11 +575,6 @@ impl<'a> Shared<'a> {
     #[inline(always)]
     pub fn end_merge(&self, c: Claim) {
         self.owned(c).unmark();
-    }
-
-    #[inline(always)]
-    fn wake_drainer(&self) {
-        wake_drainer(self.ctl);
     }
 
     /// Wait until every stripe held when we look has been released once
@@ -1064,7 +790,7 @@ impl<'a> Shared<'a> {
     // and given back after its space is freed. Order: journal word, then
     // excl; never the other way round except by a CAS that does not wait
     // (`reclaim_journal`), so nothing deadlocks. No other filter's lock is
-    // held meanwhile (C3).
+    // held meanwhile (doc/DESIGN.md, C3).
 
     /// Take the journal word for `me`, waiting for a live user and taking
     /// it over from a dead one. Whatever a dead user left pending is
@@ -1189,6 +915,7 @@ impl<'a> Shared<'a> {
         // file) finishes nothing rather than indexing outside the bits.
         let c = usize::try_from(cur / 2).map_or(chunks, |c| c.min(chunks));
         // Relaxed: a statistic (resumed_chunks).
+        #[cfg(feature = "test-hooks")]
         RESUMED_CHUNKS.fetch_add((chunks - c) as u64, Ordering::Relaxed);
         if journaled(op) {
             // The journal must be whole: its user wrote all of it before
@@ -1223,7 +950,7 @@ impl<'a> Shared<'a> {
     /// later sees our `excl` before its first light mark (the Dekker pair
     /// in claim_slot).
     pub fn fence_light_adders(&self, me: Claim) -> bool {
-        if membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0 {
+        if membarrier::global_barrier() {
             return true;
         }
         !self.slots.iter().enumerate().any(|(i, slot)| {
@@ -1293,7 +1020,7 @@ impl Exclusive<'_> {
 
     /// Apply journaled `op` to the first `chunks` chunks and stop there: an
     /// operation killed part-way. For the crash tests.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn apply_journal_partly(&self, op: u32, journal: &[AtomicU64], chunks: usize) {
         self.begin(op);
         let n = (chunks * CHUNK).min(self.sh.bits.len());
@@ -1314,7 +1041,7 @@ impl Exclusive<'_> {
     /// Run `op` over the first `chunks` chunks, then change half of the
     /// next one, and stop there: an operation killed in the middle of a
     /// chunk. For the crash tests.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn transform_partly(&self, op: u32, chunks: usize) {
         self.begin(op);
         let part = &self.sh.bits[..(chunks * CHUNK).min(self.sh.bits.len())];
@@ -1367,124 +1094,4 @@ impl Drop for Exclusive<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_round_trip_and_are_never_zero() {
-        for idx in [0, 1, 511, SLOTS - 1] {
-            for gen in [0, 1, 12345, GEN_MASK, GEN_MASK + 1, u32::MAX] {
-                let t = token(idx, gen);
-                assert_ne!(t, 0);
-                assert_eq!(t & WAITERS, 0);
-                assert_eq!(untoken(t), Some((idx, gen & GEN_MASK)));
-                assert_eq!(untoken(t | WAITERS), Some((idx, gen & GEN_MASK)));
-            }
-        }
-        assert_eq!(untoken(0), None);
-        assert_eq!(untoken(SLOTS + 1), None);
-        assert_eq!(untoken(IDX_MASK), None);
-    }
-
-    /// A zeroed slot table, initialised as a new region's is.
-    fn table() -> (Vec<Slot>, Control) {
-        // SAFETY: Slot and Control are plain atomics and a pthread mutex,
-        // for which all-zero bytes are a valid (if uninitialised) state.
-        let mut v: Vec<Slot> = (0..SLOTS).map(|_| unsafe { std::mem::zeroed() }).collect();
-        // SAFETY: SLOTS zeroed slots that nothing else uses yet.
-        unsafe { init_slots(v.as_mut_ptr()) };
-        // SAFETY: as above.
-        (v, unsafe { std::mem::zeroed() })
-    }
-
-    fn shared<'a>(slots: &'a [Slot], ctl: &'a Control) -> Shared<'a> {
-        Shared {
-            ctl,
-            slots,
-            stripes: &[],
-            bits: &[],
-            scratch: &[],
-            journal: None,
-        }
-    }
-
-    #[test]
-    fn a_claim_lives_until_given_back() {
-        let (slots, ctl) = table();
-        let sh = shared(&slots, &ctl);
-        let c = sh.claim_slot(7, false).unwrap();
-        assert_eq!(c.idx, 7);
-        // Seen from another thread, the owner (this thread) is alive...
-        std::thread::scope(|s| {
-            s.spawn(|| assert!(!sh.owner_dead(c.token), "live owner judged dead"));
-        });
-        // ...and a second claim takes the next slot.
-        let c2 = sh.claim_slot(7, false).unwrap();
-        assert_eq!(c2.idx, 8);
-        sh.release_slot(c);
-        assert!(sh.owner_dead(c.token), "a released claim's token is dead");
-        let c3 = sh.claim_slot(7, false).unwrap();
-        assert_eq!(c3.idx, 7);
-        assert_ne!(c3.token, c.token, "a new claim has a new generation");
-        assert!(!sh.owner_dead(c3.token));
-        sh.release_slot(c2);
-        sh.release_slot(c3);
-    }
-
-    #[test]
-    fn a_thread_that_exits_holding_a_slot_is_dead() {
-        let (slots, ctl) = table();
-        let sh = shared(&slots, &ctl);
-        let c = std::thread::scope(|s| s.spawn(|| sh.claim_slot(3, false).unwrap()).join().unwrap());
-        // The kernel marked the mutex "owner died" when the thread ended.
-        assert!(sh.owner_dead(c.token));
-        // Its generation is retired: later checks agree without a trylock.
-        assert_ne!(slots[3].gen.load(Ordering::Relaxed), untoken(c.token).unwrap().1);
-        assert!(sh.owner_dead(c.token));
-        // And the slot can be claimed again.
-        let again = sh.claim_slot(3, false).unwrap();
-        assert_eq!(again.idx, 3);
-        sh.release_slot(again);
-    }
-
-    #[test]
-    fn a_full_table_overflows_into_the_shared_slot() {
-        let (slots, ctl) = table();
-        let sh = shared(&slots, &ctl);
-        let claims: Vec<Claim> = (0..OVERFLOW).map(|_| sh.claim_slot(0, false).unwrap()).collect();
-        assert_eq!(sh.claim_slot(0, false), Err(SyncError::SlotsFull));
-        let o = sh.claim_overflow().unwrap();
-        assert_eq!(o.idx, OVERFLOW);
-        // Another thread waits for the overflow slot until it is given back.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let o2 = sh.claim_overflow().unwrap();
-                tx.send(o2).unwrap();
-                sh.release_slot(o2);
-            });
-            assert!(
-                rx.recv_timeout(Duration::from_millis(200)).is_err(),
-                "overflow slot taken twice"
-            );
-            sh.release_slot(o);
-            let o2 = rx.recv_timeout(Duration::from_secs(5)).expect("waiter got the slot");
-            assert_ne!(o2.token, o.token);
-        });
-        for c in claims {
-            sh.release_slot(c);
-        }
-    }
-
-    #[test]
-    fn a_foreign_mutex_is_never_handed_to_pthread() {
-        let (slots, ctl) = table();
-        let sh = shared(&slots, &ctl);
-        // SAFETY: overwrite slot 5's mutex bytes with junk, as a hostile file
-        // could; nobody holds it.
-        unsafe { std::ptr::write_bytes(slots[5].mutex() as *mut u8, 0xA5, 40) };
-        assert_eq!(slots[5].try_own(), Try::Broken);
-        assert_eq!(sh.claim_slot(5, false).unwrap().idx, 6, "a broken slot is skipped");
-        assert!(sh.owner_dead(token(5, 0)));
-    }
-}
+mod tests;

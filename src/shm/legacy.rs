@@ -24,8 +24,8 @@
 //! same order as ours: bit `i` is bit `i % 64` of word `i / 64`. Its hashing
 //! is ours with seed 0.
 
-use crate::geometry::{Geometry, MAX_BITS, MAX_K, MIN_BITS, MIN_K};
-use crate::serial::{le32, le64};
+use crate::math::geometry::{Geometry, MAX_BITS, MAX_K, MIN_BITS, MIN_K};
+use crate::shm::serial::{le32, le64};
 
 /// The header's size, and the least a legacy file can be.
 pub const HEADER_LEN: usize = 256;
@@ -154,7 +154,7 @@ pub fn parse(b: &[u8], actual_size: u64) -> Result<LegacyHeader, LegacyError> {
         capacity,
         fp_rate,
         // The original knew only bloom.h's layout.
-        scheme: crate::layout::Scheme::Standard,
+        scheme: crate::math::scheme::Scheme::Standard,
     };
     debug_assert!(geometry.is_valid());
     Ok(LegacyHeader {
@@ -169,6 +169,7 @@ pub fn parse(b: &[u8], actual_size: u64) -> Result<LegacyHeader, LegacyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::math::rng::xorshift;
 
     /// A header as the original wrote it, for a file of `bits_off + m/8`
     /// bytes (plus `tail`).
@@ -211,7 +212,7 @@ mod tests {
                     m: 1 << 14,
                     capacity: 1000,
                     fp_rate: 0.01,
-                    scheme: crate::layout::Scheme::Standard,
+                    scheme: crate::math::scheme::Scheme::Standard,
                 }
             );
             assert_eq!((h.bits_off, h.total_size, h.ops), (off, off + 2048, 12345));
@@ -342,13 +343,12 @@ mod tests {
     /// No input makes `parse` panic: every header of random field values.
     #[test]
     fn random_headers_never_panic() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
+        let mut x = 0;
         for _ in 0..20_000 {
             let mut b = vec![0u8; HEADER_LEN];
             for chunk in b.chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                x = next();
                 chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
             }
             b[0..4].copy_from_slice(&MAGIC);

@@ -67,11 +67,11 @@
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
+use crate::math::geometry::Geometry;
+use crate::math::scheme::Scheme;
+use crate::math::window::{View, Window};
 #[cfg(test)]
-use crate::format::HASH_SCHEME;
-use crate::geometry::Geometry;
-use crate::layout::Scheme;
-use crate::window::{View, Window};
+use crate::shm::format::HASH_SCHEME;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSER";
 /// The version of a plain filter's bytes.
@@ -233,6 +233,7 @@ impl Image<'_> {
     }
 
     /// The image's bytes, as `write` (or the windowed writer) makes them.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn to_bytes(&self) -> Vec<u8> {
         match &self.window {
             None => {
@@ -358,6 +359,7 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::math::rng::xorshift;
 
     fn image(cap: u64, rate: f64, seed: u64, fill: impl Fn(usize) -> u64) -> Vec<u8> {
         let g = Geometry::for_capacity(cap, rate).unwrap();
@@ -485,16 +487,6 @@ mod tests {
         let mut c = good.clone();
         c[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
         assert_eq!(parse(&reseal(c)).unwrap().seed, u64::MAX);
-    }
-
-    /// A deterministic stream of pseudo-random words.
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
     }
 
     /// Random and mutated inputs never panic (a small deterministic fuzz).

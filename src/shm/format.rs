@@ -21,11 +21,11 @@
 //! A header is untrusted input: it may come from a file another user can
 //! write. `decode` checks every field against what this library would have
 //! written for the stored geometry, and the caller keeps the decoded copy
-//! (DESIGN C6): nothing read later from the mapping decides an address.
+//! (doc/DESIGN.md, C6): nothing read later from the mapping decides an address.
 
-use crate::geometry::Geometry;
-use crate::layout::Scheme;
-use crate::window::Window;
+use crate::math::geometry::Geometry;
+use crate::math::scheme::Scheme;
+use crate::math::window::Window;
 use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
@@ -35,8 +35,9 @@ pub const FORMAT_VERSION: u32 = 2;
 /// the same byte order.
 pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
 /// XXH3-128 + Kirsch–Mitzenmacher probes over a power-of-two table: the
-/// standard layout's scheme. The field holds `layout::Scheme::id`: 2 and 3
+/// standard layout's scheme. The field holds `math::scheme::Scheme::id`: 2 and 3
 /// are the blocked layouts (64-bit words, 128-bit blocks).
+#[cfg(test)]
 pub const HASH_SCHEME: u32 = 1;
 
 pub const PAGE: u64 = 4096;
@@ -48,10 +49,15 @@ pub const IMMUTABLE_LEN: usize = 120;
 
 pub const OFF_FLAGS: u64 = 128;
 pub const OFF_EPOCH: u64 = 132;
+// The control line's other words, spelled out with the rest of the header
+// (the code reaches them through `sync::Control`'s fields).
+#[allow(dead_code)]
 pub const OFF_EXCL: u64 = 136;
+#[allow(dead_code)]
 pub const OFF_PENDING: u64 = 140;
 /// The journal owner word (control line, after the 8-byte cursor at 144):
 /// the token of the merger or intersecter using the journal, else 0.
+#[allow(dead_code)]
 pub const OFF_JOURNAL: u64 = 152;
 /// Where a resumable exclusive operation keeps the chunk it is changing:
 /// the second half of the header page.
@@ -123,6 +129,7 @@ pub struct Layout {
 }
 
 /// The one source of truth for offsets (a filter of one bit array).
+#[cfg(any(test, feature = "test-hooks"))]
 pub fn layout(m: u64) -> Layout {
     ring_layout(m, 1)
 }
@@ -412,7 +419,7 @@ mod tests {
         for g in [
             Geometry::for_capacity(1000, 0.01).unwrap(),
             Geometry::for_capacity(10_000_000, 0.001).unwrap(),
-            Geometry::for_layout(12_345, 0.02, crate::layout::Layout::Blocked).unwrap(),
+            Geometry::for_layout(12_345, 0.02, crate::math::scheme::Layout::Blocked).unwrap(),
         ] {
             let h = Header {
                 geometry: g,

@@ -1,7 +1,7 @@
 //! Which process slot this thread holds for each filter it has open.
 //!
 //! Slots are per process (per thread, for a threaded program), not per
-//! handle (DESIGN C7): every handle of one filter in a thread writes under
+//! handle (doc/DESIGN.md, C7): every handle of one filter in a thread writes under
 //! the same slot, so a process with a thousand handles takes one slot. A
 //! slot belongs to the thread that locked its mutex (the kernel marks the
 //! mutex when that thread ends), so the table is thread-local.
@@ -13,13 +13,13 @@
 //! next of them to write looks its slot up (or claims one) anew.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use memmap2::MmapRaw;
 
-use crate::format::SLOTS_OFF;
-use crate::sync::{self, Claim, Slot};
+use crate::shm::format::SLOTS_OFF;
+use crate::sync::{Claim, Slot};
+use crate::sys::fork;
 
 /// Identity of a filter: device and inode of its mapped object.
 pub type Id = (u64, u64);
@@ -48,7 +48,7 @@ impl Drop for Entry {
     fn drop(&mut self) {
         // Only in the process that claimed it: a forked child's copy of the
         // table names its parent's slots (and a mutex it does not hold).
-        if self.fork == sync::fork_generation() {
+        if self.fork == fork::fork_generation() {
             // SAFETY: the slot table lies at SLOTS_OFF of every mapping this
             // library makes (validated when it was attached), and `map`
             // keeps the mapping alive for this call.
@@ -58,11 +58,6 @@ impl Drop for Entry {
         }
     }
 }
-
-/// Changed whenever a slot is given back anywhere in the process, a
-/// thread's table goes, or the process is a fork's child: a cached claim
-/// names the value it was cached under (`Ticket`).
-static STAMP: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     // Dropped when the thread ends: every slot it still holds is given back
@@ -77,7 +72,7 @@ struct Table(Vec<Entry>);
 impl Drop for Table {
     fn drop(&mut self) {
         self.0.clear(); // gives the slots back
-        new_stamp();
+        fork::new_stamp();
     }
 }
 
@@ -97,11 +92,7 @@ pub struct Ticket {
 pub fn ticket() -> Ticket {
     Ticket {
         thread: thread_pointer(),
-        // Relaxed: every change that must invalidate this thread's claims
-        // happens-before this load (made by this thread; by a thread that
-        // ended before one with its thread pointer could start; or in the
-        // fork child's own handler), so coherence shows it here.
-        stamp: STAMP.load(Ordering::Relaxed),
+        stamp: fork::stamp(),
     }
 }
 
@@ -131,19 +122,13 @@ pub(crate) fn thread_pointer() -> usize {
     tp
 }
 
-/// Invalidate every cached claim of the process (they are looked up again).
-pub fn new_stamp() {
-    // Relaxed: see ticket().
-    STAMP.fetch_add(1, Ordering::Relaxed);
-}
-
 /// Entries of another fork generation, and orphaned ones, go; when any
 /// slot is given back, a new stamp (other handles look theirs up anew).
 fn prune(t: &mut Vec<Entry>, fork: u32) {
     let before = t.len();
     t.retain(|e| e.fork == fork && !e.orphaned());
     if t.len() != before {
-        new_stamp();
+        fork::new_stamp();
     }
 }
 
@@ -188,6 +173,6 @@ pub fn forget(id: Id, fork: u32, holder: u64) {
     });
     if let Ok(Some(e)) = gone {
         drop(e); // gives the slot back
-        new_stamp();
+        fork::new_stamp();
     }
 }

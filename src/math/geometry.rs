@@ -6,7 +6,8 @@
 
 use std::f64::consts::LN_2;
 
-use crate::layout::{self, Layout, Scheme};
+use crate::math::blocked::{best_k, blocked_fp, WORD64_MAX_OVERHEAD};
+use crate::math::scheme::{Layout, Scheme, BLOCKED_MAX_K};
 
 /// The smallest bit array (one 64-bit word).
 pub const MIN_BITS: u64 = 64;
@@ -29,7 +30,7 @@ pub struct Geometry {
     pub capacity: u64,
     /// The false-positive rate the filter was sized for.
     pub fp_rate: f64,
-    /// Where an item's bits are (see `layout`).
+    /// Where an item's bits are (see `math::scheme` and `probe`).
     pub scheme: Scheme,
 }
 
@@ -100,12 +101,12 @@ impl Geometry {
     }
 
     /// The geometry of `layout` for `capacity` and `fp_rate`: `bloom.h`'s
-    /// for the standard layout, `layout::blocked_geometry`'s for the blocked.
+    /// for the standard layout, `blocked_geometry`'s for the blocked.
     pub fn for_layout(capacity: u64, fp_rate: f64, layout: Layout) -> Result<Geometry, GeometryError> {
         let g = Geometry::for_capacity(capacity, fp_rate)?;
         match layout {
             Layout::Standard => Ok(g),
-            Layout::Blocked => layout::blocked_geometry(capacity, fp_rate),
+            Layout::Blocked => blocked_geometry(capacity, fp_rate),
         }
     }
 
@@ -114,7 +115,7 @@ impl Geometry {
     pub fn is_valid(&self) -> bool {
         let shape = match self.scheme {
             Scheme::Standard => (MIN_K..=MAX_K).contains(&self.k) && self.m.is_power_of_two(),
-            s => (MIN_K..=layout::BLOCKED_MAX_K).contains(&self.k) && self.m % s.block_bits() == 0,
+            s => (MIN_K..=BLOCKED_MAX_K).contains(&self.k) && self.m % s.block_bits() == 0,
         };
         shape
             && (MIN_BITS..=MAX_BITS).contains(&self.m)
@@ -137,7 +138,7 @@ impl Geometry {
     pub fn count_from_bits_set(&self, set: u64) -> u64 {
         match self.scheme {
             Scheme::Standard => estimate_count(self.m, self.k, self.capacity, set),
-            _ => layout::blocked_count(self, set),
+            _ => blocked_count(self, set),
         }
     }
 
@@ -148,7 +149,7 @@ impl Geometry {
         match self.scheme {
             Scheme::Standard => estimated_fpp(self.m, self.k, set),
             _ if set >= self.m => 1.0,
-            _ => layout::expected_fp(self, self.count_from_bits_set(set) as f64),
+            _ => expected_fp(self, self.count_from_bits_set(set) as f64),
         }
     }
 
@@ -175,6 +176,74 @@ pub fn estimate_count(m: u64, k: u32, capacity: u64, set: u64) -> u64 {
 pub fn estimated_fpp(m: u64, k: u32, set: u64) -> f64 {
     // powf, not powi: the C library's pow, as the XS used to compute it.
     (set as f64 / m as f64).powf(k as f64)
+}
+
+// ---------------------------------------------------------------- blocked sizing
+
+/// The blocked geometry for `capacity` items at `rate`: the width, `k` and
+/// number of blocks with the fewest bits whose exact false-positive rate at
+/// capacity is at most `rate` (see `WORD64_MAX_OVERHEAD` for the width).
+pub fn blocked_geometry(capacity: u64, rate: f64) -> Result<Geometry, GeometryError> {
+    let (k64, l64) = best_k(64, rate);
+    let (k128, l128) = best_k(128, rate);
+    let per64 = 64.0 / l64;
+    let per128 = 128.0 / l128;
+    // The choice is the same on every machine (a filter's geometry follows
+    // from its arguments alone); one without a 16-byte compare-and-swap
+    // refuses to run a 128-bit-block filter rather than size it otherwise.
+    let (scheme, block, k, lambda) = if per64 <= WORD64_MAX_OVERHEAD * per128 {
+        (Scheme::Word64, 64u64, k64, l64)
+    } else {
+        (Scheme::Block128, 128u64, k128, l128)
+    };
+    if lambda.is_nan() || lambda <= 0.0 {
+        return Err(GeometryError::TooLarge);
+    }
+    let blocks = (capacity as f64 / lambda).ceil().max(1.0);
+    if blocks * block as f64 > MAX_BITS as f64 {
+        return Err(GeometryError::TooLarge);
+    }
+    // Rounding the block count up only lowers the load: re-check it, since
+    // the FP is computed at capacity / blocks.
+    let blocks = blocks as u64;
+    debug_assert!(blocked_fp(block, k, capacity as f64 / blocks as f64) <= rate);
+    Ok(Geometry {
+        k,
+        m: blocks * block,
+        capacity,
+        fp_rate: rate,
+        scheme,
+    })
+}
+
+/// The expected false-positive rate of geometry `g` holding `n` items.
+pub fn expected_fp(g: &Geometry, n: f64) -> f64 {
+    match g.scheme {
+        Scheme::Standard => (1.0 - (-(g.k as f64) * n / g.m as f64).exp()).powi(g.k as i32),
+        s => {
+            let b = s.block_bits();
+            blocked_fp(b, g.k, n / (g.m / b) as f64)
+        }
+    }
+}
+
+/// Estimated items from `set` bits of a blocked geometry: the inverse of
+/// the expected fill. A block of `B` bits holding `J ~ Poisson(l)` items
+/// has each bit clear with probability `E[z^J] = exp(-l (1 - z))`, with
+/// `z = (1 - 1/B)^k`; so `n = -(b / (1 - z)) ln(1 - X/m)`.
+pub fn blocked_count(g: &Geometry, set: u64) -> u64 {
+    if set >= g.m {
+        return g.capacity;
+    }
+    let b = g.scheme.block_bits();
+    let blocks = (g.m / b) as f64;
+    let z = (1.0 - 1.0 / b as f64).powi(g.k as i32);
+    let n = -(blocks / (1.0 - z)) * (1.0 - set as f64 / g.m as f64).ln();
+    if n <= 0.0 {
+        0
+    } else {
+        (n + 0.5) as u64
+    }
 }
 
 #[cfg(test)]
@@ -258,5 +327,41 @@ mod tests {
         assert_eq!(estimate_count(1024, 7, 100, 512), 101);
         assert_eq!(estimated_fpp(1024, 2, 512), 0.25);
         assert_eq!(estimated_fpp(1024, 7, 0), 0.0);
+    }
+
+    /// The chosen geometry meets the rate at capacity, and one block fewer
+    /// would not (it is the smallest for that width and k).
+    #[test]
+    fn blocked_geometry_is_smallest_meeting_the_rate() {
+        for cap in [1u64, 7, 100, 1000, 123_457, 10_000_000] {
+            for rate in [0.5, 0.1, 0.05, 0.01, 0.001, 0.0001, 1e-5] {
+                let g = blocked_geometry(cap, rate).unwrap();
+                assert!(g.is_valid(), "{g:?}");
+                let b = g.scheme.block_bits();
+                let blocks = g.m / b;
+                assert!(expected_fp(&g, cap as f64) <= rate * (1.0 + 1e-9), "{g:?}");
+                if blocks > 1 {
+                    let fewer = blocked_fp(b, g.k, cap as f64 / (blocks - 1) as f64);
+                    assert!(fewer > rate * 0.999_999, "{g:?}: {fewer}");
+                }
+            }
+        }
+        assert_eq!(blocked_geometry(u64::MAX, 0.01), Err(GeometryError::TooLarge));
+    }
+
+    #[test]
+    fn count_estimate_inverts_the_expected_fill() {
+        let g = blocked_geometry(100_000, 0.01).unwrap();
+        assert_eq!(blocked_count(&g, 0), 0);
+        assert_eq!(blocked_count(&g, g.m), g.capacity);
+        let b = g.scheme.block_bits() as f64;
+        let blocks = (g.m as f64) / b;
+        for n in [1.0, 1000.0, 50_000.0, 100_000.0, 200_000.0] {
+            let z = (1.0 - 1.0 / b).powi(g.k as i32);
+            let fill = 1.0 - (-(n / blocks) * (1.0 - z)).exp();
+            let set = (fill * g.m as f64).round() as u64;
+            let est = blocked_count(&g, set) as f64;
+            assert!((est - n).abs() <= 0.002 * n + 1.0, "{n}: {est}");
+        }
     }
 }

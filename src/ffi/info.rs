@@ -1,0 +1,110 @@
+//! What a filter is and holds: its facts, counts and path, and `sync`.
+
+use super::boundary::*;
+use super::*;
+
+/// Fill `*out` with the filter's facts.
+///
+/// # Safety
+/// `h`: live handle. `out`: valid.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_info(h: *const BfsFilter, out: *mut BfsInfo) {
+    guard_value((), || {
+        // SAFETY: per the function's contract.
+        if let (Ok(f), Some(o)) = unsafe { (handle(h), out.as_mut()) } {
+            let g = f.geometry();
+            *o = BfsInfo {
+                capacity: g.capacity,
+                fp_rate: g.fp_rate,
+                bits: g.m,
+                hashes: g.k,
+                seed: f.seed(),
+                mmap_size: f.mmap_size(),
+                memfd: f.memfd(),
+                frozen: f.frozen() as u8,
+                readonly: f.readonly() as u8,
+                layout: layout_code(f.layout()),
+                generations: 0,
+                window_ns: 0,
+                generation: 0,
+                generation_start_ns: 0,
+            };
+            if let Some(w) = f.window_stats() {
+                o.generations = w.generations;
+                o.window_ns = w.window_ns.unwrap_or(0);
+                o.generation = w.current;
+                o.generation_start_ns = w.current_start_ns.unwrap_or(0);
+            }
+        }
+    })
+}
+
+/// The chance a random absent item is reported present when `set` bits
+/// are set (pass `bfs_bits_set`'s answer): `(set/m)^k` for the standard
+/// layout, the layout's own estimate for a blocked one.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_fpp_for_bits_set(h: *const BfsFilter, set: u64) -> f64 {
+    // SAFETY: per the function's contract.
+    guard_value(0.0, || {
+        unsafe { handle(h) }.map_or(0.0, |f| f.geometry().fpp_from_bits_set(set))
+    })
+}
+
+/// Number of set bits.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_bits_set(h: *const BfsFilter) -> u64 {
+    // SAFETY: per the function's contract.
+    guard_value(0, || unsafe { handle(h) }.map_or(0, |f| f.bits_set()))
+}
+
+/// Estimated number of distinct items added.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_count(h: *const BfsFilter) -> u64 {
+    // SAFETY: per the function's contract.
+    guard_value(0, || unsafe { handle(h) }.map_or(0, |f| f.count()))
+}
+
+/// Write calls made on the filter (add, add_many, merge, intersect, invert, clear, freeze), summed over all processes.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_ops(h: *const BfsFilter) -> u64 {
+    // SAFETY: per the function's contract.
+    guard_value(0, || unsafe { handle(h) }.map_or(0, |f| f.ops()))
+}
+
+/// The backing file's path (NUL-terminated), or NULL for anonymous, memfd
+/// and descriptor handles. Valid until `bfs_free`.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_path(h: *const BfsFilter) -> *const c_char {
+    guard_value(std::ptr::null(), || {
+        // SAFETY: per the function's contract.
+        unsafe { handle(h) }
+            .ok()
+            .and_then(|f| f.path())
+            .map_or(std::ptr::null(), |p| p.as_ptr())
+    })
+}
+
+/// Flush a file-backed filter to disk (no-op otherwise).
+///
+/// # Safety
+/// `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_sync(h: *const BfsFilter, err: *mut c_char) -> BfsStatus {
+    // SAFETY: per the function's contract.
+    guard(err, || unsafe { handle(h) }?.sync())
+}

@@ -1,0 +1,37 @@
+//! Portable bytes out.
+
+use super::boundary::*;
+use super::*;
+
+/// Size in bytes of the filter's portable image.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_serialized_size(h: *const BfsFilter) -> u64 {
+    guard_value(0, || {
+        // SAFETY: per the function's contract.
+        unsafe { handle(h) }.map_or(0, |f| f.serialized_size())
+    })
+}
+
+/// Write the portable image into `buf`, which must be exactly
+/// `bfs_serialized_size` bytes. A windowed filter's copy is consistent
+/// across generation steps (see `Filter::copy_window`); `BFS_ERR_BUSY` when
+/// it stepped more than once during each of several copies.
+///
+/// # Safety
+/// `h`: live handle. `buf`: valid for `len` bytes. `err`: NULL or
+/// BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_serialize(h: *const BfsFilter, buf: *mut u8, len: usize, err: *mut c_char) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let f = unsafe { handle(h) }?;
+        if len as u64 != f.serialized_size() || buf.is_null() {
+            return Err(Error::arg("serialize buffer has the wrong size"));
+        }
+        // SAFETY: buf is valid for len bytes per contract.
+        f.serialize_into(unsafe { std::slice::from_raw_parts_mut(buf, len) })
+    })
+}

@@ -1,0 +1,759 @@
+//! The filter operations over a mapped region.
+//!
+//! A `Filter` is one process's handle. It keeps its own copy of the geometry
+//! and of every address it derives from it (doc/DESIGN.md, C6); the shared memory is
+//! touched only through atomics, and the lock protocol is `sync`'s.
+
+mod add;
+mod exclusive;
+mod serialize;
+mod stats;
+#[cfg(feature = "test-hooks")]
+pub mod testing;
+#[cfg(test)]
+mod tests;
+mod window;
+
+use std::cell::Cell;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::math::geometry::Geometry;
+use crate::math::hashing::{hash_item, ItemHash};
+use crate::math::scheme::Layout;
+use crate::math::window::{View, Window};
+use crate::probe::{prefetch_line, with_probe, Probe, Probing};
+use crate::shm::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, STRIPES_OFF};
+use crate::shm::region::{self, Region};
+use crate::sync::claims;
+use crate::sync::{
+    self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INTERSECT, PENDING_INVERT, PENDING_MERGE,
+};
+use crate::sys::clock::now_ns;
+use crate::sys::{fork, membarrier, robust};
+
+/// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
+/// 256 MiB filter, mostly absent items, 2-core AMD EPYC VM: with huge pages,
+/// distances 4, 8 and 16 all made batches about 1.27x faster than single
+/// calls, where prefetching every word of an item at once was no faster at
+/// all; with 4 KiB pages each probe is a TLB miss and no scheme helped much.
+const DISTANCE: usize = 8;
+/// Adds of a batch under one slot mark, in a lock-free layout: an exclusive
+/// operation waits for at most this many (a few microseconds).
+const MARK_ITEMS: usize = 256;
+/// How far ahead a batch on a cache-sized filter prefetches item bytes.
+const ITEM_AHEAD: usize = 8;
+/// Bit arrays smaller than this are taken to stay in the caches: batches
+/// on them run item by item (prefetching would only add instructions), and
+/// an add prefetches its stripe line (see `add_at`). Measured on the
+/// machine above, half-full filters, batches of 1000: at 2 MiB pipelining
+/// made queries about 10% slower, at 4 MiB it made them 10-30% faster and
+/// adds of present items 25-50% faster.
+const PIPELINE_MIN_BYTES: u64 = 4 << 20;
+
+/// How long a windowed filter's cleaner waits for adds in flight before it
+/// leaves the clear to a later writer: far longer than an add takes, so
+/// mostly a stopped adder makes it give up (steps wait meanwhile, and
+/// items live longer, never shorter).
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
+/// After a drain that gave up, how long this handle's adds leave the
+/// spare alone: an adder pays DRAIN_LIMIT at most once in this long.
+const DRAIN_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+/// How much of the spare a windowed add call clears (64 KiB: a few
+/// microseconds). Right after a step the spare is clean again after
+/// generation bytes / 64 KiB writing calls, long before the next step is
+/// due; a step that finds it not clean yet waits for more writes (items
+/// only live longer meanwhile).
+const SPARE_SLICE_WORDS: usize = 8192;
+/// Items of a windowed `contains_many` that share one reading of the clock
+/// and the view, and of an `add_many` that share one reading of the clock
+/// (and one look for a due step): few enough that the clock is read every
+/// few microseconds.
+const WINDOW_QUERY_GROUP: usize = 64;
+/// Items of a windowed `contains_many` hashed at a time (ahead of their
+/// looks, which then prefetch ahead within the chunk).
+const WINDOW_HASH_CHUNK: usize = 1024;
+/// The most ring slots a windowed filter has (generations and the spare).
+const MAX_RING: usize = Window::MAX_GENERATIONS as usize + 1;
+
+/// Attempts of a windowed copy that cannot hold the cleaner word (a
+/// read-only handle) before it gives up: each fails only when two steps
+/// land during one copy of the generations.
+const SNAPSHOT_TRIES: u32 = 16;
+
+/// The cleaner word held by a windowed copy, released when it ends.
+struct CleanerHold<'a>(&'a AtomicU32);
+
+impl Drop for CleanerHold<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the next cleaner's Acquire (take_cleaner).
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// Ask for the bytes of the item `ITEM_AHEAD` places after item `i` (they
+/// are wherever the caller's strings are) while item `i` is hashed.
+#[inline(always)]
+fn prefetch_item_ahead(items: &[&[u8]], i: usize) {
+    if let Some(next) = items.get(i + ITEM_AHEAD) {
+        prefetch_line(next.as_ptr());
+    }
+}
+
+/// Whether batches hash ahead and prefetch: unless the environment variable
+/// `BLOOMFILTER_SHARED_NO_PIPELINE` is set. It is read on every batch that
+/// could be pipelined (well under a microsecond, on a batch whose work takes
+/// microseconds), so that `bench/` can measure what pipelining buys by
+/// setting it between two batches of one process.
+fn pipelining() -> bool {
+    std::env::var_os("BLOOMFILTER_SHARED_NO_PIPELINE").is_none()
+}
+
+/// A handle on a shared filter. Not `Sync`: one thread uses a handle (it
+/// lazily claims a process slot, see `claim`); open another handle per thread.
+pub struct Filter {
+    region: Region,
+    geometry: Geometry,
+    seed: u64,
+    /// Where items' bits are (the layout's strategy).
+    probing: Probing,
+    /// The mapping's first byte (`region.base()`, kept here so that a
+    /// shared word is one load from the handle, not a walk through the
+    /// region's `Arc` after every atomic access).
+    base: *const u8,
+    bits: *const AtomicU64,
+    words: usize,
+    /// Add stripes in the control area (`format::stripes_for`).
+    stripes: u32,
+    /// This thread's slot for the filter, with the ticket it was looked up
+    /// under (see `claims`).
+    claim: Cell<Option<(Claim, claims::Ticket)>>,
+    /// Unique among this process's handles: names the slot's holder.
+    serial: u64,
+    /// A windowed filter's generations (None: a plain filter).
+    win: Option<Win>,
+    /// Until when this handle's adds leave the spare alone: its last clear
+    /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
+    clean_after: Cell<Option<std::time::Instant>>,
+    /// Until when this handle leaves closing and opening the filter to
+    /// lock-free adds alone, having found a stopped adder in a drain (see
+    /// `DRAIN_LIMIT`).
+    step_after: Cell<Option<std::time::Instant>>,
+    /// The clock's last grid number and the instants `[from, to)` it holds
+    /// for (`Window::grid_span`): most calls find the clock still inside.
+    grid_cache: Cell<(u64, u64, u64)>,
+}
+
+/// A windowed filter's facts, copied from the validated header.
+#[derive(Clone, Copy, Debug)]
+struct Win {
+    w: Window,
+    /// Words of one generation's bit array.
+    gen_words: usize,
+    /// Where each ring slot's bit array starts, in the mapping; the
+    /// entries past the ring point at slot 0's, so that every entry is a
+    /// generation's start (`Filter::generation`).
+    gens: [*const AtomicU64; MAX_RING],
+}
+
+/// What `stats` reports of a windowed filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowStats {
+    /// The window in ns (None: stepped only by `rotate`).
+    pub window_ns: Option<u64>,
+    pub generations: u32,
+    /// The current generation's number: the grid period it started in
+    /// (for a filter stepped only by `rotate`, the steps taken).
+    pub current: u64,
+    /// When the current generation's period started, in ns since the Unix
+    /// epoch (None for a filter stepped only by `rotate`).
+    pub current_start_ns: Option<u64>,
+}
+
+/// Whether a back-off deadline is set and still ahead.
+#[inline(always)]
+fn not_yet(until: Option<std::time::Instant>) -> bool {
+    until.is_some_and(|t| std::time::Instant::now() < t)
+}
+
+/// What `Filter::step_state` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepState {
+    /// This call stepped.
+    Stepped,
+    /// No step due, or another process took it.
+    NoStep,
+    /// A step is due, but the spare is not clear yet; `expired`: nor is
+    /// the current generation visible any more.
+    SpareDirty { expired: bool },
+}
+
+/// Wall-clock time in ns since the Unix epoch (0 before it), from
+static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The slot a call runs under: the thread's slot for the filter, or one
+/// held for this call only (the overflow slot, or any slot while the thread
+/// ends), which is given back when the call ends (also on an early return).
+struct Held<'a> {
+    f: &'a Filter,
+    c: Claim,
+    /// Given back when the call ends.
+    once: bool,
+}
+
+impl Drop for Held<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.once {
+            self.f.shared().release_slot(self.c);
+        }
+    }
+}
+
+/// How long a thread that found the slot table full writes through the
+/// overflow slot before it looks for a slot of its own again.
+const FULL_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+thread_local! {
+    static FULL_UNTIL: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
+}
+
+// SAFETY: the handle owns its mapping; moving it to another thread moves the
+// whole handle. (It is deliberately not Sync: `claim` is a Cell.)
+unsafe impl Send for Filter {}
+
+/// The error of an exclusive operation `lock_exclusive` refused (and of a
+/// `rotate` that cannot fence lock-free adds).
+fn no_fence(_: sync::SyncError) -> Error {
+    Error::new(
+        ErrorKind::Busy,
+        "another process adds to this filter with membarrier(2) fences, which this process cannot use \
+         (a seccomp filter, or a kernel before 4.16): run this in a process that can, or when no such \
+         process has the filter open",
+    )
+}
+
+fn path_bytes(p: &std::path::Path) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    p.as_os_str().as_bytes()
+}
+
+/// Receives `(index, word)` pairs when a filter is built from bytes.
+pub type WordSink<'a> = &'a mut dyn FnMut(usize, u64);
+
+/// Where a filter built from bytes goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    /// Shared anonymous memory.
+    Anonymous,
+    /// A new file at the path, created with the mode.
+    File(&'a std::path::Path, u32),
+    /// A new memfd of that name (a label: any bytes but NUL).
+    Memfd(&'a [u8]),
+}
+
+/// Creation options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    pub mode: u32,
+    pub seed: u64,
+    /// The layout of a new filter (None: standard). On an existing file the
+    /// stored layout wins, and an explicit different one is refused.
+    pub layout: Option<Layout>,
+    /// Make a new filter windowed (see `window`). On an existing file the
+    /// stored window wins, and an explicit different one is refused.
+    pub window: Option<WindowOptions>,
+}
+
+/// A windowed filter's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowOptions {
+    /// The window in ns (`window::window_from_secs`); None: the filter
+    /// steps only when told (`rotate`).
+    pub window_ns: Option<u64>,
+    /// 2 to 16; 0 when not given: `Window::DEFAULT_GENERATIONS` for a new
+    /// filter, an existing one's (or windowed bytes') own otherwise.
+    pub generations: u32,
+}
+
+impl WindowOptions {
+    /// The options for a window of `secs` seconds (0: stepped only by
+    /// `rotate`) and `generations` (None: not given), each checked.
+    pub fn from_secs(secs: f64, generations: Option<u32>) -> Result<WindowOptions> {
+        Ok(WindowOptions {
+            window_ns: if secs == 0.0 {
+                None
+            } else {
+                Some(crate::math::window::window_from_secs(secs).map_err(Error::arg)?)
+            },
+            generations: match generations {
+                None => 0,
+                Some(g) => crate::math::window::check_generations(g as i64).map_err(Error::arg)?,
+            },
+        })
+    }
+
+    /// The generations asked for, `existing` when not given.
+    pub fn generations_or(&self, existing: u32) -> u32 {
+        if self.generations == 0 {
+            existing
+        } else {
+            self.generations
+        }
+    }
+}
+
+impl Filter {
+    fn from_region(region: Region) -> Filter {
+        let h = region.header;
+        let l = region.layout();
+        debug_assert!(region.len() as u64 == l.total);
+        let base = region.base() as *const u8;
+        // SAFETY: decode validated that the mapping is exactly l.total bytes,
+        // and bits_off + m/8 == l.total, so the words are inside it.
+        let bits = unsafe { base.add(l.bits_off as usize) } as *const AtomicU64;
+        let win = h.window.map(|w| {
+            let gen_words = h.geometry.words();
+            let mut gens = [bits; MAX_RING];
+            for (slot, g) in gens.iter_mut().enumerate().take(w.ring_len() as usize) {
+                // SAFETY: the bit array is `ring_len` generations of
+                // `gen_words` words (words = gen_words * arrays, and a
+                // windowed header's arrays are its ring), so each slot's
+                // start lies inside it.
+                *g = unsafe { bits.add(slot * gen_words) };
+            }
+            Win { w, gen_words, gens }
+        });
+        Filter {
+            geometry: h.geometry,
+            seed: h.seed,
+            probing: Probing::new(&h.geometry, l.stripes),
+            words: h.geometry.words() * h.arrays() as usize,
+            win,
+            stripes: l.stripes,
+            base,
+            bits,
+            region,
+            claim: Cell::new(None),
+            clean_after: Cell::new(None),
+            step_after: Cell::new(None),
+            grid_cache: Cell::new((0, 0, 0)),
+            // Relaxed: only uniqueness matters.
+            serial: SERIALS.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Check what an existing region's header cannot vouch for: the slot
+    /// mutexes another process initialised (the file may be anyone's).
+    fn attached(self) -> Result<Filter> {
+        if self.region.readonly || self.frozen() {
+            return Ok(self); // takes no slot, ever
+        }
+        if !robust::robust_mutexes_available() {
+            // Nothing to check against: queries work, and a write croaks
+            // saying why (claim_new).
+            return Ok(self);
+        }
+        if let Some(i) = self.shared().slots.iter().position(|s| !s.well_formed()) {
+            let what = self
+                .region
+                .path()
+                .map_or_else(|| "descriptor".into(), |p| p.to_string_lossy().into_owned());
+            return Err(Error::new(
+                ErrorKind::Format,
+                format!("{what}: the process slot table is corrupt (slot {i})"),
+            ));
+        }
+        Ok(self)
+    }
+
+    fn header_for(capacity: u64, fp_rate: f64, opts: &Options) -> Result<Header> {
+        let layout = opts.layout.unwrap_or(Layout::Standard);
+        let g = Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))?;
+        if g.scheme == crate::math::scheme::Scheme::Block128 && !crate::probe::cas128_available() {
+            return Err(Error::arg(
+                "this fp_rate needs 128-bit blocks, which need a 16-byte compare-and-swap this machine lacks",
+            ));
+        }
+        let mut h = region::new_header(g, opts.seed);
+        if let Some(wo) = opts.window {
+            let g = wo.generations_or(Window::DEFAULT_GENERATIONS);
+            let w = Window::new(wo.window_ns, g, now_ns()).map_err(Error::arg)?;
+            h.window = Some(w);
+        }
+        Ok(h)
+    }
+
+    /// Refuse an explicit window that differs from this filter's (the
+    /// generations, when not given, are the filter's).
+    fn check_window(self, want: Option<WindowOptions>) -> Result<Filter> {
+        let Some(wo) = want else { return Ok(self) };
+        let g = wo.generations_or(self.win.map_or(Window::DEFAULT_GENERATIONS, |s| s.w.generations()));
+        let asked = Window::new(wo.window_ns, g, 0);
+        let ok = self.win.is_some_and(|s| {
+            s.w.generations() == g && asked.as_ref().ok().map(|w| w.window_ns()) == Some(s.w.window_ns())
+        });
+        if ok {
+            return Ok(self);
+        }
+        Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "window mismatch (the filter has {}, not {})",
+                self.win.map_or_else(|| "no window".to_string(), |s| s.w.to_string()),
+                asked.map_or_else(|e| e, |w| w.to_string())
+            ),
+        ))
+    }
+
+    /// Refuse an explicit layout that differs from this filter's.
+    fn check_layout(self, want: Option<Layout>) -> Result<Filter> {
+        match want {
+            Some(l) if l != self.layout() => Err(Error::new(
+                ErrorKind::Mismatch,
+                format!(
+                    "layout mismatch (the filter is {}, not {})",
+                    self.layout().name(),
+                    l.name()
+                ),
+            )),
+            _ => Ok(self),
+        }
+    }
+
+    /// Refuse what this machine cannot run: 128-bit blocks need a 16-byte
+    /// compare-and-swap.
+    fn runnable(self) -> Result<Filter> {
+        if matches!(self.probing, Probing::Block128(_)) && !crate::probe::cas128_available() {
+            return Err(Error::new(
+                ErrorKind::Format,
+                "this filter's 128-bit blocks need a 16-byte compare-and-swap, which this machine lacks",
+            ));
+        }
+        Ok(self)
+    }
+
+    /// A filter in shared anonymous memory (shared with children after fork).
+    pub fn new_anonymous(capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
+        let h = Self::header_for(capacity, fp_rate, &opts)?;
+        Ok(Self::from_region(region::create_anonymous(&h)?))
+    }
+
+    /// Open the filter file at `path`, creating it if absent. On an existing
+    /// file the stored geometry and seed win; the arguments are still checked.
+    pub fn open_file(path: impl AsRef<std::path::Path>, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
+        let h = Self::header_for(capacity, fp_rate, &opts)?;
+        if opts.mode & !0o7777 != 0 {
+            return Err(Error::arg(format!("mode {:#o} is not a file mode", opts.mode)));
+        }
+        Self::from_region(region::open_or_create_file(path_bytes(path.as_ref()), &h, opts.mode)?)
+            .check_layout(opts.layout)?
+            .check_window(opts.window)?
+            .runnable()?
+            .attached()
+    }
+
+    /// A filter in a new memfd. `name` is only a label: any bytes but NUL,
+    /// cut to the kernel's 249; empty gives a default name.
+    pub fn new_memfd(name: impl AsRef<[u8]>, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
+        let h = Self::header_for(capacity, fp_rate, &opts)?;
+        Ok(Self::from_region(region::create_memfd(name.as_ref(), &h)?))
+    }
+
+    /// Attach through a descriptor (duplicated; the caller keeps its own).
+    /// A read-only descriptor, or a frozen filter, gives a query-only handle
+    /// (`readonly()`: mapped `PROT_READ`, no slot, every mutator fails with
+    /// `ErrorKind::ReadOnly`), also of a live filter others still change.
+    pub fn from_fd(fd: i32) -> Result<Filter> {
+        Self::from_region(region::open_fd(fd)?).runnable()?.attached()
+    }
+
+    /// Map a frozen filter file read-only.
+    pub fn open_readonly(path: impl AsRef<std::path::Path>) -> Result<Filter> {
+        Self::from_region(region::open_readonly(path_bytes(path.as_ref()))?).runnable()
+    }
+
+    /// A new filter holding `bits` (validated by the caller), anonymous or at
+    /// a new file `path`.
+    pub(crate) fn with_bits(
+        h: Header,
+        path: Option<&std::path::Path>,
+        mode: u32,
+        fill: &dyn Fn(WordSink),
+    ) -> Result<Filter> {
+        let to = match path {
+            None => Target::Anonymous,
+            Some(p) => Target::File(p, mode),
+        };
+        Self::with_state(h, to, None, fill)
+    }
+
+    /// A new filter of header `h` at `to`, holding the words `fill` gives
+    /// (validated by the caller). A windowed header takes `state` (the
+    /// window, start and `last` words of its generations, current first)
+    /// and `fill` gives its generations' words in that order; the current
+    /// generation goes in ring slot 0 and the spare, slot 1, is clean for
+    /// the next step.
+    pub(crate) fn with_state(
+        h: Header,
+        to: Target<'_>,
+        state: Option<&crate::shm::serial::WindowState>,
+        fill: &dyn Fn(WordSink),
+    ) -> Result<Filter> {
+        let gen_words = h.geometry.words();
+        let words = gen_words * h.arrays() as usize;
+        let bits_off = h.layout().bits_off as usize;
+        // Where the state goes: a view, and `(header offset, word)` pairs.
+        let mut view = None;
+        let mut header_words = Vec::new();
+        if let (Some(w), Some(st)) = (h.window, state) {
+            debug_assert_eq!(st.window, w);
+            debug_assert_eq!(st.last.len(), w.generations() as usize);
+            let v = View { m: st.current, pos: 0 };
+            header_words.push((format::OFF_VIEW, v.pack()));
+            for (d, last) in st.last.iter().enumerate() {
+                header_words.push((format::OFF_LAST + 8 * w.slot_at(v, d as u32) as u64, *last));
+            }
+            // write_header marked slot 1 clean for the initial view's step;
+            // mark it for this view's.
+            header_words.push((format::OFF_CLEAN + 8 * w.spare(v) as u64, v.clean_mark()));
+            view = Some((w, v));
+        }
+        // The ring word of the image's word `i`.
+        let place = |i: usize| -> usize {
+            match view {
+                None => i,
+                Some((w, v)) => w.slot_at(v, (i / gen_words) as u32) as usize * gen_words + i % gen_words,
+            }
+        };
+        let in_memory = |r: Region| -> Filter {
+            let f = Self::from_region(r);
+            // Relaxed: nobody else can see the new region yet (an
+            // anonymous one until a fork, a memfd until its descriptor is
+            // passed on: both order these stores).
+            for &(off, word) in &header_words {
+                f.win_word(off).store(word, Ordering::Relaxed);
+            }
+            fill(&mut |i, w| {
+                if i < words {
+                    f.word(place(i)).store(w, Ordering::Relaxed);
+                }
+            });
+            f
+        };
+        match to {
+            Target::Anonymous => Ok(in_memory(region::create_anonymous(&h)?)),
+            Target::Memfd(name) => Ok(in_memory(region::create_memfd(name, &h)?)),
+            Target::File(p, mode) => {
+                let r = region::create_new_file(path_bytes(p), &h, mode, &|base| {
+                    for &(off, word) in &header_words {
+                        // SAFETY: the window words are at fixed 8-aligned
+                        // offsets of the header page, inside every mapping;
+                        // the file is not yet visible to any other process.
+                        unsafe { (base.add(off as usize) as *mut u64).write(word) };
+                    }
+                    // SAFETY: base is the new file's mapping (layout total
+                    // bytes), bits at bits_off, `words` words long.
+                    let bits = unsafe { base.add(bits_off) } as *mut u64;
+                    fill(&mut |i, w| {
+                        if i < words {
+                            // SAFETY: in bounds (place maps below `words`
+                            // what is below it); the file is not yet visible
+                            // to any other process.
+                            unsafe { bits.add(place(i)).write(w) };
+                        }
+                    });
+                })?;
+                Ok(Self::from_region(r))
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ views
+
+    #[inline(always)]
+    fn word(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(i < self.words);
+        // SAFETY: i < words (every caller masks a bit index with `mask`, or
+        // loops below `words`), and the words lie inside our mapping.
+        unsafe { &*self.bits.add(i) }
+    }
+
+    fn words_slice(&self) -> &[AtomicU64] {
+        // SAFETY: `words` atomics at `bits`, inside the mapping, aligned.
+        unsafe { std::slice::from_raw_parts(self.bits, self.words) }
+    }
+
+    #[inline(always)]
+    fn at<T>(&self, off: u64) -> *const T {
+        // SAFETY: callers pass offsets of the control area, which decode
+        // guarantees is inside the mapping (size >= CONTROL_END); `base`
+        // is the mapping's, which lives (unmoved) as long as `self`.
+        unsafe { self.base.add(off as usize) as *const T }
+    }
+
+    fn shared(&self) -> Shared<'_> {
+        // SAFETY: control line, slots and stripes are at fixed, validated
+        // offsets inside the mapping, 64-byte aligned, and only ever accessed
+        // through these atomic types.
+        unsafe {
+            Shared {
+                ctl: self.control(),
+                slots: self.slots(),
+                stripes: std::slice::from_raw_parts(self.at::<Stripe>(STRIPES_OFF), self.stripes as usize),
+                bits: self.words_slice(),
+                scratch: std::slice::from_raw_parts(self.at::<AtomicU64>(format::SCRATCH_OFF), format::SCRATCH_WORDS),
+                journal: Some(&self.region),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn control(&self) -> &Control {
+        // SAFETY: the control line is at a fixed, validated offset inside
+        // the mapping, 64-byte aligned, only ever accessed atomically.
+        unsafe { &*self.at::<Control>(OFF_FLAGS) }
+    }
+
+    #[inline(always)]
+    fn slots(&self) -> &[Slot] {
+        // SAFETY: as control(); SLOTS slots at SLOTS_OFF.
+        unsafe { std::slice::from_raw_parts(self.at::<Slot>(SLOTS_OFF), SLOTS as usize) }
+    }
+
+    /// The control line and slot `c`, without the rest of `shared()`.
+    #[inline(always)]
+    fn control_and_slot(&self, c: Claim) -> Option<sync::Owned<'_>> {
+        Some(sync::Owned {
+            ctl: self.control(),
+            slot: self.slots().get(c.idx as usize)?,
+            token: c.token,
+        })
+    }
+
+    /// Whether every bit of the item at `loc` is set, read as a seqlock
+    /// reader (false while an exclusive operation runs, or if one ran
+    /// meanwhile): an add can then answer "not new" without writing.
+    #[inline(always)]
+    fn present_now<P: Probe>(&self, p: &P, bits: &[AtomicU64], loc: &P::Loc) -> bool {
+        // Acquire: pairs with the Release store that ends an exclusive op.
+        let e = self.epoch().load(Ordering::Acquire);
+        e & 1 == 0 && p.contains(bits, loc) && {
+            // Acquire fence: the bit loads above complete before the epoch
+            // re-check (seqlock reader).
+            fence(Ordering::Acquire);
+            self.epoch().load(Ordering::Relaxed) == e
+        }
+    }
+
+    #[inline(always)]
+    fn epoch(&self) -> &AtomicU32 {
+        // SAFETY: OFF_EPOCH is inside the validated control area, 4-aligned.
+        unsafe { &*self.at::<AtomicU32>(OFF_EPOCH) }
+    }
+
+    #[inline(always)]
+    fn flags(&self) -> &AtomicU32 {
+        // SAFETY: as epoch.
+        unsafe { &*self.at::<AtomicU32>(OFF_FLAGS) }
+    }
+
+    /// This thread's slot for the filter, claimed on the first write in each
+    /// process and thread and shared by all its handles of the filter; when
+    /// the table is full, the overflow slot for this one call.
+    #[inline]
+    fn claim(&self) -> Result<Held<'_>> {
+        match self.cached_claim() {
+            Some(c) => Ok(Held {
+                f: self,
+                c,
+                once: false,
+            }),
+            None => self.claim_slow(),
+        }
+    }
+
+    /// This thread's cached slot, if its ticket is still current.
+    #[inline(always)]
+    fn cached_claim(&self) -> Option<Claim> {
+        self.claim.get().filter(|&(_, t)| t == claims::ticket()).map(|(c, _)| c)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn claim_slow(&self) -> Result<Held<'_>> {
+        // Registers the fork handler (before any claim is cached, so every
+        // fork invalidates them).
+        let gen = fork::fork_generation();
+        let id = self.region.id();
+        let c = match claims::lookup(id, gen) {
+            Some(c) => c,
+            None => match self.claim_new(id, gen)? {
+                (c, false) => c,
+                (c, true) => return Ok(Held { f: self, c, once: true }),
+            },
+        };
+        // After the lookup: its pruning may have taken a new stamp.
+        self.claim.set(Some((c, claims::ticket())));
+        Ok(Held {
+            f: self,
+            c,
+            once: false,
+        })
+    }
+
+    /// Claim a slot for this thread and record it in the thread's table;
+    /// true with it when it is held for this call only (the overflow slot,
+    /// or any slot while the thread ends).
+    fn claim_new(&self, id: claims::Id, gen: u32) -> Result<(Claim, bool)> {
+        let sh = self.shared();
+        if !robust::robust_mutexes_available() {
+            return Err(Error::new(
+                ErrorKind::Busy,
+                "this system has no robust process-shared mutexes (glibc and robust futexes are needed to write)",
+            ));
+        }
+        // A full table stays full for a while: look again at most every
+        // FULL_RETRY rather than try every slot's mutex on every call.
+        let full = FULL_UNTIL.with(|u| not_yet(u.get()));
+        if !full {
+            // Light marks for lock-free adds where every exclusive
+            // operation can fence them (sync::begin_lockfree_add).
+            let light = self.lockfree_adds() && membarrier::light_fences();
+            match sh.claim_slot(std::process::id(), light) {
+                // Not recorded when the thread is ending.
+                Ok(c) => return Ok((c, !claims::insert(id, gen, c, self.serial, self.region.mapping()))),
+                Err(_) => FULL_UNTIL.with(|u| u.set(Some(std::time::Instant::now() + FULL_RETRY))),
+            }
+        }
+        let c = sh
+            .claim_overflow()
+            .map_err(|_| Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken"))?;
+        Ok((c, true))
+    }
+
+    #[inline]
+    fn writable(&self) -> Result<()> {
+        if self.region.readonly {
+            return Err(Error::readonly());
+        }
+        if self.control().frozen() {
+            return Err(Error::frozen());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Filter {
+    fn drop(&mut self) {
+        // Only the handle whose mapping holds the slot's mutex gives it back,
+        // in the thread and process that claimed it (a forked child must not
+        // free its parent's slot, and only the mutex's owner may unlock it).
+        // A holder dropped in another thread leaves its slot in the claiming
+        // thread's table, which keeps the mapping and gives the slot back
+        // there (see `claims`).
+        if self.claim.get().is_some() {
+            claims::forget(self.region.id(), fork::fork_generation(), self.serial);
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! A filter as bytes and back: its portable bytes (`shm::serial`), and a
+//! new filter from them or from a remote copy's bit array.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::filter::{Filter, Target, WindowOptions};
+use crate::math::geometry::Geometry;
+use crate::math::scheme::{Layout, Scheme};
+use crate::math::window::Window;
+use crate::probe::cas128_available;
+use crate::shm::{region, serial};
+use crate::sys::clock::now_ns;
+
+impl Filter {
+    /// The length of the filter's portable bytes: `serial::serialized_len`,
+    /// or `serial::windowed_len` for a windowed filter.
+    pub fn serialized_size(&self) -> u64 {
+        let m = self.geometry().m;
+        match self.window() {
+            None => serial::serialized_len(m),
+            Some(w) => serial::windowed_len(m, w.generations()),
+        }
+    }
+
+    /// The filter's portable bytes (see `serial`). Fails only for a
+    /// windowed filter that keeps stepping while it is copied (see
+    /// `copy_window`).
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.serialized_size() as usize];
+        self.serialize_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Write the portable bytes into `out`, exactly `serialized_size`
+    /// bytes long.
+    pub fn serialize_into(&self, out: &mut [u8]) -> Result<()> {
+        if out.len() as u64 != self.serialized_size() {
+            return Err(Error::arg("serialize buffer has the wrong size"));
+        }
+        let g = self.geometry();
+        let Some(w) = self.window() else {
+            serial::write(&g, self.seed(), |f| self.for_each_word(f), out);
+            return Ok(());
+        };
+        let off = serial::windowed_bits_off(w.generations());
+        let end = out.len() - serial::TRAILER_LEN;
+        let st = self.copy_window(&mut out[off..end])?;
+        serial::write_windowed_header(&g, self.seed(), &st, out);
+        serial::seal_windowed(out);
+        Ok(())
+    }
+
+    /// A new filter from portable bytes: anonymous, or a new file at `path`
+    /// (created with `mode`; an existing path is refused).
+    pub fn deserialize(bytes: &[u8], path: Option<&std::path::Path>, mode: u32) -> Result<Filter> {
+        Filter::deserialize_as(bytes, path, mode, None)
+    }
+
+    /// `deserialize`, refusing bytes of another layout than `layout` (when
+    /// given) with a "layout mismatch" error.
+    pub fn deserialize_as(
+        bytes: &[u8],
+        path: Option<&std::path::Path>,
+        mode: u32,
+        layout: Option<Layout>,
+    ) -> Result<Filter> {
+        if mode & !0o7777 != 0 {
+            return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));
+        }
+        let to = match path {
+            Some(p) => Target::File(p, mode),
+            None => Target::Anonymous,
+        };
+        Filter::deserialize_to(bytes, to, layout, None)
+    }
+
+    /// A new filter from portable bytes at `to`. An explicit `layout` or
+    /// `window` that differs from the bytes' is refused ("layout mismatch",
+    /// "window mismatch"). Windowed bytes give a windowed filter with the
+    /// same window, epoch, generations, current start and `last` words, so
+    /// that its items are seen and forgotten at the same instants as on
+    /// the source. Plain bytes with a `window` give a new windowed filter
+    /// (epoch now) whose current generation holds their bits, added now.
+    pub fn deserialize_to(
+        bytes: &[u8],
+        to: Target<'_>,
+        layout: Option<Layout>,
+        window: Option<WindowOptions>,
+    ) -> Result<Filter> {
+        let img = serial::parse(bytes).map_err(|e| Error::format(e.to_string()))?;
+        if let Some(l) = layout {
+            if l != img.geometry.layout() {
+                return Err(Error::new(
+                    ErrorKind::Mismatch,
+                    format!(
+                        "layout mismatch (the bytes are of a {} filter, not {})",
+                        img.geometry.layout().name(),
+                        l.name()
+                    ),
+                ));
+            }
+        }
+        let asked = match window {
+            None => None,
+            Some(wo) => {
+                // Generations not given: the bytes' own, or the default.
+                let g = img
+                    .window
+                    .as_ref()
+                    .map_or(Window::DEFAULT_GENERATIONS, |st| st.window.generations());
+                Some(Window::new(wo.window_ns, wo.generations_or(g), 0).map_err(Error::arg)?)
+            }
+        };
+        if let (Some(st), Some(a)) = (&img.window, asked) {
+            if st.window.generations() != a.generations() || st.window.window_ns() != a.window_ns() {
+                return Err(Error::new(
+                    ErrorKind::Mismatch,
+                    format!("window mismatch (the bytes have {}, not {a})", st.window),
+                ));
+            }
+        }
+        if img.geometry.scheme == Scheme::Block128 && !cas128_available() {
+            return Err(Error::format(
+                "the bytes' 128-bit blocks need a 16-byte compare-and-swap, which this machine lacks",
+            ));
+        }
+        if let Target::File(_, mode) = to {
+            if mode & !0o7777 != 0 {
+                return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));
+            }
+        }
+        let mut h = region::new_header(img.geometry, img.seed);
+        let state = match (&img.window, asked) {
+            (Some(st), _) => Some(st.clone()),
+            (None, None) => None,
+            (None, Some(a)) => {
+                // A window starting now, its current generation holding
+                // the bits as if they were added now: seen for a window.
+                let w = Window::new(a.window_ns(), a.generations(), now_ns()).map_err(Error::arg)?;
+                let mut last = vec![0; w.generations() as usize];
+                last[0] = Window::raised_last(0, 0);
+                Some(serial::WindowState {
+                    window: w,
+                    current: 0,
+                    last,
+                })
+            }
+        };
+        h.window = state.as_ref().map(|st| st.window);
+        Filter::with_state(h, to, state.as_ref(), &|put| {
+            for (i, w) in img.words().enumerate() {
+                put(i, w);
+            }
+        })
+    }
+
+    /// A new local filter (anonymous, or a new file at `path`) whose bit
+    /// array is `bits`, the byte string a remote copy holds: `m / 8` bytes in
+    /// the local byte order (which is also the remote one, see the module
+    /// documentation).
+    pub fn from_bit_bytes(
+        capacity: u64,
+        fp_rate: f64,
+        seed: u64,
+        layout: Layout,
+        bits: &[u8],
+        path: Option<&std::path::Path>,
+        mode: u32,
+    ) -> Result<Filter> {
+        let g = Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))?;
+        if bits.len() as u64 != g.m / 8 {
+            return Err(Error::format(format!(
+                "{} bytes of bits for a filter of {} bits (need {})",
+                bits.len(),
+                g.m,
+                g.m / 8
+            )));
+        }
+        if mode & !0o7777 != 0 {
+            return Err(Error::arg(format!("mode {mode:#o} is not a file mode")));
+        }
+        let h = region::new_header(g, seed);
+        Filter::with_bits(h, path, mode, &|put| {
+            for (i, w) in bits.chunks_exact(8).enumerate() {
+                put(i, u64::from_le_bytes(w.try_into().expect("chunks of 8")));
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::Options;
+    use crate::math::rng::xorshift;
+
+    /// Property: for random item sets, geometries and seeds,
+    /// `deserialize(serialize(f))` is a filter with the same geometry, seed
+    /// and bits, which finds every item and serializes to the same bytes; the
+    /// bytes do not depend on the order the items were added in.
+    #[test]
+    fn round_trip_of_random_filters() {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        let rates = [0.5, 0.3, 0.1, 0.01, 0.001];
+        for round in 0..120 {
+            let capacity = 1 + next() % 3000;
+            let rate = rates[(next() % rates.len() as u64) as usize];
+            let seed = match round % 4 {
+                0 => 0,
+                1 => u64::MAX,
+                _ => next(),
+            };
+            let n = (next() % (2 * capacity)) as usize;
+            let items: Vec<Vec<u8>> = (0..n)
+                .map(|_| {
+                    let len = (next() % 40) as usize;
+                    (0..len).map(|_| next() as u8).collect()
+                })
+                .collect();
+            let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+            let opts = Options {
+                mode: 0o600,
+                seed,
+                layout: None,
+                window: None,
+            };
+
+            let f = Filter::new_anonymous(capacity, rate, opts).unwrap();
+            f.add_many(&refs, None).unwrap();
+            let bytes = f.serialize().unwrap();
+            assert_eq!(bytes.len() as u64, serial::serialized_len(f.geometry().m));
+
+            let d = Filter::deserialize(&bytes, None, 0o600).unwrap();
+            assert_eq!(d.geometry(), f.geometry(), "round {round}");
+            assert_eq!(d.seed(), seed, "round {round}");
+            assert_eq!(d.bits_set(), f.bits_set(), "round {round}");
+            assert_eq!(
+                d.contains_many(&refs, None),
+                n as u64,
+                "round {round}: a false negative"
+            );
+            assert_eq!(d.serialize().unwrap(), bytes, "round {round}");
+
+            let g = Filter::new_anonymous(capacity, rate, opts).unwrap();
+            for item in refs.iter().rev() {
+                g.add(item).unwrap();
+            }
+            assert_eq!(g.serialize().unwrap(), bytes, "round {round}: order changed the bytes");
+        }
+    }
+
+    #[test]
+    fn deserialized_filter_is_writable_and_independent() {
+        let f = Filter::new_anonymous(
+            100,
+            0.01,
+            Options {
+                mode: 0o600,
+                seed: 3,
+                layout: None,
+                window: None,
+            },
+        )
+        .unwrap();
+        f.add(b"a").unwrap();
+        let d = Filter::deserialize(&f.serialize().unwrap(), None, 0o600).unwrap();
+        assert!(!d.add(b"a").unwrap());
+        assert!(d.add(b"b").unwrap());
+        assert!(!f.contains(b"b"));
+        assert!(d.merge(&f).is_ok(), "same geometry and seed: compatible");
+    }
+
+    #[test]
+    fn deserialize_refuses_bad_bytes_and_modes() {
+        let f = Filter::new_anonymous(100, 0.01, Options::default()).unwrap();
+        let b = f.serialize().unwrap();
+        let e = Filter::deserialize(&b[..b.len() - 1], None, 0o600).err().unwrap();
+        assert_eq!(e.kind, ErrorKind::Format);
+        assert!(e.msg.starts_with("truncated input"), "{}", e.msg);
+        let e = Filter::deserialize(&b, None, 0o10000).err().unwrap();
+        assert_eq!(e.kind, ErrorKind::Arg);
+    }
+}

@@ -1,0 +1,74 @@
+//! What a filter is and holds: its geometry, seed, state and counts.
+
+use super::*;
+
+impl Filter {
+    pub fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    /// Whether nothing can change the filter through this handle: a
+    /// read-only mapping, or a frozen filter (the freezing handle too).
+    pub fn readonly(&self) -> bool {
+        self.region.readonly || self.region.frozen()
+    }
+    pub fn frozen(&self) -> bool {
+        self.region.frozen()
+    }
+    pub fn memfd(&self) -> i32 {
+        self.region.memfd()
+    }
+    pub fn mmap_size(&self) -> u64 {
+        self.region.len() as u64
+    }
+    pub fn path(&self) -> Option<&std::ffi::CStr> {
+        self.region.path()
+    }
+    pub fn sync(&self) -> Result<()> {
+        self.region.sync()
+    }
+
+    /// Number of set bits (loads only); of the current generation for a
+    /// windowed filter.
+    pub fn bits_set(&self) -> u64 {
+        // A windowed filter: its current generation's.
+        let words = match &self.win {
+            Some(win) => self.generation(win, self.load_view(&win.w).pos),
+            None => self.words_slice(),
+        };
+        words
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
+            .sum()
+    }
+
+    /// Estimated number of distinct items added.
+    pub fn count(&self) -> u64 {
+        self.geometry.count_from_bits_set(self.bits_set())
+    }
+
+    /// The chance a random absent item is reported present now.
+    pub fn estimated_fpp(&self) -> f64 {
+        self.geometry.fpp_from_bits_set(self.bits_set())
+    }
+
+    /// The layout the filter was created with.
+    pub fn layout(&self) -> Layout {
+        self.geometry.layout()
+    }
+
+    /// Write calls (add, add_many, merge, intersect, invert, clear, freeze)
+    /// over all processes.
+    pub fn ops(&self) -> u64 {
+        self.shared().total_ops()
+    }
+
+    /// Visit the bit words in order (serialization).
+    pub fn for_each_word(&self, mut f: impl FnMut(u64)) {
+        for w in self.words_slice() {
+            f(w.load(Ordering::Relaxed));
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! A windowed filter (`math::window` has its design and arithmetic): the
+//! words of the window, the step protocol, and the spare's cleaning.
+
+mod add;
+mod query;
+
+use super::*;
+
+impl Filter {
+    //
+    // The step protocol of the `window` module docs; the decisions are its
+    // functions, this only reads and writes the shared words.
+
+    /// The shared word at header offset `off`.
+    pub(in crate::filter) fn win_word(&self, off: u64) -> &AtomicU64 {
+        // SAFETY: the window words are at fixed 8-aligned offsets of the
+        // header page (format's static asserts), inside every mapping.
+        unsafe { &*self.at::<AtomicU64>(off) }
+    }
+
+    pub(in crate::filter) fn view_word(&self) -> &AtomicU64 {
+        self.win_word(format::OFF_VIEW)
+    }
+
+    pub(in crate::filter) fn last_word(&self, slot: u32) -> &AtomicU64 {
+        self.win_word(format::OFF_LAST + 8 * slot as u64)
+    }
+
+    fn clean_word(&self, slot: u32) -> &AtomicU64 {
+        self.win_word(format::OFF_CLEAN + 8 * slot as u64)
+    }
+
+    fn cleaner_word(&self) -> &AtomicU32 {
+        // SAFETY: as win_word; 4-aligned.
+        unsafe { &*self.at::<AtomicU32>(format::OFF_CLEANER) }
+    }
+
+    /// The current view. A word no step could have written (the mapping is
+    /// another process's to corrupt) reads as slot 0: wrong answers, never
+    /// an address outside the ring.
+    pub(in crate::filter) fn load_view(&self, w: &Window) -> View {
+        self.load_view_word(w).0
+    }
+
+    /// The current view and the word it was read from (a step's CAS
+    /// expects the word: a corrupt one is then replaced, not kept).
+    fn load_view_word(&self, w: &Window) -> (View, u64) {
+        // SeqCst: an adder reads the view after taking its stripe, the
+        // cleaner reads it before reading the stripes (the drain's Dekker
+        // pair); it pairs with the stepping CAS.
+        let word = self.view_word().load(Ordering::SeqCst);
+        let v = View::unpack(word, w.ring_len()).unwrap_or(View {
+            m: (word & !View::CLOSED) >> 5,
+            pos: 0,
+        });
+        (v, word)
+    }
+
+    /// Generation `slot`'s bit array.
+    #[inline(always)]
+    pub(in crate::filter) fn generation(&self, win: &Win, slot: u32) -> &[AtomicU64] {
+        // Slots come from a view (`View::unpack` checks them) or the ring
+        // arithmetic, so they are below the ring's length; the index check
+        // (against MAX_RING) is the one check left.
+        let start = win.gens[slot as usize];
+        // SAFETY: every entry of `gens` is the start of a generation of
+        // `gen_words` words inside the mapping (`from_region`), which
+        // lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(start, win.gen_words) }
+    }
+
+    /// The grid a reader or writer of view `v` goes by now.
+    fn grid_now(&self, w: &Window, v: View, now: u64) -> u64 {
+        self.grid_and_last(w, v, now).0
+    }
+
+    /// `grid_now`, and the current generation's `last` it went by.
+    fn grid_and_last(&self, w: &Window, v: View, now: u64) -> (u64, u64) {
+        // Acquire: pairs with an adder's fetch_max (its grid is seen).
+        let cur_last = self.last_word(v.pos).load(Ordering::Acquire);
+        (
+            Window::reader_grid_of(self.clock_grid(w, now), cur_last).max(v.m),
+            cur_last,
+        )
+    }
+
+    /// `w.grid(now)`, without a division while `now` stays in the span of
+    /// the last one worked out.
+    #[inline]
+    fn clock_grid(&self, w: &Window, now: u64) -> u64 {
+        let (n, from, to) = self.grid_cache.get();
+        if from <= now && now < to {
+            return n;
+        }
+        let span = w.grid_span(now);
+        self.grid_cache.set(span);
+        span.0
+    }
+
+    /// Take a step if one is due (or `forced`) and the spare is clean.
+    /// True when this call stepped. `c` is this handle's slot: a blocked
+    /// filter's steps go through `step_lockfree`.
+    pub(in crate::filter) fn try_step(&self, w: &Window, now: u64, forced: bool, c: Claim) -> bool {
+        self.step_state(w, now, forced, c) == StepState::Stepped
+    }
+
+    /// `try_step`, telling a step that is due but waits for the spare's
+    /// clear apart from no step at all.
+    fn step_state(&self, w: &Window, now: u64, forced: bool, c: Claim) -> StepState {
+        let (v, word) = self.load_view_word(w);
+        let q = self.grid_now(w, v, now);
+        if !w.step_possible(v, q, forced) {
+            if View::closed(word) {
+                self.step_lockfree(w, now, forced, c);
+            }
+            return StepState::NoStep; // the common case: nothing more to read
+        }
+        // Acquire: pairs with the cleaner's Release of clean[] (the zeroed
+        // words are seen before the slot is published) and the adders'
+        // fetch_max of last[].
+        let oldest_last = self.last_word(w.oldest(v)).load(Ordering::Acquire);
+        let spare_clean = self.clean_word(w.spare(v)).load(Ordering::Acquire);
+        match w.decide_step(v, q, oldest_last, spare_clean, forced) {
+            // A blocked filter's step: under the cleaner word, which
+            // decides again.
+            Some(_) if self.lockfree_adds() => match self.step_lockfree(w, now, forced, c) {
+                true => StepState::Stepped,
+                false => StepState::NoStep,
+            },
+            // SeqCst: the step is the one write every reader and the drain
+            // order themselves by. A failed CAS: someone else stepped.
+            Some(n) => match self
+                .view_word()
+                .compare_exchange(word, n.pack(), Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => StepState::Stepped,
+                Err(_) => StepState::NoStep,
+            },
+            None if !forced && spare_clean != v.clean_mark() && w.step_due(v, q, oldest_last) => {
+                // Acquire: as oldest_last's.
+                let cur_last = self.last_word(v.pos).load(Ordering::Acquire);
+                StepState::SpareDirty {
+                    expired: w.expired(cur_last, q),
+                }
+            }
+            None => {
+                if View::closed(word) {
+                    self.step_lockfree(w, now, forced, c); // only opens it
+                }
+                StepState::NoStep
+            }
+        }
+    }
+
+    /// A step is due and the spare not clear yet (the writing calls since
+    /// the last step were too few to clear it a slice each): clear the rest
+    /// of it now, then step. Called before an add takes its stripe.
+    ///
+    /// When the current generation has `expired` (nobody wrote for a
+    /// window), the add must not write it: raising its `last` would bring
+    /// its expired items back. Then this waits for another process that is
+    /// clearing the spare or stepping, for as long as that advances; one
+    /// that stops advancing for four times DRAIN_LIMIT (longer than its
+    /// drains may wait: a stopped process), or a drain that cannot finish,
+    /// leaves the add to write the old generation, and its items live
+    /// longer, as with any step deferred by a stopped process.
+    #[cold]
+    #[inline(never)]
+    fn clear_spare_and_step(&self, win: &Win, c: Claim, now: u64, expired: bool) {
+        let w = &win.w;
+        let cursor = self.win_word(format::OFF_CURSOR);
+        // Relaxed, both: progress hints only.
+        let progress = || (cursor.load(Ordering::Relaxed), self.view_word().load(Ordering::Relaxed));
+        let mut seen = progress();
+        let mut until = std::time::Instant::now() + 4 * DRAIN_LIMIT;
+        loop {
+            if not_yet(self.clean_after.get()) {
+                return; // a drain failed lately: a stopped adder holds a stripe
+            }
+            self.clean_spare(win, c, None);
+            if self.step_state(w, now, false, c) == StepState::Stepped || !expired {
+                return;
+            }
+            // Another process may hold the cleaner word, clearing or
+            // stepping (a blocked filter's step takes it too): go on once
+            // the current generation is one that has not expired.
+            let (v, _) = self.load_view_word(w);
+            let (q, cur_last) = self.grid_and_last(w, v, now);
+            if !w.expired(cur_last, q) {
+                return;
+            }
+            let at = progress();
+            if at != seen {
+                seen = at;
+                until = std::time::Instant::now() + 4 * DRAIN_LIMIT;
+            } else if std::time::Instant::now() >= until {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// A blocked filter's step, under the cleaner word (`window` module
+    /// docs): close the filter to lock-free adds, wait for those in
+    /// flight and then for the striped ones, step, wait for the striped
+    /// adds that may have read the earlier view, open it again. Without a
+    /// step due (or `forced`), only the opening, of a filter a stepper
+    /// left closed. Nobody else waits:
+    /// with the word held by a live process this returns at once, and adds
+    /// go on, through their stripes while the filter is closed. A stopped
+    /// adder that keeps a drain waiting past `DRAIN_LIMIT` leaves the
+    /// filter closed (and the step not taken, for a lock-free one) for a
+    /// later writer; this handle then leaves it alone for `DRAIN_BACKOFF`.
+    #[cold]
+    #[inline(never)]
+    fn step_lockfree(&self, w: &Window, now: u64, forced: bool, c: Claim) -> bool {
+        if not_yet(self.step_after.get()) {
+            return false;
+        }
+        if !self.take_cleaner(c) {
+            return false;
+        }
+        let (stepped, drained) = self.step_closed(w, now, forced, c);
+        if !drained {
+            self.step_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
+        }
+        // Release: pairs with the next cleaner's Acquire.
+        self.cleaner_word().store(0, Ordering::Release);
+        stepped
+    }
+
+    /// `step_lockfree`'s work, holding the cleaner word: whether it
+    /// stepped, and whether its drains ended (false: a stopped adder).
+    /// Only the holder of the cleaner word changes a blocked filter's view
+    /// word, so the CASes below fail only on a corrupt word.
+    fn step_closed(&self, w: &Window, now: u64, forced: bool, c: Claim) -> (bool, bool) {
+        let sh = self.shared();
+        let (v, mut word) = self.load_view_word(w);
+        let q = self.grid_now(w, v, now);
+        let mut stepped = false;
+        // Acquire: as try_step.
+        let oldest_last = self.last_word(w.oldest(v)).load(Ordering::Acquire);
+        let spare_clean = self.clean_word(w.spare(v)).load(Ordering::Acquire);
+        if let Some(n) = w.decide_step(v, q, oldest_last, spare_clean, forced) {
+            // A process that cannot fence light marks leaves the step to
+            // one that can while another has them (not closing meanwhile).
+            if !membarrier::light_fences() && !sh.fence_light_adders(c) {
+                return (false, false);
+            }
+            if !View::closed(word) {
+                // SeqCst: the Dekker pair with a lock-free adder's mark,
+                // then its view load (drain_marks reads the marks after).
+                let closed = word | View::CLOSED;
+                if self
+                    .view_word()
+                    .compare_exchange(word, closed, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return (false, true);
+                }
+                word = closed;
+            }
+            // Then the striped adds in flight: one begun while the filter
+            // was open may have written a bit a lock-free add found; it
+            // must not answer for the next view (`window` module docs).
+            if !sh.drain_marks(c, DRAIN_LIMIT) || !sh.drain_stripes(DRAIN_LIMIT) {
+                return (false, false);
+            }
+            // SeqCst: as try_step's; the filter stays closed.
+            let next = n.pack() | View::CLOSED;
+            if self
+                .view_word()
+                .compare_exchange(word, next, Ordering::SeqCst, Ordering::Relaxed)
+                .is_err()
+            {
+                return (false, true);
+            }
+            (word, stepped) = (next, true);
+        }
+        if View::closed(word) {
+            // Every stripe adder that read an earlier view is done once the
+            // stripes held after our view load were released (the drain's
+            // Dekker pair with begin_add, then view load).
+            if !sh.drain_stripes(DRAIN_LIMIT) {
+                return (stepped, false);
+            }
+            // SeqCst: lock-free adders read the view after their mark.
+            let _ = self
+                .view_word()
+                .compare_exchange(word, word & !View::CLOSED, Ordering::SeqCst, Ordering::Relaxed);
+        }
+        (stepped, true)
+    }
+
+    /// Whether the spare of the current view still needs clearing.
+    pub(in crate::filter) fn spare_dirty(&self, w: &Window) -> bool {
+        self.spare_dirty_in(w, self.load_view(w))
+    }
+
+    /// Whether view `v`'s spare still needs clearing.
+    #[inline(always)]
+    fn spare_dirty_in(&self, w: &Window, v: View) -> bool {
+        // Relaxed: a hint; clean_spare decides under the cleaner claim.
+        self.clean_word(w.spare(v)).load(Ordering::Relaxed) != v.clean_mark()
+    }
+
+    /// Claim the cleaner word for `c`; a dead owner's claim is taken over.
+    /// False when a live process (or this slot, reentering) holds it. The
+    /// first look is a load: no CAS on the shared line while a live
+    /// process is at it.
+    fn take_cleaner(&self, c: Claim) -> bool {
+        let sh = self.shared();
+        let cw = self.cleaner_word();
+        // Relaxed: only a guess at what the CAS expects.
+        let mut cur = cw.load(Ordering::Relaxed);
+        loop {
+            if cur == c.token {
+                return false; // ours already (reentry)
+            }
+            if cur != 0 && !sh.owner_dead(cur) {
+                return false;
+            }
+            // AcqRel: Acquire pairs with the previous cleaner's Release (its
+            // cursor and zeroed words are seen); Release is not needed to
+            // take.
+            match cw.compare_exchange(cur, c.token, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(held) => cur = held,
+            }
+        }
+    }
+
+    /// The cleaner word for a copy (`copy_window`): taken as soon as the
+    /// live cleaner lets go of it (it holds it for one slice at a time), or
+    /// None after DRAIN_LIMIT.
+    fn hold_cleaner(&self, c: Claim) -> Option<CleanerHold<'_>> {
+        let until = std::time::Instant::now() + DRAIN_LIMIT;
+        loop {
+            if self.take_cleaner(c) {
+                return Some(CleanerHold(self.cleaner_word()));
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            for _ in 0..1000 {
+                // Relaxed: a hint; take_cleaner's CAS decides.
+                if self.cleaner_word().load(Ordering::Relaxed) == 0 {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Clear the spare, unless another live process is at it: all of it,
+    /// or (`slice`) at most that many words of it, going on from where the
+    /// last cleaner stopped. Adds clear a slice each, so that no add pays
+    /// for a whole generation; `rotate` clears all. Never called holding a
+    /// stripe.
+    fn clean_spare(&self, win: &Win, c: Claim, slice: Option<usize>) {
+        let w = &win.w;
+        let sh = self.shared();
+        let cw = self.cleaner_word();
+        if !self.take_cleaner(c) {
+            return;
+        }
+        let v = self.load_view(w);
+        let spare = w.spare(v);
+        let mark = v.clean_mark();
+        // Acquire: pairs with our predecessors' Release of clean[].
+        if self.clean_word(spare).load(Ordering::Acquire) != mark {
+            let bits = self.generation(win, spare);
+            let for_word = self.win_word(format::OFF_CURSOR_FOR);
+            let cursor = self.win_word(format::OFF_CURSOR);
+            // Acquire: pairs with the Release below, so that a cleaner
+            // taking over from a dead one sees the cursor reset with the
+            // mark (and the zeros up to a cursor with its value).
+            let mut done = if for_word.load(Ordering::Acquire) == mark {
+                (cursor.load(Ordering::Acquire) as usize).min(bits.len())
+            } else {
+                // The first slice of this spare. Every adder that read a
+                // view older than `v` must be done first (an adder reads
+                // the view after taking its stripe); or a stopped one holds
+                // its stripe, and a later writer retries. Later slices need
+                // no drain: every adder since read `v` or a later view.
+                if !sh.drain_stripes(DRAIN_LIMIT) {
+                    self.clean_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
+                    // Release: pairs with the next cleaner's Acquire.
+                    cw.store(0, Ordering::Release);
+                    return;
+                }
+                // Relaxed, then Release: the cursor is 0 before the mark
+                // says it is this spare's (a cleaner killed between the two
+                // leaves the old mark, and its successor starts over).
+                cursor.store(0, Ordering::Relaxed);
+                for_word.store(mark, Ordering::Release);
+                0
+            };
+            let stop = slice.map_or(bits.len(), |n| done.saturating_add(n).min(bits.len()));
+            while done < stop {
+                let end = (done + sync::CHUNK * 64).min(stop);
+                for b in &bits[done..end] {
+                    // Relaxed: nobody reads or writes the spare; the Release
+                    // of clean[] below publishes the zeros.
+                    b.store(0, Ordering::Relaxed);
+                }
+                done = end;
+                // Release: the zeros before the cursor that covers them
+                // (pairs with the Acquire above, in the next cleaner).
+                cursor.store(done as u64, Ordering::Release);
+            }
+            if done == bits.len() {
+                // Relaxed: published with clean[] below.
+                self.last_word(spare).store(0, Ordering::Relaxed);
+                // Release: pairs with try_step's Acquire: zeros and last first.
+                self.clean_word(spare).store(mark, Ordering::Release);
+            }
+        }
+        // Release: pairs with the next cleaner's Acquire.
+        cw.store(0, Ordering::Release);
+    }
+}

@@ -1,0 +1,45 @@
+//! The journal's storage: a shared mapping of the words past the filter's
+//! bytes that a merge or intersect copies its operand into (the protocol is
+//! `sync::lock_journal`'s).
+
+use std::os::fd::RawFd;
+use std::sync::atomic::AtomicU64;
+
+use memmap2::{MmapOptions, MmapRaw};
+
+/// A mapping of the journal: `words` atomics, shared with every process
+/// that maps it.
+pub struct JournalMap {
+    map: MmapRaw,
+    words: usize,
+}
+
+impl JournalMap {
+    pub fn words(&self) -> &[AtomicU64] {
+        // SAFETY: the mapping is `words` * 8 bytes (map_range asked for
+        // exactly that), page aligned, and only ever accessed atomically.
+        unsafe { std::slice::from_raw_parts(self.map.as_mut_ptr() as *const AtomicU64, self.words) }
+    }
+}
+
+/// Map `len` bytes of `fd` at `off`, shared and writable.
+pub fn map_range(fd: RawFd, off: u64, len: u64) -> std::io::Result<JournalMap> {
+    let map = MmapOptions::new().offset(off).len(len as usize).map_raw(fd)?;
+    Ok(JournalMap {
+        map,
+        words: (len / 8) as usize,
+    })
+}
+
+/// Where the journal lives: the filter's file or memfd, past the filter
+/// (`format::journal`). Any process that maps the filter reaches it
+/// through its own descriptor.
+pub trait JournalStore: Sync {
+    /// The journal's words as its last user left them, mapped shared; None
+    /// when it cannot be reached (no descriptor, or a file too short to hold
+    /// it: never a mapping past the end of the file).
+    fn map_journal(&self) -> Option<JournalMap>;
+    /// Give the journal's space back (best effort: a tail left behind is
+    /// accepted by every opener and reused by the next journal user).
+    fn free_journal(&self);
+}

@@ -1,0 +1,175 @@
+use strict;
+use warnings;
+use Test::More;
+
+# The shape of the code, kept: the Rust core's top-level modules use each
+# other one way only (in the order of LAYERS: a module uses only modules
+# before it), no source file grows past MAX_LINES, the C header holds only
+# the C API's names, and the library Perl loads carries no test hook.
+
+use File::Find ();
+use File::Spec;
+
+my $src = 'src';
+my $header = 'include/bloomfilter_shared.h';
+plan skip_all => 'needs the Rust sources (src/) and the C header'
+    if !-d $src || !-f $header;
+
+my $MAX_LINES = 1200;
+
+# The layers, bottom first; modules of one rank (in one []) may not use each
+# other either.
+my @LAYERS = ('error', 'sys', 'math', 'probe', 'shm', 'sync', 'filter', ['codec', 'remote'], 'ffi');
+
+sub slurp {
+    my ($path) = @_;
+    open my $fh, '<', $path or die "$path: $!";
+    local $/;
+    return scalar <$fh>;
+}
+
+my @rs;
+File::Find::find({ no_chdir => 1, wanted => sub { push @rs, $File::Find::name if /\.rs\z/ && -f } }, $src);
+@rs = sort @rs;
+ok(@rs > 10, 'the Rust sources are found') or diag("found: @rs");
+
+# ---------------------------------------------------------------- file size
+
+for my $f (@rs) {
+    my $n = () = slurp($f) =~ /\n/g;
+    cmp_ok($n, '<=', $MAX_LINES, "$f has at most $MAX_LINES lines") if $n > $MAX_LINES;
+    ok(1, "$f: $n lines") if $n <= $MAX_LINES;
+}
+
+# ---------------------------------------------------------------- module graph
+
+# The top-level module a file belongs to: src/x.rs and src/x/** are `x`.
+sub top_of {
+    my ($f) = @_;
+    my ($first) = File::Spec->abs2rel($f, $src) =~ m{^([^/]+)};
+    $first =~ s/\.rs\z//;
+    return $first;
+}
+
+# The top-level modules a piece of code names: `crate::x`, `$crate::x` and
+# the names of `crate::{x, y::z}`. Comments (doc comments included), string
+# and character literals are dropped first, in one left-to-right pass, so
+# that prose and quoted text do not count.
+sub uses {
+    my ($code) = @_;
+    $code =~ s{
+        ( //[^\n]* | /\*.*?\*/ )
+      | ( b?r(\#*)".*?"\3 | b?"(?:\\.|[^"\\])*" )
+      | ( b?'(?:\\.|[^'\\])' )
+    }{ defined $1 ? ' ' : defined $2 ? '""' : "' '" }gsex;
+    my %to;
+    $to{$1} = 1 while $code =~ /(?<![\w:])\$?crate::(\w+)/g;
+    while ($code =~ /(?<![\w:])crate::\{([^}]*)\}/g) {
+        my $list = $1;
+        $to{$1} = 1 while $list =~ /(?:^|,)\s*(\w+)/g;
+    }
+    return keys %to;
+}
+
+my %edges;    # from => { to => file naming it }
+for my $f (@rs) {
+    my $from = top_of($f);
+    next if $from eq 'lib';
+    for my $to (uses(slurp($f))) {
+        next if $to eq $from || $to eq 'self';
+        $edges{$from}{$to} //= $f;
+    }
+}
+my %tops = map { (top_of($_) => 1) } grep { top_of($_) ne 'lib' } @rs;
+diag(join "\n", 'module graph:', map {
+        my $m = $_;
+        map {"  $m -> $_"} sort keys %{ $edges{$m} || {} }
+    } sort keys %tops) if $ENV{HOUSE_VERBOSE};
+
+# A cycle, as a list of modules, or none.
+sub find_cycle {
+    my %state;    # 1: on the path, 2: done
+    my @path;
+    my $visit;
+    $visit = sub {
+        my ($m) = @_;
+        $state{$m} = 1;
+        push @path, $m;
+        for my $n (sort keys %{ $edges{$m} || {} }) {
+            if (($state{$n} // 0) == 1) {
+                my ($i) = grep { $path[$_] eq $n } 0 .. $#path;
+                return [@path[$i .. $#path], $n];
+            }
+            next if $state{$n};
+            my $c = $visit->($n);
+            return $c if $c;
+        }
+        pop @path;
+        $state{$m} = 2;
+        return;
+    };
+    for my $m (sort keys %tops) {
+        next if $state{$m};
+        my $c = $visit->($m);
+        return $c if $c;
+    }
+    return;
+}
+my $cycle = find_cycle();
+ok(!$cycle, 'no cycle among the top-level modules of src/')
+    or diag('cycle: ' . join(' -> ', @$cycle) . "\n" . join("\n",
+        map { "  $cycle->[$_] -> $cycle->[$_ + 1] in $edges{$cycle->[$_]}{$cycle->[$_ + 1]}" } 0 .. $#$cycle - 1));
+
+my %rank;
+for my $i (0 .. $#LAYERS) {
+    $rank{$_} = $i for ref $LAYERS[$i] ? @{ $LAYERS[$i] } : $LAYERS[$i];
+}
+is_deeply([grep { !exists $rank{$_} } sort keys %tops], [], 'every top-level module has its layer');
+my @against;
+for my $from (sort keys %edges) {
+    for my $to (sort keys %{ $edges{$from} }) {
+        next if !exists $rank{$from} || !exists $rank{$to};
+        push @against, "$from -> $to (in $edges{$from}{$to})" if $rank{$to} >= $rank{$from};
+    }
+}
+is_deeply(\@against, [], 'every top-level module uses only the layers below it');
+
+# ---------------------------------------------------------------- header
+
+{
+    my $h = slurp($header);
+    # C++'s extern "C" { ... } around the declarations.
+    $h =~ s/^\s*#\s*ifdef\s+__cplusplus\b.*?^\s*#\s*endif\b//msg;
+    $h =~ s{/\*.*?\*/}{}gs;
+    $h =~ s{//[^\n]*}{}g;
+    my %names;
+    $names{$1} = 1 while $h =~ /^\s*#\s*define\s+(\w+)/mg;
+    $names{$1} = 1 while $h =~ /\b(?:struct|enum|union)\s+(\w+)/g;
+    $names{$1} = 1 while $h =~ /\}\s*(\w+)\s*;/g;
+    $names{$1} = 1 while $h =~ /^\s*typedef\s+[^;{]*?\b(\w+)\s*;/mg;
+    # Functions: a name before "(" in a declaration at file scope (struct
+    # bodies and preprocessor lines dropped first).
+    (my $decls = $h) =~ s/^\s*#.*$//mg;
+    1 while $decls =~ s/\{[^{}]*\}/;/g;
+    for my $d (split /;/, $decls) {
+        $names{$1} = 1 if $d =~ /\b(\w+)\s*\(/;
+    }
+    ok(scalar(grep {/^bfs_/} keys %names) > 20, 'the header is parsed (its bfs_ functions are found)');
+    my @outside = grep { !/^(?:bfs_|Bfs|BFS_)/ && $_ ne 'BLOOMFILTER_SHARED_H' } sort keys %names;
+    is_deeply(\@outside, [], "$header names only bfs_/Bfs/BFS_ items");
+}
+
+# ---------------------------------------------------------------- test hooks
+
+SKIP: {
+    require Data::BloomFilter::Shared;
+    my ($so) = grep {m{Data/BloomFilter/Shared/Shared\.so\z}} @DynaLoader::dl_shared_objects;
+    skip 'the loaded library is not found', 2 if !$so;
+    my @syms = `nm $so 2>/dev/null`;
+    skip 'nm is not available', 2 if $? != 0 || !@syms;
+    ok(scalar(grep {/\bbfs_add\b/} @syms), "nm lists the symbols of $so");
+    my @hooks = grep {/bloomfilter_shared.*(?:testing|resumed_chunks|RESUMED_CHUNKS|_partly)/} @syms;
+    is_deeply(\@hooks, [], 'the library Perl loads carries no test hook');
+}
+
+done_testing;
