@@ -43,7 +43,7 @@ sub _uint64   { return Data::BloomFilter::Shared::Args::uint64(@_) }
 sub _bytes_string {
     my ($method, $what, $value) = @_;
     _croak($method, "undefined $what") if !defined $value;
-    _croak($method, "$what must be a string")
+    _croak($method, "$what must be a string, got " . Data::BloomFilter::Shared::Args::shown($value))
         if ref $value && !overload::Method($value, '""');
     my $copy = "$value";
     _croak($method, "$what contains a NUL byte") if index($copy, "\0") >= 0;
@@ -82,15 +82,17 @@ sub new {
         ($generations, $window) = _window('new', $opts);
     }
     elsif (ref $last) {
-        _croak('new', 'last argument must be a file mode or a hash reference of options');
+        _croak('new', 'last argument must be a file mode or a hash reference of options, got '
+                . Data::BloomFilter::Shared::Args::shown($last));
     }
     else {
         $mode = $last;
     }
 
     $path = _bytes_string('new', 'path', $path) if defined $path;
+    my $capacity_given = $capacity;
     $capacity = _capacity('new', $capacity);
-    $fp_rate = _fp_rate('new', $fp_rate);
+    $fp_rate = _fp_rate('new', $fp_rate, $capacity_given);
     $mode = _mode('new', $mode);
     my $explicit_seed = defined $seed;
     $seed = _seed('new', $seed, $seed_given);
@@ -138,8 +140,9 @@ sub new_memfd {
     $opts = _options('new_memfd', $opts, qw(seed layout window generations));
     my ($generations, $window) = _window('new_memfd', $opts);
     $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
+    my $capacity_given = $capacity;
     $capacity = _capacity('new_memfd', $capacity);
-    $fp_rate = _fp_rate('new_memfd', $fp_rate);
+    $fp_rate = _fp_rate('new_memfd', $fp_rate, $capacity_given);
     my $seed = _seed('new_memfd', $opts->{seed}, exists $opts->{seed});
     my $layout = _layout('new_memfd', $opts->{layout});
     return _made('new_memfd',
@@ -157,12 +160,14 @@ sub new_from_fd {
     if (ref $fd || ref \$fd eq 'GLOB') {
         local $@;
         $n = eval { fileno $fd };
-        _croak('new_from_fd', 'file handle has no file descriptor')
+        _croak('new_from_fd', 'file handle has no file descriptor'
+                . ' (closed, or an in-memory file? give an open file or its fileno)')
             if !defined $n || $n < 0;
     }
     else {
         $n = _uint64($fd);
-        _croak('new_from_fd', 'fd must be a non-negative integer or an open file handle')
+        _croak('new_from_fd', 'fd must be a non-negative integer or an open file handle, got '
+                . Data::BloomFilter::Shared::Args::shown($fd))
             if !defined $n || length $n > 10 || $n > 2147483647;
     }
     return _made('new_from_fd', _xs_new_from_fd($class, 0 + $n));
@@ -319,7 +324,11 @@ takes as a positive number (C<1000>, C<1e6>, C<"1e6">, C<"1000\n">,
 C<" 1000">, C<"1000.0">), rounded up to a whole number (C<1500.5> gives
 1501); a non-number, zero or less, infinity and NaN croak, and so does a
 capacity above 2**64-1 or one that needs more than 2**38 bits (C<too
-large>). C<$fp_rate>
+large>). The command line tool's suffixes (C<10M>, C<5k>, C<2G>) are not
+taken here, on purpose: in Perl code a capacity is a number, the same one
+the program's own arithmetic and comparisons see (C<"10M" * 2> is 0, with a
+warning), so C<"10M"> croaks, naming the Perl number to write instead
+(C<10e6>). Durations such as C<"2s"> for C<window> croak the same way. C<$fp_rate>
 is the false positive rate wanted at that many items (strictly between 0 and
 1, default 0.01). When an existing file is opened its stored geometry wins;
 the arguments are still checked in the same way, and a capacity (or an
@@ -1557,9 +1566,19 @@ C<seed>: the positions then depend on it.
 Every message starts with C<Data::BloomFilter::Shared-E<gt>METHOD: >, naming
 the method called, and ends with the caller's file and line.
 
+A croak about an argument goes on after the words below with C<, got
+VALUE> (C<undef>; a number as written; a string in quotes, cut at 40
+characters, control characters as C<\x{..}>; a reference by its type, never
+stringified) and, where there is a usual cause, a hint in parentheses.
+Match on the leading words: they are those of every earlier release. A
+seed is never shown (it is a secret): its kind is. The C<window> and
+C<generations> messages show no value (but for a duration such as C<2s>).
+
 =over 4
 
 =item window must be a positive number of seconds (or undef)
+
+=item window must be a positive number of seconds (or undef), got '2s' (durations such as 2s are the command line tool's: write 2 here)
 
 =item window of %s seconds is shorter than the shortest, 0.001
 
@@ -1670,15 +1689,49 @@ L</add_many> and L</contains_many> take an array reference of items.
 The out array of L</add_many> or L</contains_many> must be an array
 reference that can be written; nothing was added.
 
-=item capacity must be a positive number
+=item capacity must be a positive number, got %s (the number of items the filter is sized for, such as 1000000 or 1e6)
 
-=item capacity is too large
+=item capacity must be a positive number, got '10M' (suffixes such as 10M are the command line tool's: write 10e6 here)
 
-=item fp_rate must be between 0 and 1 (exclusive)
+=item capacity is too large, got %s (at most 18446744073709551615 items)
 
-=item mode must be an integer between 0 and 07777
+=item capacity is too large: capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters
+
+=item fp_rate must be between 0 and 1 (exclusive), got %s (a probability, such as 0.01 for 1%)
+
+=item fp_rate must be between 0 and 1 (exclusive), got '1%' (write 0.01 for 1%)
+
+=item fp_rate must be between 0 and 1 (exclusive), got %s (the arguments are the capacity, then the fp_rate: capacity %s and fp_rate %s look swapped)
+
+An fp_rate of 1 or more is most often a capacity: C<new($path, 0.01,
+1000)> has the two swapped. The part after the colon is there when the
+capacity given is between 0 and 1 (which would otherwise be taken, rounded
+up to 1).
+
+=item seed must be a non-negative integer that fits in 64 bits, got %s (not shown: a seed is a secret; ...)
+
+The value's kind (a negative number, a hexadecimal string, ...), not the
+value. A hexadecimal secret of up to 16 digits: C<hex($secret)>.
+
+=item layout must be 'standard' or 'blocked', got %s
+
+=item unknown option '%s' (the options are ...)
+
+=item options must be a hash reference, got %s
+
+=item last argument must be a file mode or a hash reference of options, got %s
+
+=item path must be a string, got %s
+
+=item fd must be a non-negative integer or an open file handle, got %s
+
+=item file handle has no file descriptor (closed, or an in-memory file? give an open file or its fileno)
+
+=item mode must be an integer between 0 and 07777, got %s (a mode written in octal, such as 0660)
 
 =item mode must be a number, not the string '%s' (use oct('%s'))
+
+=item mode must be a number, not the string %s (a mode is a number written in octal, such as 0660)
 
 =item mode %d has bits outside 0777 (%s in octal): write a mode in octal, ...
 
