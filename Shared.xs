@@ -126,13 +126,44 @@ bfs_croak(pTHX_ CV *cv, const char *fmt, ...)
     croak_sv(msg);
 }
 
+/*
+ * A failed system call reads in Rust's messages as Rust's io::Error prints
+ * it: the strerror text, then " (os error N)". Perl's $! has the text
+ * alone, and so do this module's messages: the number is cut out of msg, in
+ * place, wherever it occurs (a message may quote two errors). Anything else
+ * in parentheses stays.
+ */
+static void
+bfs_os_words(char *msg)
+{
+    static const char mark[] = " (os error ";
+    char *in = msg, *out = msg, *at;
+    while ((at = strstr(in, mark)) != NULL) {
+        char *digits = at + sizeof mark - 1, *end = digits;
+        while (*end == '-' || (*end >= '0' && *end <= '9'))
+            end++;
+        if (end > digits && *end == ')') {
+            Move(in, out, at - in, char);
+            out += at - in;
+            in = end + 1;
+        }
+        else {
+            Move(in, out, digits - in, char);
+            out += digits - in;
+            in = digits;
+        }
+    }
+    Move(in, out, strlen(in) + 1, char);
+}
+
 /* A failed Rust call: its message, or the status when it wrote none. */
-static void bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
+static void bfs_croak_status(pTHX_ CV *cv, BfsStatus st, char *err)
     __attribute__noreturn__;
 
 static void
-bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
+bfs_croak_status(pTHX_ CV *cv, BfsStatus st, char *err)
 {
+    bfs_os_words(err);
     if (err[0])
         bfs_croak(aTHX_ cv, "%s", err);
     bfs_croak(aTHX_ cv, "error (status %u)", (unsigned)st);
@@ -142,7 +173,8 @@ bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
  * Step (d), written once. A Rust call that can fail takes an error buffer
  * (bfs_err, declared here) as its last argument: BFS_CALL croaks with its
  * message, BFS_CALL_OR_RETURN and BFS_MAKE make a constructor return
- * (undef, message) with Rust's message, or fallback when it wrote none.
+ * (undef, message) with Rust's message, or fallback when it wrote none;
+ * either way in Perl's words for a system call's error (bfs_os_words).
  * The buffer lives in the macro's block only: every message leaves it as a
  * new SV before the XSUB returns or croaks.
  */
@@ -161,16 +193,20 @@ bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
     STMT_START { \
         char bfs_err[BFS_ERRBUF_LEN]; \
         bfs_err[0] = '\0'; \
-        if ((call) != BFS_OK || !(h)) \
+        if ((call) != BFS_OK || !(h)) { \
+            bfs_os_words(bfs_err); \
             BFS_RETURN_ERROR(bfs_err[0] ? bfs_err : (fallback)); \
+        } \
     } STMT_END
 
 #define BFS_CALL_OR_RETURN(call, fallback) \
     STMT_START { \
         char bfs_err[BFS_ERRBUF_LEN]; \
         bfs_err[0] = '\0'; \
-        if ((call) != BFS_OK) \
+        if ((call) != BFS_OK) { \
+            bfs_os_words(bfs_err); \
             BFS_RETURN_ERROR(bfs_err[0] ? bfs_err : (fallback)); \
+        } \
     } STMT_END
 
 /* An item that cannot be used; idx < 0 for a single-item method. */

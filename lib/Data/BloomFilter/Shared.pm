@@ -1906,8 +1906,8 @@ with the code that triggers it.
 
 The messages below come from the Rust core. Those about a file start with its
 path (C<PATH: >); those about a system call name the call and end with the
-system's own words and error number, as in C<open /srv/x.bloom: Permission
-denied (os error 13)>.
+system's own words, as Perl's C<$!> reads them (no error number), as in
+C<open /srv/x.bloom: Permission denied>.
 
 =over 4
 
@@ -1963,7 +1963,7 @@ target yourself if you trust it.
 A system call failed; its message says why (permissions, a missing
 directory, too many open files, a bad descriptor...).
 
-=item PATH: cannot reserve %d bytes: No space left on device (os error 28)
+=item PATH: cannot reserve %d bytes: No space left on device
 
 =item memfd: cannot reserve %d bytes: ...
 
