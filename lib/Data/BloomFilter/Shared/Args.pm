@@ -335,13 +335,22 @@ sub duration {
     return Data::BloomFilter::Shared::_xs_parse_duration($text);
 }
 
-# Seconds as a person writes them: at most 9 significant digits, no
-# trailing zeros (2, 0.5, 90, 1.25). A window is kept in whole nanoseconds
-# per step, so the one a filter reports may be a nanosecond or two above
-# the one asked for (2 s in 3 steps is 3 x 666666667 ns): shown, 2.
+# Seconds as they were given: the shortest decimal (2, 0.5, 90, 0.001) that
+# the window read back from a filter of $generations may have been made
+# from. A filter keeps whole nanoseconds per step, its window rounded up to
+# a multiple of generations - 1 ns: 2 s in 3 steps reads back as
+# 2.000000001, 0.001 s as 0.001000002. Without $generations: the shortest
+# decimal of $secs itself.
 sub duration_text {
-    my ($secs) = @_;
-    return sprintf '%.9g', $secs;
+    my ($secs, $generations) = @_;
+    my $slack = defined $generations && $generations > 2 ? ($generations - 2) * 1e-9 : 0;
+    my $eps = abs($secs) * 1e-15;    # a double's own rounding
+    for my $digits (1 .. 17) {
+        my $text = sprintf '%.*g', $digits, $secs;
+        my $under = $secs - $text;
+        return '' . (0 + $text) if $under >= -$eps && $under <= $slack + $eps;
+    }
+    return '' . (0 + $secs);
 }
 
 # An options hash: only the keys in @allowed; returns a plain copy ({} for
