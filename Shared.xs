@@ -20,6 +20,12 @@
  * (re-blessed into a class that has none), frees the handle and clears
  * mg_ptr, which every later call reports as "destroyed handle".
  *
+ * A new ithread gets a copy of every object, our magic included: the dup
+ * hook clears the copy's mg_ptr and marks it (mg_private) as a handle of
+ * another thread, so the new thread never reaches the first thread's
+ * BfsFilter (nor frees it at its exit), and a call on the copy croaks
+ * saying to open the filter in each thread.
+ *
  * The XSUBs of Data::BloomFilter::Shared::Redis are in Redis.xsh (pulled in
  * by the INCLUDE line at the end), their C helpers in redis_xs.h.
  */
@@ -257,8 +263,50 @@ bfs_mg_free(pTHX_ SV *sv, MAGIC *mg)
     return 0;
 }
 
+/* mg_private of a handle copied into a new ithread (0 on the original). */
+#define BFS_MG_OTHER_THREAD 0x4246
+
+#ifdef USE_ITHREADS
+/* The dup hook, run on the new thread's copy of the magic while the thread
+   is being made (perl copied mg_ptr as it was, mg_len being 0): the copy
+   gets no pointer. The handle stays the first thread's, freed by it alone;
+   nothing here reads or writes what it points at. A handle destroyed
+   before the thread was made stays a destroyed handle; a copy of a copy
+   keeps its mark. */
+static int
+bfs_mg_dup(pTHX_ MAGIC *mg, CLONE_PARAMS *param)
+{
+    PERL_UNUSED_ARG(param);
+    if (mg->mg_ptr)
+        mg->mg_private = BFS_MG_OTHER_THREAD;
+    mg->mg_ptr = NULL;
+    return 0;
+}
+#  define BFS_MG_DUP bfs_mg_dup
+#else
+#  define BFS_MG_DUP NULL
+#endif
+
 /* Its address is what marks our handles: only this file can attach it. */
-static MGVTBL bfs_vtbl = { NULL, NULL, NULL, NULL, bfs_mg_free, NULL, NULL, NULL };
+static MGVTBL bfs_vtbl = { NULL, NULL, NULL, NULL, bfs_mg_free, NULL, BFS_MG_DUP, NULL };
+
+PERL_STATIC_INLINE MAGIC *bfs_magic(pTHX_ SV *obj);
+
+/* The croak for a handle that holds no filter (ok but NULL from bfs_peek):
+   destroyed, or copied from another thread. which is "" for the invocant,
+   " (other filter)" for merge's argument and the like. Runs no Perl code. */
+static void bfs_croak_dead(pTHX_ SV *sv, CV *cv, const char *which)
+    __attribute__noreturn__;
+
+static void
+bfs_croak_dead(pTHX_ SV *sv, CV *cv, const char *which)
+{
+    MAGIC *mg = SvROK(sv) ? bfs_magic(aTHX_ SvRV(sv)) : NULL;
+    if (mg && mg->mg_private == BFS_MG_OTHER_THREAD)
+        bfs_croak(aTHX_ cv, "this handle%s was opened in another thread; open the filter in"
+            " each thread (new with the path, new_from_fd, ...)", which);
+    bfs_croak(aTHX_ cv, "destroyed handle%s", which);
+}
 
 /* Our magic on obj, or NULL. The magic is attached first and usually alone
    (weaken, for one, adds its own in front), so the head is looked at first. */
@@ -299,7 +347,7 @@ bfs_handle(pTHX_ SV *sv, CV *cv)
     if (LIKELY(h != NULL))
         return h;
     if (ok)
-        bfs_croak(aTHX_ cv, "destroyed handle");
+        bfs_croak_dead(aTHX_ sv, cv, "");
     bfs_croak(aTHX_ cv, "not a " BFS_CLASS " object");
 }
 
@@ -311,7 +359,7 @@ bfs_recheck(pTHX_ SV *sv, CV *cv)
     bool ok;
     BfsFilter *h = bfs_peek(aTHX_ sv, &ok);
     if (UNLIKELY(h == NULL))
-        bfs_croak(aTHX_ cv, "destroyed handle");
+        bfs_croak_dead(aTHX_ sv, cv, "");
     return h;
 }
 
@@ -326,7 +374,7 @@ bfs_other(pTHX_ SV *sv, CV *cv)
     if (h)
         return h;
     if (ok)
-        bfs_croak(aTHX_ cv, "destroyed handle (other filter)");
+        bfs_croak_dead(aTHX_ sv, cv, " (other filter)");
     bfs_croak(aTHX_ cv, "other filter is not a " BFS_CLASS " object");
 }
 
@@ -337,7 +385,9 @@ bfs_wrap(pTHX_ SV *klass, BfsFilter *h)
     HV *stash = gv_stashsv(klass, GV_ADD);
     SV *obj = newSV_type(SVt_PVMG);
     SV *rv = sv_2mortal(newRV_noinc(obj)); /* from here a croak frees h too */
-    sv_magicext(obj, NULL, PERL_MAGIC_ext, &bfs_vtbl, (const char *)h, 0);
+    MAGIC *mg;
+    mg = sv_magicext(obj, NULL, PERL_MAGIC_ext, &bfs_vtbl, (const char *)h, 0);
+    mg->mg_flags |= MGf_DUP; /* a new ithread's copy goes through bfs_mg_dup */
     sv_bless(rv, stash);
     return rv;
 }

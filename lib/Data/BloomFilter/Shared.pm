@@ -215,8 +215,11 @@ sub STORABLE_freeze {
     _croak('STORABLE_freeze', 'cannot be serialized by Storable; use serialize and deserialize');
 }
 
-# A handle belongs to one interpreter: new threads get undef instead.
-sub CLONE_SKIP { 1 }
+# A handle belongs to the thread that opened it. A new ithread gets a copy
+# of each object that holds no filter (the XS's dup hook sees to it), so
+# that a call there croaks saying what to do, rather than Perl's "Can't
+# call method on unblessed reference".
+sub CLONE_SKIP { 0 }
 
 1;
 
@@ -786,8 +789,35 @@ object croaks with C<destroyed handle>, and never touches freed memory.
 
 =head3 CLONE_SKIP
 
-Returns 1: handles are not cloned into new ithreads (there they are undef).
-Processes created with C<fork> share the filter and may use inherited handles.
+Returns 0: a new ithread gets a copy of each handle, which holds no filter
+(see L</THREADS>). Processes created with C<fork> share the filter and may
+use inherited handles.
+
+=head2 THREADS
+
+A handle belongs to the thread that opened it. A thread started later
+gets a copy of each object, still of its class, that refers to no filter:
+any call on it croaks
+
+    Data::BloomFilter::Shared->add: this handle was opened in another
+    thread; open the filter in each thread (new with the path,
+    new_from_fd, ...)
+
+and the copy never touches the first thread's handle, nor frees it when
+the thread ends. Open the filter in each thread: by its path, or with
+L</new_from_fd> and the descriptor number of a memfd read before the
+thread starts (C<my $fd = $bf-E<gt>memfd>). Handles opened so are one
+filter, as in separate processes. An anonymous filter (C<new(undef, ...)>)
+cannot be opened again: give threads a file or a memfd.
+
+    my $bf = Data::BloomFilter::Shared->new('/dev/shm/seen.bloom', 1e6);
+    threads->create(sub {
+        my $mine = Data::BloomFilter::Shared->new('/dev/shm/seen.bloom', 1e6);
+        $mine->add($_) for @ids;
+    });
+
+Before 0.06 the copy was not an object at all, and a call on it died with
+Perl's C<Can't call method "add" on unblessed reference>.
 
 =head1 UPGRADING FROM 0.04
 
@@ -1657,6 +1687,12 @@ The argument of L</merge>, L</intersect> or L</is_compatible> is not a filter.
 
 The object was L</DESTROY>ed, possibly by Perl code that ran while the
 arguments were being read (a tied C<FETCH>, an overloaded method).
+
+=item this handle was opened in another thread; open the filter in each thread (new with the path, new_from_fd, ...)
+
+=item this handle (other filter) was opened in another thread; open the filter in each thread (new with the path, new_from_fd, ...)
+
+A handle used in an ithread started after it was opened; see L</THREADS>.
 
 =item usage: ...
 
