@@ -241,6 +241,60 @@ bfs_croak_wide(pTHX_ CV *cv, SSize_t idx)
 #undef BFS_ENCODE_FIRST
 }
 
+/*
+ * How a croak shows an argument given, as Data::BloomFilter::Shared::Args'
+ * shown does: undef; a reference by its type (never stringified: no
+ * overloading runs); a number as Perl prints it; a string quoted, cut at 40
+ * characters, control and non-ASCII characters as \x{..}. Reads no magic
+ * (the caller has fetched it once). A mortal.
+ */
+static SV *
+bfs_shown(pTHX_ SV *sv)
+{
+    SV *out;
+    const U8 *p, *end;
+    STRLEN len, n;
+    if (!SvOK(sv))
+        return sv_2mortal(newSVpvs("undef"));
+    if (SvROK(sv)) {
+        SV *r = SvRV(sv);
+        const char *t = sv_reftype(r, SvOBJECT(r));
+        if (SvOBJECT(r))
+            return sv_2mortal(newSVpvf("a %s object", t));
+        return sv_2mortal(newSVpvf("a%s %s reference", strchr("AEIOU", t[0]) ? "n" : "", t));
+    }
+    p = (const U8 *)SvPV_nomg_const(sv, len);
+    end = p + len;
+    if (len && looks_like_number(sv)) {
+        const U8 *q;
+        for (q = p; q < end && strchr("0123456789+-.eE", *q); q++)
+            ;
+        if (q == end)
+            return sv_2mortal(newSVpvn((const char *)p, len));
+    }
+    out = sv_2mortal(newSVpvs("'"));
+    for (n = 0; p < end; n++) {
+        UV c;
+        STRLEN skip = 1;
+        if (n == 37 && (SvUTF8(sv) ? utf8_length(p, end) : (STRLEN)(end - p)) > 3) {
+            sv_catpvs(out, "...");
+            break;
+        }
+        c = SvUTF8(sv) ? utf8n_to_uvchr(p, end - p, &skip, UTF8_ALLOW_ANY) : *p;
+        if (skip < 1)
+            skip = 1;
+        p += skip;
+        if (c == '\'' || c == '\\')
+            sv_catpvf(out, "\\%c", (int)c);
+        else if (c >= 0x20 && c <= 0x7e)
+            sv_catpvf(out, "%c", (int)c);
+        else
+            sv_catpvf(out, "\\x{%" UVxf "}", c);
+    }
+    sv_catpvs(out, "'");
+    return out;
+}
+
 static void bfs_croak_usage(pTHX_ CV *cv, const char *usage)
     __attribute__noreturn__;
 
@@ -533,7 +587,8 @@ bfs_items(pTHX_ CV *cv, SV *arg, BfsSlice **slicesp, bool *ran_perl)
         arg = amagic_deref_call(arg, to_av_amg);
     }
     if (!SvROK(arg) || SvTYPE(SvRV(arg)) != SVt_PVAV)
-        bfs_croak(aTHX_ cv, "argument is not an array reference");
+        bfs_croak(aTHX_ cv, "argument is not an array reference, got %" SVf " (give \\@items)",
+            SVfARG(bfs_shown(aTHX_ arg)));
     av = (AV *)SvRV(arg);
 
     if (LIKELY(!SvMAGICAL(av))) {
@@ -927,7 +982,8 @@ add_many(h, ...)
         SV *o = ST(2);
         SvGETMAGIC(o);
         if (!SvROK(o) || SvTYPE(SvRV(o)) != SVt_PVAV || SvOBJECT(SvRV(o)))
-            bfs_croak(aTHX_ cv, "second argument is not an array reference");
+            bfs_croak(aTHX_ cv, "second argument is not an array reference, got %" SVf
+                " (give \\@out, an array to fill)", SVfARG(bfs_shown(aTHX_ o)));
         out = (AV *)SvRV(o);
         if (SvREADONLY(out))
             bfs_croak(aTHX_ cv, "second argument is a read-only array");

@@ -124,6 +124,33 @@ croaks(sub { $R->new(bless({}, 'Not::A::Client'), 'n', 1000) },
     qr/\A\Q$R\E->new: first argument must be a Redis client object or an address string, got a Not::A::Client object/,
     'Redis client');
 
+# The methods' own arguments, checked in the XS, are shown the same way.
+my $f = $C->new(undef, 1000);
+croaks(sub { $f->add_many('x') },
+    qr/\A\Q$C\E->add_many: argument is not an array reference, got 'x' \(give \\\@items\)/,
+    'add_many(string)');
+croaks(sub { $f->contains_many({}) },
+    qr/\A\Q$C\E->contains_many: argument is not an array reference, got a HASH reference \(give \\\@items\)/,
+    'contains_many(hash reference)');
+croaks(sub { $f->add_many(undef) },
+    qr/\A\Q$C\E->add_many: argument is not an array reference, got undef /, 'add_many(undef)');
+croaks(sub { $f->add_many(42) },
+    qr/\A\Q$C\E->add_many: argument is not an array reference, got 42 /, 'add_many(42)');
+croaks(sub { $f->add_many(qr/x/) },
+    qr/\A\Q$C\E->add_many: argument is not an array reference, got a Regexp object /, 'add_many(qr//)');
+croaks(sub { $f->add_many([1], 'out') },
+    qr/\A\Q$C\E->add_many: second argument is not an array reference, got 'out' \(give \\\@out, an array to fill\)/,
+    'add_many: the out array');
+# The XS and the Perl side quote alike.
+for my $v ("it's a \\ back\tslash", "caf\x{e9} \x{263a}" . ('z' x 45)) {
+    my $want = Data::BloomFilter::Shared::Args::shown($v);
+    croaks(sub { $f->add_many($v) }, qr/, got \Q$want\E \(/, "the XS shows $want as Perl does");
+}
+is(Data::BloomFilter::Shared::Args::shown("it's a \\"), q{'it\'s a \\\\'}, 'a quote and a backslash are escaped');
+is(Data::BloomFilter::Shared::Args::shown("caf\x{e9} \x{263a}"), q{'caf\x{e9} \x{263a}'}, 'non-ASCII characters as \x{..}');
+is(Data::BloomFilter::Shared::Args::shown('z' x 41), "'" . ('z' x 37) . "...'", 'cut at 40 characters');
+is(Data::BloomFilter::Shared::Args::shown('z' x 40), "'" . ('z' x 40) . "'", '... not before');
+
 # An overloaded capacity is stringified once, also on the way to a croak.
 {
     package Counted;

@@ -1714,11 +1714,11 @@ L</contains_many>) is undef, or the array has a hole there.
 An item has a character above 0xFF, so is not a byte string. Encode it first
 (for instance with C<Encode::encode_utf8> or C<utf8::encode>).
 
-=item argument is not an array reference
+=item argument is not an array reference, got %s (give \@items)
 
 L</add_many> and L</contains_many> take an array reference of items.
 
-=item second argument is not an array reference
+=item second argument is not an array reference, got %s (give \@out, an array to fill)
 
 =item second argument is a read-only array
 

@@ -48,7 +48,8 @@ sub fail {
 my $UV_MAX = '18446744073709551615';
 
 # How a message shows the value given: undef; a number as written; a string
-# quoted, control and non-ASCII characters as \x{..}, cut at 40
+# quoted (a quote or backslash in it after a backslash), control and
+# non-ASCII characters as \x{..}, cut at 40
 # characters; a reference by its type (never stringified: a croak must not
 # run the caller's code again). $text is the value's string form when the
 # caller already has it (an overloaded object's, taken once).
@@ -65,10 +66,10 @@ sub shown {
         $text = "$v";
     }
     return $text if $text =~ /\A[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\z/;
-    my $cut = length $text > 40 ? substr($text, 0, 37) . '...' : $text;
+    my $cut = length $text > 40 ? substr($text, 0, 37) : $text;
+    $cut =~ s/([\\'])/\\$1/g;
     $cut =~ s/([^\x20-\x7e])/sprintf '\\x{%x}', ord $1/ge;
-    $cut =~ s/'/\\'/g;
-    return "'$cut'";
+    return "'$cut" . (length $text > 40 ? "...'" : "'");
 }
 
 # A string the command line tool takes as a count (10M, 5k, 2G): the same

@@ -792,7 +792,7 @@ sub _call {
 # @$out (when given) with one 0/1 per item.
 sub _batch {
     my ($self, $method, $verb, $items, $out) = @_;
-    _croak($method, 'argument is not an array reference')
+    _croak($method, 'argument is not an array reference, got ' . _given($items) . ' (give \@items)')
         if ref $items ne 'ARRAY' && !(Scalar::Util::blessed($items) && overload::Method($items, '@{}'));
     # Every element is checked before anything is sent. Plain strings are
     # used as they are; anything else is copied once, as a string, so that
@@ -1520,7 +1520,7 @@ For C<seed>, C<layout> and C<shards>.
 
 =item unexpected reply to the attach script
 
-=item argument is not an array reference
+=item argument is not an array reference, got %s (give \@items)
 
 =item undefined item
 
