@@ -124,6 +124,17 @@ croaks(sub { $R->new(bless({}, 'Not::A::Client'), 'n', 1000) },
     qr/\A\Q$R\E->new: first argument must be a Redis client object or an address string, got a Not::A::Client object/,
     'Redis client');
 
+# Names and paths.
+croaks(sub { $C->new("a\0b", 1000) },
+    qr/\A\Q$C\E->new: path contains a NUL byte, got 'a\\x\{0\}b' at /, 'a path with a NUL byte');
+croaks(sub { $R->new('127.0.0.1:1', [], 1000) },
+    qr/\A\Q$R\E->new: name must be a string, got an ARRAY reference at /, 'Redis name: a reference');
+croaks(sub { $R->new('127.0.0.1:1', "caf\x{e9}\x{263a}", 1000) },
+    qr/\A\Q$R\E->new: Wide character in name, got 'caf\\x\{e9\}\\x\{263a\}' \(encode first/, 'Redis name: wide');
+croaks(sub { $R->new('127.0.0.1:1', 'x{y}', 1000) },
+    qr/\A\Q$R\E->new: name must not contain '\{' or '\}' \(it becomes the keys' hash tag\), got 'x\{y\}' at /,
+    'Redis name: braces');
+
 # The methods' own arguments, checked in the XS, are shown the same way.
 my $f = $C->new(undef, 1000);
 croaks(sub { $f->add_many('x') },

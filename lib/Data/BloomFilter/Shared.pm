@@ -46,7 +46,8 @@ sub _bytes_string {
     _croak($method, "$what must be a string, got " . Data::BloomFilter::Shared::Args::shown($value))
         if ref $value && !overload::Method($value, '""');
     my $copy = "$value";
-    _croak($method, "$what contains a NUL byte") if index($copy, "\0") >= 0;
+    _croak($method, "$what contains a NUL byte, got " . Data::BloomFilter::Shared::Args::shown($value, $copy))
+        if index($copy, "\0") >= 0;
     _croak($method, "$what must not be empty") if $copy eq '' && $what ne 'name';
     return $copy;
 }
@@ -1749,20 +1750,6 @@ up to 1).
 The value's kind (a negative number, a hexadecimal string, ...), not the
 value. A hexadecimal secret of up to 16 digits: C<hex($secret)>.
 
-=item layout must be 'standard' or 'blocked', got %s
-
-=item unknown option '%s' (the options are ...)
-
-=item options must be a hash reference, got %s
-
-=item last argument must be a file mode or a hash reference of options, got %s
-
-=item path must be a string, got %s
-
-=item fd must be a non-negative integer or an open file handle, got %s
-
-=item file handle has no file descriptor (closed, or an in-memory file? give an open file or its fileno)
-
 =item mode must be an integer between 0 and 07777, got %s (a mode written in octal, such as 0660)
 
 =item mode must be a number, not the string '%s' (use oct('%s'))
@@ -1806,11 +1793,11 @@ file was created with (neither is shown). Nothing was changed.
 L</new> or L</new_memfd> with C<< seed => undef >>, usually a secret
 variable that was never set. Before 0.06 it gave seed 0 without a word.
 
-=item unknown option '%s'
+=item unknown option '%s' (the options are ...)
 
-=item options must be a hash reference
+=item options must be a hash reference, got %s
 
-=item last argument must be a file mode or a hash reference of options
+=item last argument must be a file mode or a hash reference of options, got %s
 
 Constructor arguments out of range.
 
@@ -1818,9 +1805,11 @@ Constructor arguments out of range.
 
 =item path required
 
-=item path must be a string
+=item path must be a string, got %s
 
 =item path must not be empty
+
+=item path contains a NUL byte, got %s
 
 =item path contains a NUL byte
 
@@ -1829,9 +1818,9 @@ C<path required> for undef). L</new_memfd> reports the same problems with
 its C<$name> (C<name must be a string>, ...), but takes an empty one; so
 does L</deserialize> with its C<memfd> option.
 
-=item fd must be a non-negative integer or an open file handle
+=item fd must be a non-negative integer or an open file handle, got %s
 
-=item file handle has no file descriptor
+=item file handle has no file descriptor (closed, or an in-memory file? give an open file or its fileno)
 
 L</new_from_fd> was given something that has no file descriptor (an in-memory
 or closed file handle, say).
@@ -1877,7 +1866,7 @@ in L</The byte format>.
 
 L</deserialize> with a C<path> never replaces an existing file.
 
-=item layout must be 'standard' or 'blocked'
+=item layout must be 'standard' or 'blocked', got %s
 
 The C<layout> option of L</new>, L</new_memfd> or L</deserialize> is
 something else.

@@ -160,11 +160,15 @@ sub _options  { return Data::BloomFilter::Shared::Args::options(__PACKAGE__, @_)
 sub _name {
     my ($method, $name) = @_;
     _croak($method, 'undefined name') if !defined $name;
-    _croak($method, 'name must be a string') if ref $name && !overload::Method($name, '""');
+    _croak($method, 'name must be a string, got ' . _given($name))
+        if ref $name && !overload::Method($name, '""');
     my $copy = "$name";
-    utf8::downgrade($copy, 1) or _croak($method, 'Wide character in name');
+    utf8::downgrade($copy, 1)
+        or _croak($method, 'Wide character in name, got ' . _given($name, $copy)
+            . ' (encode first, e.g. Encode::encode_utf8)');
     _croak($method, 'name must not be empty') if $copy eq '';
-    _croak($method, "name must not contain '{' or '}' (it becomes the keys' hash tag)")
+    _croak($method, "name must not contain '{' or '}' (it becomes the keys' hash tag), got "
+            . _given($name, $copy))
         if $copy =~ /[{}]/;
     return $copy;
 }
@@ -1443,13 +1447,13 @@ since, or a database gone, refuses the batch (nothing of it was sent).
 
 =item undefined name
 
-=item name must be a string
+=item name must be a string, got %s
 
-=item Wide character in name
+=item Wide character in name, got %s (encode first, e.g. Encode::encode_utf8)
 
 =item name must not be empty
 
-=item name must not contain '{' or '}' (it becomes the keys' hash tag)
+=item name must not contain '{' or '}' (it becomes the keys' hash tag), got %s
 
 =item capacity must be a number, got %s (...)
 
