@@ -20,6 +20,12 @@
  * (re-blessed into a class that has none), frees the handle and clears
  * mg_ptr, which every later call reports as "destroyed handle".
  *
+ * A new ithread gets a copy of every object, our magic included: the dup
+ * hook clears the copy's mg_ptr and marks it (mg_private) as a handle of
+ * another thread, so the new thread never reaches the first thread's
+ * BfsFilter (nor frees it at its exit), and a call on the copy croaks
+ * saying to open the filter in each thread.
+ *
  * The XSUBs of Data::BloomFilter::Shared::Redis are in Redis.xsh (pulled in
  * by the INCLUDE line at the end), their C helpers in redis_xs.h.
  */
@@ -126,13 +132,44 @@ bfs_croak(pTHX_ CV *cv, const char *fmt, ...)
     croak_sv(msg);
 }
 
+/*
+ * A failed system call reads in Rust's messages as Rust's io::Error prints
+ * it: the strerror text, then " (os error N)". Perl's $! has the text
+ * alone, and so do this module's messages: the number is cut out of msg, in
+ * place, wherever it occurs (a message may quote two errors). Anything else
+ * in parentheses stays.
+ */
+static void
+bfs_os_words(char *msg)
+{
+    static const char mark[] = " (os error ";
+    char *in = msg, *out = msg, *at;
+    while ((at = strstr(in, mark)) != NULL) {
+        char *digits = at + sizeof mark - 1, *end = digits;
+        while (*end == '-' || (*end >= '0' && *end <= '9'))
+            end++;
+        if (end > digits && *end == ')') {
+            Move(in, out, at - in, char);
+            out += at - in;
+            in = end + 1;
+        }
+        else {
+            Move(in, out, digits - in, char);
+            out += digits - in;
+            in = digits;
+        }
+    }
+    Move(in, out, strlen(in) + 1, char);
+}
+
 /* A failed Rust call: its message, or the status when it wrote none. */
-static void bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
+static void bfs_croak_status(pTHX_ CV *cv, BfsStatus st, char *err)
     __attribute__noreturn__;
 
 static void
-bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
+bfs_croak_status(pTHX_ CV *cv, BfsStatus st, char *err)
 {
+    bfs_os_words(err);
     if (err[0])
         bfs_croak(aTHX_ cv, "%s", err);
     bfs_croak(aTHX_ cv, "error (status %u)", (unsigned)st);
@@ -142,7 +179,8 @@ bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
  * Step (d), written once. A Rust call that can fail takes an error buffer
  * (bfs_err, declared here) as its last argument: BFS_CALL croaks with its
  * message, BFS_CALL_OR_RETURN and BFS_MAKE make a constructor return
- * (undef, message) with Rust's message, or fallback when it wrote none.
+ * (undef, message) with Rust's message, or fallback when it wrote none;
+ * either way in Perl's words for a system call's error (bfs_os_words).
  * The buffer lives in the macro's block only: every message leaves it as a
  * new SV before the XSUB returns or croaks.
  */
@@ -161,16 +199,20 @@ bfs_croak_status(pTHX_ CV *cv, BfsStatus st, const char *err)
     STMT_START { \
         char bfs_err[BFS_ERRBUF_LEN]; \
         bfs_err[0] = '\0'; \
-        if ((call) != BFS_OK || !(h)) \
+        if ((call) != BFS_OK || !(h)) { \
+            bfs_os_words(bfs_err); \
             BFS_RETURN_ERROR(bfs_err[0] ? bfs_err : (fallback)); \
+        } \
     } STMT_END
 
 #define BFS_CALL_OR_RETURN(call, fallback) \
     STMT_START { \
         char bfs_err[BFS_ERRBUF_LEN]; \
         bfs_err[0] = '\0'; \
-        if ((call) != BFS_OK) \
+        if ((call) != BFS_OK) { \
+            bfs_os_words(bfs_err); \
             BFS_RETURN_ERROR(bfs_err[0] ? bfs_err : (fallback)); \
+        } \
     } STMT_END
 
 /* An item that cannot be used; idx < 0 for a single-item method. */
@@ -199,6 +241,60 @@ bfs_croak_wide(pTHX_ CV *cv, SSize_t idx)
 #undef BFS_ENCODE_FIRST
 }
 
+/*
+ * How a croak shows an argument given, as Data::BloomFilter::Shared::Args'
+ * shown does: undef; a reference by its type (never stringified: no
+ * overloading runs); a number as Perl prints it; a string quoted, cut at 40
+ * characters, control and non-ASCII characters as \x{..}. Reads no magic
+ * (the caller has fetched it once). A mortal.
+ */
+static SV *
+bfs_shown(pTHX_ SV *sv)
+{
+    SV *out;
+    const U8 *p, *end;
+    STRLEN len, n;
+    if (!SvOK(sv))
+        return sv_2mortal(newSVpvs("undef"));
+    if (SvROK(sv)) {
+        SV *r = SvRV(sv);
+        const char *t = sv_reftype(r, SvOBJECT(r));
+        if (SvOBJECT(r))
+            return sv_2mortal(newSVpvf("a %s object", t));
+        return sv_2mortal(newSVpvf("a%s %s reference", strchr("AEIOU", t[0]) ? "n" : "", t));
+    }
+    p = (const U8 *)SvPV_nomg_const(sv, len);
+    end = p + len;
+    if (len && looks_like_number(sv)) {
+        const U8 *q;
+        for (q = p; q < end && strchr("0123456789+-.eE", *q); q++)
+            ;
+        if (q == end)
+            return sv_2mortal(newSVpvn((const char *)p, len));
+    }
+    out = sv_2mortal(newSVpvs("'"));
+    for (n = 0; p < end; n++) {
+        UV c;
+        STRLEN skip = 1;
+        if (n == 37 && (SvUTF8(sv) ? utf8_length(p, end) : (STRLEN)(end - p)) > 3) {
+            sv_catpvs(out, "...");
+            break;
+        }
+        c = SvUTF8(sv) ? utf8n_to_uvchr(p, end - p, &skip, UTF8_ALLOW_ANY) : *p;
+        if (skip < 1)
+            skip = 1;
+        p += skip;
+        if (c == '\'' || c == '\\')
+            sv_catpvf(out, "\\%c", (int)c);
+        else if (c >= 0x20 && c <= 0x7e)
+            sv_catpvf(out, "%c", (int)c);
+        else
+            sv_catpvf(out, "\\x{%" UVxf "}", c);
+    }
+    sv_catpvs(out, "'");
+    return out;
+}
+
 static void bfs_croak_usage(pTHX_ CV *cv, const char *usage)
     __attribute__noreturn__;
 
@@ -221,8 +317,50 @@ bfs_mg_free(pTHX_ SV *sv, MAGIC *mg)
     return 0;
 }
 
+/* mg_private of a handle copied into a new ithread (0 on the original). */
+#define BFS_MG_OTHER_THREAD 0x4246
+
+#ifdef USE_ITHREADS
+/* The dup hook, run on the new thread's copy of the magic while the thread
+   is being made (perl copied mg_ptr as it was, mg_len being 0): the copy
+   gets no pointer. The handle stays the first thread's, freed by it alone;
+   nothing here reads or writes what it points at. A handle destroyed
+   before the thread was made stays a destroyed handle; a copy of a copy
+   keeps its mark. */
+static int
+bfs_mg_dup(pTHX_ MAGIC *mg, CLONE_PARAMS *param)
+{
+    PERL_UNUSED_ARG(param);
+    if (mg->mg_ptr)
+        mg->mg_private = BFS_MG_OTHER_THREAD;
+    mg->mg_ptr = NULL;
+    return 0;
+}
+#  define BFS_MG_DUP bfs_mg_dup
+#else
+#  define BFS_MG_DUP NULL
+#endif
+
 /* Its address is what marks our handles: only this file can attach it. */
-static MGVTBL bfs_vtbl = { NULL, NULL, NULL, NULL, bfs_mg_free, NULL, NULL, NULL };
+static MGVTBL bfs_vtbl = { NULL, NULL, NULL, NULL, bfs_mg_free, NULL, BFS_MG_DUP, NULL };
+
+PERL_STATIC_INLINE MAGIC *bfs_magic(pTHX_ SV *obj);
+
+/* The croak for a handle that holds no filter (ok but NULL from bfs_peek):
+   destroyed, or copied from another thread. which is "" for the invocant,
+   " (other filter)" for merge's argument and the like. Runs no Perl code. */
+static void bfs_croak_dead(pTHX_ SV *sv, CV *cv, const char *which)
+    __attribute__noreturn__;
+
+static void
+bfs_croak_dead(pTHX_ SV *sv, CV *cv, const char *which)
+{
+    MAGIC *mg = SvROK(sv) ? bfs_magic(aTHX_ SvRV(sv)) : NULL;
+    if (mg && mg->mg_private == BFS_MG_OTHER_THREAD)
+        bfs_croak(aTHX_ cv, "this handle%s was opened in another thread; open the filter in"
+            " each thread (new with the path, new_from_fd, ...)", which);
+    bfs_croak(aTHX_ cv, "destroyed handle%s", which);
+}
 
 /* Our magic on obj, or NULL. The magic is attached first and usually alone
    (weaken, for one, adds its own in front), so the head is looked at first. */
@@ -263,7 +401,7 @@ bfs_handle(pTHX_ SV *sv, CV *cv)
     if (LIKELY(h != NULL))
         return h;
     if (ok)
-        bfs_croak(aTHX_ cv, "destroyed handle");
+        bfs_croak_dead(aTHX_ sv, cv, "");
     bfs_croak(aTHX_ cv, "not a " BFS_CLASS " object");
 }
 
@@ -275,7 +413,7 @@ bfs_recheck(pTHX_ SV *sv, CV *cv)
     bool ok;
     BfsFilter *h = bfs_peek(aTHX_ sv, &ok);
     if (UNLIKELY(h == NULL))
-        bfs_croak(aTHX_ cv, "destroyed handle");
+        bfs_croak_dead(aTHX_ sv, cv, "");
     return h;
 }
 
@@ -290,7 +428,7 @@ bfs_other(pTHX_ SV *sv, CV *cv)
     if (h)
         return h;
     if (ok)
-        bfs_croak(aTHX_ cv, "destroyed handle (other filter)");
+        bfs_croak_dead(aTHX_ sv, cv, " (other filter)");
     bfs_croak(aTHX_ cv, "other filter is not a " BFS_CLASS " object");
 }
 
@@ -301,7 +439,9 @@ bfs_wrap(pTHX_ SV *klass, BfsFilter *h)
     HV *stash = gv_stashsv(klass, GV_ADD);
     SV *obj = newSV_type(SVt_PVMG);
     SV *rv = sv_2mortal(newRV_noinc(obj)); /* from here a croak frees h too */
-    sv_magicext(obj, NULL, PERL_MAGIC_ext, &bfs_vtbl, (const char *)h, 0);
+    MAGIC *mg;
+    mg = sv_magicext(obj, NULL, PERL_MAGIC_ext, &bfs_vtbl, (const char *)h, 0);
+    mg->mg_flags |= MGf_DUP; /* a new ithread's copy goes through bfs_mg_dup */
     sv_bless(rv, stash);
     return rv;
 }
@@ -447,7 +587,8 @@ bfs_items(pTHX_ CV *cv, SV *arg, BfsSlice **slicesp, bool *ran_perl)
         arg = amagic_deref_call(arg, to_av_amg);
     }
     if (!SvROK(arg) || SvTYPE(SvRV(arg)) != SVt_PVAV)
-        bfs_croak(aTHX_ cv, "argument is not an array reference");
+        bfs_croak(aTHX_ cv, "argument is not an array reference, got %" SVf " (give \\@items)",
+            SVfARG(bfs_shown(aTHX_ arg)));
     av = (AV *)SvRV(arg);
 
     if (LIKELY(!SvMAGICAL(av))) {
@@ -841,7 +982,8 @@ add_many(h, ...)
         SV *o = ST(2);
         SvGETMAGIC(o);
         if (!SvROK(o) || SvTYPE(SvRV(o)) != SVt_PVAV || SvOBJECT(SvRV(o)))
-            bfs_croak(aTHX_ cv, "second argument is not an array reference");
+            bfs_croak(aTHX_ cv, "second argument is not an array reference, got %" SVf
+                " (give \\@out, an array to fill)", SVfARG(bfs_shown(aTHX_ o)));
         out = (AV *)SvRV(o);
         if (SvREADONLY(out))
             bfs_croak(aTHX_ cv, "second argument is a read-only array");

@@ -36,6 +36,7 @@ sub scheme { unpack 'V', substr($_[0]->serialize, 12, 4) }
 
     for my $bad ('Blocked', '', 'both', [], { a => 1 }) {
         my $shown = ref $bad || "'$bad'";
+        my $got = ref $bad eq 'ARRAY' ? 'an ARRAY reference' : ref $bad ? 'a HASH reference' : "'$bad'";
         for my $call (
             [new       => sub { $C->new(undef, 10, 0.01, { layout => $bad }) }],
             [new_memfd => sub { $C->new_memfd('x', 10, 0.01, { layout => $bad }) }],
@@ -43,7 +44,7 @@ sub scheme { unpack 'V', substr($_[0]->serialize, 12, 4) }
         ) {
             my ($m, $code) = @$call;
             ok(!eval { $code->(); 1 }, "$m: layout $shown croaks");
-            like($@, qr/^Data::BloomFilter::Shared->$m: layout must be 'standard' or 'blocked' at /,
+            like($@, qr/^Data::BloomFilter::Shared->$m: layout must be 'standard' or 'blocked', got \Q$got\E at /,
                 "$m: layout $shown: the message");
         }
     }

@@ -41,14 +41,14 @@ for my $seed (0, 42, '18446744073709551615', '18446744073709551616', -1, 'x', 1.
     is($r, $l, "seed '$seed': the same outcome for both classes");
 }
 
-# Each class's words, which callers match on.
+# Each class's words, which callers match on, then the value given.
 my @says = (
-    [0, qr/\A\Q$L\E->new: capacity must be a positive number at /,
-        qr/\A\Q$R\E->new: capacity must be a positive integer at /],
-    ['many', qr/\A\Q$L\E->new: capacity must be a positive number at /,
-        qr/\A\Q$R\E->new: capacity must be a number at /],
-    ['1e30', qr/\A\Q$L\E->new: capacity is too large at /,
-        qr/\A\Q$R\E->new: capacity is too large at /],
+    [0, qr/\A\Q$L\E->new: capacity must be a positive number, got 0 \(/,
+        qr/\A\Q$R\E->new: capacity must be a positive integer, got 0 \(/],
+    ['many', qr/\A\Q$L\E->new: capacity must be a positive number, got 'many' \(/,
+        qr/\A\Q$R\E->new: capacity must be a number, got 'many' \(/],
+    ['1e30', qr/\A\Q$L\E->new: capacity is too large, got 1e30 \(/,
+        qr/\A\Q$R\E->new: capacity is too large, got 1e30 \(/],
 );
 for my $s (@says) {
     my ($v, $local, $redis) = @$s;

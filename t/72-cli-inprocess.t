@@ -91,6 +91,23 @@ like($err, qr/missing\.bf: No such file or directory/, '... naming the file');
 is($st, 2, 'an unknown command: exit 2');
 like($err, qr/unknown command 'bogus'/, '... says so');
 
+# A window reads back as it was given (the filter keeps whole nanoseconds
+# per step: 2 s in 3 steps is 2.000000001 s).
+for my $w (['2s', '2'], ['1.5s', '1.5'], ['90', '90'], ['2m', '120'], ['0.001', '0.001'],
+    ['1d', '86400'], ['7', '7'], ['0.001', '0.001', 16], ['3.7', '3.7', 16], ['0.01', '0.01', 2],
+    ['1.1', '1.1', 9])
+{
+    my ($given, $shown, $g) = @$w;
+    my @g = defined $g ? ('--generations', $g) : ();
+    my $wf = "$dir/window-$given-" . ($g // 4) . '.bf';
+    ($st, $out, $err) = cli('', 'create', $wf, '--capacity', '1000', '--window', $given, @g);
+    is($st, 0, "create --window $given @g: exit 0") or diag($err);
+    ($st, $out, $err) = cli('', 'info', $wf);
+    like($out, qr/^window\s+\Q$shown\E s$/m, "info shows --window $given @g as '$shown s'");
+    ($st, $out, $err) = cli('', 'info', '--json', $wf);
+    is(JSON::PP::decode_json($out)->{window}, $shown, "info --json: window $shown");
+}
+
 ($st, $out, $err) = cli('', '--version');
 is($st, 0, '--version: exit 0');
 like($out, qr/\Abloomfilter-shared \(Data::BloomFilter::Shared\) \Q$Data::BloomFilter::Shared::VERSION\E\n\z/,

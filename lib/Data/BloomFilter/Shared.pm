@@ -43,10 +43,11 @@ sub _uint64   { return Data::BloomFilter::Shared::Args::uint64(@_) }
 sub _bytes_string {
     my ($method, $what, $value) = @_;
     _croak($method, "undefined $what") if !defined $value;
-    _croak($method, "$what must be a string")
+    _croak($method, "$what must be a string, got " . Data::BloomFilter::Shared::Args::shown($value))
         if ref $value && !overload::Method($value, '""');
     my $copy = "$value";
-    _croak($method, "$what contains a NUL byte") if index($copy, "\0") >= 0;
+    _croak($method, "$what contains a NUL byte, got " . Data::BloomFilter::Shared::Args::shown($value, $copy))
+        if index($copy, "\0") >= 0;
     _croak($method, "$what must not be empty") if $copy eq '' && $what ne 'name';
     return $copy;
 }
@@ -82,15 +83,17 @@ sub new {
         ($generations, $window) = _window('new', $opts);
     }
     elsif (ref $last) {
-        _croak('new', 'last argument must be a file mode or a hash reference of options');
+        _croak('new', 'last argument must be a file mode or a hash reference of options, got '
+                . Data::BloomFilter::Shared::Args::shown($last));
     }
     else {
         $mode = $last;
     }
 
     $path = _bytes_string('new', 'path', $path) if defined $path;
+    my $capacity_given = $capacity;
     $capacity = _capacity('new', $capacity);
-    $fp_rate = _fp_rate('new', $fp_rate);
+    $fp_rate = _fp_rate('new', $fp_rate, $capacity_given);
     $mode = _mode('new', $mode);
     my $explicit_seed = defined $seed;
     $seed = _seed('new', $seed, $seed_given);
@@ -138,8 +141,9 @@ sub new_memfd {
     $opts = _options('new_memfd', $opts, qw(seed layout window generations));
     my ($generations, $window) = _window('new_memfd', $opts);
     $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
+    my $capacity_given = $capacity;
     $capacity = _capacity('new_memfd', $capacity);
-    $fp_rate = _fp_rate('new_memfd', $fp_rate);
+    $fp_rate = _fp_rate('new_memfd', $fp_rate, $capacity_given);
     my $seed = _seed('new_memfd', $opts->{seed}, exists $opts->{seed});
     my $layout = _layout('new_memfd', $opts->{layout});
     return _made('new_memfd',
@@ -157,12 +161,14 @@ sub new_from_fd {
     if (ref $fd || ref \$fd eq 'GLOB') {
         local $@;
         $n = eval { fileno $fd };
-        _croak('new_from_fd', 'file handle has no file descriptor')
+        _croak('new_from_fd', 'file handle has no file descriptor'
+                . ' (closed, or an in-memory file? give an open file or its fileno)')
             if !defined $n || $n < 0;
     }
     else {
         $n = _uint64($fd);
-        _croak('new_from_fd', 'fd must be a non-negative integer or an open file handle')
+        _croak('new_from_fd', 'fd must be a non-negative integer or an open file handle, got '
+                . Data::BloomFilter::Shared::Args::shown($fd))
             if !defined $n || length $n > 10 || $n > 2147483647;
     }
     return _made('new_from_fd', _xs_new_from_fd($class, 0 + $n));
@@ -210,8 +216,11 @@ sub STORABLE_freeze {
     _croak('STORABLE_freeze', 'cannot be serialized by Storable; use serialize and deserialize');
 }
 
-# A handle belongs to one interpreter: new threads get undef instead.
-sub CLONE_SKIP { 1 }
+# A handle belongs to the thread that opened it. A new ithread gets a copy
+# of each object that holds no filter (the XS's dup hook sees to it), so
+# that a call there croaks saying what to do, rather than Perl's "Can't
+# call method on unblessed reference".
+sub CLONE_SKIP { 0 }
 
 1;
 
@@ -319,7 +328,11 @@ takes as a positive number (C<1000>, C<1e6>, C<"1e6">, C<"1000\n">,
 C<" 1000">, C<"1000.0">), rounded up to a whole number (C<1500.5> gives
 1501); a non-number, zero or less, infinity and NaN croak, and so does a
 capacity above 2**64-1 or one that needs more than 2**38 bits (C<too
-large>). C<$fp_rate>
+large>). The command line tool's suffixes (C<10M>, C<5k>, C<2G>) are not
+taken here, on purpose: in Perl code a capacity is a number, the same one
+the program's own arithmetic and comparisons see (C<"10M" * 2> is 0, with a
+warning), so C<"10M"> croaks, naming the Perl number to write instead
+(C<10e6>). Durations such as C<"2s"> for C<window> croak the same way. C<$fp_rate>
 is the false positive rate wanted at that many items (strictly between 0 and
 1, default 0.01). When an existing file is opened its stored geometry wins;
 the arguments are still checked in the same way, and a capacity (or an
@@ -777,8 +790,35 @@ object croaks with C<destroyed handle>, and never touches freed memory.
 
 =head3 CLONE_SKIP
 
-Returns 1: handles are not cloned into new ithreads (there they are undef).
-Processes created with C<fork> share the filter and may use inherited handles.
+Returns 0: a new ithread gets a copy of each handle, which holds no filter
+(see L</THREADS>). Processes created with C<fork> share the filter and may
+use inherited handles.
+
+=head2 THREADS
+
+A handle belongs to the thread that opened it. A thread started later
+gets a copy of each object, still of its class, that refers to no filter:
+any call on it croaks
+
+    Data::BloomFilter::Shared->add: this handle was opened in another
+    thread; open the filter in each thread (new with the path,
+    new_from_fd, ...)
+
+and the copy never touches the first thread's handle, nor frees it when
+the thread ends. Open the filter in each thread: by its path, or with
+L</new_from_fd> and the descriptor number of a memfd read before the
+thread starts (C<my $fd = $bf-E<gt>memfd>). Handles opened so are one
+filter, as in separate processes. An anonymous filter (C<new(undef, ...)>)
+cannot be opened again: give threads a file or a memfd.
+
+    my $bf = Data::BloomFilter::Shared->new('/dev/shm/seen.bloom', 1e6);
+    threads->create(sub {
+        my $mine = Data::BloomFilter::Shared->new('/dev/shm/seen.bloom', 1e6);
+        $mine->add($_) for @ids;
+    });
+
+Before 0.06 the copy was not an object at all, and a call on it died with
+Perl's C<Can't call method "add" on unblessed reference>.
 
 =head1 UPGRADING FROM 0.04
 
@@ -1557,9 +1597,19 @@ C<seed>: the positions then depend on it.
 Every message starts with C<Data::BloomFilter::Shared-E<gt>METHOD: >, naming
 the method called, and ends with the caller's file and line.
 
+A croak about an argument goes on after the words below with C<, got
+VALUE> (C<undef>; a number as written; a string in quotes, cut at 40
+characters, control characters as C<\x{..}>; a reference by its type, never
+stringified) and, where there is a usual cause, a hint in parentheses.
+Match on the leading words: they are those of every earlier release. A
+seed is never shown (it is a secret): its kind is. The C<window> and
+C<generations> messages show no value (but for a duration such as C<2s>).
+
 =over 4
 
 =item window must be a positive number of seconds (or undef)
+
+=item window must be a positive number of seconds (or undef), got '2s' (durations such as 2s are the command line tool's: write 2 here)
 
 =item window of %s seconds is shorter than the shortest, 0.001
 
@@ -1639,6 +1689,12 @@ The argument of L</merge>, L</intersect> or L</is_compatible> is not a filter.
 The object was L</DESTROY>ed, possibly by Perl code that ran while the
 arguments were being read (a tied C<FETCH>, an overloaded method).
 
+=item this handle was opened in another thread; open the filter in each thread (new with the path, new_from_fd, ...)
+
+=item this handle (other filter) was opened in another thread; open the filter in each thread (new with the path, new_from_fd, ...)
+
+A handle used in an ithread started after it was opened; see L</THREADS>.
+
 =item usage: ...
 
 =item takes no arguments
@@ -1659,26 +1715,46 @@ L</contains_many>) is undef, or the array has a hole there.
 An item has a character above 0xFF, so is not a byte string. Encode it first
 (for instance with C<Encode::encode_utf8> or C<utf8::encode>).
 
-=item argument is not an array reference
+=item argument is not an array reference, got %s (give \@items)
 
 L</add_many> and L</contains_many> take an array reference of items.
 
-=item second argument is not an array reference
+=item second argument is not an array reference, got %s (give \@out, an array to fill)
 
 =item second argument is a read-only array
 
 The out array of L</add_many> or L</contains_many> must be an array
 reference that can be written; nothing was added.
 
-=item capacity must be a positive number
+=item capacity must be a positive number, got %s (the number of items the filter is sized for, such as 1000000 or 1e6)
 
-=item capacity is too large
+=item capacity must be a positive number, got '10M' (suffixes such as 10M are the command line tool's: write 10e6 here)
 
-=item fp_rate must be between 0 and 1 (exclusive)
+=item capacity is too large, got %s (at most 18446744073709551615 items)
 
-=item mode must be an integer between 0 and 07777
+=item capacity is too large: capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters
+
+=item fp_rate must be between 0 and 1 (exclusive), got %s (a probability, such as 0.01 for 1%)
+
+=item fp_rate must be between 0 and 1 (exclusive), got '1%' (write 0.01 for 1%)
+
+=item fp_rate must be between 0 and 1 (exclusive), got %s (the arguments are the capacity, then the fp_rate: capacity %s and fp_rate %s look swapped)
+
+An fp_rate of 1 or more is most often a capacity: C<new($path, 0.01,
+1000)> has the two swapped. The part after the colon is there when the
+capacity given is between 0 and 1 (which would otherwise be taken, rounded
+up to 1).
+
+=item seed must be a non-negative integer that fits in 64 bits, got %s (not shown: a seed is a secret; ...)
+
+The value's kind (a negative number, a hexadecimal string, ...), not the
+value. A hexadecimal secret of up to 16 digits: C<hex($secret)>.
+
+=item mode must be an integer between 0 and 07777, got %s (a mode written in octal, such as 0660)
 
 =item mode must be a number, not the string '%s' (use oct('%s'))
+
+=item mode must be a number, not the string %s (a mode is a number written in octal, such as 0660)
 
 =item mode %d has bits outside 0777 (%s in octal): write a mode in octal, ...
 
@@ -1717,11 +1793,11 @@ file was created with (neither is shown). Nothing was changed.
 L</new> or L</new_memfd> with C<< seed => undef >>, usually a secret
 variable that was never set. Before 0.06 it gave seed 0 without a word.
 
-=item unknown option '%s'
+=item unknown option '%s' (the options are ...)
 
-=item options must be a hash reference
+=item options must be a hash reference, got %s
 
-=item last argument must be a file mode or a hash reference of options
+=item last argument must be a file mode or a hash reference of options, got %s
 
 Constructor arguments out of range.
 
@@ -1729,9 +1805,11 @@ Constructor arguments out of range.
 
 =item path required
 
-=item path must be a string
+=item path must be a string, got %s
 
 =item path must not be empty
+
+=item path contains a NUL byte, got %s
 
 =item path contains a NUL byte
 
@@ -1740,9 +1818,9 @@ C<path required> for undef). L</new_memfd> reports the same problems with
 its C<$name> (C<name must be a string>, ...), but takes an empty one; so
 does L</deserialize> with its C<memfd> option.
 
-=item fd must be a non-negative integer or an open file handle
+=item fd must be a non-negative integer or an open file handle, got %s
 
-=item file handle has no file descriptor
+=item file handle has no file descriptor (closed, or an in-memory file? give an open file or its fileno)
 
 L</new_from_fd> was given something that has no file descriptor (an in-memory
 or closed file handle, say).
@@ -1788,7 +1866,7 @@ in L</The byte format>.
 
 L</deserialize> with a C<path> never replaces an existing file.
 
-=item layout must be 'standard' or 'blocked'
+=item layout must be 'standard' or 'blocked', got %s
 
 The C<layout> option of L</new>, L</new_memfd> or L</deserialize> is
 something else.
@@ -1853,8 +1931,8 @@ with the code that triggers it.
 
 The messages below come from the Rust core. Those about a file start with its
 path (C<PATH: >); those about a system call name the call and end with the
-system's own words and error number, as in C<open /srv/x.bloom: Permission
-denied (os error 13)>.
+system's own words, as Perl's C<$!> reads them (no error number), as in
+C<open /srv/x.bloom: Permission denied>.
 
 =over 4
 
@@ -1910,7 +1988,7 @@ target yourself if you trust it.
 A system call failed; its message says why (permissions, a missing
 directory, too many open files, a bad descriptor...).
 
-=item PATH: cannot reserve %d bytes: No space left on device (os error 28)
+=item PATH: cannot reserve %d bytes: No space left on device
 
 =item memfd: cannot reserve %d bytes: ...
 

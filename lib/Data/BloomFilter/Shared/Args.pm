@@ -47,6 +47,39 @@ sub fail {
 
 my $UV_MAX = '18446744073709551615';
 
+# How a message shows the value given: undef; a number as written; a string
+# quoted (a quote or backslash in it after a backslash), control and
+# non-ASCII characters as \x{..}, cut at 40
+# characters; a reference by its type (never stringified: a croak must not
+# run the caller's code again). $text is the value's string form when the
+# caller already has it (an overloaded object's, taken once).
+sub shown {
+    my ($v, $text) = @_;
+    return 'undef' if !defined $v;
+    if (!defined $text) {
+        if (ref $v && !overload::Method($v, '""')) {
+            my $class = Scalar::Util::blessed($v);
+            return defined $class ? "a $class object"
+                : 'a' . (Scalar::Util::reftype($v) =~ /\A[AEIOU]/ ? 'n ' : ' ')
+                . Scalar::Util::reftype($v) . ' reference';
+        }
+        $text = "$v";
+    }
+    return $text if $text =~ /\A[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\z/;
+    my $cut = length $text > 40 ? substr($text, 0, 37) : $text;
+    $cut =~ s/([\\'])/\\$1/g;
+    $cut =~ s/([^\x20-\x7e])/sprintf '\\x{%x}', ord $1/ge;
+    return "'$cut" . (length $text > 40 ? "...'" : "'");
+}
+
+# A string the command line tool takes as a count (10M, 5k, 2G): the same
+# number as Perl reads it, 10e6, for a hint; else undef.
+sub suffix_hint {
+    my ($text) = @_;
+    return undef if !defined $text || $text !~ /\A\s*([0-9]+(?:\.[0-9]+)?)\s*([kmg])\s*\z/i;
+    return $1 . 'e' . { k => 3, m => 6, g => 9 }->{lc $2};
+}
+
 # Canonical decimal string of a non-negative integer that fits in 64 bits, or
 # undef. Taking the string form accepts 1000, "1000", 1e6 and Math::BigInt
 # alike, and refuses -1, 1.5, "12abc", " 12", references and anything > 2**64-1.
@@ -64,7 +97,7 @@ sub uint64 {
 
 # What each class has always said for a capacity that is no number, and for
 # one that is not above 0 (or infinite). Their tests and users match on
-# these words, so each keeps its own.
+# these words, so each keeps its own; the value given and a hint follow.
 my %CAPACITY_SAYS = (
     'Data::BloomFilter::Shared' => {
         not_number => 'capacity must be a positive number',
@@ -83,36 +116,69 @@ my %CAPACITY_SAYS = (
 sub capacity {
     my ($who, $method, $capacity) = @_;
     my $says = $CAPACITY_SAYS{$who} // $CAPACITY_SAYS{'Data::BloomFilter::Shared'};
-    fail($who, $method, $says->{not_number})
-        if !defined $capacity
-        || (ref $capacity && !overload::Method($capacity, '""')
-            && !overload::Method($capacity, '0+'));
+    my $items = ' (the number of items the filter is sized for, such as 1000000 or 1e6)';
+    fail($who, $method, "$says->{not_number}, got undef$items")
+        if !defined $capacity;
+    fail($who, $method, "$says->{not_number}, got " . shown($capacity) . $items)
+        if ref $capacity && !overload::Method($capacity, '""')
+        && !overload::Method($capacity, '0+');
     my $s = "$capacity";
+    my $got = ', got ' . shown($capacity, $s);
+    my $too_large = "capacity is too large$got (at most $UV_MAX items)";
     if ($s =~ /\A\s*\+?([0-9]+)\s*\z/) {
         my $c = uint64($1);
-        fail($who, $method, 'capacity is too large') if !defined $c;
-        fail($who, $method, $says->{not_positive}) if $c eq '0';
+        fail($who, $method, $too_large) if !defined $c;
+        fail($who, $method, "$says->{not_positive}$got$items") if $c eq '0';
         return $c;
     }
-    fail($who, $method, $says->{not_number}) if !Scalar::Util::looks_like_number($s);
+    if (!Scalar::Util::looks_like_number($s)) {
+        # Suffixes stay the command line tool's: in Perl code a capacity is
+        # a number, the same one the caller's own arithmetic sees.
+        my $perl = suffix_hint($s);
+        fail($who, $method, "$says->{not_number}$got"
+                . (defined $perl
+                    ? " (suffixes such as 10M are the command line tool's: write $perl here)"
+                    : $items));
+    }
     my $n = 0 + $s;
-    fail($who, $method, $says->{not_positive})
+    fail($who, $method, "$says->{not_positive}$got$items")
         if !($n > 0) || $n == 9**9**9;    # also refuses NaN and inf
     $n = POSIX::ceil($n);
-    fail($who, $method, 'capacity is too large') if $n >= 18446744073709551616;
+    fail($who, $method, $too_large) if $n >= 18446744073709551616;
     return sprintf '%.0f', $n;
 }
 
-# fp_rate: strictly between 0 and 1; undef for the default.
+# fp_rate: strictly between 0 and 1; undef for the default. $capacity is
+# the capacity as the caller gave it, for the hint when the two look
+# swapped (new($path, 0.01, 1000)).
 sub fp_rate {
-    my ($who, $method, $fp_rate) = @_;
+    my ($who, $method, $fp_rate, $capacity) = @_;
     return $DEFAULT_FP_RATE if !defined $fp_rate;
-    fail($who, $method, 'fp_rate must be between 0 and 1 (exclusive)')
-        if (ref $fp_rate && !overload::Method($fp_rate, '0+')
-                && !overload::Method($fp_rate, '""'))
-        || !Scalar::Util::looks_like_number($fp_rate)
-        || !($fp_rate > 0 && $fp_rate < 1);    # also refuses NaN
-    return 0 + $fp_rate;
+    my $says = 'fp_rate must be between 0 and 1 (exclusive)';
+    my $what = ' (a probability, such as 0.01 for 1%)';
+    fail($who, $method, "$says, got " . shown($fp_rate) . $what)
+        if ref $fp_rate && !overload::Method($fp_rate, '0+')
+        && !overload::Method($fp_rate, '""');
+    my $s = "$fp_rate";
+    my $got = ", got " . shown($fp_rate, $s);
+    if (!Scalar::Util::looks_like_number($s)) {
+        fail($who, $method, "$says$got (write " . ($1 / 100) . " for $1%)")
+            if $s =~ /\A\s*([0-9]+(?:\.[0-9]+)?)\s*%\s*\z/;
+        fail($who, $method, "$says$got$what");
+    }
+    if ($s >= 1) {
+        my $swapped = '';
+        {
+            no warnings 'numeric';
+            $swapped = ': capacity ' . shown($capacity) . " and fp_rate $s look swapped"
+                if defined $capacity && !ref $capacity
+                && Scalar::Util::looks_like_number($capacity)
+                && $capacity > 0 && $capacity < 1;
+        }
+        fail($who, $method, "$says$got (the arguments are the capacity, then the fp_rate$swapped)");
+    }
+    fail($who, $method, "$says$got$what") if !($s > 0);    # also refuses NaN
+    return 0 + $s;
 }
 
 # The file-type bits (S_IFMT) of a mode from stat, and the types they name.
@@ -127,16 +193,22 @@ sub mode {
     # refuse strings outright, and let the caller say oct().
     if (!ref $mode) {
         my $flags = B::svref_2object(\$mode)->FLAGS;
-        fail($who, $method, "mode must be a number, not the string '$mode' (use oct('$mode'))")
-            if $flags & B::SVf_POK && !($flags & (B::SVf_IOK | B::SVf_NOK));
+        if ($flags & B::SVf_POK && !($flags & (B::SVf_IOK | B::SVf_NOK))) {
+            fail($who, $method, "mode must be a number, not the string '$mode' (use oct('$mode'))")
+                if $mode =~ /\A[0-7]{1,6}\z/;
+            fail($who, $method, 'mode must be a number, not the string ' . shown($mode)
+                    . ' (a mode is a number written in octal, such as 0660)');
+        }
     }
     my $m = uint64($mode);
-    fail($who, $method, 'mode must be an integer between 0 and 07777')
+    my $range = 'mode must be an integer between 0 and 07777, got ' . shown($mode)
+        . ' (a mode written in octal, such as 0660)';
+    fail($who, $method, $range)
         if !defined $m || length $m > 7;
     $m = 0 + $m;
     # (stat $file)[2] carries the file type too: keep the permission bits.
     $m &= 07777 if $m > 07777 && $m <= 0177777 && $FILE_TYPE{$m & $S_IFMT};
-    fail($who, $method, 'mode must be an integer between 0 and 07777') if $m > 07777;
+    fail($who, $method, $range) if $m > 07777;
     permission_bits($who, $method, $m);
     return $m;
 }
@@ -162,8 +234,19 @@ sub seed {
         return 0;
     }
     my $s = uint64($seed);
-    fail($who, $method, 'seed must be a non-negative integer that fits in 64 bits')
-        if !defined $s;
+    # The value is a secret: the message says what kind of value it was, not
+    # the value.
+    if (!defined $s) {
+        my $kind = ref $seed && !overload::Method($seed, '""') ? 'a reference'
+            : "$seed" =~ /\A[0-9]+\z/ ? 'a number above 2**64-1'
+            : "$seed" =~ /\A-[0-9]+\z/ ? 'a negative number'
+            : "$seed" =~ /\A\s*\z/ ? 'an empty string'
+            : "$seed" =~ /\A(?:0x)?[0-9a-f]+\z/i ? 'a hexadecimal string'
+            : 'a value that is not decimal digits';
+        fail($who, $method, 'seed must be a non-negative integer that fits in 64 bits,'
+                . " got $kind (not shown: a seed is a secret;"
+                . ' a hexadecimal secret of up to 16 digits: hex($secret))');
+    }
     return $s;
 }
 
@@ -174,7 +257,8 @@ sub layout {
     my ($who, $method, $layout) = @_;
     return $CONSTANT{LAYOUT_DEFAULT} if !defined $layout;
     my $code = ref $layout ? undef : $LAYOUT_CODE{$layout};
-    fail($who, $method, 'layout must be ' . layout_choice()) if !defined $code;
+    fail($who, $method, 'layout must be ' . layout_choice() . ', got ' . shown($layout))
+        if !defined $code;
     return $code;
 }
 
@@ -204,11 +288,25 @@ sub window {
     }
     my $w = $opts->{window};
     return ($g, 0) if !defined $w;
-    fail($who, $method, 'window must be a positive number of seconds (or undef)')
-        if (ref $w && !overload::Method($w, '0+') && !overload::Method($w, '""'))
-        || !Scalar::Util::looks_like_number($w)
-        || !($w > 0) || $w == 9**9**9;    # also refuses NaN and inf
-    return ($g, 0 + $w);
+    # The window's and the generations' messages end at their words, as
+    # they always have (tests of the time-related code match on that), but
+    # for a duration the command line tool would take.
+    my $says = 'window must be a positive number of seconds (or undef)';
+    fail($who, $method, $says)
+        if ref $w && !overload::Method($w, '0+') && !overload::Method($w, '""');
+    my $s = "$w";
+    if (!Scalar::Util::looks_like_number($s)) {
+        # Durations such as "2s" and "90m" stay the command line tool's,
+        # as suffixes of a count do.
+        my ($secs) = $s =~ /\A[0-9][0-9a-z.]*\z/ ? duration($s) : ();
+        fail($who, $method, "$says, got " . shown($w, $s)
+                . " (durations such as 2s are the command line tool's: write "
+                . duration_text($secs) . ' here)')
+            if defined $secs;
+        fail($who, $method, $says);
+    }
+    fail($who, $method, $says) if !($s > 0) || $s == 9**9**9;    # also refuses NaN and inf
+    return ($g, 0 + $s);
 }
 
 # A count as the command line tool takes it: 1000, 1_000_000, 1e6, 10k, 5M,
@@ -238,15 +336,36 @@ sub duration {
     return Data::BloomFilter::Shared::_xs_parse_duration($text);
 }
 
+# Seconds as they were given: the shortest decimal (2, 0.5, 90, 0.001) that
+# the window read back from a filter of $generations may have been made
+# from. A filter keeps whole nanoseconds per step, its window rounded up to
+# a multiple of generations - 1 ns: 2 s in 3 steps reads back as
+# 2.000000001, 0.001 s as 0.001000002. Without $generations: the shortest
+# decimal of $secs itself.
+sub duration_text {
+    my ($secs, $generations) = @_;
+    my $slack = defined $generations && $generations > 2 ? ($generations - 2) * 1e-9 : 0;
+    my $eps = abs($secs) * 1e-15;    # a double's own rounding
+    for my $digits (1 .. 17) {
+        my $text = sprintf '%.*g', $digits, $secs;
+        my $under = $secs - $text;
+        return '' . (0 + $text) if $under >= -$eps && $under <= $slack + $eps;
+    }
+    return '' . (0 + $secs);
+}
+
 # An options hash: only the keys in @allowed; returns a plain copy ({} for
 # undef).
 sub options {
     my ($who, $method, $opts, @allowed) = @_;
     return {} if !defined $opts;
-    fail($who, $method, 'options must be a hash reference') if ref $opts ne 'HASH';
+    fail($who, $method, 'options must be a hash reference, got ' . shown($opts))
+        if ref $opts ne 'HASH';
     my %allowed = map { $_ => 1 } @allowed;
     for my $key (sort keys %$opts) {
-        fail($who, $method, "unknown option '$key'") if !$allowed{$key};
+        fail($who, $method, "unknown option '$key' (the options are "
+                . join(', ', sort @allowed) . ')')
+            if !$allowed{$key};
     }
     return {%$opts};
 }

@@ -671,6 +671,7 @@ sub cmd_info {
                 : $k eq 'seed' ? "$v" =~ /\A[0-9]+\z/ && length "$v" < 16 ? 0 + $v : "$v"
                 : $k eq 'layout' ? "$v"
                 : !defined $v ? undef
+                : $k eq 'window' ? 0 + Data::BloomFilter::Shared::Args::duration_text($v, $s->{generations})
                 : 0 + $v;
         }
         write_out(\*STDOUT, JSON::PP->new->canonical->encode(\%out), "\n");
@@ -683,7 +684,11 @@ sub cmd_info {
             frozen    => $s->{frozen} ? 'yes' : 'no',
             readonly  => $s->{readonly} ? 'yes' : 'no',
             $s->{generations}
-            ? (window => defined $s->{window} ? "$s->{window} s" : 'none (steps only when rotated)',
+            # The window as it was given (2 s in 3 steps of whole
+            # nanoseconds reads back as 2.000000001).
+            ? (window => defined $s->{window}
+                ? Data::BloomFilter::Shared::Args::duration_text($s->{window}, $s->{generations}) . ' s'
+                : 'none (steps only when rotated)',
                 generation_start => defined $s->{generation_start}
                 ? do {
                     my @t = gmtime $s->{generation_start};

@@ -145,6 +145,9 @@ sub _is_client {
     return Scalar::Util::blessed($r) && ($r->can('ping') || $r->can('AUTOLOAD'));
 }
 
+# How a message shows a value given.
+sub _given    { return Data::BloomFilter::Shared::Args::shown(@_) }
+
 # Capacity, fp_rate, seed and options hashes are checked as for a local
 # filter (Data::BloomFilter::Shared::Args), with this class's words for a
 # capacity that is no number or not positive. The capacity is a number, as
@@ -157,11 +160,15 @@ sub _options  { return Data::BloomFilter::Shared::Args::options(__PACKAGE__, @_)
 sub _name {
     my ($method, $name) = @_;
     _croak($method, 'undefined name') if !defined $name;
-    _croak($method, 'name must be a string') if ref $name && !overload::Method($name, '""');
+    _croak($method, 'name must be a string, got ' . _given($name))
+        if ref $name && !overload::Method($name, '""');
     my $copy = "$name";
-    utf8::downgrade($copy, 1) or _croak($method, 'Wide character in name');
+    utf8::downgrade($copy, 1)
+        or _croak($method, 'Wide character in name, got ' . _given($name, $copy)
+            . ' (encode first, e.g. Encode::encode_utf8)');
     _croak($method, 'name must not be empty') if $copy eq '';
-    _croak($method, "name must not contain '{' or '}' (it becomes the keys' hash tag)")
+    _croak($method, "name must not contain '{' or '}' (it becomes the keys' hash tag), got "
+            . _given($name, $copy))
         if $copy =~ /[{}]/;
     return $copy;
 }
@@ -236,24 +243,29 @@ sub new {
     my (undef, $redis, $name, $capacity, $fp_rate, $opts) = @_;
     $opts = _options('new', $opts, qw(seed layout shards connect));
     $name = _name('new', $name);
+    my $capacity_given = $capacity;
     $capacity = _capacity('new', $capacity);
-    $fp_rate = _fp_rate('new', $fp_rate);
+    $fp_rate = _fp_rate('new', $fp_rate, $capacity_given);
     my $seed = exists $opts->{seed} ? _seed('new', $opts->{seed}, 1) : undef;
     my $layout = $opts->{layout};
-    _croak('new', 'layout must be a string') if defined $layout && (ref $layout || $layout !~ /\A\w+\z/);
+    _croak('new', 'layout must be a string, got ' . _given($layout)
+            . ' (' . Data::BloomFilter::Shared::Args::layout_choice() . ')')
+        if defined $layout && (ref $layout || $layout !~ /\A\w+\z/);
     my $shards = $opts->{shards};
     if (defined $shards) {
-        _croak('new', 'shards must be an integer from 1 to 65536')
+        _croak('new', 'shards must be an integer from 1 to 65536, got ' . _given($shards))
             if ref $shards || $shards !~ /\A[0-9]+\z/ || $shards < 1 || $shards > 65536;
         $shards = 0 + $shards;
     }
     my $connect = $opts->{connect};
-    _croak('new', 'connect must be a code reference') if defined $connect && ref $connect ne 'CODE';
+    _croak('new', 'connect must be a code reference, got ' . _given($connect))
+        if defined $connect && ref $connect ne 'CODE';
     _croak('new', 'undefined redis client or address') if !defined $redis;
 
     my $conn;
     if (ref $redis) {
-        _croak('new', 'first argument must be a Redis client object or an address string')
+        _croak('new', 'first argument must be a Redis client object or an address string, got '
+                . _given($redis) . ' (a client has the methods of Redis or Redis::Fast)')
             if !_is_client($redis);
         $conn = $redis;
     }
@@ -784,7 +796,7 @@ sub _call {
 # @$out (when given) with one 0/1 per item.
 sub _batch {
     my ($self, $method, $verb, $items, $out) = @_;
-    _croak($method, 'argument is not an array reference')
+    _croak($method, 'argument is not an array reference, got ' . _given($items) . ' (give \@items)')
         if ref $items ne 'ARRAY' && !(Scalar::Util::blessed($items) && overload::Method($items, '@{}'));
     # Every element is checked before anything is sent. Plain strings are
     # used as they are; anything else is copied once, as a string, so that
@@ -1389,6 +1401,9 @@ what the server allows (the README has the figures); queries of a C<standard> fi
 =head1 DIAGNOSTICS
 
 All messages begin C<< Data::BloomFilter::Shared::Redis->METHOD: >>.
+A croak about an argument shows the value given after its leading words
+(C<, got VALUE>) and a hint where there is a usual cause, as in
+L<Data::BloomFilter::Shared/DIAGNOSTICS>; match on the leading words.
 
 =over
 
@@ -1402,7 +1417,7 @@ C<clear> with arguments.
 
 =item undefined redis client or address
 
-=item first argument must be a Redis client object or an address string
+=item first argument must be a Redis client object or an address string, got %s (a client has the methods of Redis or Redis::Fast)
 
 =item cannot parse address '%s' (expected host:port, redis://host:port/db or unix:/path)
 
@@ -1424,41 +1439,45 @@ since, or a database gone, refuses the batch (nothing of it was sent).
 
 =item connect callback returned no client for %s
 
-=item connect must be a code reference
+=item connect must be a code reference, got %s
 
-=item options must be a hash reference
+=item options must be a hash reference, got %s
 
-=item unknown option '%s'
+=item unknown option '%s' (the options are connect, layout, seed, shards)
 
 =item undefined name
 
-=item name must be a string
+=item name must be a string, got %s
 
-=item Wide character in name
+=item Wide character in name, got %s (encode first, e.g. Encode::encode_utf8)
 
 =item name must not be empty
 
-=item name must not contain '{' or '}' (it becomes the keys' hash tag)
+=item name must not contain '{' or '}' (it becomes the keys' hash tag), got %s
 
-=item capacity must be a number
+=item capacity must be a number, got %s (...)
 
-=item capacity must be a positive integer
+=item capacity must be a positive integer, got %s (...)
 
-=item capacity is too large
+=item capacity is too large, got %s (at most 18446744073709551615 items)
 
-=item fp_rate must be between 0 and 1 (exclusive)
+=item fp_rate must be between 0 and 1 (exclusive), got %s (...)
 
-=item seed must be a non-negative integer that fits in 64 bits
+As in L<Data::BloomFilter::Shared/DIAGNOSTICS>: a suffix such as C<10M> is
+the command line tool's (the hint names the Perl number, C<10e6>), and an
+fp_rate of 1 or more hints that the capacity and the fp_rate are swapped.
+
+=item seed must be a non-negative integer that fits in 64 bits, got %s (not shown: a seed is a secret; ...)
 
 =item the seed option is undef (a secret that was not set?): give a seed, or leave the option out for seed 0
 
 An explicit C<< seed => undef >>, as in L<Data::BloomFilter::Shared/new>.
 
-=item layout must be a string
+=item layout must be a string, got %s ('standard' or 'blocked')
 
 =item unknown layout '%s' (this build has: standard, blocked)
 
-=item shards must be an integer from 1 to 65536
+=item shards must be an integer from 1 to 65536, got %s
 
 =item shards need layout 'blocked' (layout '%s' spreads an item's bits over the whole array)
 
@@ -1505,7 +1524,7 @@ For C<seed>, C<layout> and C<shards>.
 
 =item unexpected reply to the attach script
 
-=item argument is not an array reference
+=item argument is not an array reference, got %s (give \@items)
 
 =item undefined item
 
