@@ -17,7 +17,7 @@ use Data::BloomFilter::Shared;
 my $C = 'Data::BloomFilter::Shared';
 my $script = Cwd::abs_path("$FindBin::Bin/../script/bloomfilter-shared");
 my $dir = tempdir(CLEANUP => 1);
-$SIG{ALRM} = sub { die "71-cli-safety: global timeout\n" };
+$SIG{ALRM} = sub { die "73-cli-safety: global timeout\n" };
 alarm 300;
 $ENV{PERL5LIB} = perl5lib();
 chdir $dir or die "chdir: $!";
