@@ -5,7 +5,8 @@ use Test::More;
 # What cites doc/DESIGN.md finds what it cites: every label a comment
 # names ("doc/DESIGN.md, C2", "DESIGN C3-C5", "§4", "(C4)") is defined in
 # the document, every label the document and HACKING.md name is defined,
-# and every src/ path the two documents name exists.
+# and every src/ path the two documents name exists (and every other path
+# of the tree they name as code).
 
 use File::Find ();
 
@@ -143,6 +144,15 @@ for my $path ($design, $hacking) {
     cmp_ok(scalar(@paths), '>', 0, "$path: its src/ paths are found");
     my @gone = grep { !-e $_ } @paths;
     ok(!@gone, "every src/ path $path names exists") or diag("no such path: @gone");
+
+    # The other files of the tree it names as code: `t/26-same-filter.t`,
+    # `tests/hardening/`, `bench/callgrind.pl` (not patterns like `t/40-*`,
+    # nor numbers like `t/60`).
+    my @other = grep { !/\*/ && m{(?:\.\w+|/)\z} }
+        $text =~ m{`((?:t|tests|bench|xt|eg|lib|include|fuzz|script|doc)/[\w./*-]*)`}g;
+    cmp_ok(scalar(@other), '>', 0, "$path: its other paths are found");
+    @gone = grep { !-e $_ } @other;
+    ok(!@gone, "every other path $path names as code exists") or diag("no such path: @gone");
 }
 
 done_testing;
