@@ -652,9 +652,9 @@ subtest 'step words at their limit' => sub {
     $f->add('a');
     $f->rotate;
     undef $f;
-    # src/format.rs: the view word (a flag << 63 | generation start << 5 |
-    # ring slot) at 256, the clean words at 512 (the spare's holds its
-    # start + 1).
+    # src/shm/format.rs (offsets) and src/math/window.rs (View): the view
+    # word (a flag << 63 | generation start << 5 | ring slot) at 256, the
+    # clean words at 512 (the spare's holds its start + 1).
     my $h = slurp($path);
     my $view = unpack 'Q<', substr($h, 256, 8);
     my ($m, $pos) = ($view >> 5, $view & 31);

@@ -16,7 +16,7 @@ my $C = 'Data::BloomFilter::Shared';
 my $dir = tempdir(CLEANUP => 1);
 srand(20240601);
 
-# Header layout (src/format.rs): the format version (u32) at byte 8; a
+# Header layout (src/shm/format.rs): the format version (u32) at byte 8; a
 # control line at 128..192.
 my $VERSION_OFF = 8;
 

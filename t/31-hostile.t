@@ -23,7 +23,7 @@ use Data::BloomFilter::Shared;
 my $C = 'Data::BloomFilter::Shared';
 my $dir = tempdir(CLEANUP => 1);
 
-# Header layout (src/format.rs): immutable fields and their checksum in bytes
+# Header layout (src/shm/format.rs): immutable fields and their checksum in bytes
 # 0..120, the control line (flags, epoch, exclusive word, pending) in
 # 128..192, process slots from 4096, stripes from 69632, bits from 73728
 # (in a 1 000-item filter: 64 stripes).

@@ -83,7 +83,7 @@ refuses_ok($_->[0], qr/bytes must be a string, not a reference/, "a reference: $
 
 # --- every single-bit flip ------------------------------------------------------------------------
 {
-    # What a flipped bit in each field must be refused as (src/serial.rs).
+    # What a flipped bit in each field must be refused as (src/shm/serial.rs).
     my @why = (
         [0,  qr/bad magic/],
         [8,  qr/unsupported serialization version \d+/],

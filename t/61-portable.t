@@ -1,7 +1,7 @@
 # Portable filters: the seed option on every constructor and through the
 # bytes; seed 0 is the original hashing; different seeds never combine;
 # serialize is deterministic, works on frozen and read-only handles, and
-# writes the layout src/serial.rs documents; deserialize to a path makes a
+# writes the layout src/shm/serial.rs documents; deserialize to a path makes a
 # normal filter file.
 use strict;
 use warnings;
@@ -50,7 +50,7 @@ sub popcount { unpack '%32b*', $_[0] }
         is(popcount(bits_of($b)), $f->bits_set, "$name: the bit array follows the header, before an 8-byte checksum");
     }
 
-    # Known answers (the probe positions of src/hashing.rs): bit i of the
+    # Known answers (the probe positions of src/math/hashing.rs): bit i of the
     # filter is bit i%8 of byte i/8 of the array, whatever the host.
     my $tiny = $C->new(undef, 10, 0.5);    # k = 1, m = 64
     $tiny->add('');                        # XXH3-128("") puts its one probe on bit 63

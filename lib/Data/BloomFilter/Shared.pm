@@ -966,7 +966,7 @@ and, before the length, the generations, the window (in range, a whole
 number of periods) and the generation number; after the checksum, each
 last word.
 
-The format is documented in F<src/serial.rs> too. A reader of version 1
+The format is documented in F<src/shm/serial.rs> too. A reader of version 1
 accepts version 1 only, and this one versions 1 and 2; a change of layout
 or hashing gets a new version or hash scheme number, which older readers
 refuse by name. Plain filters still serialize as version 1, byte for byte

@@ -1,0 +1,158 @@
+use strict;
+use warnings;
+use Test::More;
+
+# What cites doc/DESIGN.md finds what it cites: every label a comment
+# names ("doc/DESIGN.md, C2", "DESIGN C3-C5", "§4", "(C4)") is defined in
+# the document, every label the document and HACKING.md name is defined,
+# and every src/ path the two documents name exists (and every other path
+# of the tree they name as code).
+
+use File::Find ();
+
+my $design = 'doc/DESIGN.md';
+my $hacking = 'HACKING.md';
+plan skip_all => "needs $design and the sources" if !-f $design || !-d 'src';
+
+sub slurp {
+    my ($path) = @_;
+    open my $fh, '<:raw', $path or die "$path: $!";
+    local $/;
+    return scalar <$fh>;
+}
+
+# Files are read as bytes: the section sign and the en dash in UTF-8.
+my $SECTION = "\xC2\xA7";
+my $DASH = "\xE2\x80\x93";
+my $LABEL = qr/(?:$SECTION\d+|[CGSAXMW]\d+)/;
+# A list of labels: "C3-C5", "C1".."C9", "S1, S2", "§8 A7–A10", "C3 and C5".
+my $SEP = qr/(?:\s*(?:,|\band\b|-|$DASH|\.\.)\s*|\s+)/;
+my $LIST = qr/$LABEL(?:$SEP$LABEL)*/;
+
+# The labels a list stands for, ranges spelled out.
+sub labels_of {
+    my ($list) = @_;
+    my @out;
+    my @parts = split /($SEP)/, $list;
+    for (my $i = 0; $i < @parts; $i += 2) {
+        my $l = $parts[$i];
+        my $sep = $i + 1 < @parts ? $parts[$i + 1] : '';
+        my $next = $i + 2 < @parts ? $parts[$i + 2] : undef;
+        push @out, $l;
+        next if !defined $next || $sep !~ /-|$DASH|\.\./;
+        my ($p1, $n1) = $l =~ /\A(\D+)(\d+)\z/;
+        my ($p2, $n2) = $next =~ /\A(\D+)(\d+)\z/;
+        push @out, map {"$p1$_"} $n1 + 1 .. $n2 - 1 if $p1 eq $p2 && $n2 > $n1;
+    }
+    return @out;
+}
+
+# ---------------------------------------------------------------- defined
+
+my $doc = slurp($design);
+my %defined;
+$defined{"$SECTION$1"} = 1 while $doc =~ /^##\s+$SECTION(\d+)\b/mg;
+$defined{$1} = 1 while $doc =~ /\*\*([CGSAXMW]\d+)\b/g;
+cmp_ok(scalar(keys %defined), '>', 40, "$design: its labels are found")
+    or diag('found: ' . join ' ', sort keys %defined);
+
+# The document's own list of its labels ("Labels: §1–§10 ...; C1–C9 ...").
+{
+    my ($para) = $doc =~ /^Labels:(.*?)\n\n/ms;
+    ok(defined $para, "$design has its list of labels") or $para = '';
+    my @listed;
+    push @listed, labels_of($1) while $para =~ /($LIST)/g;
+    cmp_ok(scalar(@listed), '>', 40, "$design: its list of labels is read");
+    my @missing = grep { !$defined{$_} } @listed;
+    ok(!@missing, "$design defines every label its list names") or diag("not defined: @missing");
+}
+
+# ---------------------------------------------------------------- cited in code
+
+# The comment (and documentation) text of a file, by its kind.
+sub comments_of {
+    my ($path, $text) = @_;
+    return $text if $path =~ /\.md\z/;
+    my @out;
+    if ($path =~ /\.(?:rs|c|h|xs|xsh)\z/) {
+        push @out, $1 while $text =~ m{/\*(.*?)\*/}gs;
+        push @out, $1 while $text =~ m{//([^\n]*)}g;
+    }
+    if ($path !~ /\.(?:rs|c|h)\z/) {
+        push @out, $1 while $text =~ /(?:^|\s)#([^\n]*)/g;
+        push @out, $1 while $text =~ /^(=[a-z].*?)(?:^=cut\b|\z)/msg;
+    }
+    return join "\n", @out;
+}
+
+my @files;
+File::Find::find(
+    {
+        no_chdir => 1,
+        wanted => sub {
+            if (-d) {
+                $File::Find::prune = 1 if m{(?:^|/)(?:target|corpus|out|\.git)\z};
+                return;
+            }
+            push @files, $File::Find::name if /\.(?:rs|t|pm|pl|sh|c|h|xs|xsh|md)\z/;
+        },
+    },
+    grep { -d } qw(src tests t bench lib script xt fuzz eg));
+push @files, grep { -f } qw(Shared.xs Redis.xsh redis_xs.h script/bloomfilter-shared);
+@files = sort @files;
+ok(scalar(grep {m{^src/}} @files) > 10, 'the sources are found');
+
+my (@cites, @bad);
+for my $f (@files) {
+    my $c = comments_of($f, slurp($f));
+    my @here;
+    # "doc/DESIGN.md, C2", "DESIGN C3-C5", "DESIGN §5, C6"
+    push @here, labels_of($1) while $c =~ /\bDESIGN(?:\.md)?[\s,:]*($LIST)/g;
+    # "§4", "§8 A7–A10"
+    push @here, labels_of($1) while $c =~ /($SECTION\d+(?:$SEP$LABEL)*)/g;
+    # "(C4)", "(C2, C5)"
+    push @here, labels_of($1) while $c =~ /\(\s*($LIST)\s*[),;]/g;
+    push @cites, map {"$f: $_"} @here;
+    push @bad, map {"$f cites $_"} grep { !$defined{$_} } @here;
+}
+cmp_ok(scalar(@cites), '>', 10, 'citations of the design document are found in the sources')
+    or diag(join "\n", @cites);
+diag(join "\n", 'cited:', @cites) if $ENV{LABELS_VERBOSE};
+ok(!@bad, "every label cited in a comment is defined in $design") or diag(join "\n", @bad);
+
+# ---------------------------------------------------------------- the documents
+
+for my $path ($design, $hacking) {
+    next if !-f $path;
+    my $text = slurp($path);
+    # Code (fenced blocks and `spans`) names other things, not labels.
+    (my $prose = $text) =~ s/^```.*?^```//msg;
+    $prose =~ s/`[^`\n]*`//g;
+    my @named = $prose =~ /(?<![\w\/])($LABEL)(?!\w)/g;
+    cmp_ok(scalar(@named), '>', 0, "$path: its labels are found");
+    my @missing = grep { !$defined{$_} } @named;
+    ok(!@missing, "every label $path names is defined in $design") or diag("not defined: @missing");
+
+    # Paths: "src/shm/format.rs", "src/sys/"; and in the table of files,
+    # "`src/filter/`: `mod.rs`, `window/add.rs`" names files under it.
+    my @paths = $text =~ m{(?<![\w./-])(src/[\w./-]*)}g;
+    s/[.,]+\z// for @paths;
+    while ($text =~ m{^\|[^\n]*?`(src/[\w/]+/)`:([^\n]*)}mg) {
+        my ($dir, $rest) = ($1, $2);
+        push @paths, map {"$dir$_"} $rest =~ m{`([\w/]+\.rs|\w+/)`}g;
+    }
+    cmp_ok(scalar(@paths), '>', 0, "$path: its src/ paths are found");
+    my @gone = grep { !-e $_ } @paths;
+    ok(!@gone, "every src/ path $path names exists") or diag("no such path: @gone");
+
+    # The other files of the tree it names as code: `t/26-same-filter.t`,
+    # `tests/hardening/`, `bench/callgrind.pl` (not patterns like `t/40-*`,
+    # nor numbers like `t/60`).
+    my @other = grep { !/\*/ && m{(?:\.\w+|/)\z} }
+        $text =~ m{`((?:t|tests|bench|xt|eg|lib|include|fuzz|script|doc)/[\w./*-]*)`}g;
+    cmp_ok(scalar(@other), '>', 0, "$path: its other paths are found");
+    @gone = grep { !-e $_ } @other;
+    ok(!@gone, "every other path $path names as code exists") or diag("no such path: @gone");
+}
+
+done_testing;
