@@ -21,10 +21,16 @@
 //! Every mapping that holds words is a `ShadowMap`: a private, anonymous
 //! *shadow* exactly `SHADOW` bytes below the shared bytes, so that the
 //! entry of the word at shared offset `o` lies at shadow offset `o`, and the
-//! offset is `SHADOW` for every mapping. Only the keeper links and unlinks
-//! entries, and only while it runs the request that takes or gives back
-//! the word (`list_op_pending` covers one in flight), so the kernel, walking
-//! the list after the keeper stopped running, always finds it whole.
+//! offset is `SHADOW` for every mapping.
+//!
+//! Only the keeper changes a word's owner and links or unlinks entries,
+//! each change announced in `list_op_pending` first, as glibc does for its
+//! own threads: the kernel walks a thread's list once that thread stopped
+//! running, so it always finds the list whole and every word it changed.
+//! (Were another thread of ours to take the word, a SIGKILL could end the
+//! keeper, its list walked, while that thread still ran: a word taken after
+//! the walk would name a dead TID for ever.) A request costs the caller a
+//! round trip to the keeper; words are taken once per claim, not per call.
 //!
 //! Every word is read as hostile: its value is only compared with the
 //! keeper's TID and the two bits; whether an entry is on the list is
