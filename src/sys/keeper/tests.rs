@@ -264,3 +264,58 @@ fn many_words_taken_and_some_given_back_die_right() {
         assert_eq!(state(w.load(Ordering::Relaxed)), want, "word {i}");
     }
 }
+
+#[test]
+fn a_holder_that_execs_drops_its_words() {
+    let m = map();
+    let w = m.word(2048);
+    let prog = std::ffi::CString::new("/bin/true").unwrap();
+    let argv = [prog.as_ptr(), ptr::null()];
+    // SAFETY: the child takes the word, then execs (or leaves with _exit).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        take_or_die(w);
+        // SAFETY: a NUL-terminated path and argument vector.
+        unsafe {
+            libc::execv(prog.as_ptr(), argv.as_ptr());
+            libc::_exit(9);
+        }
+    }
+    let mut st = 0;
+    // SAFETY: our own child.
+    unsafe { libc::waitpid(pid, &mut st, 0) };
+    assert!(
+        libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0,
+        "child status {st:#x}"
+    );
+    assert_eq!(state(w.load(Ordering::Relaxed)), State::Died);
+}
+
+#[test]
+fn the_keeper_blocks_every_signal() {
+    let m = map();
+    // SAFETY: as in the tests above.
+    unsafe {
+        assert_eq!(try_lock(m.word(0)), Try::Free);
+        unlock(m.word(0));
+    }
+    let tid = holder_tid().unwrap();
+    let Ok(status) = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")) else {
+        return; // no /proc here: nothing to read the mask from
+    };
+    let blk = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigBlk:"))
+        .map(|h| u64::from_str_radix(h.trim(), 16).unwrap())
+        .expect("SigBlk line");
+    for sig in [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGUSR1,
+        libc::SIGCHLD,
+        libc::SIGALRM,
+        libc::SIGPIPE,
+    ] {
+        assert_ne!(blk & (1 << (sig - 1)), 0, "signal {sig} not blocked: SigBlk {blk:#x}");
+    }
+}
