@@ -22,14 +22,16 @@ my $example = Cwd::abs_path("$FindBin::Bin/../eg/webhook_dedup.pl");
 my $dir = tempdir(CLEANUP => 1);
 my ($WORKERS, $CLIENTS, $IDS) = (4, 4, 300);
 my @ID_HEADERS = qw(X-GitHub-Delivery X-Delivery-ID Idempotency-Key);
-PreforkServer::time_limit('63-eg-webhook', 29);
+# Hang guards, far above what an idle host takes (about 10 s in all): a busy
+# one may take minutes to start servers and answer clients.
+PreforkServer::time_limit('63-eg-webhook', 300);
 
 # Start the example with the settings of %$env, or end the test here with
 # the server's log.
 sub start_or_bail {
     my ($env, $what) = @_;
     return PreforkServer->start_ok($what, example => $example, dir => $dir, env => $env,
-        workers => $WORKERS);
+        workers => $WORKERS, start_within => 45, attempts => 3, stop_within => 10);
 }
 
 # The spool's lines as [id, pid]; a line that is not "id<TAB>pid" (two
@@ -78,7 +80,7 @@ my @answers = PreforkServer::run_clients($CLIENTS, sub {
         $record->($i, $code, $j && $j->{duplicate} ? 1 : 0);
         $first_answered->() if $k == 0;
     }
-}, dir => $dir, alarm => 20, ready_within => 10, reap_within => 20);
+}, dir => $dir, alarm => 90, ready_within => 60, reap_within => 120);
 
 my (%accepted, %answers);
 for (@answers) {
