@@ -17,7 +17,7 @@ use Data::BloomFilter::Shared;
 my $C = 'Data::BloomFilter::Shared';
 my $dir = tempdir(CLEANUP => 1);
 $SIG{ALRM} = sub { die "07-window: global timeout\n" };
-alarm 240;
+alarm 600;    # a hang guard: an idle host takes about 15 s, a loaded one minutes
 
 subtest 'options and croaks' => sub {
     my $t_make = time;

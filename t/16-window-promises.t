@@ -21,7 +21,7 @@ use Data::BloomFilter::Shared;
 my $C = 'Data::BloomFilter::Shared';
 my $dir = tempdir(CLEANUP => 1);
 $SIG{ALRM} = sub { die "16-window-promises: global timeout\n" };
-alarm 120;
+alarm 600;    # a hang guard: an idle host takes about 20 s, a loaded one minutes
 
 # --- the clock ----------------------------------------------------------------------------------
 # "A clock set back steps nothing and brings back nothing already forgotten

@@ -19,7 +19,7 @@ require Data::BloomFilter::Shared::Redis;
 my $R = 'Data::BloomFilter::Shared::Redis';
 my $L = 'Data::BloomFilter::Shared';
 $SIG{ALRM} = sub { die "80-redis: global timeout\n" };
-alarm 60;
+alarm 300;    # a hang guard: an idle host takes seconds, a loaded one minutes
 
 my $srv = RedisServer->new;
 my $rc = $srv->client;
@@ -575,6 +575,7 @@ SKIP: {
         is $f->add_many([@a[0 .. 99]]), 0, "$verb: and no item added before is told new";
     }
 }
+alarm 300;    # ualarm(0) above ended the hang guard: set it again
 
 # --- several processes on separate connections add the same items at once ----------------------
 for my $case (['standard', 0.001], ['blocked', 0.01], ['blocked', 0.001]) {
