@@ -229,7 +229,8 @@ sub json_info {
 # The tool's stdout is a pipe nobody reads, so it blocks printing once the pipe
 # is full: then exactly the batches it has begun to print are in the filter.
 # $expect->($pipe_size): how many lines that is; the filter is watched until
-# it holds that many (10 s at most), then a while longer to see no more come.
+# it holds that many (60 s at most: the tool may start late on a busy host),
+# then a while longer to see no more come.
 sub added_before_blocking {
     my ($file, $lines, $batch_opt, $expect) = @_;
     pipe(my $r, my $w) or die "pipe: $!";
@@ -245,7 +246,7 @@ sub added_before_blocking {
     }
     close $w;
     my $f = $C->new_from_fd(do { open(my $fh, '+<', $file) or die; $fh });
-    for (1 .. 200) {
+    for (1 .. 1200) {
         last if $f->contains_many($lines) >= $want;
         select(undef, undef, undef, 0.05);
     }
