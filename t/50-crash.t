@@ -1,5 +1,6 @@
 # Children SIGKILLed at random moments inside add_many / add / clear / merge
-# loops. After each kill the parent's next operations finish within 2 s, and
+# loops. After each kill the parent's next operations finish within 2 s (on
+# an idle host: see time_bound in t/lib/BFTest.pm), and
 # every add the child reported complete is still there.
 use strict;
 use warnings;
@@ -9,7 +10,7 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(reap layout_from_env start_child);
+use BFTest qw(reap layout_from_env start_child time_bound);
 my $LAYOUT = layout_from_env();    # BFTEST_LAYOUT=blocked: see t/lib/BFTest.pm
 use Data::BloomFilter::Shared;
 
@@ -46,7 +47,9 @@ sub check_time {
     ok($ok, "$what completes") or diag($err);
     diag(sprintf '%s stalled %.3f s after a kill', $what, $dt) if $dt > 0.2;
     push @stalls, $dt;
-    cmp_ok($dt, '<', $LIMIT, sprintf '%s took %.3f s (< %.1f s)', $what, $dt, $LIMIT);
+    # A hang fails at once; the bound itself on a loaded host is reported
+    # (t/lib/BFTest.pm, time_bound).
+    time_bound($dt, $LIMIT, "$what: after a kill, within $LIMIT s");
 }
 
 # --- killed in add_many / add loops -------------------------------------------------------------------

@@ -8,7 +8,7 @@ use File::Temp qw(tempdir);
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use BFTest qw(reap);
+use BFTest qw(reap time_bound);
 use Data::BloomFilter::Shared;
 
 # A process SIGKILLed in the middle of a clear, an invert, a merge or an
@@ -63,7 +63,7 @@ for my $op (qw(invert clear)) {
         }
         # The stall bound: noticing the death (20 ms a check) plus at most
         # one whole operation's work.
-        cmp_ok($stall, '<', 1 + 2 * $full, sprintf "$op killed: the next write waited %.1f ms", $stall * 1e3);
+        time_bound($stall, 1 + 2 * $full, "$op killed: the next write's wait");
         # Refill for the next round.
         $f->add_many([map { "item $_" } 1 .. 200_000]) if $op eq 'clear';
     }
@@ -138,8 +138,11 @@ for my $op (qw(invert clear)) {
             # use, from half a run (a kill that came after the operation
             # tries earlier, one that came before it later), since one run
             # here may take several times another one's time on a busy disk.
+            # Five rounds, and up to ten more until one lands in the
+            # journal's use: on a loaded host the victim's progress at a
+            # given delay varies far more than between two idle runs.
             my ($mid, $delay, %seen) = (0, $full / 2);
-            for my $round (1 .. 5) {
+            for (my $round = 1; $round <= 5 || (!$mid && $round <= 15); $round++) {
                 $fill->($g);
                 my ($size, $held) = $space->($g);
                 ok($size == $total || $held < $total + $len / 2,
@@ -192,7 +195,7 @@ for my $op (qw(invert clear)) {
                     : (0, $was eq 'after' ? 0 : 3000);
                 ok(abs($theirs - $want_theirs) <= 100 && abs($mine - $want_mine) <= 100,
                     "... of the other filter's items $theirs present, of its own $mine");
-                cmp_ok($stall, '<', 1 + 2 * $full, sprintf '... the next write waited %.1f ms', $stall * 1e3);
+                time_bound($stall, 1 + 2 * $full, "... the next write's wait");
             }
             cmp_ok($mid, '>=', 1, "$store $op: at least one kill landed while the journal was in use")
                 or diag('outcomes: ' . join ', ', map { "$_ $seen{$_}" } sort keys %seen);

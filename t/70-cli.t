@@ -229,7 +229,8 @@ sub json_info {
 # The tool's stdout is a pipe nobody reads, so it blocks printing once the pipe
 # is full: then exactly the batches it has begun to print are in the filter.
 # $expect->($pipe_size): how many lines that is; the filter is watched until
-# it holds that many (10 s at most), then a while longer to see no more come.
+# it holds that many (60 s at most: the tool may start late on a busy host),
+# then a while longer to see no more come.
 sub added_before_blocking {
     my ($file, $lines, $batch_opt, $expect) = @_;
     pipe(my $r, my $w) or die "pipe: $!";
@@ -245,7 +246,7 @@ sub added_before_blocking {
     }
     close $w;
     my $f = $C->new_from_fd(do { open(my $fh, '+<', $file) or die; $fh });
-    for (1 .. 200) {
+    for (1 .. 1200) {
         last if $f->contains_many($lines) >= $want;
         select(undef, undef, undef, 0.05);
     }
@@ -351,14 +352,20 @@ sub added_before_blocking {
     my $pid = IPC::Open3::open3(my $to, my $from, my $errfh = Symbol::gensym(),
         'bloomfilter-shared', 'add', 'stream-over.bf', '-q');
     local $SIG{ALRM} = sub { kill 'KILL', $pid; die "70-cli: streaming overfull add hung\n" };
-    alarm 60;
+    alarm 120;
     syswrite $to, join('', map { "s$_\n" } 1 .. 400);
-    sleep 6;    # longer than the pause between checks
-    syswrite $to, "one more\n";
-    my $rin = '';
-    vec($rin, fileno $errfh, 1) = 1;
-    my $ready = select(my $rout = $rin, undef, undef, 10);
-    my $line = $ready ? <$errfh> : '';
+    # The check runs at most every 5 s, counted from the command's start:
+    # a line a second until the warning comes (for at most 60 s), however
+    # late a busy host started the command.
+    my $line = '';
+    my $until = time + 60;
+    for (my $i = 1; $line eq '' && time < $until; $i++) {
+        sleep 1;
+        syswrite $to, "one more $i\n";
+        my $rin = '';
+        vec($rin, fileno $errfh, 1) = 1;
+        $line = <$errfh> // '' if select(my $rout = $rin, undef, undef, 0.5);
+    }
     like($line // '', qr/\Abloomfilter-shared: warning: stream-over\.bf holds about \d+ items, more than its capacity 100/,
         'a streaming add warns while its input is still open');
     close $to;

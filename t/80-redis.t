@@ -11,6 +11,7 @@ use RedisServer qw(redis_or_skip);
 use RacingAdders qw(race_adders);
 use Data::BloomFilter::Shared;
 use Time::HiRes ();
+use IO::Select ();
 
 redis_or_skip();
 require Data::BloomFilter::Shared::Redis;
@@ -18,7 +19,7 @@ require Data::BloomFilter::Shared::Redis;
 my $R = 'Data::BloomFilter::Shared::Redis';
 my $L = 'Data::BloomFilter::Shared';
 $SIG{ALRM} = sub { die "80-redis: global timeout\n" };
-alarm 60;
+alarm 300;    # a hang guard: an idle host takes seconds, a loaded one minutes
 
 my $srv = RedisServer->new;
 my $rc = $srv->client;
@@ -533,7 +534,13 @@ for my $case (['standard', 0.01], ['blocked', 0.01], ['blocked', 0.001]) {
     is $f->add_many([qw(i1 i2)]), 2, 'a batch over the own socket';
     my $sock = $f->{direct}{sock};
     is $rc->config('set', 'timeout', 1), 'OK', 'the server closes idle connections after 1 s';
-    Time::HiRes::sleep(2.5);    # the server checks idle clients about once a second
+    # The server checks idle clients about once a second: wait until it
+    # closed this one (its end reads as ready: end of file), for up to 30 s
+    # on a busy host.
+    my $sel = IO::Select->new($sock);
+    my $until = Time::HiRes::time() + 30;
+    Time::HiRes::sleep(0.1) until $sel->can_read(0) || Time::HiRes::time() > $until;
+    ok $sel->can_read(0), 'the server closed the idle socket';
     is $f->add_many([qw(i2 i3)], \my @w), 1, 'a batch after the server closed the socket';
     is_deeply \@w, [0, 1], 'item by item';
     isnt $f->{direct}{sock}, $sock, 'over a new socket';
@@ -553,7 +560,10 @@ SKIP: {
     my @b = map { "cut-b$_" } 1 .. 5000;
     is $f->add_many(\@a), 5000, 'a batch';
     for my $verb ('contains_many', 'add_many') {
-        is $rc->client('pause', 600, 'ALL'), 'OK', "$verb: the server paused";
+        # Paused for 2 s, ten times the alarm's 200 ms: the batch cannot be
+        # answered before the alarm, even if this process waits a long
+        # while for a CPU. The next batch below waits for the pause's end.
+        is $rc->client('pause', 2000, 'ALL'), 'OK', "$verb: the server paused";
         my $e = eval {
             local $SIG{ALRM} = sub { die "timed out\n" };
             Time::HiRes::ualarm(200_000);
@@ -563,11 +573,11 @@ SKIP: {
         } ? '' : $@;
         Time::HiRes::ualarm(0);
         is $e, "timed out\n", "$verb: cut short by the alarm";
-        Time::HiRes::sleep(0.7);    # the pause is over, the cut batch answered
         is scalar $f->contains_many(\@a), 5000, "$verb: the next batch answers for itself";
         is $f->add_many([@a[0 .. 99]]), 0, "$verb: and no item added before is told new";
     }
 }
+alarm 300;    # ualarm(0) above ended the hang guard: set it again
 
 # --- several processes on separate connections add the same items at once ----------------------
 for my $case (['standard', 0.001], ['blocked', 0.01], ['blocked', 0.001]) {

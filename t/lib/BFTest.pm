@@ -9,7 +9,7 @@ use IO::Select ();
 use Exporter 'import';
 
 our @EXPORT_OK = qw(in_child reap spawn_perl start_child child_status_text perl5lib slurp spew readable_build
-    run_sh run_cli layout_from_env run_with_layout croaks_like);
+    run_sh run_cli layout_from_env run_with_layout croaks_like sleep_until wait_until time_bound);
 
 # The multi-process suites run on both layouts: with BFTEST_LAYOUT=blocked,
 # every filter the test makes with new or new_memfd asks for that layout
@@ -73,6 +73,48 @@ sub spew {
     open(my $fh, '>:raw', $path) or die "$path: $!";
     print $fh $bytes;
     close $fh or die "$path: $!";
+}
+
+# Sleep until the epoch time $t (from Time::HiRes::time); at once if that
+# is past, as it may be on a busy host (a negative sleep dies).
+sub sleep_until {
+    my ($t) = @_;
+    my $d = $t - time;
+    sleep $d if $d > 0;
+}
+
+# Poll $cond every $poll seconds (default 0.01) until it returns true or
+# $timeout seconds (default 60) have passed. Returns its last value: a test
+# that needs something to happen waits for it, however slow the host,
+# instead of sleeping a fixed time and hoping.
+sub wait_until {
+    my ($cond, $timeout, $poll) = @_;
+    my $deadline = time + ($timeout // 60);
+    while (1) {
+        my $v = $cond->();
+        return $v if $v || time > $deadline;
+        sleep($poll // 0.01);
+    }
+}
+
+# A wall-clock bound the design promises of a wait (a stall after a kill, a
+# rotation after a crash), as one test. On a loaded host a process waits
+# for a CPU longer than any such bound (with a busy loop on every core, a
+# few hundred ms is common), so the verdict is by default the hang check:
+# under $hang seconds (default 30, or 20 times the bound if that is more),
+# which only a wait that never ends (or ends by a timeout of seconds)
+# exceeds; the design bound is then reported with diag when it is missed.
+# BFTEST_STRICT_TIMING=1 (an idle machine) makes the design bound the
+# verdict.
+sub time_bound {
+    my ($took, $bound, $name, $hang) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
+    $hang //= $bound * 20 > 30 ? $bound * 20 : 30;
+    my $limit = $ENV{BFTEST_STRICT_TIMING} ? $bound : $hang;
+    Test::More::diag(sprintf '%s: took %.3f s, over the design bound of %.3f s (a loaded host?)',
+        $name, $took, $bound) if $took >= $bound && $limit > $bound;
+    return Test::More::cmp_ok($took, '<', $limit,
+        sprintf '%s (%.3f s; bound %.3f s, hang check %.0f s)', $name, $took, $bound, $limit);
 }
 
 my %live;    # pid => 1 for children not yet reaped
