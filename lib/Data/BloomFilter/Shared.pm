@@ -1330,7 +1330,8 @@ A query looks in up to I<g> generations, each holding up to C<capacity>
 items: the rate at capacity is up to I<g> times C<fp_rate> (when every
 generation is full). Size C<fp_rate> for that. Items spread evenly over
 the window fill each generation only to C<capacity / (g - 1)>, and the rate
-is then far lower; README's table gives both, measured, for 2, 4 and 8
+is then far lower; F<bench/RESULTS.md> ("Windowed filters: memory, false
+positives and cost per call") gives both, measured, for 2, 4 and 8
 generations.
 
 =item The clock
@@ -1385,7 +1386,7 @@ window: exactly one is told new, across steps too.
 
 A query looks at the newest generation first, so an item the current
 generation holds costs little more than on a plain filter (1.0x to 1.4x
-in README's tables), and so does an add of it. An absent item, an item
+in the tables of F<bench/RESULTS.md>), and so does an add of it. An absent item, an item
 only an older generation holds, and an add of a new item look in every
 live generation: I<g> arrays instead of one, each another cache line to
 fetch (two in the standard layout). On
@@ -1395,8 +1396,9 @@ I<g> = 2, up to about 1.9x at I<g> = 4 (2x for batches, L</add_many> and
 L</contains_many> of new or absent items), and up to about 2.3x at
 I<g> = 8 (2.8x for batches); generations larger than the caches cost the
 most, batches up to 4.6x at I<g> = 8. Fewer generations cost less per
-call but keep items longer past the window. README, "TIME WINDOWS", has
-the tables and how to measure a machine of one's own.
+call but keep items longer past the window. F<bench/RESULTS.md>, "Windowed
+filters: memory, false positives and cost per call", has the tables and
+how to measure a machine of one's own.
 
 =item Stepping by hand
 
@@ -1499,7 +1501,7 @@ chunk of 64 words changes, the operation saves the chunk and records where it
 is, so the next process puts back the chunk it was changing and does only the
 rest. That process waits for the death to be noticed (at most 20 ms) plus the
 rest of the operation, at most one pass over the bits (about 5 ms per 32 MiB
-of bits on the machine of the README's performance figures;
+of bits on the machine of F<bench/RESULTS.md>;
 F<t/51-crash-exclusive.t> prints both). C<freeze> sets one flag, so it is done or not.
 
 A C<merge> or an C<intersect> interrupted by a crash is finished the same
@@ -2149,8 +2151,10 @@ your process. Please report it.
 
 =head1 SEE ALSO
 
-F<README.pod> for sharing recipes (fork, file, memfd over a UNIX socket,
-prefork servers), frozen mode, security, crash safety and performance;
+F<README.pod> for installing, a first try and the one setting each prefork
+server needs; F<bench/RESULTS.md> for every measurement and how to repeat
+it; F<doc/DESIGN.md> for the design, the shared file byte by byte and the
+concurrency and crash contract;
 L<bloomfilter-shared> for the command-line tool.
 
 Other tools for neighbouring jobs, and when to prefer them:

@@ -355,7 +355,7 @@ fn blocked(cap: u64, rate: f64) -> Filter {
 
 /// The FP rate of a blocked filter filled to capacity, measured over
 /// 10^6 absent items, is at most the requested one within 3 standard
-/// errors, for the rates the README's table lists (both widths).
+/// errors, for the rates bench/RESULTS.md's table lists (both widths).
 #[test]
 fn blocked_fp_at_capacity_is_at_most_the_requested_rate() {
     for (rate, seed) in [(0.05, 0u64), (0.01, 1), (0.001, 2), (0.0001, 3)] {

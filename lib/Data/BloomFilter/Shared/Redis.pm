@@ -1210,8 +1210,8 @@ first batch beside the L<Redis::Fast> connection (which carries everything
 else), with the same password and database. The core encodes each command
 straight from the items' offsets and folds each reply, so no argument or
 reply element becomes a Perl value, and each command is written as soon as
-it is made, so the server works on one while the next is made (the README
-has the figures). It counts one more connection per filter object; a forked child
+it is made, so the server works on one while the next is made (F<bench/RESULTS.md>,
+"Redis", has the figures). It counts one more connection per filter object; a forked child
 opens its own. A filter whose key the server redirects (a cluster whose slot
 moved) and a sharded filter send their batches through the client instead.
 A broken socket croaks as a broken client does and is opened afresh on the
@@ -1394,9 +1394,9 @@ sends four per probe bit; a query of a C<standard> filter three per probe
 bit, of a C<blocked> filter three per 64-bit word of the item (one or two,
 whatever the number of probes), so blocked queries are several times
 faster. From an address (L</Batches from an address>) batches come close to
-what the server allows (the README has the figures); queries of a C<standard> filter with 10 probes
+what the server allows (F<bench/RESULTS.md> has the figures); queries of a C<standard> filter with 10 probes
 (fp_rate 0.001) are then bound by the server at about 410 000 a second on a
-2-core machine. See C<bench/redis.pl> and the README for measured numbers.
+2-core machine. See C<bench/redis.pl> and F<bench/RESULTS.md> for measured numbers.
 
 =head1 DIAGNOSTICS
 
@@ -1602,6 +1602,6 @@ Any other error of the server or the client, as it reported it.
 
 =head1 SEE ALSO
 
-L<Data::BloomFilter::Shared>, the README's "Many hosts" section.
+L<Data::BloomFilter::Shared>, README's "MANY HOSTS: REDIS" section.
 
 =cut
