@@ -7,6 +7,9 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 use BFTest qw(slurp spew readable_build layout_from_env);
 use Data::BloomFilter::Shared;
+# Opened again with other arguments on purpose: the stored geometry wins (the
+# warning itself is t/19-no-silent-mistake.t's).
+no warnings 'Data::BloomFilter::Shared';
 my $LAYOUT = layout_from_env();    # BFTEST_LAYOUT=blocked: see t/lib/BFTest.pm
 
 # Adders of the same items at once, in the deployments where a process
@@ -36,6 +39,9 @@ spew("$dir/adder.pl", <<'PERL');
 use strict;
 use warnings;
 use Data::BloomFilter::Shared;
+# Opened again with other arguments on purpose: the stored geometry wins (the
+# warning itself is t/19-no-silent-mistake.t's).
+no warnings 'Data::BloomFilter::Shared';
 my ($path, $n, $out, $go) = @ARGV;
 my $f = Data::BloomFilter::Shared->new($path, $n, 0.01);
 $f->add("warm-up $$");    # claim a slot before the race
