@@ -943,3 +943,67 @@ fn windowed_contains_many_skips_generations_the_clock_expired() {
         assert_eq!(n as usize, count(&many));
     }
 }
+
+/// An idle timed filter's numbers follow the clock, with no write: once a
+/// step is due the current generation is the fresh one the step would
+/// make (generation and start as the clock says, no bits, count 0);
+/// `is_empty` holds once every generation with items is hidden, when
+/// `contains` finds none of them. The mapping is the same byte for byte
+/// after every reading. Both layouts; the clock is this thread's fake one.
+#[test]
+fn an_idle_windowed_filters_numbers_follow_the_clock() {
+    for layout in [None, Some(Layout::Blocked)] {
+        let clock = FakeClock::start();
+        let f = windowed(Some(1_000_000_000), 4, layout);
+        let w = f.window().unwrap();
+        let (e, period) = (w.epoch_ns(), w.period_ns().unwrap());
+        let items: Vec<[u8; 4]> = (0..100u32).map(|i| i.to_le_bytes()).collect();
+        for it in &items {
+            f.add(it).unwrap();
+        }
+        let mapping = || {
+            // SAFETY: the whole mapping, which lives as long as `f`; this
+            // thread alone uses the filter, so nothing changes meanwhile.
+            unsafe { std::slice::from_raw_parts(f.base, f.mmap_size() as usize) }.to_vec()
+        };
+        let seen = |f: &Filter| items.iter().filter(|it| f.contains(&it[..])).count();
+        let numbers = |f: &Filter| {
+            let s = f.window_stats().unwrap();
+            (s.current, s.current_start_ns, f.bits_set(), f.count(), f.is_empty())
+        };
+        let before = mapping();
+        let (_, _, bits, count, empty) = numbers(&f);
+        assert!(
+            bits > 0 && (90..=110).contains(&count) && !empty,
+            "{layout:?}: {count} counted"
+        );
+        // Within period 0: as written.
+        clock.set(e + period / 2);
+        assert_eq!(numbers(&f), (0, Some(e), bits, count, false), "{layout:?}");
+        // Period 1: a step is due (the oldest generation holds nothing);
+        // the items are in the generation before the current one.
+        clock.set(e + period + period / 2);
+        assert_eq!(numbers(&f), (1, Some(e + period), 0, 0, false), "{layout:?}");
+        assert_eq!(f.estimated_fpp(), 0.0, "{layout:?}");
+        assert_eq!(seen(&f), 100, "{layout:?}");
+        // Period 4: the items' generation is hidden, as if stepped out.
+        clock.set(e + 4 * period + period / 2);
+        assert_eq!(numbers(&f), (4, Some(e + 4 * period), 0, 0, true), "{layout:?}");
+        assert_eq!(seen(&f), 0, "{layout:?}");
+        assert!(mapping() == before, "{layout:?}: a reading wrote to the mapping");
+        // A write takes the step the numbers described.
+        assert!(f.add(b"new").unwrap());
+        let s = f.window_stats().unwrap();
+        assert_eq!((s.current, f.load_view(&w).m), (4, 4), "{layout:?}");
+        assert!(!f.is_empty() && f.bits_set() > 0, "{layout:?}");
+    }
+    // Without a window only rotations step: the clock changes nothing.
+    let clock = FakeClock::start();
+    let f = windowed(None, 3, None);
+    f.add(b"a").unwrap();
+    let bits = f.bits_set();
+    clock.advance(1_000_000_000_000);
+    assert_eq!(f.window_stats().unwrap().current, 0);
+    assert_eq!(f.bits_set(), bits);
+    assert!(!f.is_empty());
+}
