@@ -1124,7 +1124,7 @@ capacity(h, ...)
         else
             PUSHs(&PL_sv_undef);
         break;
-    default: PUSHi(bfs_bits_set(h) == 0); break;
+    default: PUSHi(bfs_is_empty(h) != 0); break;
     }
 
 SV *

@@ -478,6 +478,15 @@ double bfs_fpp_for_bits_set(const struct BfsFilter *h, uint64_t set);
 uint64_t bfs_bits_set(const struct BfsFilter *h);
 
 /**
+ * 1 when `contains` is false for every item: no bit set; for a windowed
+ * filter, none in a generation visible now. 0 otherwise.
+ *
+ * # Safety
+ * `h`: live handle.
+ */
+uint8_t bfs_is_empty(const struct BfsFilter *h);
+
+/**
  * Estimated number of distinct items added.
  *
  * # Safety

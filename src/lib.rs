@@ -89,6 +89,7 @@ pub mod hooks {
     pub use crate::remote::resp;
     pub use crate::shm::{format, region, serial};
     pub use crate::sync::resumed_chunks;
+    pub use crate::sys::clock;
     pub mod ffi {
         pub use crate::ffi::*;
         pub use crate::ffi::{

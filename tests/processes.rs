@@ -67,6 +67,41 @@ impl Drop for Scratch {
     }
 }
 
+/// The bound on a wait the design says ends: a dead owner's hold taken
+/// over, an add that does not wait for a stopped process, a child that
+/// gets to the point a test needs. Far beyond any pause a loaded machine
+/// puts into a test (CPU hogs on every core stretched 20 ms waits to more
+/// than a second), and below the minute a holding child lives, so that a
+/// wait for the holder itself still fails. The times are printed: under
+/// a second on an idle machine is a measurement, not a verdict.
+const NO_HANG: Duration = Duration::from_secs(30);
+
+/// A flag in shared memory that a child raises once it holds what the
+/// test needs: the parent waits for it rather than for a guessed time.
+struct Ready(Scratch);
+
+impl Ready {
+    fn new() -> Ready {
+        Ready(Scratch::new(4096))
+    }
+
+    /// In the child: it holds what it was to hold.
+    fn set(&self) {
+        // Release: pairs with `wait`'s Acquire (the hold comes first).
+        self.0.byte(0).store(1, Ordering::Release);
+    }
+
+    /// In the parent: until the child says it holds, within NO_HANG.
+    fn wait(&self, what: &str) {
+        let until = Instant::now() + NO_HANG;
+        // Acquire: pairs with `set`'s Release.
+        while self.0.byte(0).load(Ordering::Acquire) == 0 {
+            assert!(Instant::now() < until, "{what}: not there after {NO_HANG:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 /// Run `f` in a child; returns its pid.
 fn spawn(f: impl FnOnce()) -> libc::pid_t {
     // SAFETY: single-threaded process (no harness); the child runs `f` and
@@ -234,13 +269,15 @@ fn stall(op: impl FnOnce()) -> Duration {
 }
 
 /// A child that takes the stripe of the item `victim` and keeps it (for a
-/// minute), once it has had the time to take it.
+/// minute); returns once it holds it.
 fn child_holding_victims_stripe(f: &Filter) -> libc::pid_t {
+    let ready = Ready::new();
     let k = spawn(|| {
         testing::hold_stripe(f, b"victim");
+        ready.set();
         std::thread::sleep(Duration::from_secs(60));
     });
-    std::thread::sleep(Duration::from_millis(100));
+    ready.wait("the child taking the stripe");
     k
 }
 
@@ -251,10 +288,10 @@ fn killed_holding_a_stripe() {
     // Unreaped: a zombie owner must count as dead.
     let d = stall(|| assert!(f.add(b"victim").unwrap()));
     reap(k);
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert!(d < NO_HANG, "stalled {d:?}");
     println!("# stripe held by a killed process: next add took {d:?}");
     let d = stall(|| f.clear().unwrap());
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert!(d < NO_HANG, "stalled {d:?}");
 }
 
 /// Run `op` in a child while process `k` holds what it needs: the child
@@ -273,7 +310,7 @@ fn waits_until_killed(k: libc::pid_t, op: impl FnOnce(), what: &str) -> Duration
     );
     kill9(k);
     let d = stall(|| assert_eq!(reap(waiter), 0));
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert!(d < NO_HANG, "stalled {d:?}");
     d
 }
 
@@ -298,13 +335,16 @@ fn stopped_holder_is_alive() {
 }
 
 /// A child that starts a lock-free add (a blocked filter's: its slot mark
-/// set, its update not yet done) and stays there for a minute.
+/// set, its update not yet done) and stays there for a minute; returns
+/// once it is there.
 fn child_inside_a_lockfree_add(f: &Filter) -> libc::pid_t {
+    let ready = Ready::new();
     let k = spawn(|| {
         testing::hold_lockfree_add(f);
+        ready.set();
         std::thread::sleep(Duration::from_secs(60));
     });
-    std::thread::sleep(Duration::from_millis(100));
+    ready.wait("the child inside its add");
     k
 }
 
@@ -313,13 +353,16 @@ fn child_inside_a_lockfree_add(f: &Filter) -> libc::pid_t {
 fn killed_inside_a_lockfree_add() {
     let f = anon(1000);
     let k = child_inside_a_lockfree_add(&f);
+    // The child stays inside its add for a minute: an add that waited for
+    // it would not end within NO_HANG.
     let d = stall(|| assert!(f.add(b"victim").unwrap()));
-    assert!(d < Duration::from_millis(100), "an add waited for another: {d:?}");
+    println!("# lock-free adder inside its add: another add took {d:?}");
+    assert!(d < NO_HANG, "an add waited for another: {d:?}");
     kill9(k);
     // Unreaped: a zombie's mark is dead too.
     let d = stall(|| f.clear().unwrap());
     reap(k);
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert!(d < NO_HANG, "stalled {d:?}");
     assert_eq!(f.bits_set(), 0);
     println!("# lock-free adder killed inside its add: next clear took {d:?}");
 }
@@ -338,8 +381,10 @@ fn stopped_lockfree_adder_blocks_no_adder() {
             f.add(&item(i)).unwrap();
         }
     });
+    // The adder stays stopped until killed: adds that waited for it would
+    // not end within NO_HANG.
     let d = stall(|| assert_eq!(reap(adder), 0));
-    if d >= Duration::from_secs(1) {
+    if d >= NO_HANG {
         kill9(k);
         panic!("adders waited for a stopped adder: {d:?}");
     }
@@ -351,7 +396,7 @@ fn stopped_lockfree_adder_blocks_no_adder() {
     kill9(k); // before any assertion: a stopped child must not outlive us
     assert!(waited, "clear did not wait for a stopped adder");
     let d = stall(|| assert_eq!(reap(clearer), 0));
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert!(d < NO_HANG, "stalled {d:?}");
     assert_eq!(f.bits_set(), 0);
     reap(k);
     println!("# stopped lock-free adder: 1000 adds went on; clear waited, then finished {d:?} after the kill");
@@ -386,7 +431,14 @@ fn frozen_while_adders_run_never_changes() {
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(50 + 20 * round));
+        // Once the adders are under way (however long a loaded machine
+        // takes to start them), at a moment that differs by round.
+        let until = Instant::now() + NO_HANG;
+        while f.bits_set() == 0 {
+            assert!(Instant::now() < until, "round {round}: the adders never began");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20 * round));
         f.freeze().unwrap();
         let set = f.bits_set();
         std::thread::sleep(Duration::from_millis(20));
@@ -407,17 +459,19 @@ fn killed_mid_clear() {
     for i in 0..1000 {
         f.add(&item(i)).unwrap();
     }
+    let ready = Ready::new();
     let k = spawn(|| {
         testing::hold_half_clear(&f);
+        ready.set();
         std::thread::sleep(Duration::from_secs(60));
     });
-    std::thread::sleep(Duration::from_millis(100));
+    ready.wait("the child's half clear");
     kill9(k);
     reap(k);
     let d = stall(|| {
         f.add(b"after").unwrap();
     });
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert!(d < NO_HANG, "stalled {d:?}");
     println!("# clear killed midway: next add took {d:?}");
     // The interrupted clear was completed by the recoverer, then our add.
     assert!(f.contains(b"after"));
@@ -434,18 +488,20 @@ fn killed_mid_invert() {
     }
     let mut before = Vec::new();
     f.for_each_word(|w| before.push(w));
+    let ready = Ready::new();
     let k = spawn(|| {
         testing::hold_half_invert(&f);
+        ready.set();
         std::thread::sleep(Duration::from_secs(60));
     });
-    std::thread::sleep(Duration::from_millis(100));
+    ready.wait("the child's half invert");
     kill9(k);
     reap(k);
     // A merge of an empty filter waits for the exclusive lock, so it
     // recovers the invert, and changes no bit itself.
     let empty = anon(1_000_000);
     let d = stall(|| f.merge(&empty).unwrap());
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert!(d < NO_HANG, "stalled {d:?}");
     println!("# invert killed midway: the next merge finished it in {d:?}");
     let mut after = Vec::new();
     f.for_each_word(|w| after.push(w));
@@ -508,14 +564,16 @@ fn exclusive_holder_in_a_pid_namespace() {
     for i in 0..100_000 {
         f.add(&item(i)).unwrap();
     }
+    let ready = Ready::new();
     let Some((k, middle)) = spawn_in_pid_namespace(|| {
         testing::hold_half_invert(&f);
+        ready.set();
         std::thread::sleep(Duration::from_secs(60));
     }) else {
         println!("# skipped: new PID namespaces are not permitted here");
         return;
     };
-    std::thread::sleep(Duration::from_millis(200));
+    ready.wait("the grandchild's half invert");
     // SAFETY: stopping the grandchild we made.
     assert_eq!(unsafe { libc::kill(k, libc::SIGSTOP) }, 0);
     let d = waits_until_killed(
@@ -533,6 +591,9 @@ fn exclusive_holder_in_a_pid_namespace() {
 fn main_thread_exited_owner_is_alive() {
     let f = anon(1000);
     let addr = &f as *const Filter as usize;
+    // Shared with the child: made before the fork.
+    let ready = Ready::new();
+    let ready_at = &ready as *const Ready as usize;
     // A bare fork, and the main thread ends with the raw exit system call:
     // no unwinding, no exit handlers, the other thread runs on.
     // SAFETY: single-threaded process; the child never returns into the
@@ -541,18 +602,21 @@ fn main_thread_exited_owner_is_alive() {
     assert!(k >= 0, "fork failed");
     if k == 0 {
         std::thread::spawn(move || {
-            // SAFETY: the filter lives in the parent's frame, which this
-            // forked child never leaves (its main thread exits below).
-            let f = unsafe { &*(addr as *const Filter) };
+            // SAFETY: the filter and the flag live in the parent's frame,
+            // which this forked child never leaves (its main thread exits
+            // below).
+            let (f, ready) = unsafe { (&*(addr as *const Filter), &*(ready_at as *const Ready)) };
             testing::hold_stripe(f, b"victim");
+            ready.set();
             std::thread::sleep(Duration::from_secs(60));
         });
-        std::thread::sleep(Duration::from_millis(100));
+        // The main thread ends once the other holds the stripe.
+        ready.wait("the child's thread taking the stripe");
         // SAFETY: ends only the calling (main) thread; the holder runs on.
         unsafe { libc::syscall(libc::SYS_exit, 0) };
         unreachable!();
     }
-    std::thread::sleep(Duration::from_millis(300));
+    ready.wait("the child's thread taking the stripe");
     let d = waits_until_killed(
         k,
         || {
@@ -566,15 +630,17 @@ fn main_thread_exited_owner_is_alive() {
 
 fn killed_mid_merge() {
     let f = anon(1000);
+    let ready = Ready::new();
     let k = spawn(|| {
         testing::hold_merge(&f);
+        ready.set();
         std::thread::sleep(Duration::from_secs(60));
     });
-    std::thread::sleep(Duration::from_millis(100));
+    ready.wait("the child's merge");
     kill9(k);
     let d = stall(|| f.invert().unwrap());
     reap(k);
-    assert!(d < Duration::from_secs(1), "stalled {d:?}");
+    assert!(d < NO_HANG, "stalled {d:?}");
     println!("# merge killed midway: next exclusive op took {d:?}");
 }
 
@@ -711,7 +777,7 @@ fn killed_mid_merge_or_intersect() {
                 let d = stall(|| {
                     f.add(&item(15_000)).unwrap();
                 });
-                assert!(d < Duration::from_secs(1), "{what}: stalled {d:?}");
+                assert!(d < NO_HANG, "{what}: stalled {d:?}");
                 let redone = bloomfilter_shared::hooks::resumed_chunks() - resumed;
                 let now = words(&f);
                 match done {
@@ -778,10 +844,10 @@ fn stopped_merger_holds_off_only_mergers() {
             f.add(&item(i)).unwrap();
         }
     });
-    assert!(
-        d < Duration::from_millis(500),
-        "adds waited for a stopped merger: {d:?}"
-    );
+    // The merger stays stopped until killed: adds that waited for it
+    // would not end within NO_HANG.
+    println!("# merger stopped while copying: 1000 adds took {d:?}");
+    assert!(d < NO_HANG, "adds waited for a stopped merger: {d:?}");
     let d = waits_until_killed(
         k,
         || {
@@ -978,7 +1044,7 @@ fn sigkill_storm() {
             );
         }
     }
-    assert!(worst < Duration::from_secs(1), "worst stall {worst:?}");
+    assert!(worst < NO_HANG, "worst stall {worst:?}");
     println!("# SIGKILL storm, 40 rounds: worst survivor stall {worst:?}");
 }
 

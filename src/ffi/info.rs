@@ -63,6 +63,17 @@ pub unsafe extern "C" fn bfs_bits_set(h: *const BfsFilter) -> u64 {
     guard_value(0, || unsafe { handle(h) }.map_or(0, |f| f.bits_set()))
 }
 
+/// 1 when `contains` is false for every item: no bit set; for a windowed
+/// filter, none in a generation visible now. 0 otherwise.
+///
+/// # Safety
+/// `h`: live handle.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_is_empty(h: *const BfsFilter) -> u8 {
+    // SAFETY: per the function's contract.
+    guard_value(1, || unsafe { handle(h) }.map_or(1, |f| f.is_empty() as u8))
+}
+
 /// Estimated number of distinct items added.
 ///
 /// # Safety

@@ -135,6 +135,11 @@ pub struct Filter {
     /// Until when this handle's adds leave the spare alone: its last clear
     /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
     clean_after: Cell<Option<std::time::Instant>>,
+    /// How many times this handle's clears gave up on a drain: the tests'
+    /// measure of how often adds paid `DRAIN_LIMIT`, which a loaded
+    /// machine's clock cannot give.
+    #[cfg(test)]
+    drains_given_up: Cell<u32>,
     /// Until when this handle leaves closing and opening the filter to
     /// lock-free adds alone, having found a stopped adder in a drain (see
     /// `DRAIN_LIMIT`).
@@ -336,6 +341,8 @@ impl Filter {
             region,
             claim: Cell::new(None),
             clean_after: Cell::new(None),
+            #[cfg(test)]
+            drains_given_up: Cell::new(0),
             step_after: Cell::new(None),
             grid_cache: Cell::new((0, 0, 0)),
             // Relaxed: only uniqueness matters.

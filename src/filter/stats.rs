@@ -31,17 +31,31 @@ impl Filter {
     }
 
     /// Number of set bits (loads only); of the current generation for a
-    /// windowed filter.
+    /// windowed filter, as the clock has it: 0 once a step is due, though
+    /// no write has taken it yet (the step would make a clean generation
+    /// current).
     pub fn bits_set(&self) -> u64 {
-        // A windowed filter: its current generation's.
         let words = match &self.win {
-            Some(win) => self.generation(win, self.load_view(&win.w).pos),
+            Some(win) => match self.clock_current(win).1 {
+                Some(slot) => self.generation(win, slot),
+                None => return 0,
+            },
             None => self.words_slice(),
         };
         words
             .iter()
             .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
             .sum()
+    }
+
+    /// Whether `contains` is false for every item: no bit set; for a
+    /// windowed filter, none in a generation visible now (those the clock
+    /// expired count as empty, written over or not).
+    pub fn is_empty(&self) -> bool {
+        match &self.win {
+            Some(win) => self.window_is_empty(win),
+            None => self.bits_set() == 0,
+        }
     }
 
     /// Estimated number of distinct items added.

@@ -531,6 +531,18 @@ impl Window {
         }
     }
 
+    /// The current generation as the clock has it at grid `q`, had the
+    /// due step been taken (a reader takes none): its start, and whether
+    /// it is view `v`'s current one (false: the fresh generation the step
+    /// would make current, which holds nothing). A step is due only once
+    /// the oldest generation is hidden, so the others stay what they are.
+    pub fn current_by_clock(&self, v: View, q: u64, oldest_last: u64) -> (u64, bool) {
+        match self.step_due(v, q, oldest_last).then(|| self.next_view(v, q)).flatten() {
+            Some(n) => (n.m, false),
+            None => (v.m, true),
+        }
+    }
+
     /// The promised retention, in nanoseconds: an item added at `t` is seen
     /// until at least `t + lower` and, once its generation takes no more
     /// adds, forgotten by `t + upper` (`upper = lower * g / (g - 1)`).
@@ -556,6 +568,24 @@ impl fmt::Display for Window {
 
 #[cfg(test)]
 mod tests {
+    /// The current generation by the clock: the view's while no step is
+    /// due, the fresh one at the clock's grid once one is; never for a
+    /// manual filter.
+    #[test]
+    fn current_by_clock_follows_the_due_step() {
+        let w = Window::new(Some(3_000_000_000), 4, 0).unwrap(); // period 1 s
+        let v = View { m: 5, pos: 2 };
+        // The oldest still visible (written at grid 3): no step.
+        assert_eq!(w.current_by_clock(v, 6, 4), (5, true));
+        // Same grid as the view: no step, even with the oldest hidden.
+        assert_eq!(w.current_by_clock(v, 5, 0), (5, true));
+        // The oldest hidden at grid 9: the step would start generation 9.
+        assert_eq!(w.current_by_clock(v, 9, 5), (9, false));
+        assert_eq!(w.current_by_clock(v, 9, 0), (9, false));
+        let manual = Window::new(None, 3, 0).unwrap();
+        assert_eq!(manual.current_by_clock(v, 1_000, 0), (5, true));
+    }
+
     use super::*;
     use std::collections::HashSet;
 

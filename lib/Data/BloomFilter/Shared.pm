@@ -681,7 +681,10 @@ estimates (see L</LAYOUTS>).
 
 =head3 is_empty
 
-1 when no bit is set, else 0.
+1 when no bit is set, else 0. For a L<windowed|/WINDOWED FILTERS> filter, 1
+when no generation visible now holds a bit (those the clock has expired
+count as empty, as for L</contains>): then C<contains> is 0 for every item.
+See L</An idle windowed filter's numbers>.
 
 =head3 frozen
 
@@ -741,7 +744,9 @@ C<generation> (the current generation's number: the period since creation
 it started in, or the number of rotations of a filter without a window) and
 C<generation_start> (when that period started, in seconds since the epoch;
 undef without a window). For a windowed filter C<bits_set>, C<count>,
-C<fill_ratio> and C<estimated_fpp> describe the current generation.
+C<fill_ratio> and C<estimated_fpp> describe the current generation. All of
+them follow the clock on an idle filter: see L</An idle windowed filter's
+numbers>.
 
 C<ops> counts write calls, summed over every process, as the original
 documents: each C<add>, C<add_many> (however many items, none too),
@@ -1381,6 +1386,22 @@ debugger) inside an add makes writers leave the clear (and, in the blocked
 layout, the step) for later, and a L</rotate> that cannot go on waits until
 the adder runs again. Concurrent adders of an item not seen within the
 window: exactly one is told new, across steps too.
+
+=item An idle windowed filter's numbers
+
+Steps are taken by writers, but what a filter reports does not wait for
+one. C<generation>, C<generation_start>, C<bits_set>, C<count>,
+C<fill_ratio>, C<estimated_fpp> and L</is_empty> (and L</stats>, on any
+handle, a read-only one too) say what the filter would hold had the steps
+due by the clock been taken: once a step is due, the current generation
+is the fresh one it would start (its number and start as the clock says,
+no bit set, C<count> 0), and generations the clock has expired count as
+empty. Nothing is written to do so (readers never write): with a window
+of 1 s and 4 generations, 2 s after the last add C<count> is 0,
+C<is_empty> 1 and C<contains> 0 for every item, and the next write takes
+the step they described. Right after a step, on a busy filter as on an
+idle one, C<count> starts again from 0 while older generations still
+answer C<contains>; C<is_empty> is 1 only when none of them does.
 
 =item Cost per call
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::math::rng::xorshift;
+use crate::sys::clock::FakeClock;
 
 fn windowed(window_ns: Option<u64>, g: u32, layout: Option<Layout>) -> Filter {
     let opts = Options {
@@ -54,27 +55,65 @@ fn windowed_rotate_retention_is_exact() {
     }
 }
 
-/// With real time: a 200 ms window, g = 2 and 4: seen within the window,
-/// forgotten by window * g / (g - 1) plus one period.
+/// A timed window, 200 ms, g = 2 and 4: seen within the window,
+/// forgotten by window * g / (g - 1) plus one period. The clock is this
+/// thread's fake one, moved 10 ms between looks: what is tested is the
+/// window's arithmetic against the clock, not how fast the machine runs.
 #[test]
 fn windowed_real_time() {
+    for g in [2u32, 4] {
+        let clock = FakeClock::start();
+        let f = windowed(Some(200_000_000), g, None);
+        let (lower, upper) = f.window().unwrap().retention_bounds_ns().unwrap();
+        let period = f.window().unwrap().period_ns().unwrap();
+        let t0 = clock.now();
+        let elapsed = || clock.now() - t0;
+        assert!(f.add(b"x").unwrap());
+        while elapsed() < lower * 9 / 10 {
+            assert!(f.contains(b"x"), "g {g}: gone at {} ns", elapsed());
+            f.add(b"other").unwrap();
+            clock.advance(10_000_000);
+        }
+        clock.set(t0 + upper + period);
+        f.add(b"noise").unwrap();
+        assert!(!f.contains(b"x"), "g {g}: kept past {} ns", elapsed());
+        assert!(f.add(b"x").unwrap(), "g {g}: forgotten, so new again");
+        let w = f.window_stats().unwrap();
+        assert!(w.current >= g as u64, "g {g}: steps taken {}", w.current);
+    }
+}
+
+/// The same with the real clock, where a loaded machine may put any
+/// pause between two lines: an answer of "absent" fails the test only
+/// when the call ended before the item's lower bound (so its reading of
+/// the clock came before it), and the forgetting is looked at after
+/// sleeping past the upper bound from after the add (a sleep only ever
+/// lasts longer). A tenth of the lower bound is left for the clock's
+/// tick (`now_ns`).
+#[test]
+fn windowed_real_time_on_the_real_clock() {
     for g in [2u32, 4] {
         let f = windowed(Some(200_000_000), g, None);
         let (lower, upper) = f.window().unwrap().retention_bounds_ns().unwrap();
         let period = f.window().unwrap().period_ns().unwrap();
         let t0 = std::time::Instant::now();
         assert!(f.add(b"x").unwrap());
+        let added = std::time::Instant::now();
         while (t0.elapsed().as_nanos() as u64) < lower * 9 / 10 {
-            assert!(f.contains(b"x"), "g {g}: gone at {:?}", t0.elapsed());
+            let seen = f.contains(b"x");
+            let after = t0.elapsed();
+            assert!(
+                seen || after.as_nanos() as u64 >= lower * 9 / 10,
+                "g {g}: gone at {after:?}"
+            );
             f.add(b"other").unwrap();
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        std::thread::sleep(std::time::Duration::from_nanos(upper + period - lower * 9 / 10));
+        let past = std::time::Duration::from_nanos(upper + period);
+        std::thread::sleep(past.saturating_sub(added.elapsed()));
         f.add(b"noise").unwrap();
-        assert!(!f.contains(b"x"), "g {g}: kept past {:?}", t0.elapsed());
+        assert!(!f.contains(b"x"), "g {g}: kept past {:?}", added.elapsed());
         assert!(f.add(b"x").unwrap(), "g {g}: forgotten, so new again");
-        let w = f.window_stats().unwrap();
-        assert!(w.current >= g as u64, "g {g}: steps taken {}", w.current);
     }
 }
 
@@ -288,29 +327,50 @@ fn windowed_blocked_step_waits_for_lockfree_adds() {
 /// DRAIN_LIMIT, adds go on (paying that once per DRAIN_BACKOFF), steps
 /// wait for the spare; once the stripe is free the next clear and step
 /// happen.
+///
+/// How long the waits took depends on the machine (a loaded one stretches
+/// a 20 ms drain to a second); what the design promises is how many there
+/// are: one drain given up by the rotate, and by the adds at most one per
+/// DRAIN_BACKOFF of their run. Those counts are asserted; the times are
+/// printed, and bounded only by `NO_HANG`, far beyond any pause of a
+/// loaded machine and far below a wait that never ends.
 #[test]
 fn windowed_stopped_adder_holds_up_no_adder() {
+    const NO_HANG: std::time::Duration = std::time::Duration::from_secs(60);
     let f = windowed(None, 3, None);
     let c = f.claim().unwrap().c;
     let s = f.window_stripe(&hash_item(f.seed, b"held"));
     assert!(f.shared().begin_add(s, c), "a stripe held as by a stopped adder");
     // The first step publishes the clean spare at once; clearing the
     // next one gives up on the held stripe.
-    let t = std::time::Instant::now();
+    let t_rotate = std::time::Instant::now();
     f.rotate().unwrap();
-    assert!(t.elapsed() < DRAIN_LIMIT * 10, "rotate took {:?}", t.elapsed());
+    let took = t_rotate.elapsed();
+    println!("# rotate with a stopped adder took {took:?} (DRAIN_LIMIT {DRAIN_LIMIT:?})");
+    assert!(took < NO_HANG, "rotate took {took:?}");
+    assert_eq!(f.drains_given_up.get(), 1, "the rotate gave up one drain, once");
     assert!(f.spare_dirty(&f.win.unwrap().w), "the spare is left dirty");
-    let t = std::time::Instant::now();
     // Items of other stripes (the held one is this thread's own).
     let items: Vec<[u8; 4]> = (0..2000u32)
         .map(|i| i.to_le_bytes())
         .filter(|b| f.window_stripe(&hash_item(f.seed, b)) != s)
         .take(1000)
         .collect();
+    let t = std::time::Instant::now();
     for b in &items {
         f.add(b).unwrap();
     }
-    assert!(t.elapsed() < DRAIN_LIMIT * 10, "1000 adds took {:?}", t.elapsed());
+    let took = t.elapsed();
+    let paid = f.drains_given_up.get() - 1;
+    println!("# 1000 adds with a stopped adder took {took:?}, {paid} drain(s) given up");
+    assert!(took < NO_HANG, "1000 adds took {took:?}");
+    // The backoff began with the rotate's drain, after `t_rotate`: the
+    // adds' k-th given-up drain begins k DRAIN_BACKOFFs after it at least.
+    let allowed = (t_rotate.elapsed().as_nanos() / DRAIN_BACKOFF.as_nanos()) as u32;
+    assert!(
+        paid <= allowed,
+        "{paid} drains given up in {took:?} of adds: more than one per {DRAIN_BACKOFF:?}"
+    );
     f.shared().end_add(s);
     f.clean_after.set(None);
     f.add(b"held").unwrap();
@@ -388,10 +448,12 @@ fn a_due_step_clears_the_rest_of_the_spare_first() {
         }),
         ..Options::default()
     };
+    // This thread's clock, moved by the test: the periods are where the
+    // test puts them however slow the machine.
+    let clock = FakeClock::start();
     let sleep_to = |t: u64| {
-        let now = now_ns();
-        if t > now {
-            std::thread::sleep(std::time::Duration::from_nanos(t - now));
+        if t > clock.now() {
+            clock.set(t);
         }
     };
     // The current generation expired: written at grid q0, nothing since.
@@ -469,7 +531,9 @@ fn windowed_present_add_takes_no_stripe_and_rotate_waits_for_a_stopped_adder() {
     let c = f.claim().unwrap().c;
     let s = f.window_stripe(&hash_item(f.seed, b"held"));
     assert!(f.shared().begin_add(s, c), "the stripe held as by a stopped adder");
-    let r = other(|g| g.add(b"held")).recv_timeout(std::time::Duration::from_secs(5));
+    // Minutes, not seconds, for an answer (a loaded machine), yet a wait
+    // for the held stripe (for ever) still fails.
+    let r = other(|g| g.add(b"held")).recv_timeout(std::time::Duration::from_secs(60));
     assert_eq!(r, Ok(Ok(false)), "answered, not new, with the stripe held");
     // Make the spare dirty, as an add's step does.
     let w = f.win.unwrap().w;
@@ -482,7 +546,7 @@ fn windowed_present_add_takes_no_stripe_and_rotate_waits_for_a_stopped_adder() {
     );
     f.shared().end_add(s);
     assert_eq!(
-        rx.recv_timeout(std::time::Duration::from_secs(5)),
+        rx.recv_timeout(std::time::Duration::from_secs(60)),
         Ok(Ok(true)),
         "and goes on after"
     );
@@ -689,7 +753,18 @@ fn windowed_copy_is_consistent_while_stepping() {
         assert!(ro.readonly());
         let mut checked = 0;
         let mut busy = 0;
-        for round in 0..100 {
+        // A hundred copies, and more until 25 were checked: a loaded
+        // machine makes more of them give up (Busy), not fewer of them
+        // consistent. Only a run where copies keep giving up for two
+        // minutes fails for it.
+        let t0 = std::time::Instant::now();
+        let mut round = 0;
+        while round < 100 || checked < 25 {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(120),
+                "{checked} copies checked in {round} rounds, {busy} busy"
+            );
+            round += 1;
             let h = if round % 2 == 0 { &f } else { &ro };
             let bytes = match h.serialize() {
                 Ok(b) => b,
@@ -717,9 +792,9 @@ fn windowed_copy_is_consistent_while_stepping() {
             }
             checked += 1;
         }
-        // Most copies are checked (on an idle machine, every one
-        // through the writable handle).
-        assert!(checked >= 25, "{checked} copies checked, {busy} busy");
+        // On an idle machine, every copy through the writable handle is
+        // checked: about half of the hundred rounds.
+        println!("# copies while stepping: {checked} checked, {busy} busy in {round} rounds");
     });
 }
 
@@ -834,55 +909,101 @@ fn windowed_contains_many_answers_as_contains() {
 fn windowed_contains_many_skips_generations_the_clock_expired() {
     let items = |tag: &str| -> Vec<Vec<u8>> { (0..200u32).map(|i| format!("{tag} {i}").into_bytes()).collect() };
     let (old, live, none) = (items("old"), items("live"), items("none"));
-    // A run whose checks come too late for period 4 (a loaded machine)
-    // proves nothing: it is run again, three times at most.
-    for _ in 0..3 {
-        let t0 = std::time::Instant::now();
-        let until = |secs: f64| {
-            let d = std::time::Duration::from_secs_f64(secs).saturating_sub(t0.elapsed());
-            std::thread::sleep(d);
-        };
-        let fs: Vec<Filter> = [None, Some(Layout::Blocked)]
-            .into_iter()
-            .map(|l| windowed(Some(3_000_000_000), 4, l))
-            .collect();
-        for f in &fs {
-            for it in &old {
-                f.add(it).unwrap();
-            }
+    // This thread's fake clock: the looks come in period 4 however slow
+    // the machine.
+    let clock = FakeClock::start();
+    let t0 = clock.now();
+    let until = |secs: f64| clock.set(t0 + (secs * 1e9) as u64);
+    let fs: Vec<Filter> = [None, Some(Layout::Blocked)]
+        .into_iter()
+        .map(|l| windowed(Some(3_000_000_000), 4, l))
+        .collect();
+    for f in &fs {
+        for it in &old {
+            f.add(it).unwrap();
         }
-        until(1.5);
-        for f in &fs {
-            for it in &live {
-                f.add(it).unwrap();
-            }
-        }
-        if t0.elapsed().as_secs_f64() >= 1.9 {
-            continue; // the live items missed period 1
-        }
-        until(4.3);
-        let all: Vec<&[u8]> = old.iter().chain(&live).chain(&none).map(|v| v.as_slice()).collect();
-        let answers: Vec<(Vec<u8>, Vec<u8>, u64)> = fs
-            .iter()
-            .map(|f| {
-                let one: Vec<u8> = all.iter().map(|it| f.contains(it) as u8).collect();
-                let mut many = vec![9u8; all.len()];
-                let n = f.contains_many(&all, Some(&mut many));
-                (one, many, n)
-            })
-            .collect();
-        if t0.elapsed().as_secs_f64() >= 4.9 {
-            continue; // the looks ran into period 5
-        }
-        for (f, (one, many, n)) in fs.iter().zip(&answers) {
-            assert_eq!(many, one, "{:?}", f.layout());
-            let count = |r: &[u8]| r.iter().filter(|&&x| x == 1).count();
-            assert!(count(&many[..200]) < 10, "{:?}: expired items seen", f.layout());
-            assert_eq!(count(&many[200..400]), 200, "{:?}: live items missed", f.layout());
-            assert!(count(&many[400..]) < 10, "{:?}: items never added", f.layout());
-            assert_eq!(*n as usize, count(many));
-        }
-        return;
     }
-    panic!("three runs too late for their periods");
+    until(1.5);
+    for f in &fs {
+        for it in &live {
+            f.add(it).unwrap();
+        }
+    }
+    until(4.3);
+    let all: Vec<&[u8]> = old.iter().chain(&live).chain(&none).map(|v| v.as_slice()).collect();
+    for f in &fs {
+        let one: Vec<u8> = all.iter().map(|it| f.contains(it) as u8).collect();
+        let mut many = vec![9u8; all.len()];
+        let n = f.contains_many(&all, Some(&mut many));
+        assert_eq!(many, one, "{:?}", f.layout());
+        let count = |r: &[u8]| r.iter().filter(|&&x| x == 1).count();
+        assert!(count(&many[..200]) < 10, "{:?}: expired items seen", f.layout());
+        assert_eq!(count(&many[200..400]), 200, "{:?}: live items missed", f.layout());
+        assert!(count(&many[400..]) < 10, "{:?}: items never added", f.layout());
+        assert_eq!(n as usize, count(&many));
+    }
+}
+
+/// An idle timed filter's numbers follow the clock, with no write: once a
+/// step is due the current generation is the fresh one the step would
+/// make (generation and start as the clock says, no bits, count 0);
+/// `is_empty` holds once every generation with items is hidden, when
+/// `contains` finds none of them. The mapping is the same byte for byte
+/// after every reading. Both layouts; the clock is this thread's fake one.
+#[test]
+fn an_idle_windowed_filters_numbers_follow_the_clock() {
+    for layout in [None, Some(Layout::Blocked)] {
+        let clock = FakeClock::start();
+        let f = windowed(Some(1_000_000_000), 4, layout);
+        let w = f.window().unwrap();
+        let (e, period) = (w.epoch_ns(), w.period_ns().unwrap());
+        let items: Vec<[u8; 4]> = (0..100u32).map(|i| i.to_le_bytes()).collect();
+        for it in &items {
+            f.add(it).unwrap();
+        }
+        let mapping = || {
+            // SAFETY: the whole mapping, which lives as long as `f`; this
+            // thread alone uses the filter, so nothing changes meanwhile.
+            unsafe { std::slice::from_raw_parts(f.base, f.mmap_size() as usize) }.to_vec()
+        };
+        let seen = |f: &Filter| items.iter().filter(|it| f.contains(&it[..])).count();
+        let numbers = |f: &Filter| {
+            let s = f.window_stats().unwrap();
+            (s.current, s.current_start_ns, f.bits_set(), f.count(), f.is_empty())
+        };
+        let before = mapping();
+        let (_, _, bits, count, empty) = numbers(&f);
+        assert!(
+            bits > 0 && (90..=110).contains(&count) && !empty,
+            "{layout:?}: {count} counted"
+        );
+        // Within period 0: as written.
+        clock.set(e + period / 2);
+        assert_eq!(numbers(&f), (0, Some(e), bits, count, false), "{layout:?}");
+        // Period 1: a step is due (the oldest generation holds nothing);
+        // the items are in the generation before the current one.
+        clock.set(e + period + period / 2);
+        assert_eq!(numbers(&f), (1, Some(e + period), 0, 0, false), "{layout:?}");
+        assert_eq!(f.estimated_fpp(), 0.0, "{layout:?}");
+        assert_eq!(seen(&f), 100, "{layout:?}");
+        // Period 4: the items' generation is hidden, as if stepped out.
+        clock.set(e + 4 * period + period / 2);
+        assert_eq!(numbers(&f), (4, Some(e + 4 * period), 0, 0, true), "{layout:?}");
+        assert_eq!(seen(&f), 0, "{layout:?}");
+        assert!(mapping() == before, "{layout:?}: a reading wrote to the mapping");
+        // A write takes the step the numbers described.
+        assert!(f.add(b"new").unwrap());
+        let s = f.window_stats().unwrap();
+        assert_eq!((s.current, f.load_view(&w).m), (4, 4), "{layout:?}");
+        assert!(!f.is_empty() && f.bits_set() > 0, "{layout:?}");
+    }
+    // Without a window only rotations step: the clock changes nothing.
+    let clock = FakeClock::start();
+    let f = windowed(None, 3, None);
+    f.add(b"a").unwrap();
+    let bits = f.bits_set();
+    clock.advance(1_000_000_000_000);
+    assert_eq!(f.window_stats().unwrap().current, 0);
+    assert_eq!(f.bits_set(), bits);
+    assert!(!f.is_empty());
 }

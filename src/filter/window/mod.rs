@@ -386,6 +386,8 @@ impl Filter {
                 // no drain: every adder since read `v` or a later view.
                 if !sh.drain_stripes(DRAIN_LIMIT) {
                     self.clean_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
+                    #[cfg(test)]
+                    self.drains_given_up.set(self.drains_given_up.get() + 1);
                     // Release: pairs with the next cleaner's Acquire.
                     cw.store(0, Ordering::Release);
                     return;

@@ -164,15 +164,44 @@ impl Filter {
         w.visible(self.last_word(slot).load(Ordering::Acquire), q)
     }
 
-    /// The window's facts and the current generation (None: not windowed).
+    /// The window's facts and the current generation as the clock has it
+    /// (None: not windowed): on an idle filter, the generation the due
+    /// step would start, though no write has taken it yet.
     pub fn window_stats(&self) -> Option<WindowStats> {
         let win = self.win?;
-        let v = self.load_view(&win.w);
+        let (m, _) = self.clock_current(&win);
         Some(WindowStats {
             window_ns: win.w.window_ns(),
             generations: win.w.generations(),
-            current: v.m,
-            current_start_ns: win.w.grid_start_ns(v.m),
+            current: m,
+            current_start_ns: win.w.grid_start_ns(m),
+        })
+    }
+
+    /// The current generation as the clock has it, read only (readers
+    /// write nothing): its start, and its ring slot, or None when it is
+    /// the empty generation the due step would make current.
+    pub(in crate::filter) fn clock_current(&self, win: &Win) -> (u64, Option<u32>) {
+        let w = &win.w;
+        let v = self.load_view(w);
+        let q = self.grid_now(w, v, now_ns());
+        // Acquire: pairs with the adders' fetch_max, as try_step's.
+        let oldest_last = self.last_word(w.oldest(v)).load(Ordering::Acquire);
+        let (m, same) = w.current_by_clock(v, q, oldest_last);
+        (m, same.then_some(v.pos))
+    }
+
+    /// Whether no generation visible now holds a bit: then `contains` is
+    /// false for every item. Generations the clock expired count as
+    /// empty, as `contains` skips them.
+    pub(in crate::filter) fn window_is_empty(&self, win: &Win) -> bool {
+        let w = &win.w;
+        let v = self.load_view(w);
+        let q = self.grid_now(w, v, now_ns());
+        w.slots_newest_first(v).all(|slot| {
+            !self.last_visible(w, slot, q)
+                // Relaxed: a count, as bits_set's.
+                || self.generation(win, slot).iter().all(|b| b.load(Ordering::Relaxed) == 0)
         })
     }
 
