@@ -44,9 +44,12 @@ subtest 'options and croaks' => sub {
     is($m->stats->{generation_start}, undef, 'no start time without a window');
 
     my $pfx = qr/\AData::BloomFilter::Shared->new: /;
-    for my $bad (0, -1, 'abc', 'nan', 9**9**9, []) {
+    for my $case ([0, '0'], [-1, '-1'], ['abc', q{'abc'}], ['nan', q{'nan'}],
+        [9**9**9, q{'Inf'}], [[], 'an ARRAY reference'])
+    {
+        my ($bad, $shown) = @$case;
         croaks_like(sub { $C->new(undef, 1000, 0.01, { window => $bad }) },
-            qr/${pfx}window must be a positive number of seconds \(or undef\) at /,
+            qr/${pfx}window must be a positive number of seconds \(or undef\), got \Q$shown\E at /,
             "window => " . (ref $bad ? 'ref' : $bad));
     }
     croaks_like(sub { $C->new(undef, 1000, 0.01, { window => 0.0001 }) },
@@ -54,9 +57,10 @@ subtest 'options and croaks' => sub {
     croaks_like(sub { $C->new(undef, 1000, 0.01, { window => 86400 * 3654 }) },
         qr/${pfx}window of 315705600 seconds is longer than the longest, 315619200 \(3653 days\) at /,
         'too long');
-    for my $bad (1, 17, 'x', 2.5, -2, undef) {
+    for my $case ([1, '1'], [17, '17'], ['x', q{'x'}], [2.5, '2.5'], [-2, '-2'], [undef, 'undef']) {
+        my ($bad, $shown) = @$case;
         croaks_like(sub { $C->new(undef, 1000, 0.01, { window => 2, generations => $bad }) },
-            qr/${pfx}generations must be an integer from 2 to 16 at /,
+            qr/${pfx}generations must be an integer from 2 to 16, got \Q$shown\E at /,
             'generations => ' . ($bad // 'undef'));
     }
     croaks_like(sub { $C->new(undef, 1000, 0.01, { generations => 3 }) },

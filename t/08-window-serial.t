@@ -131,9 +131,9 @@ subtest 'options against the bytes' => sub {
     croaks_like(sub { $C->deserialize($tb, { generations => 4 }) },
         qr/${pfx}the generations option needs the window option/, 'generations alone');
     croaks_like(sub { $C->deserialize($tb, { window => -1 }) },
-        qr/${pfx}window must be a positive number of seconds \(or undef\) at /, 'a bad window');
+        qr/${pfx}window must be a positive number of seconds \(or undef\), got -1 at /, 'a bad window');
     croaks_like(sub { $C->deserialize($tb, { window => 3600, generations => 17 }) },
-        qr/${pfx}generations must be an integer from 2 to 16 at /, 'bad generations');
+        qr/${pfx}generations must be an integer from 2 to 16, got 17 at /, 'bad generations');
     croaks_like(sub { $C->deserialize($tb, { path => "$dir/both.bf", memfd => 'x' }) },
         qr/${pfx}the path and memfd options exclude each other at /, 'path and memfd');
     ok(!-e "$dir/both.bf", '... and no file');

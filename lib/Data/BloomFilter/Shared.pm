@@ -1625,12 +1625,11 @@ VALUE> (C<undef>; a number as written; a string in quotes, cut at 40
 characters, control characters as C<\x{..}>; a reference by its type, never
 stringified) and, where there is a usual cause, a hint in parentheses.
 Match on the leading words: they are those of every earlier release. A
-seed is never shown (it is a secret): its kind is. The C<window> and
-C<generations> messages show no value (but for a duration such as C<2s>).
+seed is never shown (it is a secret): its kind is.
 
 =over 4
 
-=item window must be a positive number of seconds (or undef)
+=item window must be a positive number of seconds (or undef), got %s
 
 =item window must be a positive number of seconds (or undef), got '2s' (durations such as 2s are the command line tool's: write 2 here)
 
@@ -1638,7 +1637,7 @@ C<generations> messages show no value (but for a duration such as C<2s>).
 
 =item window of %s seconds is longer than the longest, 315619200 (3653 days)
 
-=item generations must be an integer from 2 to 16
+=item generations must be an integer from 2 to 16, got %s
 
 =item the generations option needs the window option (window => undef for a filter stepped only by rotate)
 

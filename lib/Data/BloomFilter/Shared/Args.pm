@@ -275,24 +275,19 @@ sub window {
             . ' (window => undef for a filter stepped only by rotate)')
         if !$has_window;
     my $g = $opts->{generations};
-    if (defined $g) {
+    if (defined $g || exists $opts->{generations}) {
         my $n = uint64($g);
-        fail($who, $method, 'generations must be an integer from 2 to 16')
+        fail($who, $method, 'generations must be an integer from 2 to 16, got ' . shown($g))
             if !defined $n || length $n > 2 || $n < 2 || $n > 16;
         $g = 0 + $n;
     }
     else {
-        fail($who, $method, 'generations must be an integer from 2 to 16')
-            if exists $opts->{generations};
         $g = $CONSTANT{GENERATIONS_DEFAULT};
     }
     my $w = $opts->{window};
     return ($g, 0) if !defined $w;
-    # The window's and the generations' messages end at their words, as
-    # they always have (tests of the time-related code match on that), but
-    # for a duration the command line tool would take.
     my $says = 'window must be a positive number of seconds (or undef)';
-    fail($who, $method, $says)
+    fail($who, $method, "$says, got " . shown($w))
         if ref $w && !overload::Method($w, '0+') && !overload::Method($w, '""');
     my $s = "$w";
     if (!Scalar::Util::looks_like_number($s)) {
@@ -303,9 +298,10 @@ sub window {
                 . " (durations such as 2s are the command line tool's: write "
                 . duration_text($secs) . ' here)')
             if defined $secs;
-        fail($who, $method, $says);
+        fail($who, $method, "$says, got " . shown($w, $s));
     }
-    fail($who, $method, $says) if !($s > 0) || $s == 9**9**9;    # also refuses NaN and inf
+    # also refuses NaN and inf
+    fail($who, $method, "$says, got " . shown($w, $s)) if !($s > 0) || $s == 9**9**9;
     return ($g, 0 + $s);
 }
 
