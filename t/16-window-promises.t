@@ -132,11 +132,11 @@ PERL
     ok($src->contains('z'), 'the original, on time, holds it');
 };
 
-# "The window ... in seconds (rounded up to whole nanoseconds that divide by
-# generations - 1)"; "The window is from 0.001 seconds to 3653 days."
-subtest 'the window accessor: rounding and limits' => sub {
-    for ([1, 4, '1.000000002'], [1, 2, '1.000000000'], [1, 16, '1.000000005'], [0.001, 2, '0.001000000'],
-        [7, 8, '7.000000000'])
+# "The window ... in seconds, as it was given (to 0.1 microsecond)"; "The
+# window is from 0.001 seconds to 3653 days."
+subtest 'the window accessor: as given, and limits' => sub {
+    for ([1, 4, '1.000000000'], [1, 2, '1.000000000'], [1, 16, '1.000000000'], [0.001, 4, '0.001000000'],
+        [7, 8, '7.000000000'], [2, 4, '2.000000000'], [0.1, 4, '0.100000000'], [1.2345678, 16, '1.234567800'])
     {
         my ($w, $g, $want) = @$_;
         my $f = $C->new(undef, 100, 0.01, { window => $w, generations => $g });

@@ -164,7 +164,8 @@ struct Win {
 /// What `stats` reports of a windowed filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WindowStats {
-    /// The window in ns (None: stepped only by `rotate`).
+    /// The window in ns as it was given (`Window::given_ns`; None:
+    /// stepped only by `rotate`).
     pub window_ns: Option<u64>,
     pub generations: u32,
     /// The current generation's number: the grid period it started in

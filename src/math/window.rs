@@ -377,6 +377,24 @@ impl Window {
         self.window_ns
     }
 
+    /// The window as it was most likely given: of the durations that
+    /// `new` rounds up to the stored one (the last `generations - 1` ns up
+    /// to it), the one with the fewest significant digits. A window given
+    /// to 0.1 µs or coarser comes back exactly (two such durations are
+    /// 100 ns apart, the rounding at most 15 ns).
+    pub fn given_ns(&self) -> Option<u64> {
+        let w = self.window_ns?;
+        let step = (self.generations - 1) as u64;
+        let mut unit = NS_PER_SEC * 1_000_000_000;
+        loop {
+            let c = w / unit * unit;
+            if unit == 1 || c > w - step {
+                return Some(c);
+            }
+            unit /= 10;
+        }
+    }
+
     pub fn epoch_ns(&self) -> u64 {
         self.epoch_ns
     }
@@ -558,7 +576,7 @@ impl fmt::Display for Window {
             Some(w) => write!(
                 f,
                 "window {}s, {} generations",
-                w as f64 / NS_PER_SEC as f64,
+                self.given_ns().unwrap_or(w) as f64 / NS_PER_SEC as f64,
                 self.generations
             ),
             None => write!(f, "manual steps, {} generations", self.generations),
@@ -568,6 +586,39 @@ impl fmt::Display for Window {
 
 #[cfg(test)]
 mod tests {
+    /// Every window given to 0.1 µs or coarser comes back as given, for
+    /// every number of generations; any stored window's given duration
+    /// rounds up to it again.
+    #[test]
+    fn given_window_comes_back() {
+        let mut given = vec![MIN_WINDOW_NS, MAX_WINDOW_NS, 2 * NS_PER_SEC, 7_123_456_700];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let w = MIN_WINDOW_NS + x % (100_000 * NS_PER_SEC);
+            given.push(w / 100 * 100);
+            given.push(w / NS_PER_SEC * NS_PER_SEC + NS_PER_SEC);
+        }
+        for g in 2..=16 {
+            for &w in &given {
+                let win = Window::new(Some(w), g, 0).unwrap();
+                assert_eq!(win.given_ns(), Some(w), "window {w} ns, {g} generations");
+            }
+            for stored in [MIN_WINDOW_NS + 1, 7_123_456_791, 3 * NS_PER_SEC + 11] {
+                let shown = Window::new(Some(stored), g, 0).unwrap().given_ns().unwrap();
+                let again = Window::new(Some(shown), g, 0).unwrap();
+                let first = Window::new(Some(stored), g, 0).unwrap();
+                assert_eq!(again.window_ns(), first.window_ns(), "{stored} ns, {g} generations");
+            }
+        }
+        assert_eq!(Window::new(None, 4, 0).unwrap().given_ns(), None);
+        let w = Window::new(Some(2 * NS_PER_SEC), 4, 0).unwrap();
+        assert_eq!(w.window_ns(), Some(2_000_000_001));
+        assert_eq!(w.to_string(), "window 2s, 4 generations");
+    }
+
     /// The current generation by the clock: the view's while no step is
     /// due, the fresh one at the clock's grid once one is; never for a
     /// manual filter.

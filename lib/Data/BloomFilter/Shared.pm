@@ -713,9 +713,11 @@ C<'standard'> or C<'blocked'>: the layout the filter was created with.
 
 =head3 window
 
-The window of a L<windowed|/WINDOWED FILTERS> filter in seconds (rounded
-up to whole nanoseconds that divide by C<generations - 1>); undef for a
-plain filter and for one that steps only when rotated.
+The window of a L<windowed|/WINDOWED FILTERS> filter in seconds, as it
+was given (to 0.1 microsecond); undef for a plain filter and for one that
+steps only when rotated. The steps use it rounded up to whole nanoseconds
+that divide by C<generations - 1> (C<window =E<gt> 2> with 4 generations
+steps every 666,666,667 ns).
 
 =head3 generations
 

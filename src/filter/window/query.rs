@@ -171,7 +171,7 @@ impl Filter {
         let win = self.win?;
         let (m, _) = self.clock_current(&win);
         Some(WindowStats {
-            window_ns: win.w.window_ns(),
+            window_ns: win.w.given_ns(),
             generations: win.w.generations(),
             current: m,
             current_start_ns: win.w.grid_start_ns(m),

@@ -332,20 +332,14 @@ sub duration {
     return Data::BloomFilter::Shared::_xs_parse_duration($text);
 }
 
-# Seconds as they were given: the shortest decimal (2, 0.5, 90, 0.001) that
-# the window read back from a filter of $generations may have been made
-# from. A filter keeps whole nanoseconds per step, its window rounded up to
-# a multiple of generations - 1 ns: 2 s in 3 steps reads back as
-# 2.000000001, 0.001 s as 0.001000002. Without $generations: the shortest
-# decimal of $secs itself.
+# Seconds as the shortest decimal (2, 0.5, 90, 0.001) that reads back as
+# the same double. A filter's window comes from the library as it was
+# given (Window::given_ns), so this shows it as given.
 sub duration_text {
-    my ($secs, $generations) = @_;
-    my $slack = defined $generations && $generations > 2 ? ($generations - 2) * 1e-9 : 0;
-    my $eps = abs($secs) * 1e-15;    # a double's own rounding
+    my ($secs) = @_;
     for my $digits (1 .. 17) {
         my $text = sprintf '%.*g', $digits, $secs;
-        my $under = $secs - $text;
-        return '' . (0 + $text) if $under >= -$eps && $under <= $slack + $eps;
+        return '' . (0 + $text) if $text == $secs;
     }
     return '' . (0 + $secs);
 }

@@ -671,7 +671,7 @@ sub cmd_info {
                 : $k eq 'seed' ? "$v" =~ /\A[0-9]+\z/ && length "$v" < 16 ? 0 + $v : "$v"
                 : $k eq 'layout' ? "$v"
                 : !defined $v ? undef
-                : $k eq 'window' ? 0 + Data::BloomFilter::Shared::Args::duration_text($v, $s->{generations})
+                : $k eq 'window' ? 0 + Data::BloomFilter::Shared::Args::duration_text($v)
                 : 0 + $v;
         }
         write_out(\*STDOUT, JSON::PP->new->canonical->encode(\%out), "\n");
@@ -687,7 +687,7 @@ sub cmd_info {
             # The window as it was given (2 s in 3 steps of whole
             # nanoseconds reads back as 2.000000001).
             ? (window => defined $s->{window}
-                ? Data::BloomFilter::Shared::Args::duration_text($s->{window}, $s->{generations}) . ' s'
+                ? Data::BloomFilter::Shared::Args::duration_text($s->{window}) . ' s'
                 : 'none (steps only when rotated)',
                 generation_start => defined $s->{generation_start}
                 ? do {
