@@ -133,6 +133,7 @@ pub(super) fn options(opts: *const BfsOptions) -> Result<Options, Error> {
                 BFS_LAYOUT_DEFAULT => None,
                 BFS_LAYOUT_STANDARD => Some(Layout::Standard),
                 BFS_LAYOUT_BLOCKED => Some(Layout::Blocked),
+                BFS_LAYOUT_DATASKETCHES => Some(Layout::DataSketches),
                 n => return Err(Error::arg(format!("unknown layout {n}"))),
             },
             window: match o.generations {

@@ -79,11 +79,19 @@ pub const BFS_GENERATIONS_DEFAULT: u32 = 1;
 pub const BFS_LAYOUT_STANDARD: u32 = 1;
 /// All of an item's bits in one word (or 128-bit block): lock-free adds.
 pub const BFS_LAYOUT_BLOCKED: u32 = 2;
+/// Apache DataSketches' Bloom filter, bit for bit.
+pub const BFS_LAYOUT_DATASKETCHES: u32 = 3;
+/// The seed of a `BFS_LAYOUT_DATASKETCHES` filter created with no seed
+/// option: DataSketches' default update seed (the caller puts it in
+/// `BfsOptions::seed`). Read by the C side only.
+#[allow(dead_code)]
+pub const BFS_DATASKETCHES_SEED: u64 = 9001;
 
 fn layout_code(l: Layout) -> u32 {
     match l {
         Layout::Standard => BFS_LAYOUT_STANDARD,
         Layout::Blocked => BFS_LAYOUT_BLOCKED,
+        Layout::DataSketches => BFS_LAYOUT_DATASKETCHES,
     }
 }
 

@@ -19,7 +19,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::math::geometry::Geometry;
-use crate::math::hashing::{hash_item, ItemHash};
+use crate::math::hashing::ItemHash;
 use crate::math::scheme::Layout;
 use crate::math::window::{View, Window};
 use crate::probe::{prefetch_line, with_probe, Probe, Probing};
