@@ -98,6 +98,7 @@ sub new {
     my $explicit_seed = defined $seed;
     $seed = _seed('new', $seed, $seed_given);
     $layout = _layout('new', $layout);
+    $seed = Data::BloomFilter::Shared::Args::default_seed($layout) if !$explicit_seed;
     my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout,
             $generations, $window));
     # An existing file keeps its seed; a different one asked for explicitly
@@ -146,6 +147,7 @@ sub new_memfd {
     $fp_rate = _fp_rate('new_memfd', $fp_rate, $capacity_given);
     my $seed = _seed('new_memfd', $opts->{seed}, exists $opts->{seed});
     my $layout = _layout('new_memfd', $opts->{layout});
+    $seed = Data::BloomFilter::Shared::Args::default_seed($layout) if !defined $opts->{seed};
     return _made('new_memfd',
         _xs_new_memfd($class, $name, $capacity, $fp_rate, $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
             $seed, $layout,

@@ -250,6 +250,14 @@ sub seed {
     return $s;
 }
 
+# The seed of a new filter of layout code $layout given no seed option: 0,
+# or for the datasketches layout DataSketches' default update seed (9001),
+# so that its bits are those DataSketches sets by default.
+sub default_seed {
+    my ($layout) = @_;
+    return $layout == $CONSTANT{LAYOUT_DATASKETCHES} ? $CONSTANT{DATASKETCHES_SEED} : 0;
+}
+
 # The C API's layout code of a layout name: BFS_LAYOUT_DEFAULT when none was
 # asked for (standard for a new filter; the stored one wins on an existing
 # file or bytes).
