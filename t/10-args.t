@@ -393,7 +393,7 @@ note(scalar(@warnings) . ' warnings from junk arguments');
 
     # layout, window, generations, options
     croaks(sub { $C->new($path, 1000, 0.01, { layout => 'fast' }) },
-        qr/\A\Q$C\E->new: layout must be 'standard' or 'blocked', got 'fast'/, 'layout');
+        qr/\A\Q$C\E->new: layout must be 'standard', 'blocked' or 'datasketches', got 'fast'/, 'layout');
     croaks(sub { $C->new($path, 1000, 0.01, { window => '2s' }) },
         qr/\A\Q$C\E->new: window must be a positive number of seconds \(or undef\), got '2s' \(durations such as 2s are the command line tool's: write 2 here\)/,
         'window "2s"');

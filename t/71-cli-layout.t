@@ -40,7 +40,7 @@ is($C->new('s.bf', 10, 0.1)->layout, 'standard', 'the file is standard');
 
 ($rc, $out, $err) = run(qw(create x.bf -n 10k --layout Blocked));
 is($rc, 2, 'create --layout Blocked: a usage error');
-like($err, qr/--layout must be 'standard' or 'blocked', not 'Blocked'/, '... saying what is allowed');
+like($err, qr/--layout must be 'standard', 'blocked' or 'datasketches', not 'Blocked'/, '... saying what is allowed');
 ok(!-e 'x.bf', '... and no file');
 
 ($rc, $out) = run(qw(info b.bf));

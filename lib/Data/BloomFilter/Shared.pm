@@ -1891,7 +1891,7 @@ in L</The byte format>.
 
 L</deserialize> with a C<path> never replaces an existing file.
 
-=item layout must be 'standard' or 'blocked', got %s
+=item layout must be 'standard', 'blocked' or 'datasketches', got %s
 
 The C<layout> option of L</new>, L</new_memfd> or L</deserialize> is
 something else.

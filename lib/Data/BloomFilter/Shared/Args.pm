@@ -36,8 +36,11 @@ my @LAYOUT_NAMES = @LAYOUT_PAIRS[grep { $_ % 2 == 0 } 0 .. $#LAYOUT_PAIRS];
 
 sub layout_names { return @LAYOUT_NAMES }
 
-# "'standard' or 'blocked'"
-sub layout_choice { return join ' or ', map { "'$_'" } @LAYOUT_NAMES }
+# "'standard', 'blocked' or 'datasketches'"
+sub layout_choice {
+    my @q = map { "'$_'" } @LAYOUT_NAMES;
+    return @q > 1 ? join(', ', @q[0 .. $#q - 1]) . " or $q[-1]" : $q[0];
+}
 
 # $who->$method: $message, from the caller's line.
 sub fail {
