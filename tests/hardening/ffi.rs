@@ -473,10 +473,10 @@ fn layouts_through_the_c_api() {
         assert_eq!(bfs_contains(copy, item.as_ptr(), item.len()), 1);
         assert_eq!(bfs_fpp_for_bits_set(copy, 0), 0.0);
 
-        let bad = BfsOptions { layout: 3, ..blocked };
+        let bad = BfsOptions { layout: 4, ..blocked };
         let mut h = null_mut();
         assert_eq!(bfs_new(null(), 1000, 0.01, &bad, &mut h, err.as_mut_ptr()), BFS_ERR_ARG);
-        assert_eq!(msg(&err), "unknown layout 3");
+        assert_eq!(msg(&err), "unknown layout 4");
         assert!(h.is_null());
         bfs_free(copy);
         bfs_free(b);
