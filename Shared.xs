@@ -733,7 +733,7 @@ BOOT:
 }
 
 void
-_xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0, window = 0.0)
+_xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0, window = 0.0, bits = 0, hashes = 0)
     SV *klass
     SV *path
     UV capacity
@@ -743,6 +743,8 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
     UV layout
     UV generations
     NV window
+    UV bits
+    UV hashes
   ALIAS:
     _xs_new_memfd = 1
   PREINIT:
@@ -760,6 +762,8 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
     opts.layout = layout > BFS_LAYOUT_DATASKETCHES ? UINT32_MAX : (uint32_t)layout;
     opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
     opts.window = (double)window;
+    opts.bits = (uint64_t)bits;
+    opts.hashes = hashes > UINT32_MAX ? UINT32_MAX : (uint32_t)hashes;
     BFS_MAKE(ix == 1 ? bfs_new_memfd(p, capacity, fp_rate, &opts, &h, bfs_err)
                  : bfs_new(p, capacity, fp_rate, &opts, &h, bfs_err), h, "cannot create the filter");
     BFS_RETURN_OBJECT(klass, h);
@@ -850,6 +854,8 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
     opts.layout = layout > BFS_LAYOUT_DATASKETCHES ? UINT32_MAX : (uint32_t)layout;
     opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
     opts.window = (double)window;
+    opts.bits = 0;
+    opts.hashes = 0;
     /* to_memfd: path is the new memfd's name */
     BFS_MAKE(to_memfd ? bfs_deserialize_memfd((const uint8_t *)b, len, p, &opts, &h, bfs_err)
                       : bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, bfs_err),

@@ -111,6 +111,13 @@ typedef struct BfsOptions {
    * 3653 days), or 0 for a filter that steps only on `bfs_rotate`.
    */
   double window;
+  /**
+   * A new `BFS_LAYOUT_DATASKETCHES` filter's bits (rounded up to a
+   * multiple of 64) and hashes, both given or both 0 (sized from
+   * capacity and fp_rate).
+   */
+  uint64_t bits;
+  uint32_t hashes;
 } BfsOptions;
 
 /**

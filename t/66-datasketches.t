@@ -72,6 +72,37 @@ sub fields {
     cmp_ok(abs($f->count - 503), '<', 15, 'count estimates the items');
 }
 
+# --- bits and hashes given ---------------------------------------------------------------------
+{
+    my $f = $C->new(undef, 1000, 0.01, { %D, bits => 95_851, hashes => 7 });
+    is($f->bits, 95_872, 'bits => 95851: rounded up to a multiple of 64, as DataSketches');
+    is($f->hashes, 7, 'hashes => 7');
+    is($f->capacity, 1000, 'the capacity given is kept');
+    is($C->new_memfd('sized', 10, 0.1, { %D, bits => 64, hashes => 40 })->hashes, 40, 'new_memfd: hashes => 40');
+    my $path = "$dir/sized.bf";
+    $C->new($path, 1000, 0.01, { %D, bits => 1000, hashes => 3 });
+    is($C->new($path, 1000, 0.01)->bits, 1024, 'reopened: the stored size');
+    is($C->new($path, 1000, 0.01, { %D, bits => 1000, hashes => 3 })->hashes, 3, 'reopened with the same size');
+    croaks(sub { $C->new($path, 1000, 0.01, { %D, bits => 2000, hashes => 3 }) },
+        qr/->new: the file's bits and hashes differ from the bits and hashes options/, 'reopened with other bits');
+    for my $case (
+        [{ %D, bits => 64 }, qr/the bits and hashes options go together/, 'bits alone'],
+        [{ %D, hashes => 3 }, qr/the bits and hashes options go together/, 'hashes alone'],
+        [{ %D, bits => 0, hashes => 3 }, qr/bits must be a positive integer, got 0/, 'bits 0'],
+        [{ %D, bits => -64, hashes => 3 }, qr/bits must be a positive integer, got -64/, 'bits -64'],
+        [{ %D, bits => 'x', hashes => 3 }, qr/bits must be a positive integer, got 'x'/, "bits 'x'"],
+        [{ %D, bits => 64, hashes => 0 }, qr/hashes must be a positive integer, got 0/, 'hashes 0'],
+        [{ %D, bits => 64, hashes => 32768 }, qr/hashes must be between 1 and 32767, got 32768/, 'hashes 32768'],
+        [{ %D, bits => 2**40, hashes => 3 }, qr/bits must be between 1 and \d+, got 1099511627776/, 'bits 2**40'],
+        [{ bits => 64, hashes => 3 }, qr/bits and hashes are options of layout 'datasketches' only/, 'standard'],
+        [{ layout => 'blocked', bits => 64, hashes => 3 }, qr/bits and hashes are options of layout 'datasketches' only/, 'blocked'],
+    ) {
+        my ($o, $re, $name) = @$case;
+        croaks(sub { $C->new(undef, 1000, 0.01, $o) }, qr/\A\Q$C\E->new: $re/, "new: $name");
+        croaks(sub { $C->new_memfd('m', 1000, 0.01, $o) }, qr/\A\Q$C\E->new_memfd: $re/, "new_memfd: $name");
+    }
+}
+
 # --- every constructor; a file keeps its layout and seed ---------------------------------------
 {
     my $path = "$dir/d.bf";

@@ -207,3 +207,30 @@ fn union_and_intersection_across_the_two() {
         }
     }
 }
+
+/// The explicit size (`bits`, `hashes`) is the builder's `with_size`: the
+/// same words, the same image after the same items.
+#[test]
+fn explicit_size_is_with_size() {
+    let mut state = 0x0bad_5eed;
+    for (bits, k) in [(1u64, 1u32), (64, 3), (95_851, 7), (1000, 40)] {
+        let o = Filter::new_anonymous(
+            100,
+            0.01,
+            Options {
+                seed: 5,
+                layout: Some(Layout::DataSketches),
+                size: Some((bits, k)),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let mut t = BloomFilterBuilder::with_size(bits, k as u16).seed(5).build().unwrap();
+        assert_eq!(o.geometry().m, t.capacity() as u64, "{bits} bits");
+        for it in items(&mut state, 50) {
+            o.add(&it.ours()).unwrap();
+            it.insert(&mut t);
+        }
+        assert_eq!(write(&o).unwrap(), t.serialize(), "{bits} bits, {k} hashes");
+    }
+}

@@ -67,6 +67,11 @@ pub struct BfsOptions {
     /// With `generations`: the window in seconds (at least 0.001, at most
     /// 3653 days), or 0 for a filter that steps only on `bfs_rotate`.
     pub window: f64,
+    /// A new `BFS_LAYOUT_DATASKETCHES` filter's bits (rounded up to a
+    /// multiple of 64) and hashes, both given or both 0 (sized from
+    /// capacity and fp_rate).
+    pub bits: u64,
+    pub hashes: u32,
 }
 
 /// No layout asked for: standard for a new filter, the stored one otherwise.

@@ -9,8 +9,8 @@
 //!   arithmetic), that is bit `b & 63` of little-endian word `b >> 6`;
 //! * m a multiple of 64 (not a power of two), k up to 32767.
 //!
-//! The builder's other sizing, `with_size(bits, hashes)`, is not offered:
-//! `deserialize` of an image takes any m and k.
+//! The builder's other sizing, `with_size(bits, hashes)`, is
+//! `geometry_of_size` (the options `bits` and `hashes`).
 
 use std::f64::consts::LN_2;
 
@@ -61,6 +61,31 @@ pub fn geometry(capacity: u64, fp_rate: f64) -> Result<Geometry, GeometryError> 
     }
     let bits = (bits as u64).max(1);
     let k = (bits as f64 / n * LN_2).ceil().clamp(1.0, MAX_K as f64) as u32;
+    Ok(Geometry {
+        k,
+        m: (bits + 63) / 64 * 64,
+        capacity,
+        fp_rate,
+        scheme: Scheme::DataSketches,
+    })
+}
+
+/// The builder's `with_size(bits, hashes)`: `bits` rounded up to a multiple
+/// of 64, `k` as given; the capacity and rate are the caller's (reported,
+/// and `count`'s answer when every bit is set).
+pub fn geometry_of_size(bits: u64, k: u32, capacity: u64, fp_rate: f64) -> Result<Geometry, String> {
+    if !(1..=MAX_BITS).contains(&bits) {
+        return Err(format!("bits must be between 1 and {MAX_BITS}, got {bits}"));
+    }
+    if !(1..=MAX_K).contains(&k) {
+        return Err(format!("hashes must be between 1 and {MAX_K}, got {k}"));
+    }
+    if capacity < 1 {
+        return Err(GeometryError::Capacity.to_string());
+    }
+    if !(fp_rate > 0.0 && fp_rate < 1.0) {
+        return Err(GeometryError::FpRate.to_string());
+    }
     Ok(Geometry {
         k,
         m: (bits + 63) / 64 * 64,
@@ -136,6 +161,22 @@ mod tests {
                 assert!(im.is_valid(), "{im:?}");
             }
         }
+    }
+
+    #[test]
+    fn explicit_size() {
+        let g = geometry_of_size(95_851, 7, 1000, 0.01).unwrap();
+        assert_eq!((g.m, g.k, g.capacity), (95_872, 7, 1000));
+        assert!(g.is_valid());
+        assert_eq!(geometry_of_size(1, 1, 1, 0.5).unwrap().m, 64);
+        assert_eq!(geometry_of_size(128, 3, 1, 0.5).unwrap().m, 128);
+        assert!(geometry_of_size(0, 3, 1, 0.5).unwrap_err().contains("bits"));
+        assert!(geometry_of_size(MAX_BITS + 1, 3, 1, 0.5).unwrap_err().contains("bits"));
+        assert!(geometry_of_size(64, 0, 1, 0.5).unwrap_err().contains("hashes"));
+        assert!(geometry_of_size(64, MAX_K + 1, 1, 0.5).unwrap_err().contains("hashes"));
+        assert!(geometry_of_size(64, 3, 0, 0.5).unwrap_err().contains("capacity"));
+        assert!(geometry_of_size(64, 3, 1, 1.0).unwrap_err().contains("fp_rate"));
+        assert!(geometry_of_size(MAX_BITS, MAX_K, 1, 0.5).unwrap().is_valid());
     }
 
     /// Probes are 1-based, shifted right once, reduced mod m; wrapping.

@@ -129,6 +129,8 @@ fn a_whole_life_through_the_c_api() {
             layout: 0,
             generations: 0,
             window: 0.0,
+            bits: 0,
+            hashes: 0,
         };
         assert_eq!(bfs_new(null(), 1000, 0.01, &opts, &mut other, null_mut()), BFS_OK);
         assert_eq!(bfs_is_compatible(h, other), 0);
@@ -205,6 +207,8 @@ fn constructors_refuse_what_they_must() {
             layout: 0,
             generations: 0,
             window: 0.0,
+            bits: 0,
+            hashes: 0,
         };
         let p = tmp("constructors", "mode.bf");
         assert_eq!(
@@ -286,6 +290,8 @@ fn files_through_the_c_api() {
             layout: 0,
             generations: 0,
             window: 0.0,
+            bits: 0,
+            hashes: 0,
         };
         assert_eq!(
             bfs_deserialize(buf.as_ptr(), buf.len(), q.as_ptr(), &opts, &mut d, err.as_mut_ptr()),
@@ -428,6 +434,8 @@ fn blocked_options() -> BfsOptions {
         layout: BFS_LAYOUT_BLOCKED,
         generations: 0,
         window: 0.0,
+        bits: 0,
+        hashes: 0,
     }
 }
 
@@ -497,6 +505,8 @@ fn windows_through_the_c_api() {
             layout: 0,
             generations: 3,
             window: 0.0,
+            bits: 0,
+            hashes: 0,
         };
         let mut h = null_mut();
         assert_eq!(bfs_new(null(), 1000, 0.01, &manual, &mut h, err.as_mut_ptr()), BFS_OK);

@@ -75,12 +75,14 @@ sub new {
     my $fp_rate_given = defined $fp_rate;
 
     my ($mode, $seed, $layout, $generations, $window) = (undef, undef, undef, 0, 0);
+    my ($bits, $hashes) = (0, 0);
     my $seed_given = 0;
     if (ref $last eq 'HASH') {
-        my $opts = _options('new', $last, qw(mode seed layout window generations));
+        my $opts = _options('new', $last, qw(mode seed layout window generations bits hashes));
         ($mode, $seed, $layout) = @$opts{qw(mode seed layout)};
         $seed_given = exists $opts->{seed};
         ($generations, $window) = _window('new', $opts);
+        ($bits, $hashes) = Data::BloomFilter::Shared::Args::size(__PACKAGE__, 'new', $opts);
     }
     elsif (ref $last) {
         _croak('new', 'last argument must be a file mode or a hash reference of options, got '
@@ -100,7 +102,12 @@ sub new {
     $layout = _layout('new', $layout);
     $seed = Data::BloomFilter::Shared::Args::default_seed($layout) if !$explicit_seed;
     my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout,
-            $generations, $window));
+            $generations, $window, $bits, $hashes));
+    # An existing file keeps its size; other bits or hashes asked for would
+    # otherwise be dropped without a word.
+    _croak('new', "the file's bits and hashes differ from the bits and hashes options"
+            . ' (a filter keeps its geometry)')
+        if $hashes && ($self->hashes != $hashes || $self->bits != 64 * int(($bits + 63) / 64));
     # An existing file keeps its seed; a different one asked for explicitly
     # would otherwise be dropped without a word (and a secret seed with it).
     # The message does not show either seed.
@@ -139,7 +146,8 @@ sub new_memfd {
             . '->new_memfd($name, $capacity, $fp_rate, \%options)')
         if @_ < 3 || @_ > 5;
     my (undef, $name, $capacity, $fp_rate, $opts) = @_;
-    $opts = _options('new_memfd', $opts, qw(seed layout window generations));
+    $opts = _options('new_memfd', $opts, qw(seed layout window generations bits hashes));
+    my ($bits, $hashes) = Data::BloomFilter::Shared::Args::size(__PACKAGE__, 'new_memfd', $opts);
     my ($generations, $window) = _window('new_memfd', $opts);
     $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
     my $capacity_given = $capacity;
@@ -151,7 +159,7 @@ sub new_memfd {
     return _made('new_memfd',
         _xs_new_memfd($class, $name, $capacity, $fp_rate, $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
             $seed, $layout,
-            $generations, $window));
+            $generations, $window, $bits, $hashes));
 }
 
 sub new_from_fd {
@@ -380,11 +388,20 @@ compatible. An existing file keeps the seed it was created with: an explicit
 C<seed> that differs from it croaks (rather than return a filter without the
 protection asked for), and an absent one takes the file's. See L</SEEDS>.
 
-The option C<layout> is C<'standard'> (the default: C<bloom.h>'s bits) or
-C<'blocked'> (all of an item's bits in one word: lock-free adds, see
-L</LAYOUTS>). An existing file keeps the layout it was created with; an
-explicit C<layout> that differs from it croaks with C<layout mismatch (the
-filter is ..., not ...)>.
+The option C<layout> is C<'standard'> (the default: C<bloom.h>'s bits),
+C<'blocked'> (all of an item's bits in one word: lock-free adds) or
+C<'datasketches'> (Apache DataSketches' Bloom filter, bit for bit; its seed
+is 9001 when no C<seed> is given): see L</LAYOUTS>. An existing file keeps
+the layout it was created with; an explicit C<layout> that differs from it
+croaks with C<layout mismatch (the filter is ..., not ...)>.
+
+With C<< layout => 'datasketches' >>, the options C<bits> and C<hashes>
+(both or neither) give the size directly, as DataSketches' builder's
+C<with_size> does: C<bits> (1 to 2**37 - 320, rounded up to a multiple of
+64) and C<hashes> (1 to 32767); C<$capacity> and C<$fp_rate> are then only
+recorded (L</capacity>, L</fp_rate>, the saturated L</count>). An existing
+file's size wins, and different C<bits> or C<hashes> croak. L</new_memfd>
+takes them too.
 
 The options C<window> (seconds) and C<generations> (2 to 16, default 4)
 make a I<windowed> filter, which forgets items after the window: see
@@ -1349,7 +1366,8 @@ Sizing is DataSketches' builder's (C<with_accuracy>): I<m> = C<ceil(-capacity
 * ln(fp_rate) / ln(2)**2)> rounded up to a multiple of 64 (not a power of
 two), I<k> = C<ceil(m' / capacity * ln 2)> with the I<m'> before rounding.
 The largest filter has 2**31 - 5 words (about 16 GiB), the image format's
-limit.
+limit. The options C<bits> and C<hashes> give I<m> and I<k> directly
+instead (the builder's C<with_size>; see L</new>).
 
 =item *
 
@@ -2018,6 +2036,23 @@ filter" (family 21) but that are not a well-formed image: the field named
 C<unused bytes 6-7>, C<num_longs>, C<unused bytes 20-23>, C<num_bits_set>)
 is out of range, with what it must be in parentheses, or the length is not
 the one the fields give. The format is in L</The datasketches layout>.
+
+=item the bits and hashes options go together
+
+=item bits must be a positive integer, got %s
+
+=item hashes must be a positive integer, got %s
+
+=item bits must be between 1 and %d, got %d
+
+=item hashes must be between 1 and 32767, got %d
+
+=item bits and hashes are options of layout 'datasketches' only
+
+=item the file's bits and hashes differ from the bits and hashes options (a filter keeps its geometry)
+
+The C<bits> and C<hashes> options of L</new> and L</new_memfd> (see
+L</The datasketches layout>).
 
 =item a DataSketches image makes a plain filter: the window options do not apply to it
 

@@ -261,6 +261,24 @@ sub default_seed {
     return $layout == $CONSTANT{LAYOUT_DATASKETCHES} ? $CONSTANT{DATASKETCHES_SEED} : 0;
 }
 
+# The bits and hashes options (a datasketches filter's size, given rather
+# than sized): (0, 0) when neither is given; both, as non-negative integers,
+# otherwise. Their ranges are the library's to check.
+sub size {
+    my ($who, $method, $opts) = @_;
+    my ($bits, $hashes) = @$opts{qw(bits hashes)};
+    return (0, 0) if !exists $opts->{bits} && !exists $opts->{hashes};
+    fail($who, $method, 'the bits and hashes options go together')
+        if !exists $opts->{bits} || !exists $opts->{hashes};
+    my %v;
+    for my $k (qw(bits hashes)) {
+        $v{$k} = uint64($opts->{$k});
+        fail($who, $method, "$k must be a positive integer, got " . shown($opts->{$k}))
+            if !defined $v{$k} || $v{$k} eq '0';
+    }
+    return @v{qw(bits hashes)};
+}
+
 # The C API's layout code of a layout name: BFS_LAYOUT_DEFAULT when none was
 # asked for (standard for a new filter; the stored one wins on an existing
 # file or bytes).
