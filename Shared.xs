@@ -1207,12 +1207,15 @@ serialize(h, ...)
         /* format => 'datasketches': Apache DataSketches' image. */
         const char *k, *v;
         STRLEN klen, vlen;
+        /* Magic once each, then the values as they are. */
+        SvGETMAGIC(ST(1));
+        SvGETMAGIC(ST(2));
         if (!SvOK(ST(1)) || !SvOK(ST(2)))
             bfs_croak(aTHX_ cv, "format must be 'datasketches', got undef");
-        k = SvPV_const(ST(1), klen);
+        k = SvPV_nomg_const(ST(1), klen);
         if (klen != 6 || memcmp(k, "format", 6) != 0)
             bfs_croak(aTHX_ cv, "unknown option '%.*s' (the one option is format)", (int)(klen > 40 ? 40 : klen), k);
-        v = SvPV_const(ST(2), vlen);
+        v = SvPV_nomg_const(ST(2), vlen);
         if (vlen != 12 || memcmp(v, "datasketches", 12) != 0)
             bfs_croak(aTHX_ cv, "format must be 'datasketches', got '%.*s'", (int)(vlen > 40 ? 40 : vlen), v);
         ds = 1;

@@ -273,6 +273,25 @@ sub fields {
     croaks(sub { $d->serialize(format => undef) }, qr/->serialize: format must be 'datasketches', got undef/,
         'format undef');
     croaks(sub { $d->serialize('format') }, qr/->serialize: usage/, 'an odd argument');
+
+    # The format through magic: a tied scalar is fetched once, an object
+    # with overloaded stringification stringified.
+    {
+        package Counted;
+        sub TIESCALAR { my ($c, $v) = @_; return bless { v => $v, n => 0 }, $c }
+        sub FETCH { $_[0]{n}++; return $_[0]{v} }
+        sub STORE { }
+    }
+    {
+        package Named;
+        use overload '""' => sub { 'datasketches' }, fallback => 1;
+    }
+    $d->add('m');
+    my $want = $d->serialize(format => 'datasketches');
+    tie my $t, 'Counted', 'datasketches';
+    is($d->serialize(format => $t), $want, 'a tied format');
+    is(tied($t)->{n}, 1, '... fetched once');
+    is($d->serialize(format => bless({}, 'Named')), $want, 'an object that stringifies to the format');
     croaks(sub { $C->new(undef, 1e300, 0.01, {%D}) }, qr/->new: capacity/, 'a capacity past the image limit');
     croaks(sub { $C->new(undef, 1000, 0.01, { layout => 'DataSketches' }) },
         qr/layout must be 'standard', 'blocked' or 'datasketches', got 'DataSketches'/, 'the name is lower case');

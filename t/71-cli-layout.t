@@ -81,6 +81,19 @@ is($rc, 0, 'import of the image exits 0') or diag($err);
 my $d2 = $C->new('d2.bf', 10, 0.1);
 is($d2->layout, 'datasketches', '... a datasketches filter');
 is(scalar(grep { $d2->contains("d$_") } 1 .. 200), 200, '... with every item');
+# Merge into a new file: an imported filter's size (derived capacity and
+# rate) and a given size are kept.
+$C->new('sized.bf', 100, 0.01, { layout => 'datasketches', bits => 1000, hashes => 3 })->add('s');
+$C->new('sized2.bf', 100, 0.01, { layout => 'datasketches', bits => 1000, hashes => 3 })->add('t');
+($rc, $out, $err) = run(qw(merge sm.bf sized.bf sized2.bf));
+is($rc, 0, 'merge of datasketches files of a given size into a new file exits 0') or diag($err);
+my $sm = $C->new('sm.bf', 10, 0.1);
+is($sm->bits . '/' . $sm->hashes, '1024/3', '... keeping their size');
+ok($sm->contains('s') && $sm->contains('t'), '... and holding both');
+($rc, $out, $err) = run(qw(merge dm.bf d2.bf d.bf));
+is($rc, 0, 'merge of an imported datasketches file into a new file exits 0') or diag($err);
+is($C->new('dm.bf', 10, 0.1)->bits, $d->bits, '... keeping its size');
+
 ($rc, $out, $err) = run(qw(info d.ds));
 is($rc, 2, 'info of an image fails');
 like($err, qr/this is serialized bytes: use import/, '... saying to import it');

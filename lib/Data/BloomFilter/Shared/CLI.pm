@@ -809,6 +809,9 @@ sub cmd_merge {
         mode => defined $o->{mode} ? mode_arg($o->{mode}) : $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
         seed => $first->seed,
         layout => $first->layout,
+        # A datasketches filter's size need not follow from its capacity
+        # and rate (given bits and hashes, or read from an image): copy it.
+        $first->layout eq 'datasketches' ? (bits => $first->bits, hashes => $first->hashes) : (),
     );
     make_filter_file($out, 0,
         sub { $C->new($_[0], $first->capacity, $first->fp_rate, \%opts) }, $merge_all);
