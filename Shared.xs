@@ -61,6 +61,7 @@ typedef struct {
 static const BfsLayoutName bfs_layouts[] = {
     { "standard", BFS_LAYOUT_STANDARD }, /* the first: the default */
     { "blocked", BFS_LAYOUT_BLOCKED },
+    { "datasketches", BFS_LAYOUT_DATASKETCHES },
 };
 
 #define BFS_CONSTANT(c) { #c + 4, (UV)(c) } /* the name without "BFS_" */
@@ -82,6 +83,8 @@ static const struct {
     BFS_CONSTANT(BFS_LAYOUT_DEFAULT),
     BFS_CONSTANT(BFS_LAYOUT_STANDARD),
     BFS_CONSTANT(BFS_LAYOUT_BLOCKED),
+    BFS_CONSTANT(BFS_LAYOUT_DATASKETCHES),
+    BFS_CONSTANT(BFS_DATASKETCHES_SEED),
     BFS_CONSTANT(BFS_GENERATIONS_DEFAULT),
     BFS_CONSTANT(BFS_REPLY_INCOMPLETE),
     BFS_CONSTANT(BFS_REPLY_INTS),
@@ -730,7 +733,7 @@ BOOT:
 }
 
 void
-_xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0, window = 0.0)
+_xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0, window = 0.0, bits = 0, hashes = 0)
     SV *klass
     SV *path
     UV capacity
@@ -740,6 +743,8 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
     UV layout
     UV generations
     NV window
+    UV bits
+    UV hashes
   ALIAS:
     _xs_new_memfd = 1
   PREINIT:
@@ -754,9 +759,11 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
         BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
     opts.mode = (uint32_t)mode;
     opts.seed = (uint64_t)seed;
-    opts.layout = layout > BFS_LAYOUT_BLOCKED ? UINT32_MAX : (uint32_t)layout;
+    opts.layout = layout > BFS_LAYOUT_DATASKETCHES ? UINT32_MAX : (uint32_t)layout;
     opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
     opts.window = (double)window;
+    opts.bits = (uint64_t)bits;
+    opts.hashes = hashes > UINT32_MAX ? UINT32_MAX : (uint32_t)hashes;
     BFS_MAKE(ix == 1 ? bfs_new_memfd(p, capacity, fp_rate, &opts, &h, bfs_err)
                  : bfs_new(p, capacity, fp_rate, &opts, &h, bfs_err), h, "cannot create the filter");
     BFS_RETURN_OBJECT(klass, h);
@@ -844,9 +851,11 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
         BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
     opts.mode = (uint32_t)mode;
     opts.seed = 0; /* the seed travels in the bytes */
-    opts.layout = layout > BFS_LAYOUT_BLOCKED ? UINT32_MAX : (uint32_t)layout;
+    opts.layout = layout > BFS_LAYOUT_DATASKETCHES ? UINT32_MAX : (uint32_t)layout;
     opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
     opts.window = (double)window;
+    opts.bits = 0;
+    opts.hashes = 0;
     /* to_memfd: path is the new memfd's name */
     BFS_MAKE(to_memfd ? bfs_deserialize_memfd((const uint8_t *)b, len, p, &opts, &h, bfs_err)
                       : bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, bfs_err),
@@ -1191,10 +1200,30 @@ serialize(h, ...)
     uint64_t size;
     char *buf;
     SV *out;
+    int ds = 0;
+    size_t written = 0;
   CODE:
-    if (items != 1)
-        bfs_croak(aTHX_ cv, "takes no arguments");
-    size = bfs_serialized_size(h);
+    if (items == 3) {
+        /* format => 'datasketches': Apache DataSketches' image. */
+        const char *k, *v;
+        STRLEN klen, vlen;
+        /* Magic once each, then the values as they are. */
+        SvGETMAGIC(ST(1));
+        SvGETMAGIC(ST(2));
+        if (!SvOK(ST(1)) || !SvOK(ST(2)))
+            bfs_croak(aTHX_ cv, "format must be 'datasketches', got undef");
+        k = SvPV_nomg_const(ST(1), klen);
+        if (klen != 6 || memcmp(k, "format", 6) != 0)
+            bfs_croak(aTHX_ cv, "unknown option '%.*s' (the one option is format)", (int)(klen > 40 ? 40 : klen), k);
+        v = SvPV_nomg_const(ST(2), vlen);
+        if (vlen != 12 || memcmp(v, "datasketches", 12) != 0)
+            bfs_croak(aTHX_ cv, "format must be 'datasketches', got '%.*s'", (int)(vlen > 40 ? 40 : vlen), v);
+        ds = 1;
+        h = bfs_recheck(aTHX_ ST(0), cv);
+    }
+    else if (items != 1)
+        bfs_croak_usage(aTHX_ cv, "$filter->serialize or $filter->serialize(format => 'datasketches')");
+    size = ds ? bfs_datasketches_max_size(h) : bfs_serialized_size(h);
     if (size >= (uint64_t)(SSize_t_MAX))
         bfs_croak(aTHX_ cv, "serialized size %" UVuf " is too large", (UV)size);
     /* Perl's own allocator ends the process ("Out of memory!") when it
@@ -1212,7 +1241,13 @@ serialize(h, ...)
     buf[size] = '\0';
     out = sv_2mortal(newSV(0));
     sv_usepvn_flags(out, buf, (STRLEN)size, SV_HAS_TRAILING_NUL);
-    BFS_CALL(bfs_serialize(h, (uint8_t *)SvPVX(out), (size_t)size, bfs_err));
+    if (ds) {
+        BFS_CALL(bfs_serialize_datasketches(h, (uint8_t *)SvPVX(out), (size_t)size, &written, bfs_err));
+        SvCUR_set(out, (STRLEN)written);
+        *SvEND(out) = '\0';
+    }
+    else
+        BFS_CALL(bfs_serialize(h, (uint8_t *)SvPVX(out), (size_t)size, bfs_err));
     RETVAL = SvREFCNT_inc_simple_NN(out);
   OUTPUT:
     RETVAL

@@ -1,5 +1,6 @@
 #!/usr/bin/perl
-# Instructions per Perl `add` and per `contains` of each layout, counted by
+# Instructions per Perl `add` and per `contains` of each layout (standard,
+# blocked, datasketches), counted by
 # callgrind: a count of instructions, not a time, so it is the same on a
 # loaded machine and tells a change in the code from noise.
 #
@@ -62,9 +63,9 @@ sub instructions {
     return $ir;
 }
 
-printf "%-9s %14s %14s\n", 'layout', 'Ir per add', 'Ir per contains';
-for my $layout (qw(standard blocked)) {
+printf "%-12s %14s %14s\n", 'layout', 'Ir per add', 'Ir per contains';
+for my $layout (qw(standard blocked datasketches)) {
     my %ir = map { $_ => instructions($layout, $_) } qw(base add contains);
-    printf "%-9s %14.1f %14.1f\n", $layout,
+    printf "%-12s %14.1f %14.1f\n", $layout,
         ($ir{add} - $ir{base}) / $N, ($ir{contains} - $ir{add}) / $N;
 }

@@ -33,6 +33,18 @@
 #define BFS_LAYOUT_BLOCKED 2
 
 /**
+ * Apache DataSketches' Bloom filter, bit for bit.
+ */
+#define BFS_LAYOUT_DATASKETCHES 3
+
+/**
+ * The seed of a `BFS_LAYOUT_DATASKETCHES` filter created with no seed
+ * option: DataSketches' default update seed (the caller puts it in
+ * `BfsOptions::seed`). Read by the C side only.
+ */
+#define BFS_DATASKETCHES_SEED 9001
+
+/**
  * A kind of reply (`bfs_remote_reply`): not all of it has arrived yet;
  * nothing was taken.
  */
@@ -99,6 +111,13 @@ typedef struct BfsOptions {
    * 3653 days), or 0 for a filter that steps only on `bfs_rotate`.
    */
   double window;
+  /**
+   * A new `BFS_LAYOUT_DATASKETCHES` filter's bits (rounded up to a
+   * multiple of 64) and hashes, both given or both 0 (sized from
+   * capacity and fp_rate).
+   */
+  uint64_t bits;
+  uint32_t hashes;
 } BfsOptions;
 
 /**
@@ -204,7 +223,7 @@ typedef struct BfsRemoteGeometry {
 
 /**
  * A filter kept elsewhere, as its items are addressed there: its layout
- * ("standard" or "blocked"), seed, `bits`, `hashes` and `span_bits` (as
+ * ("standard", "blocked" or "datasketches"), seed, `bits`, `hashes` and `span_bits` (as
  * `bfs_remote_geometry` gave them), and the size of the pieces (keys) its
  * bit array is cut into: piece `i` is bits `i * piece_bits ..`.
  */
@@ -562,7 +581,28 @@ uint64_t bfs_serialized_size(const struct BfsFilter *h);
 BfsStatus bfs_serialize(const struct BfsFilter *h, uint8_t *buf, size_t len, char *err);
 
 /**
- * The geometry `layout` ("standard" or "blocked") gives `capacity` and `fp_rate`.
+ * The most bytes `bfs_serialize_datasketches` writes for this filter: an
+ * image of all its words (an empty filter's image is 24 bytes).
+ *
+ * # Safety
+ * `h`: live handle.
+ */
+uint64_t bfs_datasketches_max_size(const struct BfsFilter *h);
+
+/**
+ * Write Apache DataSketches' serialized image of a plain filter of the
+ * `datasketches` layout into `buf` (`len` at least
+ * `bfs_datasketches_max_size`) and its length into `*written`. Any other
+ * filter: `BFS_ERR_ARG`, saying which layout to create.
+ *
+ * # Safety
+ * `h`: live handle. `buf`: valid for `len` bytes. `written`: valid.
+ * `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_serialize_datasketches(const struct BfsFilter *h, uint8_t *buf, size_t len, size_t *written, char *err);
+
+/**
+ * The geometry `layout` ("standard", "blocked" or "datasketches") gives `capacity` and `fp_rate`.
  *
  * # Safety
  * `layout`: NUL-terminated. `out`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.

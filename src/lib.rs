@@ -85,6 +85,7 @@ pub use math::window::Window;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod hooks {
+    pub use crate::codec::datasketches;
     pub use crate::filter::testing;
     pub use crate::remote::resp;
     pub use crate::shm::{format, region, serial};

@@ -28,13 +28,16 @@ isa_ok($f, 'Data::BloomFilter::Shared', 'new(undef, 100)');
 my %c = Data::BloomFilter::Shared::_constants();
 is_deeply([@c{qw(OK LAYOUT_DEFAULT LAYOUT_STANDARD LAYOUT_BLOCKED GENERATIONS_DEFAULT)}],
     [0, 0, 1, 2, 1], 'constants: status, layout codes, generations default');
+is_deeply([@c{qw(LAYOUT_DATASKETCHES DATASKETCHES_SEED)}], [3, 9001],
+    'constants: the datasketches layout code and its default seed');
 is_deeply([@c{qw(ERR_ARG ERR_IO ERR_FORMAT ERR_FROZEN ERR_READONLY ERR_MISMATCH ERR_PANIC ERR_BUSY)}],
     [1 .. 8], 'constants: the error statuses');
 is_deeply([@c{qw(REPLY_INCOMPLETE REPLY_INTS REPLY_ERROR REPLY_STATUS REPLY_OTHER)}],
     [0 .. 4], 'constants: the reply kinds');
 is_deeply([Data::BloomFilter::Shared::_layouts()], [standard => $c{LAYOUT_STANDARD},
-    blocked => $c{LAYOUT_BLOCKED}], 'layouts: names and codes, the default first');
-for my $layout (qw(standard blocked)) {
+    blocked => $c{LAYOUT_BLOCKED}, datasketches => $c{LAYOUT_DATASKETCHES}],
+    'layouts: names and codes, the default first');
+for my $layout (qw(standard blocked datasketches)) {
     my $g = Data::BloomFilter::Shared->new(undef, 100, 0.01, { layout => $layout });
     is($g->layout, $layout, "layout name of a $layout filter from the table");
     is($g->stats->{layout}, $layout, '... and in stats');

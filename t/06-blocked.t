@@ -47,7 +47,7 @@ sub scheme { unpack 'V', substr($_[0]->serialize, 12, 4) }
         ) {
             my ($m, $code) = @$call;
             ok(!eval { $code->(); 1 }, "$m: layout $shown croaks");
-            like($@, qr/^Data::BloomFilter::Shared->$m: layout must be 'standard' or 'blocked', got \Q$got\E at /,
+            like($@, qr/^Data::BloomFilter::Shared->$m: layout must be 'standard', 'blocked' or 'datasketches', got \Q$got\E at /,
                 "$m: layout $shown: the message");
         }
     }

@@ -393,14 +393,14 @@ note(scalar(@warnings) . ' warnings from junk arguments');
 
     # layout, window, generations, options
     croaks(sub { $C->new($path, 1000, 0.01, { layout => 'fast' }) },
-        qr/\A\Q$C\E->new: layout must be 'standard' or 'blocked', got 'fast'/, 'layout');
+        qr/\A\Q$C\E->new: layout must be 'standard', 'blocked' or 'datasketches', got 'fast'/, 'layout');
     croaks(sub { $C->new($path, 1000, 0.01, { window => '2s' }) },
         qr/\A\Q$C\E->new: window must be a positive number of seconds \(or undef\), got '2s' \(durations such as 2s are the command line tool's: write 2 here\)/,
         'window "2s"');
     croaks(sub { $C->new($path, 1000, 0.01, { window => '1h' }) },
         qr/, got '1h' \(.*write 3600 here\)/, 'window "1h"');
     croaks(sub { $C->new($path, 1000, 0.01, { colour => 1 }) },
-        qr/\A\Q$C\E->new: unknown option 'colour' \(the options are generations, layout, mode, seed, window\)/,
+        qr/\A\Q$C\E->new: unknown option 'colour' \(the options are bits, generations, hashes, layout, mode, seed, window\)/,
         'unknown option: the known ones listed');
     croaks(sub { $C->new_memfd('m', 1000, 0.01, [1]) },
         qr/\A\Q$C\E->new_memfd: options must be a hash reference, got an ARRAY reference/, 'options');

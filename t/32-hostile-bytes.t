@@ -124,7 +124,7 @@ refuses_ok(with(8, pack 'V', $_), qr/unsupported serialization version $_\b/, "v
 # Version 2 is a windowed filter's: the word at 20 (here 0) is its number of
 # generations.
 refuses_ok(with(8, pack 'V', 2), qr/windowed bytes with 0 generations \(2 to 16\)/, 'version 2');
-refuses_ok(with(12, pack 'V', 4), qr/unknown hash scheme 4\b/, 'hash scheme 4');
+refuses_ok(with(12, pack 'V', 5), qr/unknown hash scheme 5\b/, 'hash scheme 5 (4 is datasketches)');
 refuses_ok(with(20, pack 'V', 1), qr/reserved field is not zero/, 'reserved field 1');
 refuses_ok(with(16, pack 'V', 0), qr/impossible geometry/, 'k = 0');
 refuses_ok(with(16, pack 'V', 33), qr/impossible geometry/, 'k = 33');

@@ -1,5 +1,6 @@
-# The command line and layouts: create --layout, info shows the layout, and
-# merge into a new file keeps the inputs' layout.
+# The command line and layouts: create --layout, info shows the layout,
+# merge into a new file keeps the inputs' layout, and a datasketches filter
+# exported as DataSketches' image and imported back.
 use strict;
 use warnings;
 use Test::More;
@@ -40,7 +41,7 @@ is($C->new('s.bf', 10, 0.1)->layout, 'standard', 'the file is standard');
 
 ($rc, $out, $err) = run(qw(create x.bf -n 10k --layout Blocked));
 is($rc, 2, 'create --layout Blocked: a usage error');
-like($err, qr/--layout must be 'standard' or 'blocked', not 'Blocked'/, '... saying what is allowed');
+like($err, qr/--layout must be 'standard', 'blocked' or 'datasketches', not 'Blocked'/, '... saying what is allowed');
 ok(!-e 'x.bf', '... and no file');
 
 ($rc, $out) = run(qw(info b.bf));
@@ -63,5 +64,45 @@ ok($m->contains('one') && $m->contains('two'), 'and holds both');
 is($rc, 2, 'merge of a standard file into a blocked one fails');
 like($err, qr/s\.bf: not compatible with b\.bf \(layout standard vs blocked\)/, '... naming the layouts');
 is($C->new('b.bf', 10, 0.1)->contains('two'), 0, '... and changes nothing');
+
+# --- datasketches: create, export --format datasketches, import ----------------------------
+($rc, $out, $err) = run(qw(create d.bf -n 1000 -p 0.01 --layout datasketches));
+is($rc, 0, 'create --layout datasketches exits 0') or diag($err);
+my $d = $C->new('d.bf', 10, 0.1);
+is($d->layout, 'datasketches', 'the file is datasketches');
+is($d->seed, 9001, "no --seed: DataSketches' default seed");
+$d->add("d$_") for 1 .. 200;
+($rc, $out, $err) = run(qw(export d.bf --format datasketches -o d.ds));
+is($rc, 0, 'export --format datasketches exits 0') or diag($err);
+is(slurp('d.ds'), $d->serialize(format => 'datasketches'), '... writing the DataSketches image');
+is(substr(slurp('d.ds'), 2, 1), chr 21, '... family 21');
+($rc, $out, $err) = run(qw(import d2.bf -i d.ds));
+is($rc, 0, 'import of the image exits 0') or diag($err);
+my $d2 = $C->new('d2.bf', 10, 0.1);
+is($d2->layout, 'datasketches', '... a datasketches filter');
+is(scalar(grep { $d2->contains("d$_") } 1 .. 200), 200, '... with every item');
+# Merge into a new file: an imported filter's size (derived capacity and
+# rate) and a given size are kept.
+$C->new('sized.bf', 100, 0.01, { layout => 'datasketches', bits => 1000, hashes => 3 })->add('s');
+$C->new('sized2.bf', 100, 0.01, { layout => 'datasketches', bits => 1000, hashes => 3 })->add('t');
+($rc, $out, $err) = run(qw(merge sm.bf sized.bf sized2.bf));
+is($rc, 0, 'merge of datasketches files of a given size into a new file exits 0') or diag($err);
+my $sm = $C->new('sm.bf', 10, 0.1);
+is($sm->bits . '/' . $sm->hashes, '1024/3', '... keeping their size');
+ok($sm->contains('s') && $sm->contains('t'), '... and holding both');
+($rc, $out, $err) = run(qw(merge dm.bf d2.bf d.bf));
+is($rc, 0, 'merge of an imported datasketches file into a new file exits 0') or diag($err);
+is($C->new('dm.bf', 10, 0.1)->bits, $d->bits, '... keeping its size');
+
+($rc, $out, $err) = run(qw(info d.ds));
+is($rc, 2, 'info of an image fails');
+like($err, qr/this is serialized bytes: use import/, '... saying to import it');
+($rc, $out, $err) = run(qw(export s.bf --format datasketches -o s.ds));
+isnt($rc, 0, 'export --format datasketches of a standard filter fails');
+like($err, qr/create it with layout => 'datasketches'/, '... saying which layout to create');
+ok(!-e 's.ds', '... and writes nothing');
+($rc, $out, $err) = run(qw(export d.bf --format java -o j.ds));
+is($rc, 2, 'export --format java: a usage error');
+like($err, qr/--format must be 'datasketches'/, '... saying what is allowed');
 
 done_testing;

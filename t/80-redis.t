@@ -113,6 +113,35 @@ for my $case ([0.01, 0, 64], [0.001, 777, 128], [0.3, '18446744073709551615', 64
     is $snap->contains($absent), 1, "blocked $rate: which then has it";
 }
 
+# --- datasketches: the Redis string is the local datasketches filter's bit array ----------------
+for my $seed (undef, 7) {
+    my $name = 'ds-' . ($seed // 'default');
+    my %o = (layout => 'datasketches', defined $seed ? (seed => $seed) : ());
+    my $r = $R->new($srv->address, $name, 5000, 0.01, {%o});
+    my $l = $L->new(undef, 5000, 0.01, {%o});
+    is $r->layout, 'datasketches', "$name: layout";
+    is $r->seed, $seed // 9001, "$name: seed (DataSketches' 9001 when none is given)";
+    is $r->bits, $l->bits, "$name: same bits";
+    is $r->hashes, $l->hashes, "$name: same hashes";
+    is $r->add_many(\@items, \my @w), $l->add_many(\@items, \my @lw), "$name: the same items are new";
+    is_deeply \@w, \@lw, "$name: item by item";
+    ok $rc->get("{$name}:bits") eq local_bits($l), "$name: GET of the bits key is the local filter's bit array";
+    my @probe = map { "absent-$_" } 1 .. 2000;
+    is_deeply [$r->contains_many(\@probe)], [$l->contains_many(\@probe)], "$name: the same answers for absent items";
+    is $r->count, $l->count, "$name: count";
+    my $snap = $r->to_filter(undef);
+    is $snap->layout, 'datasketches', "$name: to_filter gives a datasketches filter";
+    is $snap->serialize(format => 'datasketches'), $l->serialize(format => 'datasketches'),
+        "$name: to_filter's DataSketches image is the local filter's";
+    my $more = $L->new(undef, 5000, 0.01, {%o});
+    $more->add('merged-in');
+    ok !$r->contains('merged-in'), "$name: not there before the merge";
+    $r->merge($more);
+    ok $r->contains('merged-in'), "$name: merge of a local datasketches filter";
+    dies_like { $r->merge($L->new(undef, 5000, 0.01, { seed => $seed // 9001 })) } qr/layout mismatch/,
+        "$name: merge of a standard filter croaks";
+}
+
 # --- blocked: merge, attach, shards on one server -------------------------------------------------
 {
     my $r = $R->new($srv->address, 'bm', 3000, 0.001, { layout => 'blocked' });

@@ -10,8 +10,21 @@ use std::time::{Duration, Instant};
 use bloomfilter_shared::hooks::testing;
 use bloomfilter_shared::{Filter, Layout, Options};
 
-/// Whether this run's filters are blocked (every suite runs on both layouts).
+/// Whether this run's filters are blocked (every suite runs on every layout).
 static BLOCKED: AtomicBool = AtomicBool::new(false);
+/// Whether this run's filters are of the datasketches layout.
+static DATASKETCHES: AtomicBool = AtomicBool::new(false);
+
+/// This run's layout (None: the default, standard).
+fn layout() -> Option<Layout> {
+    if BLOCKED.load(Ordering::Relaxed) {
+        Some(Layout::Blocked)
+    } else if DATASKETCHES.load(Ordering::Relaxed) {
+        Some(Layout::DataSketches)
+    } else {
+        None
+    }
+}
 /// This run's fp rate, as f64 bits: 0.01, or 0.0001 for blocked filters of
 /// 128-bit blocks (their compare-and-swap path).
 static RATE: AtomicU64 = AtomicU64::new(0);
@@ -133,7 +146,7 @@ fn item(i: u64) -> Vec<u8> {
 }
 
 fn anon(cap: u64) -> Filter {
-    let layout = BLOCKED.load(Ordering::Relaxed).then_some(Layout::Blocked);
+    let layout = layout();
     let f = Filter::new_anonymous(
         cap,
         rate(),
@@ -144,7 +157,7 @@ fn anon(cap: u64) -> Filter {
     )
     .unwrap();
     assert_eq!(Some(f.layout()), layout.or(Some(Layout::Standard)));
-    if layout.is_some() && rate() < 0.001 {
+    if layout == Some(Layout::Blocked) && rate() < 0.001 {
         assert_eq!(f.geometry().scheme, bloomfilter_shared::Scheme::Block128);
     }
     f
@@ -654,7 +667,7 @@ enum Store {
 
 fn opts() -> Options {
     Options {
-        layout: BLOCKED.load(Ordering::Relaxed).then_some(Layout::Blocked),
+        layout: layout(),
         mode: 0o600,
         ..Options::default()
     }
@@ -1049,8 +1062,8 @@ fn sigkill_storm() {
 }
 
 fn main() {
-    // Stripes exist only in the standard layout; slot marks of adders only
-    // in the blocked one.
+    // Stripes exist only in the standard and datasketches layouts; slot
+    // marks of adders only in the blocked one.
     let standard_only = [
         "killed_holding_a_stripe",
         "stopped_holder_is_alive",
@@ -1105,8 +1118,10 @@ fn main() {
         (false, 0.01f64, "standard"),
         (true, 0.01, "blocked"),
         (true, 0.0001, "blocked, 128-bit blocks"),
+        (false, 0.01, "datasketches"),
     ] {
         BLOCKED.store(blocked, Ordering::Relaxed);
+        DATASKETCHES.store(layout == "datasketches", Ordering::Relaxed);
         RATE.store(rate.to_bits(), Ordering::Relaxed);
         for (name, t) in tests {
             if (blocked && standard_only.contains(name))

@@ -13,7 +13,7 @@ use BFTest qw(slurp spew);
 my $C = 'Data::BloomFilter::Shared';
 my $dir = tempdir(CLEANUP => 1);
 my $out = 'tests/corpus';
-make_path("$out/$_") for qw(decode serial open);
+make_path("$out/$_") for qw(decode serial open image);
 
 
 my @filters = (
@@ -64,4 +64,32 @@ for my $spec (@windowed) {
     $f->rotate;
     $f->add('seed-item-late');
     spew("$out/serial/$name", "\0" . $f->serialize);
+}
+
+# DataSketches images (the datasketches layout): empty, a few items, one
+# hash, many hashes, an uncounted num_bits_set (2^64 - 1), and words all 0
+# under a non-empty preamble (both forms DataSketches reads).
+my @images = (
+    ['ds-empty'  => 1000, 0.01, 9001, 0],
+    ['ds-items'  => 1000, 0.01, 9001, 20],
+    ['ds-k1'     => 10,   0.5,  0,    5],
+    ['ds-k40'    => 50,   1e-12, 7,   5],
+);
+for my $spec (@images) {
+    my ($name, $cap, $rate, $seed, $n) = @$spec;
+    my $f = $C->new(undef, $cap, $rate, { layout => 'datasketches', seed => $seed });
+    $f->add_many([map { "seed-item-$_" } 1 .. $n]);
+    spew("$out/image/$name", "\0" . $f->serialize(format => 'datasketches'));
+}
+{
+    my $f = $C->new(undef, 100, 0.01, { layout => 'datasketches' });
+    $f->add('x');
+    my $img = $f->serialize(format => 'datasketches');
+    substr($img, 24, 8) = pack 'Q<', ~0;
+    spew("$out/image/ds-uncounted", "\0" . $img);
+    my $zero = substr($img, 0, 32) . ("\0" x ($f->bits / 8));
+    substr($zero, 24, 8) = pack 'Q<', 0;
+    spew("$out/image/ds-zero-words", "\0" . $zero);
+    # An empty image of the most words: valid, its filter too large to make.
+    spew("$out/image/ds-huge-empty", "\0" . pack('C C C C v v Q< l< V', 3, 1, 21, 4, 7, 0, 9001, 2**31 - 5, 0));
 }

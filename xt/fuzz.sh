@@ -5,6 +5,7 @@
 #   serial  serial::parse and Filter::deserialize (portable bytes)
 #   open    a hostile file behind a descriptor: Filter::from_fd and its use
 #   reply   resp::parse_reply, what a Redis server sends a remote copy
+#   image   a DataSketches Bloom filter image: parse, deserialize, write
 #
 # Usage: xt/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]   (default: 60 s, all)
 #
@@ -30,7 +31,7 @@ export RUSTC_BOOTSTRAP=1
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(decode serial open reply)
+[ ${#targets[@]} -gt 0 ] || targets=(decode serial open reply image)
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "xt/fuzz.sh: cargo-fuzz is not installed (cargo install cargo-fuzz --locked)" >&2

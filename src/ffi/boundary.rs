@@ -133,6 +133,7 @@ pub(super) fn options(opts: *const BfsOptions) -> Result<Options, Error> {
                 BFS_LAYOUT_DEFAULT => None,
                 BFS_LAYOUT_STANDARD => Some(Layout::Standard),
                 BFS_LAYOUT_BLOCKED => Some(Layout::Blocked),
+                BFS_LAYOUT_DATASKETCHES => Some(Layout::DataSketches),
                 n => return Err(Error::arg(format!("unknown layout {n}"))),
             },
             window: match o.generations {
@@ -140,12 +141,18 @@ pub(super) fn options(opts: *const BfsOptions) -> Result<Options, Error> {
                 BFS_GENERATIONS_DEFAULT => Some(WindowOptions::from_secs(o.window, None)?),
                 g => Some(WindowOptions::from_secs(o.window, Some(g))?),
             },
+            size: match (o.bits, o.hashes) {
+                (0, 0) => None,
+                (0, _) | (_, 0) => return Err(Error::arg("bits and hashes go together")),
+                (b, k) => Some((b, k)),
+            },
         }),
         None => Ok(Options {
             mode: 0o600,
             seed: 0,
             layout: None,
             window: None,
+            size: None,
         }),
     }
 }

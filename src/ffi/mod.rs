@@ -67,6 +67,11 @@ pub struct BfsOptions {
     /// With `generations`: the window in seconds (at least 0.001, at most
     /// 3653 days), or 0 for a filter that steps only on `bfs_rotate`.
     pub window: f64,
+    /// A new `BFS_LAYOUT_DATASKETCHES` filter's bits (rounded up to a
+    /// multiple of 64) and hashes, both given or both 0 (sized from
+    /// capacity and fp_rate).
+    pub bits: u64,
+    pub hashes: u32,
 }
 
 /// No layout asked for: standard for a new filter, the stored one otherwise.
@@ -79,11 +84,19 @@ pub const BFS_GENERATIONS_DEFAULT: u32 = 1;
 pub const BFS_LAYOUT_STANDARD: u32 = 1;
 /// All of an item's bits in one word (or 128-bit block): lock-free adds.
 pub const BFS_LAYOUT_BLOCKED: u32 = 2;
+/// Apache DataSketches' Bloom filter, bit for bit.
+pub const BFS_LAYOUT_DATASKETCHES: u32 = 3;
+/// The seed of a `BFS_LAYOUT_DATASKETCHES` filter created with no seed
+/// option: DataSketches' default update seed (the caller puts it in
+/// `BfsOptions::seed`). Read by the C side only.
+#[allow(dead_code)]
+pub const BFS_DATASKETCHES_SEED: u64 = 9001;
 
 fn layout_code(l: Layout) -> u32 {
     match l {
         Layout::Standard => BFS_LAYOUT_STANDARD,
         Layout::Blocked => BFS_LAYOUT_BLOCKED,
+        Layout::DataSketches => BFS_LAYOUT_DATASKETCHES,
     }
 }
 

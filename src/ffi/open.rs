@@ -3,6 +3,7 @@
 
 use super::boundary::*;
 use super::*;
+use crate::codec::datasketches;
 
 /// Open (or create) a filter. `path` NULL: a new anonymous filter shared with
 /// children after fork; otherwise the file at `path` (an existing filter's
@@ -152,6 +153,11 @@ unsafe fn deserialize_as<'a>(
         let b = unsafe { bytes(bytes_ptr, len) };
         let o = options(opts)?;
         let to = target(&o)?;
+        // DataSketches' bytes are told by their family byte (ours begin
+        // with a magic string).
+        if datasketches::is_image(b) {
+            return publish(out, datasketches::deserialize_to(b, to, o.layout, o.window)?);
+        }
         publish(out, Filter::deserialize_to(b, to, o.layout, o.window)?)
     })
 }

@@ -34,7 +34,7 @@ pub(super) unsafe fn layout_arg(p: *const c_char) -> Result<crate::math::scheme:
     crate::math::scheme::Layout::named(name)
 }
 
-/// The geometry `layout` ("standard" or "blocked") gives `capacity` and `fp_rate`.
+/// The geometry `layout` ("standard", "blocked" or "datasketches") gives `capacity` and `fp_rate`.
 ///
 /// # Safety
 /// `layout`: NUL-terminated. `out`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
@@ -62,7 +62,7 @@ pub unsafe extern "C" fn bfs_remote_geometry(
 }
 
 /// A filter kept elsewhere, as its items are addressed there: its layout
-/// ("standard" or "blocked"), seed, `bits`, `hashes` and `span_bits` (as
+/// ("standard", "blocked" or "datasketches"), seed, `bits`, `hashes` and `span_bits` (as
 /// `bfs_remote_geometry` gave them), and the size of the pieces (keys) its
 /// bit array is cut into: piece `i` is bits `i * piece_bits ..`.
 #[repr(C)]

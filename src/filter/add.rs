@@ -62,7 +62,7 @@ impl Filter {
         match &self.probing {
             Probing::Word64(p) => self.try_add_lockfree_with(p, item),
             Probing::Block128(p) => self.try_add_lockfree_with(p, item),
-            Probing::Standard(_) => None,
+            Probing::Standard(_) | Probing::DataSketches(_) => None,
         }
     }
 
@@ -81,7 +81,7 @@ impl Filter {
         if !sh.light() || sh.ctl.frozen() {
             return None;
         }
-        let h = hash_item(self.seed, item);
+        let h = p.hash(self.seed, item);
         let loc = p.locate(&h);
         let bits = self.words_slice();
         if self.present_now(p, bits, &loc) {
@@ -110,8 +110,7 @@ impl Filter {
         if let Some(win) = &self.win {
             return with_probe!(&self.probing, p => self.window_add_one(win, p, item, c));
         }
-        let h = hash_item(self.seed, item);
-        let r = with_probe!(&self.probing, p => self.add_at(p, &p.locate(&h), c));
+        let r = with_probe!(&self.probing, p => self.add_at(p, &p.locate(&p.hash(self.seed, item)), c));
         self.shared().count_ops(c, 1);
         r
     }
@@ -199,7 +198,7 @@ impl Filter {
         if !piped {
             for (i, item) in items.iter().enumerate() {
                 prefetch_item_ahead(items, i);
-                let h = hash_item(self.seed, item);
+                let h = p.hash(self.seed, item);
                 f(i, &h, &p.locate(&h))?;
             }
             return Ok(());
@@ -207,7 +206,7 @@ impl Filter {
         let blank = ItemHash { h1: 0, h2: 1 };
         let mut ring = [(blank, p.locate(&blank)); 2 * DISTANCE];
         for (slot, item) in ring.iter_mut().zip(items) {
-            let h = hash_item(self.seed, item);
+            let h = p.hash(self.seed, item);
             *slot = (h, p.locate(&h));
             first(&slot.0, &slot.1);
         }
@@ -221,7 +220,7 @@ impl Filter {
                 rest(h, l);
             }
             if i + 2 * DISTANCE < n {
-                let h = hash_item(self.seed, items[i + 2 * DISTANCE]);
+                let h = p.hash(self.seed, items[i + 2 * DISTANCE]);
                 let l = p.locate(&h);
                 first(&h, &l);
                 ring[i % (2 * DISTANCE)] = (h, l);
@@ -285,11 +284,10 @@ impl Filter {
     /// Whether the item is probably present. Loads only (doc/DESIGN.md, C1).
     #[inline]
     pub fn contains(&self, item: &[u8]) -> bool {
-        let h = hash_item(self.seed, item);
         if let Some(win) = &self.win {
-            return self.window_contains(win, &h);
+            return self.window_contains(win, item);
         }
-        with_probe!(&self.probing, p => p.contains(self.words_slice(), &p.locate(&h)))
+        with_probe!(&self.probing, p => p.contains(self.words_slice(), &p.locate(&p.hash(self.seed, item))))
     }
 
     /// Query many items; returns how many are present.

@@ -19,7 +19,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::math::geometry::Geometry;
-use crate::math::hashing::{hash_item, ItemHash};
+use crate::math::hashing::ItemHash;
 use crate::math::scheme::Layout;
 use crate::math::window::{View, Window};
 use crate::probe::{prefetch_line, with_probe, Probe, Probing};
@@ -269,6 +269,9 @@ pub struct Options {
     /// Make a new filter windowed (see `window`). On an existing file the
     /// stored window wins, and an explicit different one is refused.
     pub window: Option<WindowOptions>,
+    /// A new `datasketches` filter's bits and hashes, given rather than
+    /// sized from capacity and fp_rate (`datasketches::geometry_of_size`).
+    pub size: Option<(u64, u32)>,
 }
 
 /// A windowed filter's configuration.
@@ -377,7 +380,15 @@ impl Filter {
 
     fn header_for(capacity: u64, fp_rate: f64, opts: &Options) -> Result<Header> {
         let layout = opts.layout.unwrap_or(Layout::Standard);
-        let g = Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))?;
+        let g = match opts.size {
+            None => Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))?,
+            Some(_) if layout != Layout::DataSketches => {
+                return Err(Error::arg("bits and hashes are options of layout 'datasketches' only"));
+            }
+            Some((bits, k)) => {
+                crate::math::datasketches::geometry_of_size(bits, k, capacity, fp_rate).map_err(Error::arg)?
+            }
+        };
         if g.scheme == crate::math::scheme::Scheme::Block128 && !crate::probe::cas128_available() {
             return Err(Error::arg(
                 "this fp_rate needs 128-bit blocks, which need a 16-byte compare-and-swap this machine lacks",

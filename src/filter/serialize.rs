@@ -222,6 +222,7 @@ mod tests {
                 seed,
                 layout: None,
                 window: None,
+                size: None,
             };
 
             let f = Filter::new_anonymous(capacity, rate, opts).unwrap();
@@ -258,6 +259,7 @@ mod tests {
                 seed: 3,
                 layout: None,
                 window: None,
+                size: None,
             },
         )
         .unwrap();

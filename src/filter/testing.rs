@@ -7,11 +7,9 @@ use super::*;
 /// Take the stripe `item` hashes to and never release it.
 pub fn hold_stripe(f: &Filter, item: &[u8]) {
     let c = f.claim().expect("slot").c;
-    let h = hash_item(f.seed, item);
-    let Probing::Standard(p) = f.probing else {
-        panic!("only the standard layout has stripes");
-    };
-    assert!(f.shared().begin_add(p.stripe(&h).unwrap(), c));
+    let s = with_probe!(&f.probing, p => p.stripe(&p.locate(&p.hash(f.seed, item))));
+    let s = s.expect("only the standard and DataSketches layouts have stripes");
+    assert!(f.shared().begin_add(s, c));
 }
 
 /// Take the exclusive lock, run `op` (`PENDING_CLEAR`, `PENDING_INVERT`)

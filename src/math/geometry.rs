@@ -40,6 +40,8 @@ pub enum GeometryError {
     Capacity,
     FpRate,
     TooLarge,
+    /// Over the DataSketches image's limit (`datasketches::MAX_BITS`).
+    TooLargeForImage,
 }
 
 impl std::fmt::Display for GeometryError {
@@ -49,6 +51,9 @@ impl std::fmt::Display for GeometryError {
             GeometryError::FpRate => "fp_rate must be between 0 and 1 (exclusive)",
             GeometryError::TooLarge => {
                 "capacity is too large: capacity and fp_rate need more than 2^38 bits (32 GiB); use a larger fp_rate or several filters"
+            }
+            GeometryError::TooLargeForImage => {
+                "capacity is too large: capacity and fp_rate need more bits than a DataSketches image holds (2^31 - 5 words); use a larger fp_rate or several filters"
             }
         })
     }
@@ -103,10 +108,14 @@ impl Geometry {
     /// The geometry of `layout` for `capacity` and `fp_rate`: `bloom.h`'s
     /// for the standard layout, `blocked_geometry`'s for the blocked.
     pub fn for_layout(capacity: u64, fp_rate: f64, layout: Layout) -> Result<Geometry, GeometryError> {
+        if layout == Layout::DataSketches {
+            return crate::math::datasketches::geometry(capacity, fp_rate);
+        }
         let g = Geometry::for_capacity(capacity, fp_rate)?;
         match layout {
             Layout::Standard => Ok(g),
             Layout::Blocked => blocked_geometry(capacity, fp_rate),
+            Layout::DataSketches => unreachable!("sized above"),
         }
     }
 
@@ -115,6 +124,11 @@ impl Geometry {
     pub fn is_valid(&self) -> bool {
         let shape = match self.scheme {
             Scheme::Standard => (MIN_K..=MAX_K).contains(&self.k) && self.m.is_power_of_two(),
+            Scheme::DataSketches => {
+                (MIN_K..=crate::math::datasketches::MAX_K).contains(&self.k)
+                    && self.m % 64 == 0
+                    && self.m <= crate::math::datasketches::MAX_BITS
+            }
             s => (MIN_K..=BLOCKED_MAX_K).contains(&self.k) && self.m % s.block_bits() == 0,
         };
         shape
@@ -137,7 +151,7 @@ impl Geometry {
     /// The estimated number of distinct items from the number of set bits.
     pub fn count_from_bits_set(&self, set: u64) -> u64 {
         match self.scheme {
-            Scheme::Standard => estimate_count(self.m, self.k, self.capacity, set),
+            Scheme::Standard | Scheme::DataSketches => estimate_count(self.m, self.k, self.capacity, set),
             _ => blocked_count(self, set),
         }
     }
@@ -147,7 +161,7 @@ impl Geometry {
     /// layout's exact rate at the load `count` estimates.
     pub fn fpp_from_bits_set(&self, set: u64) -> f64 {
         match self.scheme {
-            Scheme::Standard => estimated_fpp(self.m, self.k, set),
+            Scheme::Standard | Scheme::DataSketches => estimated_fpp(self.m, self.k, set),
             _ if set >= self.m => 1.0,
             _ => expected_fp(self, self.count_from_bits_set(set) as f64),
         }
@@ -219,7 +233,7 @@ pub fn blocked_geometry(capacity: u64, rate: f64) -> Result<Geometry, GeometryEr
 /// The expected false-positive rate of geometry `g` holding `n` items.
 pub fn expected_fp(g: &Geometry, n: f64) -> f64 {
     match g.scheme {
-        Scheme::Standard => (1.0 - (-(g.k as f64) * n / g.m as f64).exp()).powi(g.k as i32),
+        Scheme::Standard | Scheme::DataSketches => (1.0 - (-(g.k as f64) * n / g.m as f64).exp()).powi(g.k as i32),
         s => {
             let b = s.block_bits();
             blocked_fp(b, g.k, n / (g.m / b) as f64)

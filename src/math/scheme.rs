@@ -12,6 +12,8 @@ pub enum Scheme {
     Word64,
     /// Blocked, one 128-bit block per item (scheme 3).
     Block128,
+    /// Apache DataSketches' Bloom filter (scheme 4; `math::datasketches`).
+    DataSketches,
 }
 
 /// The layout a user asks for: the blocked layout's width is chosen by
@@ -20,6 +22,7 @@ pub enum Scheme {
 pub enum Layout {
     Standard,
     Blocked,
+    DataSketches,
 }
 
 impl Layout {
@@ -27,6 +30,7 @@ impl Layout {
         match self {
             Layout::Standard => "standard",
             Layout::Blocked => "blocked",
+            Layout::DataSketches => "datasketches",
         }
     }
 
@@ -34,6 +38,7 @@ impl Layout {
         match s {
             "standard" => Some(Layout::Standard),
             "blocked" => Some(Layout::Blocked),
+            "datasketches" => Some(Layout::DataSketches),
             _ => None,
         }
     }
@@ -46,6 +51,7 @@ impl Scheme {
             Scheme::Standard => 1,
             Scheme::Word64 => 2,
             Scheme::Block128 => 3,
+            Scheme::DataSketches => 4,
         }
     }
 
@@ -54,6 +60,7 @@ impl Scheme {
             1 => Some(Scheme::Standard),
             2 => Some(Scheme::Word64),
             3 => Some(Scheme::Block128),
+            4 => Some(Scheme::DataSketches),
             _ => None,
         }
     }
@@ -61,14 +68,16 @@ impl Scheme {
     pub fn layout(self) -> Layout {
         match self {
             Scheme::Standard => Layout::Standard,
+            Scheme::DataSketches => Layout::DataSketches,
             _ => Layout::Blocked,
         }
     }
 
-    /// Bits per block (0 for the standard layout, which has none).
+    /// Bits per block (0 for the standard and DataSketches layouts, which
+    /// have none).
     pub fn block_bits(self) -> u64 {
         match self {
-            Scheme::Standard => 0,
+            Scheme::Standard | Scheme::DataSketches => 0,
             Scheme::Word64 => 64,
             Scheme::Block128 => 128,
         }
@@ -84,15 +93,17 @@ mod tests {
 
     #[test]
     fn scheme_ids_round_trip() {
-        for s in [Scheme::Standard, Scheme::Word64, Scheme::Block128] {
+        for s in [Scheme::Standard, Scheme::Word64, Scheme::Block128, Scheme::DataSketches] {
             assert_eq!(Scheme::from_id(s.id()), Some(s));
         }
-        for id in [0, 4, 9, u32::MAX] {
+        for id in [0, 5, 9, u32::MAX] {
             assert_eq!(Scheme::from_id(id), None);
         }
         assert_eq!(Scheme::Word64.layout().name(), "blocked");
         assert_eq!(Scheme::Block128.layout(), Layout::Blocked);
         assert_eq!(Layout::from_name("standard"), Some(Layout::Standard));
         assert_eq!(Layout::from_name("Blocked"), None);
+        assert_eq!(Layout::from_name("datasketches"), Some(Layout::DataSketches));
+        assert_eq!(Scheme::DataSketches.layout().name(), "datasketches");
     }
 }

@@ -16,6 +16,9 @@
 //! * `Block128` — the same in an aligned 128-bit block, set with one 16-byte
 //!   compare-and-swap (retried only when another adder changed the block),
 //!   for low rates where one word per item costs too many bits.
+//! * `DataSketches` — Apache DataSketches' Bloom filter, bit for bit: its
+//!   own hashing (two XXH64, `Probe::hash`), k probes over the whole table,
+//!   an add serialized on a stripe as the standard layout's.
 //!
 //! A blocked item's word (or block) is `(h1 * n) >> 64` of `n` words — a
 //! multiply-shift range reduction, so `n` need not be a power of two — and
@@ -25,13 +28,15 @@
 use std::sync::atomic::AtomicU64;
 
 use crate::math::geometry::Geometry;
-use crate::math::hashing::ItemHash;
+use crate::math::hashing::{hash_item, ItemHash};
 use crate::math::scheme::Scheme;
 
 mod blocked;
+mod datasketches;
 mod standard;
 
 pub use blocked::{blocked_bits, cas128_available, Block128, Word64};
+pub use datasketches::DataSketches;
 pub use standard::Standard;
 
 // ---------------------------------------------------------------- strategies
@@ -66,6 +71,13 @@ unsafe fn word(bits: &[AtomicU64], i: usize) -> &AtomicU64 {
 pub trait Probe: Copy {
     /// Where one item's bits are.
     type Loc: Copy;
+
+    /// The item's hash: XXH3-128 (`hashing::hash_item`) for every layout
+    /// but DataSketches', which has its own.
+    #[inline(always)]
+    fn hash(&self, seed: u64, item: &[u8]) -> ItemHash {
+        hash_item(seed, item)
+    }
 
     /// Whether adders of an item serialize on a stripe (`stripe` is Some
     /// for every item); otherwise `set` alone is linearizable.
@@ -131,6 +143,7 @@ pub enum Probing {
     Standard(Standard),
     Word64(Word64),
     Block128(Block128),
+    DataSketches(DataSketches),
 }
 
 impl Probing {
@@ -143,6 +156,11 @@ impl Probing {
             }),
             Scheme::Word64 => Probing::Word64(Word64 { k: g.k, n: g.m / 64 }),
             Scheme::Block128 => Probing::Block128(Block128 { k: g.k, n: g.m / 128 }),
+            Scheme::DataSketches => Probing::DataSketches(DataSketches {
+                k: g.k,
+                m: g.m,
+                stripes,
+            }),
         }
     }
 }
@@ -155,6 +173,7 @@ macro_rules! with_probe {
             $crate::probe::Probing::Standard($p) => $body,
             $crate::probe::Probing::Word64($p) => $body,
             $crate::probe::Probing::Block128($p) => $body,
+            $crate::probe::Probing::DataSketches($p) => $body,
         }
     };
 }
@@ -163,7 +182,6 @@ pub(crate) use with_probe;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::hashing::hash_item;
     use crate::math::rng::xorshift;
     use std::sync::atomic::Ordering;
 

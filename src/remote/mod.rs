@@ -13,6 +13,7 @@
 pub mod resp;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::math::datasketches;
 use crate::math::geometry::Geometry;
 use crate::math::hashing::hash_item;
 use crate::math::scheme::{Layout, Scheme};
@@ -25,7 +26,7 @@ impl Layout {
     pub fn named(name: &str) -> Result<Layout> {
         Layout::from_name(name).ok_or_else(|| {
             Error::arg(format!(
-                "unknown layout '{}' (this build has: standard, blocked)",
+                "unknown layout '{}' (this build has: standard, blocked, datasketches)",
                 name.escape_default()
             ))
         })
@@ -44,8 +45,8 @@ impl Layout {
     /// blocked item's bits are in one word (64) or block (128).
     pub fn span_bits(self, g: &Geometry) -> Option<u64> {
         match self {
-            Layout::Standard if g.k == 1 => Some(64),
-            Layout::Standard => None,
+            Layout::Standard | Layout::DataSketches if g.k == 1 => Some(64),
+            Layout::Standard | Layout::DataSketches => None,
             Layout::Blocked => Some(g.scheme.block_bits()),
         }
     }
@@ -56,7 +57,7 @@ impl Layout {
     /// tested against masks, so a query sends 1 or 2 fields instead of k.
     pub fn query_shape(self, g: &Geometry) -> (u64, usize) {
         match self {
-            Layout::Standard => (1, g.k as usize),
+            Layout::Standard | Layout::DataSketches => (1, g.k as usize),
             Layout::Blocked => (64, (g.scheme.block_bits() / 64) as usize),
         }
     }
@@ -66,6 +67,11 @@ impl Layout {
     /// block, and two of them may be the same bit (as in the local filter,
     /// whose mask then has fewer than k bits).
     pub fn positions(self, seed: u64, g: &Geometry, item: &[u8], out: &mut Vec<u64>) {
+        if self == Layout::DataSketches {
+            let h = datasketches::hash(seed, item);
+            out.extend((1..=g.k).map(|i| datasketches::bit_index(&h, i, g.m)));
+            return;
+        }
         let h = hash_item(seed, item);
         match self {
             Layout::Standard => out.extend(h.probes(g.k, g.m - 1)),
@@ -73,6 +79,7 @@ impl Layout {
                 let b = g.scheme.block_bits();
                 out.extend(blocked_bits(&h, b, g.m / b, g.k))
             }
+            Layout::DataSketches => unreachable!("placed above"),
         }
     }
 
@@ -82,6 +89,7 @@ impl Layout {
     pub fn stored_geometry(self, m: u64, k: u32, span: u64) -> Result<Geometry> {
         let scheme = match self {
             Layout::Standard => Scheme::Standard,
+            Layout::DataSketches => Scheme::DataSketches,
             Layout::Blocked if span == 64 => Scheme::Word64,
             Layout::Blocked if span == 128 => Scheme::Block128,
             Layout::Blocked => {

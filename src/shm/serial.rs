@@ -460,7 +460,7 @@ mod tests {
         // its number of generations.
         assert_eq!(put32(8, 2), SerialError::Generations(0));
         assert_eq!(put32(8, 3), SerialError::Version(3));
-        assert_eq!(put32(12, 4), SerialError::HashScheme(4));
+        assert_eq!(put32(12, 5), SerialError::HashScheme(5));
         assert_eq!(put32(20, 1), SerialError::Reserved);
         for k in [0, 33, u32::MAX] {
             assert_eq!(put32(16, k), SerialError::Geometry, "k = {k}");

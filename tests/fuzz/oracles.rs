@@ -11,10 +11,11 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use bloomfilter_shared::hooks::datasketches;
 use bloomfilter_shared::hooks::format::{self, CHECKED_LEN, HEADER_READ_LEN, IMMUTABLE_LEN, WINDOW_OFF};
 use bloomfilter_shared::hooks::resp;
 use bloomfilter_shared::hooks::serial;
-use bloomfilter_shared::{ErrorKind, Filter};
+use bloomfilter_shared::{ErrorKind, Filter, Target as To};
 
 /// Largest file the `open` target builds (bigger ones are skipped: clearing
 /// their bits would only slow the fuzzer down).
@@ -223,8 +224,68 @@ pub fn reply(data: &[u8]) {
     }
 }
 
+/// Apache DataSketches' serialized Bloom filter. Input: flags (unused),
+/// then the image. `datasketches::parse` accepts exactly what `write`
+/// produces, but for two forms DataSketches also writes and reads: an
+/// uncounted num_bits_set (2^64 - 1), and a non-empty preamble over words
+/// all 0 (`write` gives their counted, or empty, form); the filter made
+/// from an image gives its bits back; a refused image is refused by the
+/// filter's constructor with a format error.
+pub fn image(data: &[u8]) {
+    let Some((_, data)) = data.split_first() else {
+        return;
+    };
+    match datasketches::parse(data) {
+        Ok(img) => {
+            assert!(
+                img.geometry.is_valid(),
+                "accepted an invalid geometry {:?}",
+                img.geometry
+            );
+            if img.geometry.bytes() > OPEN_MAX {
+                // An empty image of many words: valid, but too large to
+                // build here (see OPEN_MAX).
+                return;
+            }
+            let f = datasketches::deserialize_to(data, To::Anonymous, None, None)
+                .unwrap_or_else(|e| panic!("parse accepted, deserialize refused: {e}"));
+            let words: Vec<u64> = img.words().collect();
+            let set: u64 = words.iter().map(|w| w.count_ones() as u64).sum();
+            assert_eq!(f.bits_set(), set);
+            let mut want = data.to_vec();
+            if set == 0 {
+                want.truncate(datasketches::EMPTY_LEN);
+                want[0] = 3;
+                want[3] = datasketches::EMPTY_FLAG;
+            } else {
+                want[24..32].copy_from_slice(&set.to_le_bytes());
+            }
+            assert_eq!(
+                datasketches::write(&f).unwrap(),
+                want,
+                "deserialize does not round-trip"
+            );
+        }
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            let err = datasketches::deserialize_to(data, To::Anonymous, None, None).err();
+            assert_eq!(
+                err.map(|e| e.kind),
+                Some(ErrorKind::Format),
+                "parse refused, deserialize did not"
+            );
+        }
+    }
+}
+
 /// A fuzz target: raw bytes in, a panic on a broken promise.
 pub type Target = fn(&[u8]);
 
 /// The targets by name, for the replay and mutation runs.
-pub const TARGETS: [(&str, Target); 4] = [("decode", decode), ("serial", serial), ("open", open), ("reply", reply)];
+pub const TARGETS: [(&str, Target); 5] = [
+    ("decode", decode),
+    ("serial", serial),
+    ("open", open),
+    ("reply", reply),
+    ("image", image),
+];

@@ -21,6 +21,7 @@ fn opts() -> Options {
         seed: 0,
         layout: None,
         window: None,
+        size: None,
     }
 }
 
@@ -51,6 +52,7 @@ fn bad_modes_and_paths_are_refused() {
             seed: 0,
             layout: None,
             window: None,
+            size: None,
         },
     )
     .err()

@@ -129,6 +129,8 @@ fn a_whole_life_through_the_c_api() {
             layout: 0,
             generations: 0,
             window: 0.0,
+            bits: 0,
+            hashes: 0,
         };
         assert_eq!(bfs_new(null(), 1000, 0.01, &opts, &mut other, null_mut()), BFS_OK);
         assert_eq!(bfs_is_compatible(h, other), 0);
@@ -205,6 +207,8 @@ fn constructors_refuse_what_they_must() {
             layout: 0,
             generations: 0,
             window: 0.0,
+            bits: 0,
+            hashes: 0,
         };
         let p = tmp("constructors", "mode.bf");
         assert_eq!(
@@ -286,6 +290,8 @@ fn files_through_the_c_api() {
             layout: 0,
             generations: 0,
             window: 0.0,
+            bits: 0,
+            hashes: 0,
         };
         assert_eq!(
             bfs_deserialize(buf.as_ptr(), buf.len(), q.as_ptr(), &opts, &mut d, err.as_mut_ptr()),
@@ -428,6 +434,8 @@ fn blocked_options() -> BfsOptions {
         layout: BFS_LAYOUT_BLOCKED,
         generations: 0,
         window: 0.0,
+        bits: 0,
+        hashes: 0,
     }
 }
 
@@ -473,10 +481,10 @@ fn layouts_through_the_c_api() {
         assert_eq!(bfs_contains(copy, item.as_ptr(), item.len()), 1);
         assert_eq!(bfs_fpp_for_bits_set(copy, 0), 0.0);
 
-        let bad = BfsOptions { layout: 3, ..blocked };
+        let bad = BfsOptions { layout: 4, ..blocked };
         let mut h = null_mut();
         assert_eq!(bfs_new(null(), 1000, 0.01, &bad, &mut h, err.as_mut_ptr()), BFS_ERR_ARG);
-        assert_eq!(msg(&err), "unknown layout 3");
+        assert_eq!(msg(&err), "unknown layout 4");
         assert!(h.is_null());
         bfs_free(copy);
         bfs_free(b);
@@ -497,6 +505,8 @@ fn windows_through_the_c_api() {
             layout: 0,
             generations: 3,
             window: 0.0,
+            bits: 0,
+            hashes: 0,
         };
         let mut h = null_mut();
         assert_eq!(bfs_new(null(), 1000, 0.01, &manual, &mut h, err.as_mut_ptr()), BFS_OK);

@@ -89,6 +89,12 @@ fn named_seeds_are_accepted() {
         serial::parse(&b[1..]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         seen += 1;
     }
+    let mut images = 0;
+    for (p, b) in named("image") {
+        bloomfilter_shared::hooks::datasketches::parse(&b[1..]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        images += 1;
+    }
+    assert!(images >= 5, "only {images} named DataSketches images");
     assert!(seen >= 20, "only {seen} named seeds");
 }
 

@@ -75,12 +75,14 @@ sub new {
     my $fp_rate_given = defined $fp_rate;
 
     my ($mode, $seed, $layout, $generations, $window) = (undef, undef, undef, 0, 0);
+    my ($bits, $hashes) = (0, 0);
     my $seed_given = 0;
     if (ref $last eq 'HASH') {
-        my $opts = _options('new', $last, qw(mode seed layout window generations));
+        my $opts = _options('new', $last, qw(mode seed layout window generations bits hashes));
         ($mode, $seed, $layout) = @$opts{qw(mode seed layout)};
         $seed_given = exists $opts->{seed};
         ($generations, $window) = _window('new', $opts);
+        ($bits, $hashes) = Data::BloomFilter::Shared::Args::size(__PACKAGE__, 'new', $opts);
     }
     elsif (ref $last) {
         _croak('new', 'last argument must be a file mode or a hash reference of options, got '
@@ -98,8 +100,14 @@ sub new {
     my $explicit_seed = defined $seed;
     $seed = _seed('new', $seed, $seed_given);
     $layout = _layout('new', $layout);
+    $seed = Data::BloomFilter::Shared::Args::default_seed($layout) if !$explicit_seed;
     my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout,
-            $generations, $window));
+            $generations, $window, $bits, $hashes));
+    # An existing file keeps its size; other bits or hashes asked for would
+    # otherwise be dropped without a word.
+    _croak('new', "the file's bits and hashes differ from the bits and hashes options"
+            . ' (a filter keeps its geometry)')
+        if $hashes && ($self->hashes != $hashes || $self->bits != 64 * int(($bits + 63) / 64));
     # An existing file keeps its seed; a different one asked for explicitly
     # would otherwise be dropped without a word (and a secret seed with it).
     # The message does not show either seed.
@@ -138,7 +146,8 @@ sub new_memfd {
             . '->new_memfd($name, $capacity, $fp_rate, \%options)')
         if @_ < 3 || @_ > 5;
     my (undef, $name, $capacity, $fp_rate, $opts) = @_;
-    $opts = _options('new_memfd', $opts, qw(seed layout window generations));
+    $opts = _options('new_memfd', $opts, qw(seed layout window generations bits hashes));
+    my ($bits, $hashes) = Data::BloomFilter::Shared::Args::size(__PACKAGE__, 'new_memfd', $opts);
     my ($generations, $window) = _window('new_memfd', $opts);
     $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
     my $capacity_given = $capacity;
@@ -146,10 +155,11 @@ sub new_memfd {
     $fp_rate = _fp_rate('new_memfd', $fp_rate, $capacity_given);
     my $seed = _seed('new_memfd', $opts->{seed}, exists $opts->{seed});
     my $layout = _layout('new_memfd', $opts->{layout});
+    $seed = Data::BloomFilter::Shared::Args::default_seed($layout) if !defined $opts->{seed};
     return _made('new_memfd',
         _xs_new_memfd($class, $name, $capacity, $fp_rate, $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
             $seed, $layout,
-            $generations, $window));
+            $generations, $window, $bits, $hashes));
 }
 
 sub new_from_fd {
@@ -378,11 +388,20 @@ compatible. An existing file keeps the seed it was created with: an explicit
 C<seed> that differs from it croaks (rather than return a filter without the
 protection asked for), and an absent one takes the file's. See L</SEEDS>.
 
-The option C<layout> is C<'standard'> (the default: C<bloom.h>'s bits) or
-C<'blocked'> (all of an item's bits in one word: lock-free adds, see
-L</LAYOUTS>). An existing file keeps the layout it was created with; an
-explicit C<layout> that differs from it croaks with C<layout mismatch (the
-filter is ..., not ...)>.
+The option C<layout> is C<'standard'> (the default: C<bloom.h>'s bits),
+C<'blocked'> (all of an item's bits in one word: lock-free adds) or
+C<'datasketches'> (Apache DataSketches' Bloom filter, bit for bit; its seed
+is 9001 when no C<seed> is given): see L</LAYOUTS>. An existing file keeps
+the layout it was created with; an explicit C<layout> that differs from it
+croaks with C<layout mismatch (the filter is ..., not ...)>.
+
+With C<< layout => 'datasketches' >>, the options C<bits> and C<hashes>
+(both or neither) give the size directly, as DataSketches' builder's
+C<with_size> does: C<bits> (1 to 2**37 - 320, rounded up to a multiple of
+64) and C<hashes> (1 to 32767); C<$capacity> and C<$fp_rate> are then only
+recorded (L</capacity>, L</fp_rate>, the saturated L</count>). An existing
+file's size wins, and different C<bits> or C<hashes> croak. L</new_memfd>
+takes them too.
 
 The options C<window> (seconds) and C<generations> (2 to 16, default 4)
 make a I<windowed> filter, which forgets items after the window: see
@@ -468,8 +487,12 @@ opened read-only.
     my $bf = Data::BloomFilter::Shared->deserialize($bytes, { memfd => $name });
     my $bf = Data::BloomFilter::Shared->deserialize($bytes,
         { window => 86400, generations => 4 });
+    my $bf = Data::BloomFilter::Shared->deserialize($datasketches_image);
 
-A new filter from the output of L</serialize>: anonymous, at C<path>
+A new filter from the output of L</serialize>, or from an Apache
+DataSketches Bloom filter's serialized image (told by its family byte, no
+option needed; it gives a filter of L<layout datasketches|/The datasketches
+layout>, and takes no C<window>): anonymous, at C<path>
 (created with C<mode>, default C<0600>, built and reserved as by L</new>,
 so that a full file system or C<RLIMIT_FSIZE> croaks and leaves no file),
 or in a new memfd named C<memfd> (as L</new_memfd>; C<path> and C<memfd>
@@ -726,6 +749,7 @@ The number of generations of a windowed filter; undef for a plain filter.
 =head3 serialize
 
     my $bytes = $bf->serialize;
+    my $image = $bf->serialize(format => 'datasketches');
 
 The filter as portable bytes (versioned, little-endian, with a checksum),
 for L</deserialize>: C<bits / 8 + 64> bytes, the same for the same items,
@@ -733,6 +757,13 @@ geometry and seed on any host. Works on frozen and read-only handles too.
 The format is in L</PORTABLE FILTERS>. A windowed filter's bytes are
 C<g * (bits / 8 + 8) + 88> bytes (I<g> generations, without the spare) and
 carry its window and time state: see L</Windowed filters as bytes>.
+
+With C<< format => 'datasketches' >>, a plain filter of layout
+C<datasketches> gives Apache DataSketches' serialized image instead, which
+DataSketches' Java, C++ and Rust versions read: see L</The datasketches
+layout>. A filter of another layout croaks, saying to create it with
+C<< layout => 'datasketches' >>; a windowed one croaks too (the image holds
+one bit array).
 
 =head3 stats
 
@@ -1185,7 +1216,7 @@ system's.
 
 =head1 LAYOUTS
 
-A filter has one of two layouts, chosen when it is created (C<layout> of
+A filter has one of three layouts, chosen when it is created (C<layout> of
 L</new>, L</new_memfd>, L</deserialize>) and kept for good; L</layout>
 tells which.
 
@@ -1207,6 +1238,14 @@ block, retried only when another adder changed the same block). The item was
 new exactly when the word lacked one of its bits, so among processes adding
 the same item at once only the first update can see a bit missing: at most
 one is told "new", with no lock at all. Not compatible with C<bloom.h>.
+
+=item datasketches
+
+Apache DataSketches' Bloom filter, bit for bit: its hashing, its sizing and
+its serialized image, so that Java, C++ and Rust programs using DataSketches
+read what Perl processes built (see L</The datasketches layout>). It works
+as the standard layout does: I<k> bits over the whole array, an add under a
+lock stripe keyed by the item. Not compatible with C<bloom.h>.
 
 =back
 
@@ -1294,6 +1333,106 @@ L</count>, L</stats> (key C<layout>) and seeds work on blocked filters as on
 standard ones. L</merge> and L</intersect> combine filters of the same
 layout only: another layout croaks with C<layout mismatch (standard vs
 blocked)> and L</is_compatible> is 0.
+
+=head2 The datasketches layout
+
+    my $bf = Data::BloomFilter::Shared->new('/dev/shm/seen.bloom', 1_000_000, 0.01,
+        { layout => 'datasketches' });
+    $bf->add($bytes);                                  # a byte string
+    $bf->add(pack 'Q<', $id);                          # a 64-bit number
+    my $image = $bf->serialize(format => 'datasketches');   # for Java, C++, Rust
+
+A filter of this layout sets exactly the bits Apache DataSketches' Bloom
+filter (family 21) sets for the same items, seed and size:
+
+=over 4
+
+=item *
+
+I<h0> = XXH64(item, seed), I<h1> = XXH64(item, I<h0>); for I<i> = 1 to
+I<k>, bit C<((h0 + i*h1) E<gt>E<gt> 1) mod m> (64-bit wrapping
+arithmetic), that is bit C<b % 64> of little-endian 64-bit word C<b / 64>.
+
+=item *
+
+An item is its bytes, as DataSketches hashes a byte array (Java's
+C<update(byte[])>): nothing is added to them. A DataSketches C<long> (Java
+C<update(long)>, Rust C<insert(u64)>) is its 8 little-endian bytes: in Perl
+C<pack 'QE<lt>', $n>. In Rust, hash bytes with a type whose C<Hash> writes the
+bytes alone: the standard C<Hash> of C<[u8]>, C<< Vec<u8> >> and C<str> adds a
+length or a terminator to them.
+
+=item *
+
+Sizing is DataSketches' builder's (C<with_accuracy>): I<m> = C<ceil(-capacity
+* ln(fp_rate) / ln(2)**2)> rounded up to a multiple of 64 (not a power of
+two), I<k> = C<ceil(m' / capacity * ln 2)> with the I<m'> before rounding.
+The largest filter has 2**31 - 5 words (about 16 GiB), the image format's
+limit. The options C<bits> and C<hashes> give I<m> and I<k> directly
+instead (the builder's C<with_size>; see L</new>).
+
+=item *
+
+The seed defaults to DataSketches' default update seed, B<9001>, when no
+C<seed> option is given (for this layout only; C<< seed => 0 >> is seed
+0). Filters combine (L</merge>, L</intersect>) only with the same layout,
+bits, hashes and seed, as DataSketches' own.
+
+=back
+
+L</count> and L</estimated_fpp> use the standard layout's formulas.
+Everything else works as on the standard layout: exactly-once adds across
+processes, crash recovery, L</freeze>, read-only handles, L</invert>,
+windows (L</WINDOWED FILTERS>; a windowed filter has no DataSketches image)
+and the Redis mode (L<Data::BloomFilter::Shared::Redis>: its bit string is
+this layout's array too).
+
+B<The image.> C<< serialize(format => 'datasketches') >> writes
+DataSketches' serialized Bloom filter, all integers little-endian:
+
+    offset  size  field
+    0       1     preamble longs: 3 when no bit is set, else 4
+    1       1     serial version: 1
+    2       1     family: 21
+    3       1     flags: 4 (empty) when no bit is set, else 0
+    4       2     num_hashes (k), 1 to 32767
+    6       2     0
+    8       8     seed
+    16      4     num_longs: m / 64, a signed 32-bit integer
+    20      4     0
+    24      8     num_bits_set (absent when empty)
+    32      m/8   the words (absent when empty)
+
+L</deserialize> takes such bytes from any DataSketches implementation
+without an option and checks every field: a bad one croaks naming it, as
+C<bad num_hashes 0 in DataSketches image (1 to 32767)>. A C<num_bits_set>
+of 2**64 - 1 (not counted) is accepted, as DataSketches does. The image
+stores no capacity nor rate: the filter gets the capacity at which its I<k>
+is optimal (C<floor(m * ln 2 / k)>, at least 1) and the rate expected
+there. An empty image of many words is 24 bytes that make a filter of that
+many words (untouched pages cost no memory).
+
+B<Checked against.> A Rust test (F<tests/datasketches.rs>) checks this
+layout against the Rust C<datasketches> crate, version 0.6.0 (feature
+C<bloom>), for several seeds, capacities and rates, with items as raw bytes
+and as C<u64>: the same geometry, the same image byte for byte, each side's
+image read by the other with every query answered alike, and unions and
+intersections across the two alike. The Java and C++ versions were not run
+by a test; they document the same format and hashing.
+
+B<From Java or C++.> Export the image (C<< $bf->serialize(format =>
+'datasketches') >>, or C<bloomfilter-shared export FILE --format
+datasketches>) and read it with C<BloomFilter.heapify> (Java,
+C<org.apache.datasketches.filters.bloomfilter>) or
+C<bloom_filter::deserialize> (C++). To read one of our files in place
+instead: the words of its bit array are at the byte offset stored as a
+64-bit integer at offset 88 of the file, C<m / 64> of them in the
+machine's byte order (little-endian on x86-64 and AArch64), with I<k> a
+32-bit integer at offset 20, I<m> a 64-bit integer at offset 24 and the
+seed a 64-bit integer at offset 48; a reader builds the 32-byte preamble
+above in front of a copy of the words (the file itself has no room for it
+before them). A live filter's words change while they are read; L</freeze>
+it first for a consistent copy.
 
 =head1 WINDOWED FILTERS
 
@@ -1886,11 +2025,69 @@ L</deserialize> was given bytes that are not the output of L</serialize>,
 or were cut, extended or damaged on the way. The checks and their order are
 in L</The byte format>.
 
+=item truncated DataSketches image (%d bytes, need %d)
+
+=item extended DataSketches image (%d bytes, expected %d)
+
+=item bad %s %d in DataSketches image (%s)
+
+L</deserialize> was given bytes whose third byte says "DataSketches Bloom
+filter" (family 21) but that are not a well-formed image: the field named
+(C<family>, C<serial_version>, C<flags>, C<preamble_longs>, C<num_hashes>,
+C<unused bytes 6-7>, C<num_longs>, C<unused bytes 20-23>, C<num_bits_set>)
+is out of range, with what it must be in parentheses, or the length is not
+the one the fields give. The format is in L</The datasketches layout>.
+
+=item the bits and hashes options go together
+
+=item bits must be a positive integer, got %s
+
+=item hashes must be a positive integer, got %s
+
+=item bits must be between 1 and %d, got %d
+
+=item hashes must be between 1 and 32767, got %d
+
+=item bits and hashes are options of layout 'datasketches' only
+
+=item the file's bits and hashes differ from the bits and hashes options (a filter keeps its geometry)
+
+The C<bits> and C<hashes> options of L</new> and L</new_memfd> (see
+L</The datasketches layout>).
+
+=item a DataSketches image makes a plain filter: the window options do not apply to it
+
+L</deserialize> of a DataSketches image was given C<window> or
+C<generations>.
+
+=item format must be 'datasketches', got %s
+
+=item unknown option '%s' (the one option is format)
+
+=item usage: $filter->serialize or $filter->serialize(format => 'datasketches')
+
+L</serialize> takes no argument, or C<< format => 'datasketches' >>.
+
+=item format 'datasketches' needs a filter of layout 'datasketches' (this one is %s): create it with layout => 'datasketches'
+
+L</serialize> in DataSketches' format of a filter of another layout, whose
+bits DataSketches would not find: create the filter with C<< layout =>
+'datasketches' >> (the bits of a filter cannot be moved to another layout).
+
+=item format 'datasketches' holds one bit array, not a windowed filter's generations
+
+L</serialize> in DataSketches' format of a windowed filter.
+
+=item capacity is too large: capacity and fp_rate need more bits than a DataSketches image holds (2^31 - 5 words); use a larger fp_rate or several filters
+
+A C<datasketches> filter of that capacity and rate would not fit
+DataSketches' image format.
+
 =item %s: file exists
 
 L</deserialize> with a C<path> never replaces an existing file.
 
-=item layout must be 'standard' or 'blocked', got %s
+=item layout must be 'standard', 'blocked' or 'datasketches', got %s
 
 The C<layout> option of L</new>, L</new_memfd> or L</deserialize> is
 something else.

@@ -222,6 +222,7 @@ fn set_operations() {
             seed: 7,
             layout: None,
             window: None,
+            size: None,
         },
     )
     .unwrap();
@@ -338,6 +339,7 @@ fn seeded_filter_uses_other_positions() {
             seed: 42,
             layout: None,
             window: None,
+            size: None,
         },
     )
     .unwrap();

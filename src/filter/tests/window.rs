@@ -274,13 +274,13 @@ fn windowed_blocked_steps_close_and_open_the_view_word() {
     // DRAIN_LIMIT, and adds answer through their stripes.
     f.view_word().fetch_or(View::CLOSED, Ordering::SeqCst);
     let c = f.claim().unwrap().c;
-    let s = f.window_stripe(&hash_item(f.seed, b"held"));
+    let s = f.window_stripe(&crate::math::hashing::hash_item(f.seed, b"held"));
     assert!(f.shared().begin_add(s, c));
     assert!(!f.add(b"a").unwrap(), "present");
     assert!(closed(), "still closed");
     for i in 0..100u32 {
         let b = i.to_le_bytes();
-        if f.window_stripe(&hash_item(f.seed, &b)) != s {
+        if f.window_stripe(&crate::math::hashing::hash_item(f.seed, &b)) != s {
             assert!(f.add(&b).unwrap() || f.contains(&b));
             assert!(!f.add(&b).unwrap(), "{i} added once");
         }
@@ -339,7 +339,7 @@ fn windowed_stopped_adder_holds_up_no_adder() {
     const NO_HANG: std::time::Duration = std::time::Duration::from_secs(60);
     let f = windowed(None, 3, None);
     let c = f.claim().unwrap().c;
-    let s = f.window_stripe(&hash_item(f.seed, b"held"));
+    let s = f.window_stripe(&crate::math::hashing::hash_item(f.seed, b"held"));
     assert!(f.shared().begin_add(s, c), "a stripe held as by a stopped adder");
     // The first step publishes the clean spare at once; clearing the
     // next one gives up on the held stripe.
@@ -353,7 +353,7 @@ fn windowed_stopped_adder_holds_up_no_adder() {
     // Items of other stripes (the held one is this thread's own).
     let items: Vec<[u8; 4]> = (0..2000u32)
         .map(|i| i.to_le_bytes())
-        .filter(|b| f.window_stripe(&hash_item(f.seed, b)) != s)
+        .filter(|b| f.window_stripe(&crate::math::hashing::hash_item(f.seed, b)) != s)
         .take(1000)
         .collect();
     let t = std::time::Instant::now();
@@ -529,7 +529,7 @@ fn windowed_present_add_takes_no_stripe_and_rotate_waits_for_a_stopped_adder() {
     };
     f.add(b"held").unwrap();
     let c = f.claim().unwrap().c;
-    let s = f.window_stripe(&hash_item(f.seed, b"held"));
+    let s = f.window_stripe(&crate::math::hashing::hash_item(f.seed, b"held"));
     assert!(f.shared().begin_add(s, c), "the stripe held as by a stopped adder");
     // Minutes, not seconds, for an answer (a loaded machine), yet a wait
     // for the held stripe (for ever) still fails.

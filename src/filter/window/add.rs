@@ -107,7 +107,7 @@ impl Filter {
         if !o.light() {
             return None;
         }
-        let h = hash_item(self.seed, item);
+        let h = p.hash(self.seed, item);
         let loc = p.locate(&h);
         let now = now_ns();
         let v = self.mark_open(w, &o)?;
@@ -262,7 +262,7 @@ impl Filter {
             let mut now = 0;
             items.iter().enumerate().try_for_each(|(i, item)| {
                 prefetch_item_ahead(items, i);
-                let h = hash_item(self.seed, item);
+                let h = p.hash(self.seed, item);
                 record(
                     i,
                     self.window_add_item(win, p, i, &h, &p.locate(&h), c, &mut now, || {})?,
@@ -280,7 +280,7 @@ impl Filter {
     /// prefetched in every generation before the stripe is taken).
     #[inline(always)]
     pub(in crate::filter) fn window_add_one<P: Probe>(&self, win: &Win, p: &P, item: &[u8], c: Claim) -> Result<bool> {
-        let h = hash_item(self.seed, item);
+        let h = p.hash(self.seed, item);
         let loc = p.locate(&h);
         // The view to prefetch in, read once (a hint: a step meanwhile
         // makes some prefetches useless, never an answer wrong).

@@ -5,8 +5,8 @@ use crate::filter::*;
 
 impl Filter {
     /// Whether a windowed filter holds the item in a visible generation.
-    pub(in crate::filter) fn window_contains(&self, win: &Win, h: &crate::math::hashing::ItemHash) -> bool {
-        with_probe!(&self.probing, p => self.window_contains_one(win, p, &p.locate(h)))
+    pub(in crate::filter) fn window_contains(&self, win: &Win, item: &[u8]) -> bool {
+        with_probe!(&self.probing, p => self.window_contains_one(win, p, &p.locate(&p.hash(self.seed, item))))
     }
 
     /// `window_look` for one item, without its lists: the generations
@@ -58,7 +58,7 @@ impl Filter {
             locs.clear();
             locs.extend(chunk.iter().enumerate().map(|(i, item)| {
                 prefetch_item_ahead(chunk, i);
-                p.locate(&hash_item(self.seed, item))
+                p.locate(&p.hash(self.seed, item))
             }));
             for start in (0..chunk.len()).step_by(WINDOW_QUERY_GROUP) {
                 let found = &mut found[..WINDOW_QUERY_GROUP.min(chunk.len() - start)];

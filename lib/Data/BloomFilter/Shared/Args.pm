@@ -36,8 +36,11 @@ my @LAYOUT_NAMES = @LAYOUT_PAIRS[grep { $_ % 2 == 0 } 0 .. $#LAYOUT_PAIRS];
 
 sub layout_names { return @LAYOUT_NAMES }
 
-# "'standard' or 'blocked'"
-sub layout_choice { return join ' or ', map { "'$_'" } @LAYOUT_NAMES }
+# "'standard', 'blocked' or 'datasketches'"
+sub layout_choice {
+    my @q = map { "'$_'" } @LAYOUT_NAMES;
+    return @q > 1 ? join(', ', @q[0 .. $#q - 1]) . " or $q[-1]" : $q[0];
+}
 
 # $who->$method: $message, from the caller's line.
 sub fail {
@@ -248,6 +251,32 @@ sub seed {
                 . ' a hexadecimal secret of up to 16 digits: hex($secret))');
     }
     return $s;
+}
+
+# The seed of a new filter of layout code $layout given no seed option: 0,
+# or for the datasketches layout DataSketches' default update seed (9001),
+# so that its bits are those DataSketches sets by default.
+sub default_seed {
+    my ($layout) = @_;
+    return $layout == $CONSTANT{LAYOUT_DATASKETCHES} ? $CONSTANT{DATASKETCHES_SEED} : 0;
+}
+
+# The bits and hashes options (a datasketches filter's size, given rather
+# than sized): (0, 0) when neither is given; both, as non-negative integers,
+# otherwise. Their ranges are the library's to check.
+sub size {
+    my ($who, $method, $opts) = @_;
+    my ($bits, $hashes) = @$opts{qw(bits hashes)};
+    return (0, 0) if !exists $opts->{bits} && !exists $opts->{hashes};
+    fail($who, $method, 'the bits and hashes options go together')
+        if !exists $opts->{bits} || !exists $opts->{hashes};
+    my %v;
+    for my $k (qw(bits hashes)) {
+        $v{$k} = uint64($opts->{$k});
+        fail($who, $method, "$k must be a positive integer, got " . shown($opts->{$k}))
+            if !defined $v{$k} || $v{$k} eq '0';
+    }
+    return @v{qw(bits hashes)};
 }
 
 # The C API's layout code of a layout name: BFS_LAYOUT_DEFAULT when none was

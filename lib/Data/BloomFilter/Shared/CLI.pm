@@ -214,12 +214,13 @@ sub mode_arg {
 # --- opening filters -----------------------------------------------------------------------
 
 # True when the file behind $fh starts as the output of `export`
-# (Data::BloomFilter::Shared's serialize) does.
+# (Data::BloomFilter::Shared's serialize) does: our magic, or a DataSketches
+# Bloom filter image (family 21 in its third byte).
 sub is_serialized {
     my ($fh) = @_;
     sysseek($fh, 0, 0) or return 0;
     my $n = sysread($fh, my $magic, 8);
-    return defined $n && $n == 8 && $magic eq 'BLOOMSER';
+    return defined $n && $n == 8 && ($magic eq 'BLOOMSER' || substr($magic, 2, 1) eq chr 21);
 }
 
 # Attach to the existing filter FILE; never creates one. $need_write: the
@@ -722,10 +723,17 @@ sub cmd_freeze {
 
 sub cmd_export {
     my ($args) = @_;
-    my $o = options($args, 'output|o=s', 'force|f', 'mode=s');
+    my $o = options($args, 'output|o=s', 'force|f', 'mode=s', 'format=s');
     want_args('export', $args, 1, 1, 'FILE');
     my ($file) = @$args;
     my $out = $o->{output};
+    my @format;
+    if (defined $o->{format}) {
+        usage_error("export: --format must be 'datasketches' (or left out for the module's own bytes), not "
+                . show($o->{format}))
+            if $o->{format} ne 'datasketches';
+        @format = (format => 'datasketches');
+    }
     usage_error('export: --force and --mode apply to -o OUT only')
         if !defined $out && ($o->{force} || defined $o->{mode});
     my $mode = defined $o->{mode} ? mode_arg($o->{mode}) : $Data::BloomFilter::Shared::Args::DEFAULT_MODE;
@@ -736,7 +744,7 @@ sub cmd_export {
         fail('export: refusing to write binary data to a terminal (use -o OUT or redirect)');
     }
     my $f = open_filter($file, 0);
-    my $bytes = try_library($file, sub { $f->serialize });
+    my $bytes = try_library($file, sub { $f->serialize(@format) });
     undef $f;
     if (defined $out) {
         write_bytes_file($out, $o->{force}, $mode, $bytes);
@@ -801,6 +809,9 @@ sub cmd_merge {
         mode => defined $o->{mode} ? mode_arg($o->{mode}) : $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
         seed => $first->seed,
         layout => $first->layout,
+        # A datasketches filter's size need not follow from its capacity
+        # and rate (given bits and hashes, or read from an image): copy it.
+        $first->layout eq 'datasketches' ? (bits => $first->bits, hashes => $first->hashes) : (),
     );
     make_filter_file($out, 0,
         sub { $C->new($_[0], $first->capacity, $first->fp_rate, \%opts) }, $merge_all);

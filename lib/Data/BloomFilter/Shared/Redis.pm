@@ -283,7 +283,9 @@ sub new {
 
     # Validate the arguments as a creator would, even when the filter exists.
     my $want = {
-        capacity => $capacity, fp_rate => $fp_rate, seed => $seed // '0',
+        # No seed: 0, or DataSketches' default for its layout (as locally).
+        capacity => $capacity, fp_rate => $fp_rate,
+        seed => $seed // (defined $layout && $layout eq 'datasketches' ? '9001' : '0'),
         layout => $layout // (Data::BloomFilter::Shared::Args::layout_names())[0], shards => $shards // 1,
     };
     $self->_set_geometry('new', $want);
@@ -1105,8 +1107,10 @@ sub _local_bits {
     _croak('merge', "the local filter's portable image is not version 1")
         if $magic ne 'BLOOMSER' || $version != 1;
     # The image's hash scheme: 1 standard, 2 blocked in 64-bit words, 3
-    # blocked in 128-bit blocks (a blocked filter's span is its width).
-    my $want = $self->{layout} eq 'standard' ? 1 : $self->{span} == 128 ? 3 : 2;
+    # blocked in 128-bit blocks (a blocked filter's span is its width), 4
+    # datasketches.
+    my $want = $self->{layout} eq 'standard' ? 1 : $self->{layout} eq 'datasketches' ? 4
+        : $self->{span} == 128 ? 3 : 2;
     _croak('merge', "layout mismatch (this filter's layout is '$self->{layout}')") if $scheme != $want;
     _croak('merge', "geometry mismatch (bits $self->{bits} vs $m, hashes $self->{hashes} vs $k)")
         if $m != $self->{bits} || $k != $self->{hashes};
@@ -1473,9 +1477,9 @@ fp_rate of 1 or more hints that the capacity and the fp_rate are swapped.
 
 An explicit C<< seed => undef >>, as in L<Data::BloomFilter::Shared/new>.
 
-=item layout must be a string, got %s ('standard' or 'blocked')
+=item layout must be a string, got %s ('standard', 'blocked' or 'datasketches')
 
-=item unknown layout '%s' (this build has: standard, blocked)
+=item unknown layout '%s' (this build has: standard, blocked, datasketches)
 
 =item shards must be an integer from 1 to 65536, got %s
 
