@@ -2,7 +2,7 @@
 # filter in shared memory. The option, its default seed and sizing, every
 # constructor, DataSketches' serialized image out and in (field by field, and
 # every field spoiled), set operations, freeze, read-only, windows, bad input.
-# That the bits and bytes are DataSketches' own is tests/datasketches.rs's
+# That the bits and bytes are DataSketches' own is xt/datasketches/tests/datasketches.rs's
 # proof, against the datasketches crate.
 use strict;
 use warnings;

@@ -1,7 +1,7 @@
 //! Apache DataSketches' Bloom filter, the arithmetic: how it hashes an item
 //! and where the item's bits are, and how its builder sizes a filter. The
 //! facts are those of the `datasketches` crate 0.6.0 (`bloom`), the same as
-//! its Java and C++ versions; `tests/datasketches.rs` checks them against
+//! its Java and C++ versions; `xt/datasketches/tests/datasketches.rs` checks them against
 //! the crate itself.
 //!
 //! * h0 = XXH64(item bytes, seed), h1 = XXH64(item bytes, h0);

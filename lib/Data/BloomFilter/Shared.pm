@@ -1412,7 +1412,7 @@ is optimal (C<floor(m * ln 2 / k)>, at least 1) and the rate expected
 there. An empty image of many words is 24 bytes that make a filter of that
 many words (untouched pages cost no memory).
 
-B<Checked against.> A Rust test (F<tests/datasketches.rs>) checks this
+B<Checked against.> A Rust test (F<xt/datasketches/tests/datasketches.rs>) checks this
 layout against the Rust C<datasketches> crate, version 0.6.0 (feature
 C<bloom>), for several seeds, capacities and rates, with items as raw bytes
 and as C<u64>: the same geometry, the same image byte for byte, each side's

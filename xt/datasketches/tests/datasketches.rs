@@ -1,5 +1,6 @@
 //! The `datasketches` layout against Apache DataSketches itself: the
-//! `datasketches` crate 0.6.0 (feature `bloom`), a dev-dependency only.
+//! `datasketches` crate 0.6.0 (feature `bloom`), in a crate of its own so
+//! that neither the library nor its lock file holds it.
 //!
 //! Items go in as raw bytes — a newtype whose `Hash` writes the bytes alone,
 //! which is how DataSketches' Java and C++ versions hash a byte array (Rust's
