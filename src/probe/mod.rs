@@ -161,6 +161,9 @@ macro_rules! with_probe {
 pub(crate) use with_probe;
 
 #[cfg(test)]
+mod grown;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::math::hashing::hash_item;
