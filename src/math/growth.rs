@@ -156,6 +156,26 @@ fn stage_geometry(
     }
 }
 
+/// The first `i` in `1..=MAX_STAGES` for which `exists` is false, given
+/// that it is true for 0, false for `MAX_STAGES`, and monotone. A binary
+/// search: a blocked stage's geometry costs milliseconds to compute. An
+/// untrimmed stage's existence is monotone (each holds more items than the
+/// one before at a lower rate, so needs more bits and at least the same
+/// `k`; capacities only overflow further on), and so is starting below
+/// `max_capacity`.
+fn first_missing(exists: impl Fn(u32) -> bool) -> u32 {
+    let (mut lo, mut hi) = (0, MAX_STAGES);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if exists(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
 impl Growth {
     /// The growth of a filter of `capacity` and `fp_rate` in `layout` that
     /// grows by `factor`, at most to `max_capacity` items, or why not.
@@ -185,8 +205,16 @@ impl Growth {
             Layout::Blocked => blocked_geometry(capacity, first),
         }
         .map_err(GrowthError::Geometry)?;
-        let mut limit = 1;
-        while stage_geometry(capacity, fp_rate, layout, factor, max_capacity, limit).is_some() {
+        // Halve on a monotone question: does the stage exist untrimmed, and
+        // does it start below max_capacity? Every stage before the answer
+        // exists; the one at it may exist still, trimmed, as the last.
+        let exists = |i| stage_geometry(capacity, fp_rate, layout, factor, max_capacity, i).is_some();
+        let untrimmed = |i| {
+            stage_geometry(capacity, fp_rate, layout, factor, None, i).is_some()
+                && max_capacity.map_or(true, |_| stage_capacity(capacity, factor, max_capacity, i).is_some())
+        };
+        let mut limit = first_missing(untrimmed);
+        if exists(limit) {
             limit += 1;
         }
         let g = Growth {
@@ -525,6 +553,52 @@ mod tests {
         // A small filter of a large rate has them all.
         let g = Growth::new(1, 0.5, Layout::Standard, 2, None).unwrap();
         assert_eq!(g.limit(), MAX_STAGES);
+    }
+
+    /// The limit found by halving is where a scan stage by stage stops, and
+    /// no stage past it exists (existence is monotone).
+    #[test]
+    fn the_limit_is_found_by_halving() {
+        let scan = |g: &Growth, c: u64, p: f64, l: Layout, f: u32, max: Option<u64>| {
+            let mut i = 1;
+            while stage_geometry(c, p, l, f, max, i).is_some() {
+                i += 1;
+            }
+            assert!((i..=MAX_STAGES + 1).all(|j| stage_geometry(c, p, l, f, max, j).is_none()));
+            assert_eq!(g.limit(), i, "{c} {p} {l:?} {f} {max:?}");
+        };
+        for &p in &RATES {
+            for f in [2, 3, 4, 7, 16] {
+                for c in [1u64, 1000, 1 << 20, 1 << 30] {
+                    // c + 5: a second stage too large untrimmed, trimmed to 5 items.
+                    for max in [
+                        None,
+                        Some(c),
+                        Some(c + 5),
+                        Some(c * 5 + 3),
+                        Some(c.saturating_mul(1 << 20)),
+                    ] {
+                        if let Ok(g) = Growth::new(c, p, Layout::Standard, f, max) {
+                            scan(&g, c, p, Layout::Standard, f, max);
+                        }
+                    }
+                }
+            }
+        }
+        for (c, p, f) in [(1000u64, 0.01, 2u32), (1, 0.001, 4), (1 << 20, 0.1, 16)] {
+            let g = Growth::new(c, p, Layout::Blocked, f, None).unwrap();
+            scan(&g, c, p, Layout::Blocked, f, None);
+        }
+        // The second stage too large untrimmed (2^34 items at 16 probes),
+        // and trimmed to 5 items, within reach.
+        let g = Growth::new(1 << 30, 1e-4, Layout::Standard, 16, Some((1 << 30) + 5)).unwrap();
+        assert!(stage_geometry(1 << 30, 1e-4, Layout::Standard, 16, None, 1).is_none());
+        assert_eq!((g.limit(), g.stage(1).unwrap().capacity), (2, 5));
+        assert_eq!(first_missing(|_| true), MAX_STAGES);
+        assert_eq!(first_missing(|i| i == 0), 1);
+        for l in 1..=MAX_STAGES {
+            assert_eq!(first_missing(|i| i < l), l);
+        }
     }
 
     #[test]
