@@ -24,7 +24,7 @@ sub slurp {
 # Files are read as bytes: the section sign and the en dash in UTF-8.
 my $SECTION = "\xC2\xA7";
 my $DASH = "\xE2\x80\x93";
-my $LABEL = qr/(?:$SECTION\d+|[CGSAXMW]\d+)/;
+my $LABEL = qr/(?:$SECTION\d+|[CGSAXMWN]\d+)/;
 # A list of labels: "C3-C5", "C1".."C9", "S1, S2", "§8 A7–A10", "C3 and C5".
 my $SEP = qr/(?:\s*(?:,|\band\b|-|$DASH|\.\.)\s*|\s+)/;
 my $LIST = qr/$LABEL(?:$SEP$LABEL)*/;
@@ -52,7 +52,7 @@ sub labels_of {
 my $doc = slurp($design);
 my %defined;
 $defined{"$SECTION$1"} = 1 while $doc =~ /^##\s+$SECTION(\d+)\b/mg;
-$defined{$1} = 1 while $doc =~ /\*\*([CGSAXMW]\d+)\b/g;
+$defined{$1} = 1 while $doc =~ /\*\*([CGSAXMWN]\d+)\b/g;
 cmp_ok(scalar(keys %defined), '>', 40, "$design: its labels are found")
     or diag('found: ' . join ' ', sort keys %defined);
 

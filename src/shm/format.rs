@@ -7,6 +7,8 @@
 //!                 pending operation and its cursor;
 //!                 a windowed filter's window and epoch0 + their checksum
 //!                 (192..216), its step protocol's words (256..648);
+//!                 a grown filter's growth facts + their checksum (192..216),
+//!                 its published stage count (156) and fill words (1024..1280);
 //!                 scratch (2048..2560): a resumable operation's saved chunk
 //! offset 4096     process slots: SLOTS x 64 bytes, one cache line each
 //! offset 69632    add stripes:   64 to 4096 x 64 bytes (`stripes_for`), one
@@ -24,6 +26,7 @@
 //! (doc/DESIGN.md, C6): nothing read later from the mapping decides an address.
 
 use crate::math::geometry::Geometry;
+use crate::math::growth::{Growth, MAX_STAGES};
 use crate::math::scheme::Scheme;
 use crate::math::window::Window;
 use xxhash_rust::xxh3::xxh3_64;
@@ -31,6 +34,10 @@ use xxhash_rust::xxh3::xxh3_64;
 pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
 /// 2: process slots carry a robust mutex (liveness without `/proc`).
 pub const FORMAT_VERSION: u32 = 2;
+/// 3: a grown filter (doc/DESIGN.md, §6 grown filters). Plain and windowed
+/// filters keep FORMAT_VERSION, so their bytes are what they were, and a
+/// library that knows only 2 refuses a grown file by its version.
+pub const GROWN_VERSION: u32 = 3;
 /// Written in native order; reads back as this value only on a machine of
 /// the same byte order.
 pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
@@ -59,6 +66,10 @@ pub const OFF_PENDING: u64 = 140;
 /// the token of the merger or intersecter using the journal, else 0.
 #[allow(dead_code)]
 pub const OFF_JOURNAL: u64 = 152;
+/// A grown filter's published stage count (control line, after the journal
+/// word): written only when a stage is added (§8 N6).
+#[allow(dead_code)]
+pub const OFF_STAGES: u64 = 156;
 /// Where a resumable exclusive operation keeps the chunk it is changing:
 /// the second half of the header page.
 pub const SCRATCH_OFF: u64 = 2048;
@@ -72,6 +83,15 @@ pub const WINDOW_OFF: u64 = 192;
 pub const WINDOW_LEN: usize = 24;
 /// Header bytes a reader copies and validates.
 pub const HEADER_READ_LEN: usize = WINDOW_OFF as usize + WINDOW_LEN;
+/// A grown filter's growth facts take the window facts' bytes (a grown
+/// filter has no window): max_capacity (0 for none), the stage limit, a
+/// zero word, their checksum. The growth factor is in the checksummed
+/// immutable header (bytes 108..112).
+pub const GROWTH_OFF: u64 = WINDOW_OFF;
+/// A grown filter's fill words, one per stage (§8 N9), on cache lines of
+/// their own (the windowed words end at 648; grown filters have none).
+#[allow(dead_code)]
+pub const OFF_FILL: u64 = 1024;
 /// The shared words of the step protocol (`window` module docs), in the
 /// header page: the view, the cleaner's token, the clear cursor (the view
 /// mark it is for, and the words done), then `last[]` and `clean[]`, one
@@ -85,6 +105,8 @@ pub const OFF_CLEAN: u64 = 512;
 const _: () = assert!(OFF_LAST + 8 * (Window::MAX_GENERATIONS as u64 + 1) <= OFF_CLEAN);
 const _: () = assert!(OFF_CLEAN + 8 * (Window::MAX_GENERATIONS as u64 + 1) <= SCRATCH_OFF);
 const _: () = assert!(HEADER_READ_LEN as u64 <= OFF_VIEW);
+const _: () = assert!(OFF_FILL >= OFF_CLEAN + 8 * (Window::MAX_GENERATIONS as u64 + 1));
+const _: () = assert!(OFF_FILL % CACHE_LINE == 0 && OFF_FILL + 8 * MAX_STAGES as u64 <= SCRATCH_OFF);
 
 /// Flag bit: the filter is sealed; no mutator may run again.
 pub const FLAG_FROZEN: u32 = 1;
@@ -158,17 +180,63 @@ pub fn ring_layout(m: u64, ring: u32) -> Layout {
 /// validated geometry, so all agree on it. None for a windowed filter
 /// (no merge, no intersect).
 pub fn journal(h: &Header) -> Option<(u64, u64)> {
-    if h.window.is_some() {
+    journal_for(h, 1)
+}
+
+/// The journal of a filter with `stages` published stages (1 for a filter
+/// that does not grow): past the last of them, as long as all of them
+/// together (doc/DESIGN.md, §6 grown filters). None for a windowed filter,
+/// or a stage count the filter cannot have.
+pub fn journal_for(h: &Header, stages: u32) -> Option<(u64, u64)> {
+    if h.window.is_some() || stages == 0 {
         return None;
     }
-    let total = h.layout().total;
-    Some(((total + PAGE - 1) / PAGE * PAGE, h.geometry.m / 8))
+    let mut len = 0u64;
+    let mut end = 0u64;
+    for i in 0..stages {
+        let (off, bytes) = stage_range(h, i)?;
+        len = len.checked_add(bytes)?;
+        end = off.checked_add(bytes)?;
+    }
+    Some((round_up(end, PAGE)?, len))
+}
+
+/// `v` rounded up to a multiple of `to` (a power of two), None past u64.
+fn round_up(v: u64, to: u64) -> Option<u64> {
+    Some(v.checked_add(to - 1)? & !(to - 1))
+}
+
+/// Where stage `i`'s bits are, `(offset, bytes)`: stage 0 is the bit
+/// array at `bits_off`; each later stage starts at the end of the one
+/// before, rounded up to a page, or to 2 MiB when it is at least
+/// HUGE_THRESHOLD bytes (as `bits_off`). Derived from the validated
+/// geometry alone; None for a stage the filter cannot have (a filter that
+/// does not grow has stage 0 only).
+pub fn stage_range(h: &Header, i: u32) -> Option<(u64, u64)> {
+    let l = h.layout();
+    let bytes0 = h.geometry.m / 8;
+    if i == 0 {
+        return (h.window.is_none()).then_some((l.bits_off, bytes0));
+    }
+    let growth = h.growth?;
+    let mut end = l.bits_off + bytes0;
+    let mut range = None;
+    for j in 1..=i {
+        let bytes = growth.stage(j)?.m / 8;
+        let align = if bytes >= HUGE_THRESHOLD { HUGE_PAGE } else { PAGE };
+        let off = round_up(end, align)?;
+        end = off.checked_add(bytes)?;
+        range = Some((off, bytes));
+    }
+    range
 }
 
 /// The largest size a filter's file may have: its own bytes plus a whole
-/// journal (one left by a process killed in a merge, or one in use).
+/// journal (one left by a process killed in a merge, or one in use); for a
+/// grown filter, every stage it can have and their journal.
 pub fn max_size(h: &Header) -> u64 {
-    journal(h).map_or(h.layout().total, |(off, len)| off + len)
+    let stages = h.growth.map_or(1, |g| g.limit());
+    journal_for(h, stages).map_or(h.layout().total, |(off, len)| off + len)
 }
 
 /// The immutable facts of a filter, as stored in its header.
@@ -182,6 +250,9 @@ pub struct Header {
     pub instance: u64,
     /// A windowed filter's generations and time; None for a plain filter.
     pub window: Option<Window>,
+    /// A grown filter's stages (its geometry is stage 0's, its `fp_rate`
+    /// the whole filter's); None for a filter that does not grow.
+    pub growth: Option<Growth>,
 }
 
 impl Header {
@@ -207,6 +278,7 @@ pub enum FormatError {
     Layout,
     Checksum,
     Window,
+    Growth,
     SizeMismatch { header: u64, actual: u64 },
 }
 
@@ -229,6 +301,7 @@ impl std::fmt::Display for FormatError {
             FormatError::Layout => f.write_str("invalid layout in header (corrupted file)"),
             FormatError::Checksum => f.write_str("header checksum mismatch (corrupted file)"),
             FormatError::Window => f.write_str("invalid window in header (corrupted file)"),
+            FormatError::Growth => f.write_str("invalid growth in header (corrupted file)"),
             FormatError::SizeMismatch { header, actual } => {
                 let what = if actual < header { "truncated" } else { "grown" };
                 write!(f, "file is {what}: {actual} bytes, header says {header}")
@@ -261,7 +334,15 @@ pub fn encode(h: &Header) -> [u8; HEADER_READ_LEN] {
     let l = h.layout();
     let mut b = [0u8; HEADER_READ_LEN];
     b[0..8].copy_from_slice(&MAGIC);
-    put_u32(&mut b, 8, FORMAT_VERSION);
+    put_u32(
+        &mut b,
+        8,
+        if h.growth.is_some() {
+            GROWN_VERSION
+        } else {
+            FORMAT_VERSION
+        },
+    );
     put_u32(&mut b, 12, BYTE_ORDER_MARK);
     put_u32(&mut b, 16, g.scheme.id());
     put_u32(&mut b, 20, g.k);
@@ -276,12 +357,21 @@ pub fn encode(h: &Header) -> [u8; HEADER_READ_LEN] {
     put_u64(&mut b, 80, STRIPES_OFF);
     put_u64(&mut b, 88, l.bits_off);
     put_u64(&mut b, 96, h.instance);
-    // 104..108: generations of a windowed filter, else 0; 108..112 zero.
+    // 104..108: generations of a windowed filter, else 0; 108..112 the
+    // growth factor of a grown filter, else 0.
     if let Some(w) = h.window {
         put_u32(&mut b, 104, w.generations());
         let o = WINDOW_OFF as usize;
         put_u64(&mut b, o, w.window_ns().unwrap_or(0));
         put_u64(&mut b, o + 8, w.epoch_ns());
+        let sum = xxh3_64(&b[o..o + 16]);
+        put_u64(&mut b, o + 16, sum);
+    }
+    if let Some(gr) = h.growth {
+        put_u32(&mut b, 108, gr.factor());
+        let o = GROWTH_OFF as usize;
+        put_u64(&mut b, o, gr.max_capacity().unwrap_or(0));
+        put_u32(&mut b, o + 8, gr.limit());
         let sum = xxh3_64(&b[o..o + 16]);
         put_u64(&mut b, o + 16, sum);
     }
@@ -312,6 +402,36 @@ fn decode_window(b: &[u8]) -> Result<Option<Window>, FormatError> {
     Ok(Some(w))
 }
 
+/// The growth facts of a grown header whose immutable part is valid: the
+/// stages this library computes from the stored arguments, which must give
+/// the stored stage 0 and limit.
+fn decode_growth(b: &[u8], geometry: &Geometry) -> Result<Growth, FormatError> {
+    let o = GROWTH_OFF as usize;
+    if b.len() < HEADER_READ_LEN || get_u32(b, 104) != 0 {
+        return Err(FormatError::Growth);
+    }
+    if xxh3_64(&b[o..o + 16]) != get_u64(b, o + 16) {
+        return Err(FormatError::Checksum);
+    }
+    let max = get_u64(b, o);
+    let growth = Growth::new(
+        geometry.capacity,
+        geometry.fp_rate,
+        geometry.scheme.layout(),
+        get_u32(b, 108),
+        (max != 0).then_some(max),
+    )
+    .map_err(|_| FormatError::Growth)?;
+    let first = growth.stage(0).ok_or(FormatError::Growth)?;
+    if (first.k, first.m, first.scheme) != (geometry.k, geometry.m, geometry.scheme)
+        || get_u32(b, o + 8) != growth.limit()
+        || get_u32(b, o + 12) != 0
+    {
+        return Err(FormatError::Growth);
+    }
+    Ok(growth)
+}
+
 /// Validate header bytes of a region that is `actual_size` bytes long.
 pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
     if b.len() < IMMUTABLE_LEN || actual_size < CONTROL_END {
@@ -321,7 +441,7 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
         return Err(FormatError::Magic);
     }
     let version = get_u32(b, 8);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != GROWN_VERSION {
         return Err(FormatError::Version(version));
     }
     if get_u32(b, 12) != BYTE_ORDER_MARK {
@@ -346,11 +466,17 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
     if !geometry.is_valid() {
         return Err(FormatError::Geometry);
     }
+    let grown = version == GROWN_VERSION;
     let h = Header {
         geometry,
         seed: get_u64(b, 48),
         instance: get_u64(b, 96),
-        window: decode_window(b)?,
+        window: if grown { None } else { decode_window(b)? },
+        growth: if grown {
+            Some(decode_growth(b, &geometry)?)
+        } else {
+            None
+        },
     };
     let l = h.layout();
     if get_u64(b, 56) != l.total
@@ -359,7 +485,7 @@ pub fn decode(b: &[u8], actual_size: u64) -> Result<Header, FormatError> {
         || get_u32(b, 76) != l.stripes
         || get_u64(b, 80) != STRIPES_OFF
         || get_u64(b, 88) != l.bits_off
-        || get_u32(b, 108) != 0
+        || (!grown && get_u32(b, 108) != 0)
     {
         return Err(FormatError::Layout);
     }
@@ -384,6 +510,7 @@ mod tests {
             seed: 0x1234,
             instance: 0xfeed_beef,
             window: None,
+            growth: None,
         }
     }
 
@@ -484,8 +611,8 @@ mod tests {
         c[0] = b'X';
         assert_eq!(decode(&c, total), Err(FormatError::Magic));
         let mut c = b;
-        c[8] = 3;
-        assert_eq!(decode(&c, total), Err(FormatError::Version(3)));
+        c[8] = 4;
+        assert_eq!(decode(&c, total), Err(FormatError::Version(4)));
         let mut c = b;
         c[12..16].copy_from_slice(&BYTE_ORDER_MARK.swap_bytes().to_ne_bytes());
         assert_eq!(decode(&c, total), Err(FormatError::ByteOrder));
@@ -598,5 +725,158 @@ mod tests {
         let sum = xxh3_64(&c[o..o + 16]);
         put_u64(&mut c, o + 16, sum);
         assert_eq!(decode(&c, h.layout().total), Err(FormatError::Window));
+    }
+
+    fn grown(
+        capacity: u64,
+        fp_rate: f64,
+        layout: crate::math::scheme::Layout,
+        factor: u32,
+        max: Option<u64>,
+    ) -> Header {
+        let growth = Growth::new(capacity, fp_rate, layout, factor, max).unwrap();
+        let mut geometry = growth.stage(0).unwrap();
+        geometry.fp_rate = fp_rate;
+        Header {
+            geometry,
+            growth: Some(growth),
+            ..sample()
+        }
+    }
+
+    /// A grown header round-trips under its own version; a plain header
+    /// keeps version 2 and zero growth bytes; a flipped bit anywhere in what
+    /// a grown header stores is refused.
+    #[test]
+    fn grown_headers() {
+        use crate::math::scheme::Layout as L;
+        let plain = encode(&sample());
+        assert_eq!(get_u32(&plain, 8), FORMAT_VERSION);
+        assert_eq!(get_u32(&plain, 108), 0);
+        for h in [
+            grown(1000, 0.01, L::Standard, 2, None),
+            grown(1000, 0.001, L::Blocked, 4, Some(1_000_000)),
+            grown(1, 0.5, L::Standard, 16, None),
+        ] {
+            let b = encode(&h);
+            let total = h.layout().total;
+            assert_eq!(get_u32(&b, 8), GROWN_VERSION);
+            assert_eq!(get_u32(&b, 108), h.growth.unwrap().factor());
+            assert_eq!(decode(&b, total), Ok(h));
+            assert_eq!(decode(&b, max_size(&h)), Ok(h), "every stage and its journal");
+            assert!(decode(&b, max_size(&h) + 1).is_err());
+            assert!(decode(&b[..IMMUTABLE_LEN], total).is_err(), "growth bytes missing");
+            for byte in (0..IMMUTABLE_LEN).chain(GROWTH_OFF as usize..HEADER_READ_LEN) {
+                for bit in 0..8 {
+                    let mut c = b;
+                    c[byte] ^= 1 << bit;
+                    assert!(decode(&c, total).is_err(), "flip {byte}.{bit} accepted");
+                }
+            }
+        }
+    }
+
+    /// Grown headers whose checksums are right but whose growth is not
+    /// what this library computes are refused.
+    #[test]
+    fn forged_grown_headers() {
+        use crate::math::scheme::Layout as L;
+        let h = grown(1000, 0.01, L::Standard, 2, None);
+        let total = h.layout().total;
+        let reseal = |mut c: [u8; HEADER_READ_LEN]| {
+            let o = GROWTH_OFF as usize;
+            let sum = xxh3_64(&c[o..o + 16]);
+            c[o + 16..o + 24].copy_from_slice(&sum.to_ne_bytes());
+            let sum = xxh3_64(&c[..CHECKED_LEN]);
+            c[CHECKED_LEN..IMMUTABLE_LEN].copy_from_slice(&sum.to_ne_bytes());
+            c
+        };
+        assert_eq!(decode(&reseal(encode(&h)), total), Ok(h), "the resealer itself");
+        for factor in [0, 1, 17] {
+            let mut c = encode(&h);
+            put_u32(&mut c, 108, factor);
+            assert_eq!(decode(&reseal(c), total), Err(FormatError::Growth), "factor {factor}");
+        }
+        let mut c = encode(&h);
+        put_u32(&mut c, GROWTH_OFF as usize + 8, h.growth.unwrap().limit() + 1);
+        assert_eq!(decode(&reseal(c), total), Err(FormatError::Growth), "limit");
+        let mut c = encode(&h);
+        put_u32(&mut c, GROWTH_OFF as usize + 12, 1);
+        assert_eq!(decode(&reseal(c), total), Err(FormatError::Growth), "reserved word");
+        let mut c = encode(&h);
+        put_u64(&mut c, GROWTH_OFF as usize, 999);
+        assert_eq!(
+            decode(&reseal(c), total),
+            Err(FormatError::Growth),
+            "max below capacity"
+        );
+        // Stage 0 sized as a plain filter (k by lround) is not a grown stage 0.
+        let mut c = encode(&h);
+        let plain = Geometry::for_capacity(1000, 0.01).unwrap();
+        put_u32(&mut c, 20, plain.k);
+        put_u64(&mut c, 24, plain.m);
+        let l = ring_layout(plain.m, 1);
+        put_u64(&mut c, 56, l.total);
+        put_u32(&mut c, 76, l.stripes);
+        put_u64(&mut c, 88, l.bits_off);
+        assert_eq!(decode(&reseal(c), l.total), Err(FormatError::Growth), "stage 0");
+        // A grown filter with a window.
+        let mut c = encode(&h);
+        put_u32(&mut c, 104, 4);
+        assert_eq!(decode(&reseal(c), total), Err(FormatError::Growth), "window");
+        // A plain filter with a factor is refused as before.
+        let mut c = encode(&sample());
+        put_u32(&mut c, 108, 2);
+        let sum = xxh3_64(&c[..CHECKED_LEN]);
+        c[CHECKED_LEN..IMMUTABLE_LEN].copy_from_slice(&sum.to_ne_bytes());
+        assert_eq!(decode(&c, layout(sample().geometry.m).total), Err(FormatError::Layout));
+    }
+
+    /// Stages follow one another, page aligned (2 MiB for large ones),
+    /// never overlapping, stage 0 at bits_off; the journal lies past the
+    /// published stages and is as long as all of them.
+    #[test]
+    fn stages_follow_one_another() {
+        use crate::math::scheme::Layout as L;
+        assert_eq!(
+            stage_range(&sample(), 0),
+            Some((layout(sample().geometry.m).bits_off, sample().geometry.m / 8))
+        );
+        assert_eq!(stage_range(&sample(), 1), None, "a plain filter has one stage");
+        assert_eq!(stage_range(&windowed(None, 4), 0), None);
+        for h in [
+            grown(1000, 0.01, L::Standard, 2, None),
+            grown(100_000, 0.001, L::Blocked, 4, None),
+            grown(1, 0.5, L::Standard, 16, Some(1 << 30)),
+        ] {
+            let gr = h.growth.unwrap();
+            let (off0, bytes0) = stage_range(&h, 0).unwrap();
+            assert_eq!((off0, bytes0), (h.layout().bits_off, h.geometry.m / 8));
+            assert_eq!(off0 + bytes0, h.layout().total);
+            let mut end = off0 + bytes0;
+            let mut sum = bytes0;
+            for i in 1..gr.limit() {
+                let (off, bytes) = stage_range(&h, i).unwrap();
+                assert_eq!(bytes, gr.stage(i).unwrap().m / 8);
+                assert!(
+                    off >= end && off % PAGE == 0,
+                    "stage {i} at {off}, previous ends at {end}"
+                );
+                assert!(off - end < PAGE || bytes >= HUGE_THRESHOLD);
+                if bytes >= HUGE_THRESHOLD {
+                    assert_eq!(off % HUGE_PAGE, 0);
+                }
+                end = off + bytes;
+                sum += bytes;
+                let (joff, jlen) = journal_for(&h, i + 1).unwrap();
+                assert!(joff >= end && joff < end + PAGE && joff % PAGE == 0);
+                assert_eq!(jlen, sum);
+            }
+            assert_eq!(stage_range(&h, gr.limit()), None);
+            assert_eq!(journal_for(&h, gr.limit() + 1), None);
+            let (joff, jlen) = journal_for(&h, gr.limit()).unwrap();
+            assert_eq!(max_size(&h), joff + jlen);
+            assert_eq!(journal(&h), journal_for(&h, 1));
+        }
     }
 }

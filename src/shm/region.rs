@@ -286,6 +286,7 @@ pub fn new_header(geometry: crate::math::geometry::Geometry, seed: u64) -> Heade
         seed,
         instance: random_u64(),
         window: None,
+        growth: None,
     }
 }
 
@@ -323,8 +324,17 @@ fn read_header(fd: &OwnedFd, size: u64, path: Option<&str>) -> Result<Header> {
         return Err(Error::format(format::FormatError::TooSmall(size).to_string()));
     }
     // Only our own copy is validated (doc/DESIGN.md, C6).
-    format::decode(&b[..got], size).map_err(|e| Error::format(e.to_string()))
+    let h = format::decode(&b[..got], size).map_err(|e| Error::format(e.to_string()))?;
+    if h.growth.is_some() {
+        // Opening it as its first stage alone would miss the items of the
+        // others (doc/DESIGN.md, G5).
+        return Err(Error::format(GROWN_REFUSED));
+    }
+    Ok(h)
 }
+
+/// Why a grown filter's file is refused while `Filter` cannot grow.
+const GROWN_REFUSED: &str = "the filter grows (format version 3), which this build cannot open";
 
 /// Write a new header into a fresh (all-zero) mapping.
 fn write_header(map: &MmapRaw, h: &Header) {
@@ -954,6 +964,41 @@ mod tests {
 
     fn header() -> Header {
         new_header(Geometry::for_capacity(1000, 0.01).unwrap(), 0)
+    }
+
+    /// A grown filter's header is valid, and refused until the filter
+    /// can use more than its first stage.
+    #[test]
+    fn a_grown_header_is_refused() {
+        use crate::math::growth::Growth;
+        use crate::math::scheme::Layout as L;
+        let growth = Growth::new(1000, 0.01, L::Standard, 2, None).unwrap();
+        let mut geometry = growth.stage(0).unwrap();
+        geometry.fp_rate = 0.01;
+        let h = Header {
+            growth: Some(growth),
+            ..new_header(geometry, 0)
+        };
+        let total = h.layout().total;
+        let b = format::encode(&h);
+        assert_eq!(format::decode(&b, total), Ok(h));
+        let dir = scratch("grown");
+        let path = dir.join("filter");
+        let mut all = vec![0u8; total as usize];
+        all[..b.len()].copy_from_slice(&b);
+        std::fs::write(&path, &all).unwrap();
+        let fd: OwnedFd = std::fs::File::open(&path).unwrap().into();
+        let e = read_header(&fd, total, None).unwrap_err();
+        assert_eq!(e.to_string(), GROWN_REFUSED);
+        // The same bytes as a plain filter open.
+        let plain = format::encode(&header());
+        let ptotal = header().layout().total;
+        let mut all = vec![0u8; ptotal as usize];
+        all[..plain.len()].copy_from_slice(&plain);
+        std::fs::write(&path, &all).unwrap();
+        let fd: OwnedFd = std::fs::File::open(&path).unwrap().into();
+        assert!(read_header(&fd, ptotal, None).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn bytes(p: &std::path::Path) -> &[u8] {

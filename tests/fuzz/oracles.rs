@@ -49,7 +49,8 @@ fn reseal_serial(b: &mut [u8]) {
 /// Header validation. Input: flags, the region's size (u64 LE), then header
 /// bytes. `decode` accepts exactly what `encode` writes for a valid geometry
 /// and a region of the matching size (or longer by at most a journal): the
-/// immutable part, and a windowed filter's window facts.
+/// immutable part, and a windowed filter's window facts or a grown filter's
+/// growth facts.
 pub fn decode(data: &[u8]) {
     if data.len() < 9 {
         return;
@@ -74,12 +75,13 @@ pub fn decode(data: &[u8]) {
                 &bytes[..IMMUTABLE_LEN],
                 "accepted bytes encode would not write"
             );
-            if h.window.is_some() {
+            // A grown filter's growth facts share the window facts' bytes.
+            if h.window.is_some() || h.growth.is_some() {
                 let o = WINDOW_OFF as usize;
                 assert_eq!(
                     &want[o..],
                     &bytes[o..HEADER_READ_LEN],
-                    "accepted window facts encode would not write"
+                    "accepted window or growth facts encode would not write"
                 );
             }
         }
