@@ -1269,6 +1269,8 @@ _xs_upgrade(klass, path)
     hv = newHV();
     ST(0) = sv_2mortal(newRV_noinc((SV *)hv));
     (void)hv_stores(hv, "from_version", newSVuv((UV)u.from_version));
+    if (!u.from_original)
+        (void)hv_stores(hv, "earlier_release", newSVuv(1));
     (void)hv_stores(hv, "bits", newSVuv((UV)u.bits));
     (void)hv_stores(hv, "hashes", newSVuv((UV)u.hashes));
     (void)hv_stores(hv, "capacity", newSVuv((UV)u.capacity));

@@ -163,9 +163,14 @@ typedef struct BfsInfo {
  */
 typedef struct BfsUpgraded {
   /**
-   * The original's format version (1 or 2).
+   * The original's format version (1 or 2), or this module's (2).
    */
   uint32_t from_version;
+  /**
+   * 1 when the file was the original C module's (0.04), 0 when it was
+   * this module's format 2.
+   */
+  uint32_t from_original;
   /**
    * m, the number of bits.
    */
@@ -530,8 +535,8 @@ BfsStatus bfs_sync(const struct BfsFilter *h, char *err);
 BfsStatus bfs_unlink_path(const char *path, uint8_t *removed, char *err);
 
 /**
- * Convert the file of the original C module (0.04 and earlier) at `path`
- * into a filter of this version, in place (a temporary file renamed over
+ * Convert the file of the original C module (0.04 and earlier), or a
+ * filter of this module's format 2, at `path` into a filter of this version, in place (a temporary file renamed over
  * it); refuses a file in use when that can be told. `out` (if not NULL)
  * receives what was converted.
  *

@@ -30,7 +30,11 @@ use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
 /// 2: process slots carry a robust mutex (liveness without `/proc`).
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: process slots carry a robust futex word holding a TID only, never
+/// an address (doc/DESIGN.md, C8); `bloomfilter-shared upgrade` converts 2.
+pub const FORMAT_VERSION: u32 = 3;
+/// The format before this one's slot table, which `upgrade` converts.
+pub const FORMAT_VERSION_MUTEX: u32 = 2;
 /// Written in native order; reads back as this value only on a machine of
 /// the same byte order.
 pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
@@ -484,8 +488,11 @@ mod tests {
         c[0] = b'X';
         assert_eq!(decode(&c, total), Err(FormatError::Magic));
         let mut c = b;
-        c[8] = 3;
-        assert_eq!(decode(&c, total), Err(FormatError::Version(3)));
+        c[8] = 4;
+        assert_eq!(decode(&c, total), Err(FormatError::Version(4)));
+        let mut c = b;
+        c[8] = 2;
+        assert_eq!(decode(&c, total), Err(FormatError::Version(2)));
         let mut c = b;
         c[12..16].copy_from_slice(&BYTE_ORDER_MARK.swap_bytes().to_ne_bytes());
         assert_eq!(decode(&c, total), Err(FormatError::ByteOrder));
