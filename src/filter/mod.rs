@@ -214,11 +214,13 @@ struct Held<'a> {
 impl Drop for Held<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        if let Some(l) = &self.lease {
-            l.leave();
-        }
+        // Given back while the lease is still entered: its keeper cannot
+        // give the word away while the generation changes.
         if self.once {
             self.f.shared().release_slot(self.c);
+        }
+        if let Some(l) = &self.lease {
+            l.leave();
         }
     }
 }

@@ -58,7 +58,14 @@ impl Drop for Entry {
             // keeps the mapping alive for this call.
             let slot =
                 unsafe { &*(self.map.as_ptr().add(SLOTS_OFF as usize) as *const Slot).add(self.claim.idx as usize) };
-            slot.release(self.claim);
+            // A leased claim (the overflow slot) is entered first, so that
+            // its keeper cannot give the word away while the generation
+            // changes; one it gave away already is only forgotten.
+            if self.lease.as_ref().map_or(true, |l| l.enter()) {
+                slot.release(self.claim);
+            } else {
+                slot.forget(self.claim);
+            }
         }
     }
 }

@@ -206,6 +206,14 @@ impl Slot {
         unsafe { keeper::unlock(&self.owner, key) };
     }
 
+    /// Forget claim `c`, whose word its keeper gave to a waiter (a revoked
+    /// lease): the generation is no longer ours to change, since the word
+    /// may be another claimant's by now; only the keeper's entry goes, if
+    /// it is still there under the claim's key.
+    pub fn forget(&self, c: Claim) {
+        self.disown(c.key);
+    }
+
     /// Give the slot back after claim `c` (the claimant holds nothing):
     /// every token of the claim is dead from here on. Its ops count stays.
     /// Only the thread that claimed it may call this.

@@ -31,6 +31,9 @@
 //! keeper, its list walked, while that thread still ran: a word taken after
 //! the walk would name a dead TID for ever.) A request costs the caller a
 //! round trip to the keeper; words are taken once per claim, not per call.
+//! A word that several processes take in turns (the overflow slot) is
+//! *leased* (`Lease`): kept between its holder's uses, given back by the
+//! keeper, between two uses, once a waiter announces itself.
 //!
 //! Every word is read as hostile: its value is only compared with the
 //! keeper's TID and the two bits; whether an entry is on the list is

@@ -1559,9 +1559,9 @@ one more croaks.
 A process takes one slot per filter on its first write, however many handles
 of the filter it has open (a threaded program: one per thread that writes);
 the table has 1023. Processes past the table still write, through one shared
-overflow slot that they take for one call at a time: they wait for one
-another (one more lock and unlock per call), never for the processes that
-have slots.
+overflow slot that they take in turns: one keeps it across its calls until
+another asks for it, and gives it up between two calls (within about 20 ms);
+they wait for one another, never for the processes that have slots.
 
 =head1 SECURITY
 
