@@ -567,6 +567,13 @@ uint64_t bfs_serialized_size(const struct BfsFilter *h);
 BfsStatus bfs_serialize(const struct BfsFilter *h, uint8_t *buf, size_t len, char *err);
 
 /**
+ * Whether `size` more bytes of address space can be had now: a caller
+ * about to `malloc` a large block asks first (see
+ * `keeper::address_space_has_room` for why a failed `malloc` is not free).
+ */
+bool bfs_address_space_has_room(uint64_t size);
+
+/**
  * The geometry `layout` ("standard" or "blocked") gives `capacity` and `fp_rate`.
  *
  * # Safety

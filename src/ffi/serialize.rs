@@ -35,3 +35,11 @@ pub unsafe extern "C" fn bfs_serialize(h: *const BfsFilter, buf: *mut u8, len: u
         f.serialize_into(unsafe { std::slice::from_raw_parts_mut(buf, len) })
     })
 }
+
+/// Whether `size` more bytes of address space can be had now: a caller
+/// about to `malloc` a large block asks first (see
+/// `keeper::address_space_has_room` for why a failed `malloc` is not free).
+#[no_mangle]
+pub extern "C" fn bfs_address_space_has_room(size: u64) -> bool {
+    usize::try_from(size).is_ok_and(crate::sys::keeper::address_space_has_room)
+}

@@ -808,6 +808,31 @@ impl Drop for ShadowMap {
     }
 }
 
+/// Whether `len` more bytes of address space can be had now (`RLIMIT_AS`
+/// and the kernel's overcommit rules), asked with a mapping made and
+/// removed at once. A process with a keeper is multi-threaded to glibc,
+/// whose `malloc`, failing in one arena, reserves another (64 MiB of
+/// address space) to try again and keeps it: a large block that cannot be
+/// had is refused here first, so that its failure costs nothing.
+pub fn address_space_has_room(len: usize) -> bool {
+    // SAFETY: a fresh private mapping, removed before anyone can see it.
+    unsafe {
+        let p = libc::mmap(
+            ptr::null_mut(),
+            len.max(1),
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return false;
+        }
+        libc::munmap(p, len.max(1));
+    }
+    true
+}
+
 /// Whether this process can take words (it has, or can start, a keeper).
 pub fn available() -> bool {
     keeper().is_some()
