@@ -1556,6 +1556,12 @@ process's list of held words when it dies, so a process holds the slots of
 at most 2047 filters (over all its threads) at once; a write that would need
 one more croaks.
 
+The keeper thread is started by a process's first write and lives as long
+as the process (a forked child starts its own): that first write costs
+about 0.2 ms more, a later slot claim about 0.05 ms (F<bench/RESULTS.md>),
+and no call after a claim talks to it. The process is then multi-threaded
+to the C library, which makes its own locking no longer free.
+
 A process takes one slot per filter on its first write, however many handles
 of the filter it has open (a threaded program: one per thread that writes);
 the table has 1023. Processes past the table still write, through one shared
