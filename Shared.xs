@@ -1230,6 +1230,10 @@ serialize(h, ...)
        fails; ask the one it uses underneath, which answers NULL, and hand
        the block to the string. Not with perl's own malloc or a debugging
        build's memory pool, whose blocks are not plain malloc's. */
+    /* A large block is asked of the address space first: a failed malloc
+       in a process with threads keeps a new arena's worth of it. */
+    if (size >= ((uint64_t)1 << 20) && !bfs_address_space_has_room(size + 1))
+        bfs_croak(aTHX_ cv, "cannot allocate %" UVuf " bytes for the serialized filter", (UV)size);
 #if defined(MYMALLOC) || defined(PERL_TRACK_MEMPOOL)
     buf = (char *)safemalloc((size_t)size + 1);
 #else
@@ -1304,6 +1308,8 @@ _xs_upgrade(klass, path)
     hv = newHV();
     ST(0) = sv_2mortal(newRV_noinc((SV *)hv));
     (void)hv_stores(hv, "from_version", newSVuv((UV)u.from_version));
+    if (!u.from_original)
+        (void)hv_stores(hv, "earlier_release", newSVuv(1));
     (void)hv_stores(hv, "bits", newSVuv((UV)u.bits));
     (void)hv_stores(hv, "hashes", newSVuv((UV)u.hashes));
     (void)hv_stores(hv, "capacity", newSVuv((UV)u.capacity));

@@ -160,8 +160,9 @@ typedef struct BfsInfo {
    */
   uint32_t generations;
   /**
-   * A windowed filter's window in ns; 0 for one stepped only by
-   * `bfs_rotate`, and for a plain filter.
+   * A windowed filter's window in ns as it was given (the steps use it
+   * rounded up to whole ns that divide by `generations - 1`); 0 for one
+   * stepped only by `bfs_rotate`, and for a plain filter.
    */
   uint64_t window_ns;
   /**
@@ -182,9 +183,14 @@ typedef struct BfsInfo {
  */
 typedef struct BfsUpgraded {
   /**
-   * The original's format version (1 or 2).
+   * The original's format version (1 or 2), or this module's (2).
    */
   uint32_t from_version;
+  /**
+   * 1 when the file was the original C module's (0.04), 0 when it was
+   * this module's format 2.
+   */
+  uint32_t from_original;
   /**
    * m, the number of bits.
    */
@@ -549,8 +555,8 @@ BfsStatus bfs_sync(const struct BfsFilter *h, char *err);
 BfsStatus bfs_unlink_path(const char *path, uint8_t *removed, char *err);
 
 /**
- * Convert the file of the original C module (0.04 and earlier) at `path`
- * into a filter of this version, in place (a temporary file renamed over
+ * Convert the file of the original C module (0.04 and earlier), or a
+ * filter of this module's format 2, at `path` into a filter of this version, in place (a temporary file renamed over
  * it); refuses a file in use when that can be told. `out` (if not NULL)
  * receives what was converted.
  *
@@ -600,6 +606,13 @@ uint64_t bfs_datasketches_max_size(const struct BfsFilter *h);
  * `err`: NULL or BFS_ERRBUF_LEN bytes.
  */
 BfsStatus bfs_serialize_datasketches(const struct BfsFilter *h, uint8_t *buf, size_t len, size_t *written, char *err);
+
+/**
+ * Whether `size` more bytes of address space can be had now: a caller
+ * about to `malloc` a large block asks first (see
+ * `keeper::address_space_has_room` for why a failed `malloc` is not free).
+ */
+bool bfs_address_space_has_room(uint64_t size);
 
 /**
  * The geometry `layout` ("standard", "blocked" or "datasketches") gives `capacity` and `fp_rate`.

@@ -71,7 +71,7 @@ must_croak('full size of zeros', "\0" x $total);
 
 # --- contents ---------------------------------------------------------------------------------
 {
-    for my $v (0, 1, 3, 255) {
+    for my $v (0, 1, 2, 4, 5, 255) {
         my $c = $good;
         substr($c, $VERSION_OFF, 4) = pack('V', $v);
         must_croak("version $v", $c);

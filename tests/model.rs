@@ -18,8 +18,9 @@
 //! except to a clear ordered after it.
 //!
 //! A second model (`liveness`) covers how a token's owner is judged dead:
-//! the slot's robust mutex, its generation, and the kernel marking a killed
-//! holder's mutex.
+//! the slot's robust futex word taken and given back by the process's
+//! keeper (its robust list in private memory), its generation, and the
+//! kernel marking a killed holder's word.
 //!
 //! A third (`lockfree`) covers the blocked layout's adds: no stripe, one
 //! atomic update of the item's word, fenced off from exclusive operations by
@@ -634,15 +635,20 @@ fn model_catches_a_clear_without_drain() {
 // ------------------------------------------------------------ liveness
 
 /// Liveness of a token (`Shared::owner_dead`, `claim_slot`, `release_slot`),
-/// step by step, against the slot's robust mutex as the kernel keeps it:
-/// process O owns the slot (generation 1) and may give it back or be killed
-/// at any step; checker X asks whether O's token is dead; claimer Y claims
-/// the slot. Any one of them may be killed at any step (a killed holder's
-/// mutex is marked "owner died"). Checked: X never judges O dead while O
-/// still owns the slot (that would let two adders of an item both be told
-/// new); nobody changes a live owner's generation (which would make its
-/// tokens dead); no two live processes own the slot; every live process
-/// finishes.
+/// step by step, against the slot's robust futex word as the keeper and the
+/// kernel keep it (`sys::keeper`): a word is taken by announcing its entry
+/// in the keeper's `list_op_pending`, changing the word, linking the entry
+/// and clearing the announcement; given back by announcing, unlinking,
+/// freeing the word and clearing. When a process dies, the kernel marks
+/// "owner died" in every word holding its TID that its list reaches (linked
+/// or announced). Process O owns the slot (generation 1) and may give it
+/// back or be killed at any step; checker X asks whether O's token is dead
+/// (a held word is taken as alive without a round trip to the keeper);
+/// claimer Y claims the slot. Any one of them may be killed at any step.
+/// Checked: X never judges O dead while O still owns the slot (that would
+/// let two adders of an item both be told new); nobody changes a live
+/// owner's generation (which would make its tokens dead); no two live
+/// processes own the slot; every live process finishes.
 mod liveness {
     use std::collections::HashSet;
 
@@ -650,8 +656,18 @@ mod liveness {
     const X: usize = 1;
     const Y: usize = 2;
 
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub enum Broken {
+        No,
+        /// O frees the word before it retires its generation (the order
+        /// `release_slot` must not have).
+        ReleaseOrder,
+        /// The keeper changes a word without announcing it first.
+        NoAnnounce,
+    }
+
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-    enum Mutex {
+    enum Word {
         Free,
         Held(usize),
         /// The kernel marked it: its holder died.
@@ -660,10 +676,14 @@ mod liveness {
 
     #[derive(Clone, PartialEq, Eq, Hash, Debug)]
     struct S {
-        mutex: Mutex,
+        word: Word,
         gen: u8,
         pc: [u8; 3],
         dead: [bool; 3],
+        /// Each keeper's `list_op_pending` names this word.
+        pending: [bool; 3],
+        /// The word's entry is on the keeper's list.
+        linked: [bool; 3],
         /// Y's claim generation, once it owns the slot.
         y_gen: Option<u8>,
         /// The verdict "dead" was reached while O still owned the slot.
@@ -671,78 +691,127 @@ mod liveness {
     }
 
     const TOKEN: u8 = 1;
-    const DONE: u8 = 9;
+    const DONE: u8 = 99;
 
     fn owns(s: &S, p: usize) -> bool {
         !s.dead[p]
             && match p {
-                O => s.pc[O] == 0,
+                O => s.pc[O] < 10,
                 Y => s.y_gen.is_some(),
                 _ => false,
             }
     }
 
-    /// A trylock by `p`: it gets the mutex when free or its owner died.
-    fn trylock(s: &mut S, p: usize) -> bool {
-        match s.mutex {
-            Mutex::Held(_) => false,
-            Mutex::Free | Mutex::Died => {
-                s.mutex = Mutex::Held(p);
-                true
-            }
-        }
+    fn announce(n: &mut S, p: usize, b: Broken) {
+        n.pending[p] = b != Broken::NoAnnounce;
     }
 
-    /// One step of `p`; `broken` makes O unlock before it retires its
-    /// generation (the order `release_slot` must not have).
-    fn step(s: &S, p: usize, broken: bool) -> Option<S> {
+    /// One step of `p`.
+    fn step(s: &S, p: usize, b: Broken) -> Option<S> {
         if s.dead[p] || s.pc[p] == DONE {
             return None;
         }
         let mut n = s.clone();
+        let pc = &mut n.pc[p];
         match (p, s.pc[p]) {
-            // O gives the slot back: a new generation, then unlock.
-            (O, 0) if broken => {
-                n.mutex = Mutex::Free;
-                n.pc[O] = 5;
-            }
-            (O, 5) => {
-                n.gen += 1;
-                n.pc[O] = DONE;
-            }
+            // O gives the slot back: a new generation, then the word.
+            (O, 0) if b == Broken::ReleaseOrder => *pc = 11,
             (O, 0) => {
                 n.gen += 1;
-                n.pc[O] = 1;
+                *pc = 11;
             }
-            (O, 1) => {
-                n.mutex = Mutex::Free;
-                n.pc[O] = DONE;
+            (O, 11) => {
+                announce(&mut n, O, b);
+                n.linked[O] = false;
+                n.pc[O] = 12;
+            }
+            (O, 12) => {
+                n.word = Word::Free;
+                *pc = 13;
+            }
+            (O, 13) => {
+                n.pending[O] = false;
+                n.pc[O] = if b == Broken::ReleaseOrder { 14 } else { DONE };
+            }
+            (O, 14) => {
+                n.gen += 1;
+                *pc = DONE;
             }
             // X: owner_dead(TOKEN).
-            (X, 0) => n.pc[X] = if s.gen != TOKEN { 4 } else { 1 },
-            (X, 1) => n.pc[X] = if trylock(&mut n, X) { 2 } else { DONE },
+            (X, 0) => *pc = if s.gen != TOKEN { 40 } else { 1 },
+            (X, 1) => *pc = if matches!(s.word, Word::Held(_)) { DONE } else { 2 },
+            // Its keeper's try_lock.
             (X, 2) => {
-                if s.gen == TOKEN {
-                    n.gen += 1;
-                }
+                announce(&mut n, X, b);
                 n.pc[X] = 3;
             }
             (X, 3) => {
-                n.mutex = Mutex::Free;
-                n.pc[X] = 4;
+                if let Word::Held(_) = s.word {
+                    n.pending[X] = false;
+                    n.pc[X] = DONE; // held: alive
+                } else {
+                    n.word = Word::Held(X);
+                    n.pc[X] = 4;
+                }
             }
             (X, 4) => {
+                n.linked[X] = true;
+                *pc = 5;
+            }
+            (X, 5) => {
+                n.pending[X] = false;
+                n.pc[X] = 6;
+            }
+            (X, 6) => {
+                if s.gen == TOKEN {
+                    n.gen += 1;
+                }
+                n.pc[X] = 7;
+            }
+            // Its keeper's unlock.
+            (X, 7) => {
+                announce(&mut n, X, b);
+                n.linked[X] = false;
+                n.pc[X] = 8;
+            }
+            (X, 8) => {
+                n.word = Word::Free;
+                *pc = 9;
+            }
+            (X, 9) => {
+                n.pending[X] = false;
+                n.pc[X] = 40;
+            }
+            (X, 40) => {
                 n.wrong = owns(s, O);
                 n.pc[X] = DONE;
             }
-            // Y: claim_slot of this one slot, retried while it is held.
+            // Y: claim_slot of this one slot, waiting while it is held.
             (Y, 0) => {
-                if !trylock(&mut n, Y) {
+                if let Word::Held(_) = s.word {
                     return None;
                 }
+                announce(&mut n, Y, b);
                 n.pc[Y] = 1;
             }
             (Y, 1) => {
+                if let Word::Held(_) = s.word {
+                    n.pending[Y] = false;
+                    n.pc[Y] = 0;
+                } else {
+                    n.word = Word::Held(Y);
+                    n.pc[Y] = 2;
+                }
+            }
+            (Y, 2) => {
+                n.linked[Y] = true;
+                *pc = 3;
+            }
+            (Y, 3) => {
+                n.pending[Y] = false;
+                n.pc[Y] = 4;
+            }
+            (Y, 4) => {
                 n.gen += 1;
                 n.y_gen = Some(n.gen);
                 n.pc[Y] = DONE;
@@ -758,18 +827,21 @@ mod liveness {
         }
         let mut n = s.clone();
         n.dead[p] = true;
-        if n.mutex == Mutex::Held(p) {
-            n.mutex = Mutex::Died; // the kernel walks p's robust list
+        // The kernel walks p's keeper's list and its announcement.
+        if n.word == Word::Held(p) && (n.linked[p] || n.pending[p]) {
+            n.word = Word::Died;
         }
         Some(n)
     }
 
-    pub fn explore(broken: bool) {
+    pub fn explore(b: Broken) {
         let init = S {
-            mutex: Mutex::Held(O),
+            word: Word::Held(O),
             gen: TOKEN,
             pc: [0; 3],
             dead: [false; 3],
+            pending: [false; 3],
+            linked: [true, false, false],
             y_gen: None,
             wrong: false,
         };
@@ -787,10 +859,10 @@ mod liveness {
             assert!(owners <= 1, "two owners of one slot: {s:?}");
             let mut next = Vec::new();
             for p in 0..3 {
-                next.extend(step(&s, p, broken));
+                next.extend(step(&s, p, b));
                 next.extend(kill(&s, p));
             }
-            let moves = (0..3).any(|p| step(&s, p, broken).is_some());
+            let moves = (0..3).any(|p| step(&s, p, b).is_some());
             if !moves {
                 for p in 0..3 {
                     assert!(s.dead[p] || s.pc[p] == DONE, "process {p} stuck: {s:?}");
@@ -803,12 +875,17 @@ mod liveness {
 
 #[test]
 fn liveness_every_interleaving_every_kill() {
-    liveness::explore(false);
+    liveness::explore(liveness::Broken::No);
 }
 
 #[test]
 fn model_catches_a_release_that_unlocks_before_retiring_its_generation() {
-    assert!(std::panic::catch_unwind(|| liveness::explore(true)).is_err());
+    assert!(std::panic::catch_unwind(|| liveness::explore(liveness::Broken::ReleaseOrder)).is_err());
+}
+
+#[test]
+fn model_catches_a_keeper_that_changes_a_word_unannounced() {
+    assert!(std::panic::catch_unwind(|| liveness::explore(liveness::Broken::NoAnnounce)).is_err());
 }
 
 // ------------------------------------------------------------ lock-free adds

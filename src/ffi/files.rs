@@ -27,8 +27,11 @@ pub unsafe extern "C" fn bfs_unlink_path(path: *const c_char, removed: *mut u8, 
 /// What `bfs_upgrade` converted.
 #[repr(C)]
 pub struct BfsUpgraded {
-    /// The original's format version (1 or 2).
+    /// The original's format version (1 or 2), or this module's (2).
     pub from_version: u32,
+    /// 1 when the file was the original C module's (0.04), 0 when it was
+    /// this module's format 2.
+    pub from_original: u32,
     /// m, the number of bits.
     pub bits: u64,
     /// k, the number of probes per item.
@@ -39,8 +42,8 @@ pub struct BfsUpgraded {
     pub bits_set: u64,
 }
 
-/// Convert the file of the original C module (0.04 and earlier) at `path`
-/// into a filter of this version, in place (a temporary file renamed over
+/// Convert the file of the original C module (0.04 and earlier), or a
+/// filter of this module's format 2, at `path` into a filter of this version, in place (a temporary file renamed over
 /// it); refuses a file in use when that can be told. `out` (if not NULL)
 /// receives what was converted.
 ///
@@ -58,6 +61,7 @@ pub unsafe extern "C" fn bfs_upgrade(path: *const c_char, out: *mut BfsUpgraded,
             let g = u.header.geometry;
             *o = BfsUpgraded {
                 from_version: u.from_version,
+                from_original: u32::from(u.from_original),
                 bits: g.m,
                 hashes: g.k,
                 capacity: g.capacity,

@@ -120,8 +120,9 @@ pub struct BfsInfo {
     pub layout: u32,
     /// A windowed filter's generations; 0 for a plain filter.
     pub generations: u32,
-    /// A windowed filter's window in ns; 0 for one stepped only by
-    /// `bfs_rotate`, and for a plain filter.
+    /// A windowed filter's window in ns as it was given (the steps use it
+    /// rounded up to whole ns that divide by `generations - 1`); 0 for one
+    /// stepped only by `bfs_rotate`, and for a plain filter.
     pub window_ns: u64,
     /// The current generation's number: the period (of `window /
     /// (generations - 1)` since creation) it started in, or the steps

@@ -82,3 +82,11 @@ pub unsafe extern "C" fn bfs_serialize_datasketches(
         Ok(())
     })
 }
+
+/// Whether `size` more bytes of address space can be had now: a caller
+/// about to `malloc` a large block asks first (see
+/// `keeper::address_space_has_room` for why a failed `malloc` is not free).
+#[no_mangle]
+pub extern "C" fn bfs_address_space_has_room(size: u64) -> bool {
+    usize::try_from(size).is_ok_and(crate::sys::keeper::address_space_has_room)
+}

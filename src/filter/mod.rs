@@ -16,6 +16,7 @@ mod window;
 
 use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::math::geometry::Geometry;
@@ -27,10 +28,12 @@ use crate::shm::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, S
 use crate::shm::region::{self, Region};
 use crate::sync::claims;
 use crate::sync::{
-    self, Claim, Control, Shared, Slot, Stripe, PENDING_CLEAR, PENDING_INTERSECT, PENDING_INVERT, PENDING_MERGE,
+    self, Claim, Control, Shared, Slot, Stripe, OVERFLOW, PENDING_CLEAR, PENDING_INTERSECT, PENDING_INVERT,
+    PENDING_MERGE,
 };
 use crate::sys::clock::now_ns;
-use crate::sys::{fork, membarrier, robust};
+use crate::sys::keeper::{self, Lease};
+use crate::sys::{fork, membarrier};
 
 /// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
 /// 256 MiB filter, mostly absent items, 2-core AMD EPYC VM: with huge pages,
@@ -198,20 +201,52 @@ enum StepState {
 static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The slot a call runs under: the thread's slot for the filter, or one
-/// held for this call only (the overflow slot, or any slot while the thread
-/// ends), which is given back when the call ends (also on an early return).
+/// held for this call only (any slot while the thread ends), which is given
+/// back when the call ends (also on an early return).
 struct Held<'a> {
     f: &'a Filter,
     c: Claim,
     /// Given back when the call ends.
     once: bool,
+    /// The overflow slot's lease, in use for this call (`Lease::enter`):
+    /// one strong count of its `Arc` (`Arc::into_raw`), or null. A raw
+    /// pointer rather than an `Option<Arc>`, so that the drop of every
+    /// other call is two tests inline, not a call to drop glue.
+    lease: *const Lease,
+}
+
+impl<'a> Held<'a> {
+    fn new(f: &'a Filter, c: Claim, once: bool, lease: Option<Arc<Lease>>) -> Held<'a> {
+        Held {
+            f,
+            c,
+            once,
+            lease: lease.map_or(std::ptr::null(), Arc::into_raw),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drop_slow(&mut self) {
+        // Given back while the lease is still entered: its keeper cannot
+        // give the word away while the generation changes.
+        if self.once {
+            self.f.shared().release_slot(self.c);
+        }
+        if !self.lease.is_null() {
+            // SAFETY: the count Held::new took with Arc::into_raw, given
+            // back once, here.
+            let l = unsafe { Arc::from_raw(self.lease) };
+            l.leave();
+        }
+    }
 }
 
 impl Drop for Held<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.once {
-            self.f.shared().release_slot(self.c);
+        if self.once || !self.lease.is_null() {
+            self.drop_slow();
         }
     }
 }
@@ -355,15 +390,11 @@ impl Filter {
     }
 
     /// Check what an existing region's header cannot vouch for: the slot
-    /// mutexes another process initialised (the file may be anyone's).
+    /// table other processes wrote (the file may be anyone's). A table
+    /// of junk is refused here rather than waited on at the first write.
     fn attached(self) -> Result<Filter> {
         if self.region.readonly || self.frozen() {
             return Ok(self); // takes no slot, ever
-        }
-        if !robust::robust_mutexes_available() {
-            // Nothing to check against: queries work, and a write croaks
-            // saying why (claim_new).
-            return Ok(self);
         }
         if let Some(i) = self.shared().slots.iter().position(|s| !s.well_formed()) {
             let what = self
@@ -683,12 +714,14 @@ impl Filter {
     #[inline]
     fn claim(&self) -> Result<Held<'_>> {
         match self.cached_claim() {
-            Some(c) => Ok(Held {
+            // The overflow slot's calls go through its lease (claim_slow).
+            Some(c) if c.idx != OVERFLOW => Ok(Held {
                 f: self,
                 c,
                 once: false,
+                lease: std::ptr::null(),
             }),
-            None => self.claim_slow(),
+            _ => self.claim_slow(),
         }
     }
 
@@ -705,50 +738,65 @@ impl Filter {
         // fork invalidates them).
         let gen = fork::fork_generation();
         let id = self.region.id();
-        let c = match claims::lookup(id, gen) {
-            Some(c) => c,
-            None => match self.claim_new(id, gen)? {
-                (c, false) => c,
-                (c, true) => return Ok(Held { f: self, c, once: true }),
-            },
+        let (c, lease, once) = match claims::lookup(id, gen) {
+            Some((c, Some(l))) if !l.enter() => {
+                // The keeper gave the overflow slot to a waiter between two
+                // calls: give the claim back, claim anew.
+                claims::drop_claim(id, c);
+                self.claim_new(id, gen)?
+            }
+            Some((c, l)) => (c, l, false),
+            None => self.claim_new(id, gen)?,
         };
+        if once {
+            return Ok(Held::new(self, c, once, lease));
+        }
         // After the lookup: its pruning may have taken a new stamp.
         self.claim.set(Some((c, claims::ticket())));
-        Ok(Held {
-            f: self,
-            c,
-            once: false,
-        })
+        Ok(Held::new(self, c, false, lease))
     }
 
-    /// Claim a slot for this thread and record it in the thread's table;
-    /// true with it when it is held for this call only (the overflow slot,
-    /// or any slot while the thread ends).
-    fn claim_new(&self, id: claims::Id, gen: u32) -> Result<(Claim, bool)> {
+    /// Claim a slot for this thread and record it in the thread's table,
+    /// with the overflow slot's lease, entered for this call. A slot
+    /// claimed while the thread ends is not recorded: true with it, held
+    /// for this call only.
+    fn claim_new(&self, id: claims::Id, gen: u32) -> Result<(Claim, Option<Arc<Lease>>, bool)> {
         let sh = self.shared();
-        if !robust::robust_mutexes_available() {
+        if !keeper::available() {
             return Err(Error::new(
                 ErrorKind::Busy,
-                "this system has no robust process-shared mutexes (glibc and robust futexes are needed to write)",
+                "this system has no robust futexes (the kernel's robust list is needed to write)",
             ));
         }
         // A full table stays full for a while: look again at most every
-        // FULL_RETRY rather than try every slot's mutex on every call.
+        // FULL_RETRY rather than look at every slot's word on every claim.
         let full = FULL_UNTIL.with(|u| not_yet(u.get()));
+        let mut got = None;
         if !full {
             // Light marks for lock-free adds where every exclusive
             // operation can fence them (sync::begin_lockfree_add).
             let light = self.lockfree_adds() && membarrier::light_fences();
             match sh.claim_slot(std::process::id(), light) {
-                // Not recorded when the thread is ending.
-                Ok(c) => return Ok((c, !claims::insert(id, gen, c, self.serial, self.region.mapping()))),
+                Ok(c) => got = Some((c, None)),
                 Err(_) => FULL_UNTIL.with(|u| u.set(Some(std::time::Instant::now() + FULL_RETRY))),
             }
         }
-        let c = sh
-            .claim_overflow()
-            .map_err(|_| Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken"))?;
-        Ok((c, true))
+        let (c, lease) = match got {
+            Some(g) => g,
+            None => {
+                let (c, l) = sh.claim_overflow().map_err(|e| match e {
+                    sync::SyncError::Refused => Error::new(
+                        ErrorKind::Busy,
+                        "this process holds slots of too many filters at once (at most 2047)",
+                    ),
+                    _ => Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken"),
+                })?;
+                (c, Some(l)) // entered for this call
+            }
+        };
+        // Not recorded when the thread is ending: held for this call only.
+        let once = !claims::insert(id, gen, c, self.serial, self.region.mapping(), lease.clone());
+        Ok((c, lease, once))
     }
 
     #[inline]

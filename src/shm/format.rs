@@ -33,11 +33,15 @@ use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: [u8; 8] = *b"BLOOMSHM";
 /// 2: process slots carry a robust mutex (liveness without `/proc`).
-pub const FORMAT_VERSION: u32 = 2;
-/// 3: a grown filter (doc/DESIGN.md, §6 grown filters). Plain and windowed
-/// filters keep FORMAT_VERSION, so their bytes are what they were, and a
-/// library that knows only 2 refuses a grown file by its version.
-pub const GROWN_VERSION: u32 = 3;
+/// 3: process slots carry a robust futex word holding a TID only, never
+/// an address (doc/DESIGN.md, C8); `bloomfilter-shared upgrade` converts 2.
+pub const FORMAT_VERSION: u32 = 3;
+/// The format before this one's slot table, which `upgrade` converts.
+pub const FORMAT_VERSION_MUTEX: u32 = 2;
+/// 4: a grown filter (doc/DESIGN.md, §6 grown filters): format 3 and the
+/// growth fields. Plain and windowed filters keep FORMAT_VERSION, and a
+/// library that knows only 3 refuses a grown file by its version.
+pub const GROWN_VERSION: u32 = 4;
 /// Written in native order; reads back as this value only on a machine of
 /// the same byte order.
 pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
@@ -611,8 +615,11 @@ mod tests {
         c[0] = b'X';
         assert_eq!(decode(&c, total), Err(FormatError::Magic));
         let mut c = b;
-        c[8] = 4;
-        assert_eq!(decode(&c, total), Err(FormatError::Version(4)));
+        c[8] = 5;
+        assert_eq!(decode(&c, total), Err(FormatError::Version(5)));
+        let mut c = b;
+        c[8] = 2;
+        assert_eq!(decode(&c, total), Err(FormatError::Version(2)));
         let mut c = b;
         c[12..16].copy_from_slice(&BYTE_ORDER_MARK.swap_bytes().to_ne_bytes());
         assert_eq!(decode(&c, total), Err(FormatError::ByteOrder));

@@ -24,16 +24,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use memmap2::{MmapOptions, MmapRaw};
-
 use crate::error::{Error, ErrorKind, Result};
 use crate::shm::format::{self, Header, Layout, FLAG_FROZEN, IMMUTABLE_LEN, OFF_FLAGS};
 use crate::shm::journal::{map_range, JournalMap, JournalStore};
-use crate::shm::slots;
 use crate::sys::file::{
     cstr, errno_name, fsize_limit, fstat, ident, lstat, open_nofollow, pread_full, random_u64, require_regular, seals,
     shown, Flock,
 };
+use crate::sys::keeper::ShadowMap;
 
 /// What backs a region.
 #[derive(Debug)]
@@ -50,10 +48,10 @@ pub enum Backing {
 
 /// A mapped, validated filter region.
 pub struct Region {
-    /// Shared with the thread-local claims table while a slot mutex in it
-    /// is locked (see `claims`): the mapping outlives every robust-list
-    /// entry that points into it.
-    map: Arc<MmapRaw>,
+    /// Shared with the thread-local claims table while a slot word in it
+    /// is held (see `claims`): the mapping, and its shadow, outlive every
+    /// robust-list entry that points into it (doc/DESIGN.md, C8).
+    map: Arc<ShadowMap>,
     pub header: Header,
     pub backing: Backing,
     pub readonly: bool,
@@ -92,7 +90,7 @@ fn shared_fd(id: (u64, u64), fd: OwnedFd) -> Arc<OwnedFd> {
 impl Region {
     /// Base address of the mapping.
     pub fn base(&self) -> *mut u8 {
-        self.map.as_mut_ptr()
+        self.map.as_ptr()
     }
 
     pub fn len(&self) -> usize {
@@ -117,7 +115,7 @@ impl Region {
     }
 
     /// The mapping itself, to keep it alive.
-    pub fn mapping(&self) -> Arc<MmapRaw> {
+    pub fn mapping(&self) -> Arc<ShadowMap> {
         Arc::clone(&self.map)
     }
 
@@ -290,18 +288,21 @@ pub fn new_header(geometry: crate::math::geometry::Geometry, seed: u64) -> Heade
     }
 }
 
-fn map(fd: &OwnedFd, len: u64, readonly: bool) -> Result<MmapRaw> {
-    if len > isize::MAX as u64 {
+fn map(fd: &OwnedFd, len: u64, readonly: bool) -> Result<ShadowMap> {
+    if len > isize::MAX as u64 / 2 {
         return Err(Error::format("file too large to map"));
     }
-    let mut opts = MmapOptions::new();
-    opts.len(len as usize);
-    let r = if readonly {
-        opts.map_raw_read_only(fd.as_raw_fd())
-    } else {
-        opts.map_raw(fd.as_raw_fd())
-    };
-    r.map_err(|e| Error::io("mmap", e))
+    ShadowMap::map(Some(fd.as_raw_fd()), len as usize, readonly).map_err(|e| Error::io("mmap", e))
+}
+
+/// The message for a file of format 2 (slots with glibc mutexes); `path`
+/// names it in the command to run.
+pub(crate) fn version2_message(path: Option<&str>) -> String {
+    format!(
+        "format version 2 of an earlier release (its slot table holds addresses): \
+         convert it with `bloomfilter-shared upgrade {}`",
+        path.unwrap_or("PATH")
+    )
 }
 
 /// The message for a file of the original C module; `path` names it in the
@@ -324,7 +325,10 @@ fn read_header(fd: &OwnedFd, size: u64, path: Option<&str>) -> Result<Header> {
         return Err(Error::format(format::FormatError::TooSmall(size).to_string()));
     }
     // Only our own copy is validated (doc/DESIGN.md, C6).
-    let h = format::decode(&b[..got], size).map_err(|e| Error::format(e.to_string()))?;
+    let h = format::decode(&b[..got], size).map_err(|e| match e {
+        format::FormatError::Version(format::FORMAT_VERSION_MUTEX) => Error::format(version2_message(path)),
+        e => Error::format(e.to_string()),
+    })?;
     if h.growth.is_some() {
         // Opening it as its first stage alone would miss the items of the
         // others (doc/DESIGN.md, G5).
@@ -334,18 +338,16 @@ fn read_header(fd: &OwnedFd, size: u64, path: Option<&str>) -> Result<Header> {
 }
 
 /// Why a grown filter's file is refused while `Filter` cannot grow.
-const GROWN_REFUSED: &str = "the filter grows (format version 3), which this build cannot open";
+const GROWN_REFUSED: &str = "the filter grows (format version 4), which this build cannot open";
 
 /// Write a new header into a fresh (all-zero) mapping.
-fn write_header(map: &MmapRaw, h: &Header) {
+fn write_header(map: &ShadowMap, h: &Header) {
     let b = format::encode(h);
     debug_assert!(map.len() >= b.len());
     // SAFETY: the mapping is fresh (only we know of it yet) and larger than
     // the header.
-    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), map.as_mut_ptr(), b.len()) };
-    // SAFETY: as above; the slot table lies inside every region's control
-    // area (CONTROL_END <= total), zeroed by the kernel.
-    unsafe { slots::init_slots(map.as_mut_ptr().add(format::SLOTS_OFF as usize) as *mut slots::Slot) };
+    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), map.as_ptr(), b.len()) };
+    // The slot table stays as the kernel gave it, zeroed: every word free.
     if let Some(w) = h.window {
         // The first step's spare is clean (the window module's initial
         // state: view 0 in slot 0, every `last` 0).
@@ -353,7 +355,7 @@ fn write_header(map: &MmapRaw, h: &Header) {
         let off = format::OFF_CLEAN as usize + 8 * w.spare(v) as usize;
         // SAFETY: as above; OFF_CLEAN + 8 * ring is inside the header page
         // (format's static asserts), 8-aligned; nobody else sees it yet.
-        unsafe { (map.as_mut_ptr().add(off) as *mut u64).write(v.clean_mark()) };
+        unsafe { (map.as_ptr().add(off) as *mut u64).write(v.clean_mark()) };
     }
 }
 
@@ -439,15 +441,15 @@ fn huge_setting_gives(setting: &str) -> bool {
 /// given on request, or `MADV_POPULATE_WRITE` is unknown (Linux before
 /// 5.14), `fallocate` as `reserve`. Either way a memory shortage fails
 /// here, not as a `SIGBUS` later.
-fn reserve_mapped(fd: &OwnedFd, map: &MmapRaw, l: &Layout, what: &str) -> Result<()> {
+fn reserve_mapped(fd: &OwnedFd, map: &ShadowMap, l: &Layout, what: &str) -> Result<()> {
     if l.bits_off != format::HUGE_PAGE || !shmem_huge_on_request() {
         return allocate(fd, 0, l.total, l.total, what);
     }
     allocate(fd, 0, l.bits_off, l.total, what)?;
     let (off, len) = (l.bits_off as usize, (l.total - l.bits_off) as usize);
     // Best effort: the filter works on small pages too.
-    let _ = map.advise_range(memmap2::Advice::HugePage, off, len);
-    match map.advise_range(memmap2::Advice::PopulateWrite, off, len) {
+    let _ = map.advise_range(libc::MADV_HUGEPAGE, off, len);
+    match map.advise_range(libc::MADV_POPULATE_WRITE, off, len) {
         Ok(()) => Ok(()),
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             allocate(fd, l.bits_off, l.total - l.bits_off, l.total, what)
@@ -469,7 +471,7 @@ pub const DEFAULT_MEMFD_NAME: &str = "bloomfilter-shared";
 
 /// A new memfd for a filter of layout `l`: sized, mapped and given all its
 /// storage (`reserve_mapped`), sealed against shrinking.
-fn memfd(name: &[u8], l: &Layout) -> Result<(OwnedFd, (u64, u64), MmapRaw)> {
+fn memfd(name: &[u8], l: &Layout) -> Result<(OwnedFd, (u64, u64), ShadowMap)> {
     let name = if name.is_empty() {
         DEFAULT_MEMFD_NAME.as_bytes()
     } else {
@@ -695,7 +697,7 @@ fn create_file(
     let m = map(&fd, l.total, false)?;
     write_header(&m, h);
     if let Some(f) = fill {
-        f(m.as_mut_ptr());
+        f(m.as_ptr());
     }
     if temp.0.is_none() {
         let target = match how {
@@ -739,7 +741,7 @@ fn create_file(
     Ok(Some(file_region(m, h, path, &st, fd)))
 }
 
-fn file_region(map: MmapRaw, h: &Header, path: &CStr, st: &libc::stat, fd: OwnedFd) -> Region {
+fn file_region(map: ShadowMap, h: &Header, path: &CStr, st: &libc::stat, fd: OwnedFd) -> Region {
     Region {
         map: Arc::new(map),
         header: *h,

@@ -4,9 +4,6 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-use crate::shm::format::SLOTS;
-use crate::sys::robust::RobustMutex;
-
 /// The header's control line: written only by exclusive operations and by
 /// waiters announcing themselves.
 #[repr(C, align(64))]
@@ -29,21 +26,24 @@ pub struct Control {
 /// process taking it over from a dead owner).
 #[repr(C, align(64))]
 pub struct Slot {
-    /// Held by the owning thread while it owns the slot; robust and
-    /// process-shared (see `init_slots`). Only pthread calls touch it.
-    pub owner: RobustMutex,
+    /// The slot's robust futex word (`sys::keeper`): 0 while free, else the
+    /// TID of the owning process's keeper with the kernel's bits. Only the
+    /// keeper changes it; every other reader only compares it.
+    pub owner: AtomicU32,
     /// Claim generation: changed, by the holder of `owner`, whenever the slot
     /// is claimed or given back, so every token of an earlier claim is dead.
     pub gen: AtomicU32,
     /// Owner token while a merge is in flight, else 0.
     pub busy: AtomicU32,
-    /// Operations performed through this slot, over all its owners.
-    pub ops: AtomicU64,
     /// `LIGHT` while the owner marks `busy` for lock-free adds with plain
     /// stores, relying on exclusive operations to fence it with
     /// `membarrier(2)` (`fence_light_adders`); 0 otherwise. Set by the
     /// claimant, reset with every new generation.
     pub fence: AtomicU32,
+    /// Operations performed through this slot, over all its owners.
+    pub ops: AtomicU64,
+    /// Zero in every file this library writes.
+    pub reserved: [AtomicU64; 5],
 }
 
 /// One add stripe, alone on its cache line (doc/DESIGN.md, C5).
@@ -55,15 +55,5 @@ pub struct Stripe {
 const _: () = assert!(std::mem::size_of::<Control>() == 64);
 const _: () = assert!(std::mem::size_of::<Slot>() == 64);
 const _: () = assert!(std::mem::size_of::<Stripe>() == 64);
-
-/// Initialise the slot mutexes of a region nobody else can see yet.
-///
-/// # Safety
-/// `slots` points to `SLOTS` zeroed, writable `Slot`s that no other thread
-/// or process uses.
-pub unsafe fn init_slots(slots: *mut Slot) {
-    // Without robust mutexes the slots stay zeroed, which `well_formed`
-    // refuses: every writer then gets a clear error at its first write.
-    // SAFETY: in bounds and unshared (the caller's promise).
-    unsafe { RobustMutex::init_all((0..SLOTS as usize).map(|i| std::ptr::addr_of_mut!((*slots.add(i)).owner))) };
-}
+// Every slot's word lies within the shadow's reach (sys::keeper::SHADOW).
+const _: () = assert!(crate::shm::format::STRIPES_OFF as usize <= crate::sys::keeper::SHADOW);

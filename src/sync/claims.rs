@@ -3,11 +3,13 @@
 //! Slots are per process (per thread, for a threaded program), not per
 //! handle (doc/DESIGN.md, C7): every handle of one filter in a thread writes under
 //! the same slot, so a process with a thousand handles takes one slot. A
-//! slot belongs to the thread that locked its mutex (the kernel marks the
-//! mutex when that thread ends), so the table is thread-local.
+//! slot belongs to the thread that claimed it (its process's keeper holds
+//! the slot's word for it), so the table is thread-local, and a thread
+//! that ends gives its slots back.
 //!
-//! The slot's mutex lies in the mapping of the handle that claimed it (the
-//! *holder*): the robust list the kernel walks at thread exit points there.
+//! The slot's word lies in the mapping of the handle that claimed it (the
+//! *holder*): the keeper's robust list, which the kernel walks when the
+//! process dies, has an entry in that mapping's shadow.
 //! When the holder is dropped it gives the slot back and bumps the
 //! process's stamp, which invalidates what every other handle cached; the
 //! next of them to write looks its slot up (or claims one) anew.
@@ -15,25 +17,27 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use memmap2::MmapRaw;
-
 use crate::shm::format::SLOTS_OFF;
 use crate::sync::{Claim, Slot};
 use crate::sys::fork;
+use crate::sys::keeper::{Lease, ShadowMap};
 
 /// Identity of a filter: device and inode of its mapped object.
 pub type Id = (u64, u64);
 
 /// A slot this thread holds. It owns a reference to the mapping the slot's
-/// mutex lies in, so that the mapping is never unmapped while the mutex is
-/// locked and on this thread's robust list (the kernel walks that list when
-/// the thread ends, and glibc writes through it at every lock and unlock).
+/// word lies in, so that the mapping is never unmapped while the word is
+/// held and its shadow entry on the keeper's robust list (the kernel walks
+/// that list when the process dies, and the keeper writes through it at
+/// every take and give).
 struct Entry {
     id: Id,
     fork: u32,
     claim: Claim,
     holder: u64,
-    map: Arc<MmapRaw>,
+    map: Arc<ShadowMap>,
+    /// The overflow slot's lease (`Shared::claim_overflow`).
+    lease: Option<Arc<Lease>>,
 }
 
 impl Entry {
@@ -47,21 +51,28 @@ impl Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         // Only in the process that claimed it: a forked child's copy of the
-        // table names its parent's slots (and a mutex it does not hold).
+        // table names its parent's slots (and words its keeper holds).
         if self.fork == fork::fork_generation() {
             // SAFETY: the slot table lies at SLOTS_OFF of every mapping this
             // library makes (validated when it was attached), and `map`
             // keeps the mapping alive for this call.
             let slot =
                 unsafe { &*(self.map.as_ptr().add(SLOTS_OFF as usize) as *const Slot).add(self.claim.idx as usize) };
-            slot.release(self.claim);
+            // A leased claim (the overflow slot) is entered first, so that
+            // its keeper cannot give the word away while the generation
+            // changes; one it gave away already is only forgotten.
+            if self.lease.as_ref().map_or(true, |l| l.enter()) {
+                slot.release(self.claim);
+            } else {
+                slot.forget(self.claim);
+            }
         }
     }
 }
 
 thread_local! {
     // Dropped when the thread ends: every slot it still holds is given back
-    // then (Entry's Drop), in the thread that holds the mutexes.
+    // then (Entry's Drop), in the thread that claimed them.
     static TABLE: RefCell<Table> = const { RefCell::new(Table(Vec::new())) };
 }
 
@@ -132,22 +143,38 @@ fn prune(t: &mut Vec<Entry>, fork: u32) {
     }
 }
 
-/// The slot this thread holds for filter `id` in fork generation `fork`.
-pub fn lookup(id: Id, fork: u32) -> Option<Claim> {
+/// The slot this thread holds for filter `id` in fork generation `fork`,
+/// with its lease for the overflow slot.
+pub fn lookup(id: Id, fork: u32) -> Option<(Claim, Option<Arc<Lease>>)> {
     TABLE
         .try_with(|t| {
             let mut t = t.borrow_mut();
             prune(&mut t.0, fork);
-            t.0.iter().find(|e| e.id == id).map(|e| e.claim)
+            t.0.iter().find(|e| e.id == id).map(|e| (e.claim, e.lease.clone()))
         })
         .ok()
         .flatten()
 }
 
+/// Give back this thread's claim `claim` of filter `id` (its lease was
+/// revoked), and take a new stamp.
+pub fn drop_claim(id: Id, claim: Claim) {
+    let gone = TABLE.try_with(|t| {
+        let mut t = t.borrow_mut();
+        let i = t.0.iter().position(|e| e.id == id && e.claim == claim)?;
+        Some(t.0.swap_remove(i))
+    });
+    if let Ok(Some(e)) = gone {
+        drop(e); // gives the slot back
+        fork::new_stamp();
+    }
+}
+
 /// Record that handle `holder`, whose mapping is `map`, claimed `claim` for
-/// filter `id`. False when the thread's table is gone (the thread is
-/// ending): the caller then gives the slot back after its call.
-pub fn insert(id: Id, fork: u32, claim: Claim, holder: u64, map: Arc<MmapRaw>) -> bool {
+/// filter `id` (with the overflow slot's `lease`). False when the thread's
+/// table is gone (the thread is ending): the caller then gives the slot
+/// back after its call.
+pub fn insert(id: Id, fork: u32, claim: Claim, holder: u64, map: Arc<ShadowMap>, lease: Option<Arc<Lease>>) -> bool {
     TABLE
         .try_with(|t| {
             t.borrow_mut().0.push(Entry {
@@ -156,6 +183,7 @@ pub fn insert(id: Id, fork: u32, claim: Claim, holder: u64, map: Arc<MmapRaw>) -
                 claim,
                 holder,
                 map,
+                lease,
             })
         })
         .is_ok()

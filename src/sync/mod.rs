@@ -30,15 +30,18 @@
 //!
 //! Every lock word holds an owner *token*: the owner's slot index and that
 //! slot's claim generation. Liveness comes from the kernel, never from
-//! looking at other processes: each slot carries a robust, process-shared
-//! pthread mutex (as LMDB's lock file does), which its owning thread holds
-//! for as long as it owns the slot. When a thread dies holding it — killed,
-//! exited, in whatever PID namespace, whether or not `/proc` shows it — the
-//! kernel walks the thread's robust list and marks the mutex "owner died".
-//! A token is dead when its slot's generation moved on (released or taken
-//! over), or when a `trylock` of the slot's mutex succeeds or reports the
-//! owner dead. A stopped owner (SIGSTOP, a debugger, a frozen cgroup) still
-//! holds its mutex: it is alive, and whoever needs what it holds waits.
+//! looking at other processes: each slot carries a robust futex word
+//! (`sys::keeper`, doc/DESIGN.md, C8) that the owning process's keeper
+//! holds for as long as a thread of it owns the slot. When the process
+//! dies holding it (killed, exited, in whatever PID namespace, whether or
+//! not `/proc` shows it) the kernel walks the keeper's robust list, which
+//! lives in the process's private memory, and marks the word "owner died".
+//! A thread that ends gives its slots back (`claims`). A token is dead
+//! when its slot's generation moved on (released or taken over), or when
+//! the slot's word is not held and taking it succeeds or reports the owner
+//! dead. A stopped owner (SIGSTOP, a debugger, a frozen cgroup) still
+//! holds its word: it is alive, and whoever needs what it holds waits.
+//! No value read from a word is ever followed: a TID is only compared.
 //!
 //! Waiters for the exclusive word sleep on the non-private futex (the words
 //! live in a `MAP_SHARED` mapping used by several processes); stripe
@@ -47,9 +50,11 @@
 //! which bounds the stall a `SIGKILL`ed owner causes.
 //!
 //! The last slot is the *overflow* slot: a process that finds every other
-//! slot taken claims it for the length of one call (its mutex is then an
-//! ordinary lock), so any number of processes can write; those past the
-//! table serialize with one another.
+//! slot taken claims it and keeps it leased (`claim_overflow`): its keeper
+//! gives it back between two calls once another claimant waits, so any
+//! number of processes can write; those past the table serialize with one
+//! another, and a claimant pays the keeper's round trip once per claim, not
+//! per call.
 
 use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -60,8 +65,8 @@ use crate::shm::format::SLOTS;
 use crate::shm::journal::JournalStore;
 pub use crate::shm::slots::{Control, Slot, Stripe};
 use crate::sys::futex::{futex_wait, futex_wake};
+use crate::sys::keeper::{self, State, Try};
 use crate::sys::membarrier;
-use crate::sys::robust::Try;
 
 /// The bit a waiter sets in a lock word so the releaser knows to wake it.
 pub const WAITERS: u32 = 1 << 31;
@@ -152,26 +157,35 @@ pub fn untoken(tok: u32) -> Option<(u32, u32)> {
 /// The slot that processes finding the table full share, one call at a time.
 pub(crate) const OVERFLOW: u32 = SLOTS - 1;
 
-// ---------------------------------------------------------------- slot mutexes
+// ---------------------------------------------------------------- slot words
 
 impl Slot {
-    /// Whether the slot's mutex is of the kind `init_slots` writes (the
-    /// bytes come from a file another user may write).
+    /// Whether the slot holds only what this library writes in a slot: its
+    /// reserved words zero and its fence word 0 or `LIGHT` (checked when a
+    /// file is attached: a slot table of junk is refused, not waited on).
     pub fn well_formed(&self) -> bool {
-        self.owner.well_formed()
+        // Relaxed: a plausibility check of values, not of their order.
+        self.fence.load(Ordering::Relaxed) <= LIGHT && self.reserved.iter().all(|w| w.load(Ordering::Relaxed) == 0)
     }
 
-    /// Try to take the slot's mutex without waiting.
-    pub fn try_own(&self) -> Try {
-        self.owner.try_lock()
+    /// Try to take the slot's word without waiting, under `key`
+    /// (`keeper::new_key`), which gives it back.
+    pub fn try_own(&self, key: u64) -> Try {
+        // SAFETY: every `Slot` of a filter lies in a `ShadowMap`'s slot
+        // table, below SHADOW (shm::slots); the mapping outlives the claim
+        // (`claims` keeps it while the slot is held; `owner_dead` gives
+        // the word back before it returns).
+        unsafe { keeper::try_lock(&self.owner, key) }
     }
 
-    /// Take the slot's mutex, waiting for its holder (the overflow slot).
-    pub fn own_blocking(&self) -> Try {
-        self.owner.lock()
+    /// Take the slot's word, waiting for its holder (the overflow slot).
+    pub fn own_blocking(&self, key: u64) -> Try {
+        // SAFETY: as in try_own; this thread does not hold it (a thread
+        // holds at most one claim of a filter, `claims`).
+        unsafe { keeper::lock(&self.owner, key) }
     }
 
-    /// Start a new claim of a slot whose mutex we hold: every older token
+    /// Start a new claim of a slot whose word we hold: every older token
     /// is dead from here on. Returns the new generation.
     fn new_generation(&self) -> u32 {
         let gen = self.gen.load(Ordering::Relaxed).wrapping_add(1) & GEN_MASK;
@@ -179,16 +193,25 @@ impl Slot {
         // fence; the claimant sets its own (claim_slot).
         self.busy.store(0, Ordering::Relaxed);
         self.fence.store(0, Ordering::Relaxed);
-        // Release: pairs with the Acquire in owner_dead; with the mutex's
+        // Release: pairs with the Acquire in owner_dead; with the word's
         // own release on unlock, a later holder sees our ops writes too.
         self.gen.store(gen, Ordering::Release);
         gen
     }
 
-    /// Give up the mutex (held by this thread).
-    fn disown(&self) {
-        // SAFETY: this thread holds the mutex (every caller took it).
-        unsafe { self.owner.unlock() };
+    /// Give back the word taken under `key` (a word this process does not
+    /// hold under that key is left as it is).
+    fn disown(&self, key: u64) {
+        // SAFETY: as in try_own.
+        unsafe { keeper::unlock(&self.owner, key) };
+    }
+
+    /// Forget claim `c`, whose word its keeper gave to a waiter (a revoked
+    /// lease): the generation is no longer ours to change, since the word
+    /// may be another claimant's by now; only the keeper's entry goes, if
+    /// it is still there under the claim's key.
+    pub fn forget(&self, c: Claim) {
+        self.disown(c.key);
     }
 
     /// Give the slot back after claim `c` (the claimant holds nothing):
@@ -197,8 +220,11 @@ impl Slot {
     pub fn release(&self, c: Claim) {
         if untoken(c.token).map(|(_, g)| g) == Some(self.gen.load(Ordering::Relaxed)) {
             self.new_generation();
-            self.disown();
         }
+        // Always: a claim whose word was rewritten and taken over since (a
+        // moved generation) still has its entry on the keeper's list, which
+        // must come off before the mapping goes.
+        self.disown(c.key);
     }
 }
 
@@ -228,6 +254,9 @@ pub enum SyncError {
     SlotsFull,
     /// A live process adds with light marks and this one cannot fence them.
     NoFence,
+    /// This process takes no more words: it holds `keeper`'s limit, or the
+    /// kernel refused it a robust list.
+    Refused,
 }
 
 /// The shared control structures of one mapping. Cheap to copy; valid while
@@ -250,6 +279,8 @@ pub struct Shared<'a> {
 pub struct Claim {
     pub idx: u32,
     pub token: u32,
+    /// The key the slot's word was taken under (`keeper::new_key`).
+    pub key: u64,
 }
 
 /// A slot this thread owns, with the control line: all that a lock-free
@@ -371,18 +402,27 @@ impl<'a> Shared<'a> {
         if slot.gen.load(Ordering::Acquire) != gen {
             return true; // given back or taken over since the token was made
         }
-        match slot.try_own() {
+        // Held: its holder is alive (the kernel marks a dead holder's word)
+        // or is this process; either way no round trip to the keeper. A
+        // value is only classified, never followed.
+        // Relaxed: the word is only compared; the generation above ordered.
+        if let State::Held(_) = keeper::state(slot.owner.load(Ordering::Relaxed)) {
+            return false;
+        }
+        let key = keeper::new_key();
+        match slot.try_own(key) {
             Try::Held => false,
-            Try::Broken => true,
+            // This process takes no words: the word said free or died.
+            Try::Refused => true,
             Try::Free | Try::OwnerDied => {
-                // We hold the mutex, so nobody owns the slot: a token of the
+                // We hold the word, so nobody owns the slot: a token of the
                 // current generation has a dead owner (an owner that gives
                 // the slot back changes the generation first). Retire the
                 // generation for everyone, then let the slot go.
                 if slot.gen.load(Ordering::Relaxed) == gen {
                     slot.new_generation();
                 }
-                slot.disown();
+                slot.disown(key);
                 true
             }
         }
@@ -394,11 +434,18 @@ impl<'a> Shared<'a> {
     /// where `light_fences()` is true).
     pub fn claim_slot(&self, hint: u32, light: bool) -> Result<Claim, SyncError> {
         let n = OVERFLOW;
+        let key = keeper::new_key();
         for i in 0..n {
             let idx = (hint.wrapping_add(i)) % n;
             let slot = &self.slots[idx as usize];
-            match slot.try_own() {
-                Try::Held | Try::Broken => continue,
+            // A held word is skipped without a round trip to the keeper.
+            // Relaxed: only a hint; try_own decides.
+            if let State::Held(_) = keeper::state(slot.owner.load(Ordering::Relaxed)) {
+                continue;
+            }
+            match slot.try_own(key) {
+                Try::Held => continue,
+                Try::Refused => return Err(SyncError::Refused),
                 Try::Free | Try::OwnerDied => {
                     let gen = slot.new_generation();
                     if light {
@@ -413,6 +460,7 @@ impl<'a> Shared<'a> {
                     return Ok(Claim {
                         idx,
                         token: token(idx, gen),
+                        key,
                     });
                 }
             }
@@ -420,17 +468,30 @@ impl<'a> Shared<'a> {
         Err(SyncError::SlotsFull)
     }
 
-    /// Claim the overflow slot for one call, waiting while another process
-    /// has it. Give it back with `release_slot` before the call returns.
-    pub fn claim_overflow(&self) -> Result<Claim, SyncError> {
+    /// Claim the overflow slot, waiting while another process (or thread)
+    /// has it, and lease it (`keeper::Lease`): its keeper gives it back
+    /// between two calls of the claimant once another waits for it, so a
+    /// claimant takes the word once, not once per call, and an idle one
+    /// shuts nobody out. Every call under the claim runs between
+    /// `Lease::enter` and `Lease::leave`; a claim whose lease was revoked
+    /// is given back (`release_slot`) and claimed anew.
+    pub fn claim_overflow(&self) -> Result<(Claim, std::sync::Arc<keeper::Lease>), SyncError> {
         let slot = &self.slots[OVERFLOW as usize];
-        match slot.own_blocking() {
-            // Shared by many processes, one call each: never light.
-            Try::Free | Try::OwnerDied => Ok(Claim {
-                idx: OVERFLOW,
-                token: token(OVERFLOW, slot.new_generation()),
-            }),
-            _ => Err(SyncError::SlotsFull),
+        let key = keeper::new_key();
+        match slot.own_blocking(key) {
+            // Shared by many processes: never light.
+            Try::Free | Try::OwnerDied => {
+                let c = Claim {
+                    idx: OVERFLOW,
+                    token: token(OVERFLOW, slot.new_generation()),
+                    key,
+                };
+                // SAFETY: as in Slot::try_own; the claim is given back
+                // under `key` (release_slot) before the mapping goes.
+                Ok((c, unsafe { keeper::lease(&slot.owner, key) }))
+            }
+            Try::Refused => Err(SyncError::Refused),
+            Try::Held => Err(SyncError::SlotsFull),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The lock protocol's unit tests, on slot tables in private memory.
 
 use super::*;
+use crate::sys::keeper::ShadowMap;
 
 #[test]
 fn tokens_round_trip_and_are_never_zero() {
@@ -18,15 +19,24 @@ fn tokens_round_trip_and_are_never_zero() {
     assert_eq!(untoken(IDX_MASK), None);
 }
 
-/// A zeroed slot table, initialised as a new region's is.
-fn table() -> (Vec<Slot>, Control) {
-    // SAFETY: Slot and Control are plain atomics and a pthread mutex,
-    // for which all-zero bytes are a valid (if uninitialised) state.
-    let mut v: Vec<Slot> = (0..SLOTS).map(|_| unsafe { std::mem::zeroed() }).collect();
-    // SAFETY: SLOTS zeroed slots that nothing else uses yet.
-    unsafe { crate::shm::slots::init_slots(v.as_mut_ptr()) };
-    // SAFETY: as above.
-    (v, unsafe { std::mem::zeroed() })
+/// A zeroed slot table in a shadowed mapping at the offset a region has it
+/// (its words are robust futex words, `sys::keeper`), and a control line.
+fn table() -> (ShadowMap, Control) {
+    let m = ShadowMap::new(None, crate::shm::format::STRIPES_OFF as usize).expect("mmap");
+    // SAFETY: Control is plain atomics, for which all-zero bytes are valid.
+    (m, unsafe { std::mem::zeroed() })
+}
+
+/// The slots of a table from `table`.
+fn slots_of(m: &ShadowMap) -> &[Slot] {
+    // SAFETY: SLOTS slots of 64 bytes lie at SLOTS_OFF, inside the mapping
+    // (STRIPES_OFF long), zeroed by the kernel: every word free.
+    unsafe {
+        std::slice::from_raw_parts(
+            m.as_ptr().add(crate::shm::format::SLOTS_OFF as usize) as *const Slot,
+            SLOTS as usize,
+        )
+    }
 }
 
 fn shared<'a>(slots: &'a [Slot], ctl: &'a Control) -> Shared<'a> {
@@ -42,8 +52,9 @@ fn shared<'a>(slots: &'a [Slot], ctl: &'a Control) -> Shared<'a> {
 
 #[test]
 fn a_claim_lives_until_given_back() {
-    let (slots, ctl) = table();
-    let sh = shared(&slots, &ctl);
+    let (m, ctl) = table();
+    let slots = slots_of(&m);
+    let sh = shared(slots, &ctl);
     let c = sh.claim_slot(7, false).unwrap();
     assert_eq!(c.idx, 7);
     // Seen from another thread, the owner (this thread) is alive...
@@ -64,15 +75,48 @@ fn a_claim_lives_until_given_back() {
 }
 
 #[test]
-fn a_thread_that_exits_holding_a_slot_is_dead() {
-    let (slots, ctl) = table();
-    let sh = shared(&slots, &ctl);
+fn a_thread_holds_its_slot_until_it_gives_it_back() {
+    let (m, ctl) = table();
+    let slots = slots_of(&m);
+    let sh = shared(slots, &ctl);
+    // The word is the process's (its keeper's), not the thread's: a thread
+    // that ends without giving its slot back leaves it held (`claims`
+    // gives a thread's slots back when it ends).
     let c = std::thread::scope(|s| s.spawn(|| sh.claim_slot(3, false).unwrap()).join().unwrap());
-    // The kernel marked the mutex "owner died" when the thread ended.
+    assert!(!sh.owner_dead(c.token));
+    sh.release_slot(c);
     assert!(sh.owner_dead(c.token));
-    // Its generation is retired: later checks agree without a trylock.
-    assert_ne!(slots[3].gen.load(Ordering::Relaxed), untoken(c.token).unwrap().1);
-    assert!(sh.owner_dead(c.token));
+    assert_eq!(keeper::state(slots[3].owner.load(Ordering::Relaxed)), State::Free);
+}
+
+#[test]
+fn a_process_that_dies_holding_a_slot_is_dead() {
+    let (m, ctl) = table();
+    let slots = slots_of(&m);
+    let sh = shared(slots, &ctl);
+    // SAFETY: the child only claims a slot and leaves with _exit, never
+    // returning into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        let ok = sh.claim_slot(3, false).map(|c| c.idx == 3).unwrap_or(false);
+        // SAFETY: ends the child at once, holding the slot.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child claimed slot 3"
+    );
+    let c = token(3, slots[3].gen.load(Ordering::Acquire));
+    // The kernel marked the word "owner died" when the child ended.
+    assert_eq!(keeper::state(slots[3].owner.load(Ordering::Relaxed)), State::Died);
+    assert!(sh.owner_dead(c));
+    // Its generation is retired: later checks agree without taking the word.
+    assert_ne!(slots[3].gen.load(Ordering::Relaxed), untoken(c).unwrap().1);
+    assert!(sh.owner_dead(c));
     // And the slot can be claimed again.
     let again = sh.claim_slot(3, false).unwrap();
     assert_eq!(again.idx, 3);
@@ -81,43 +125,81 @@ fn a_thread_that_exits_holding_a_slot_is_dead() {
 
 #[test]
 fn a_full_table_overflows_into_the_shared_slot() {
-    let (slots, ctl) = table();
-    let sh = shared(&slots, &ctl);
+    let (m, ctl) = table();
+    let slots = slots_of(&m);
+    let sh = shared(slots, &ctl);
     let claims: Vec<Claim> = (0..OVERFLOW).map(|_| sh.claim_slot(0, false).unwrap()).collect();
     assert_eq!(sh.claim_slot(0, false), Err(SyncError::SlotsFull));
-    let o = sh.claim_overflow().unwrap();
+    let (o, lease) = sh.claim_overflow().unwrap();
     assert_eq!(o.idx, OVERFLOW);
-    // Another thread waits for the overflow slot until it is given back.
+    // Its first call is under way (a lease comes back entered).
+    // Another thread waits for the overflow slot while the call runs, and
+    // gets it once the call ends (the keeper gives the leased word back).
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|s| {
         s.spawn(|| {
-            let o2 = sh.claim_overflow().unwrap();
+            let (o2, _) = sh.claim_overflow().unwrap();
             tx.send(o2).unwrap();
             sh.release_slot(o2);
         });
         assert!(
             rx.recv_timeout(Duration::from_millis(200)).is_err(),
-            "overflow slot taken twice"
+            "overflow slot taken during a call"
         );
-        sh.release_slot(o);
+        lease.leave();
         // A hang guard, not a bound: a loaded host may take seconds to run
         // the waiter once the slot is free.
         let o2 = rx.recv_timeout(Duration::from_secs(60)).expect("waiter got the slot");
         assert_ne!(o2.token, o.token);
     });
+    assert!(lease.revoked() && !lease.enter(), "the first claim's lease is over");
+    assert!(sh.owner_dead(o.token));
+    slots[OVERFLOW as usize].forget(o); // the word went to the waiter: only forgotten
+    let (o3, l3) = sh.claim_overflow().unwrap();
+    l3.leave();
+    sh.release_slot(o3);
     for c in claims {
         sh.release_slot(c);
     }
 }
 
 #[test]
-fn a_foreign_mutex_is_never_handed_to_pthread() {
-    let (slots, ctl) = table();
-    let sh = shared(&slots, &ctl);
-    // SAFETY: overwrite slot 5's mutex bytes with junk, as a hostile file
-    // could; nobody holds it.
-    unsafe { std::ptr::write_bytes(&slots[5].owner as *const _ as *mut u8, 0xA5, 40) };
-    assert_eq!(slots[5].try_own(), Try::Broken);
-    assert_eq!(sh.claim_slot(5, false).unwrap().idx, 6, "a broken slot is skipped");
-    assert!(sh.owner_dead(token(5, 0)));
+fn a_rewritten_word_is_only_compared() {
+    let (m, ctl) = table();
+    let slots = slots_of(&m);
+    let sh = shared(slots, &ctl);
+    let w = &slots[5].owner;
+    // Held by a TID that is not ours: skipped, its owner alive.
+    w.store(0x0101_0101, Ordering::Relaxed);
+    assert_eq!(slots[5].try_own(keeper::new_key()), Try::Held);
+    assert!(!sh.owner_dead(token(5, 0)));
+    let c = sh.claim_slot(5, false).unwrap();
+    assert_eq!(c.idx, 6, "a held slot is skipped");
+    sh.release_slot(c);
+    // Our own keeper's TID written by someone else: never taken as ours.
+    w.store(keeper::holder_tid().unwrap(), Ordering::Relaxed);
+    assert_eq!(slots[5].try_own(keeper::new_key()), Try::Held);
+    sh.release_slot(Claim {
+        idx: 5,
+        token: token(5, 0),
+        key: keeper::new_key(),
+    });
+    assert_eq!(
+        w.load(Ordering::Relaxed),
+        keeper::holder_tid().unwrap(),
+        "a word we do not hold is left alone"
+    );
+    // Every bit set: "owner died", taken over.
+    w.store(u32::MAX, Ordering::Relaxed);
+    let gen = slots[5].gen.load(Ordering::Relaxed);
+    assert!(sh.owner_dead(token(5, gen)));
+    assert_ne!(
+        slots[5].gen.load(Ordering::Relaxed),
+        gen,
+        "the dead owner's generation is retired"
+    );
+    let c = sh.claim_slot(5, false).unwrap();
+    assert_eq!(c.idx, 5);
+    sh.release_slot(c);
+    assert_eq!(keeper::state(w.load(Ordering::Relaxed)), State::Free);
 }

@@ -31,6 +31,9 @@
 //! keeper, its list walked, while that thread still ran: a word taken after
 //! the walk would name a dead TID for ever.) A request costs the caller a
 //! round trip to the keeper; words are taken once per claim, not per call.
+//! A word that several processes take in turns (the overflow slot) is
+//! *leased* (`Lease`): kept between its holder's uses, given back by the
+//! keeper, between two uses, once a waiter announces itself.
 //!
 //! Every word is read as hostile: its value is only compared with the
 //! keeper's TID and the two bits; whether an entry is on the list is
@@ -38,7 +41,8 @@
 
 use std::cell::UnsafeCell;
 use std::ptr;
-use std::sync::atomic::{compiler_fence, AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -109,6 +113,11 @@ struct Link {
     /// held by that keeper. A fork's child has a copy of its parent's
     /// entries, which name the parent's head, never the child's.
     on: usize,
+    /// The key of the take that linked it (`new_key`): only a give-back
+    /// with the same key unlinks it, so a holder that lost the word (given
+    /// back for it, `Lease`, or taken over after someone rewrote it) never
+    /// gives back a later holder's take of the same word in this process.
+    key: u64,
 }
 
 /// `struct robust_list_head` (linux/futex.h). Its address is the list's
@@ -123,11 +132,62 @@ struct Head {
 const HEAD_LEN: usize = std::mem::size_of::<Head>();
 const _: () = assert!(HEAD_LEN == 3 * std::mem::size_of::<usize>());
 
-/// A request to the keeper.
-#[derive(Clone, Copy)]
+/// A request to the keeper: a word's address and a take's key.
 enum Op {
-    TryLock(usize),
-    Unlock(usize),
+    TryLock(usize, u64),
+    Unlock(usize, u64),
+    /// Keep the word (held under this key) leased (`Lease`).
+    Lease(usize, u64, Arc<Lease>),
+}
+
+/// A word this process keeps taken between uses, which the keeper gives
+/// back on its own, between two uses, when another waiter announced itself
+/// on it (`WAITERS`): a word taken once per claim, not per call, that does
+/// not shut others out while its holder is idle.
+pub struct Lease {
+    /// Uses under way.
+    users: AtomicU32,
+    /// Set by the keeper when it gives the word back: the lease is over.
+    revoked: AtomicBool,
+}
+
+impl Lease {
+    /// Start a use of the word; false when the keeper gave it back (take it
+    /// again, under a new key).
+    #[inline]
+    pub fn enter(&self) -> bool {
+        // SeqCst both: the Dekker pair with `revoke_waited`'s store of
+        // `revoked` and load of `users`: either the keeper sees our use and
+        // keeps the word, or we see the revocation and do not use it.
+        self.users.fetch_add(1, Ordering::SeqCst);
+        if self.revoked.load(Ordering::SeqCst) {
+            self.users.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// End a use started by a successful `enter`.
+    #[inline]
+    pub fn leave(&self) {
+        // Release: the use's writes under the word come before the
+        // keeper's give-back, which loads `users` with SeqCst (Acquire).
+        self.users.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Whether the keeper gave the word back.
+    #[cfg(test)]
+    pub fn revoked(&self) -> bool {
+        // Acquire: pairs with the keeper's SeqCst store.
+        self.revoked.load(Ordering::Acquire)
+    }
+}
+
+/// A key for one take of a word, unique in the process.
+pub fn new_key() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    // Relaxed: only uniqueness matters.
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 #[derive(Default)]
@@ -277,25 +337,44 @@ fn keeper_main(k: &'static Keeper, ready: std::sync::mpsc::SyncSender<bool>) {
     k.tid.store(gettid(), Ordering::Relaxed);
     let _ = ready.send(true);
     let tid = k.tid.load(Ordering::Relaxed);
+    let mut leases: Vec<(usize, u64, Arc<Lease>)> = Vec::new();
     let mut chan = k.chan.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        let Some(op) = chan.op.take() else {
-            chan = k.cv.wait(chan).unwrap_or_else(|e| e.into_inner());
-            continue;
-        };
-        // SAFETY: request() passes words of live ShadowMaps only (its
-        // callers' promise), whose entries lie SHADOW below them.
-        let r = unsafe {
-            match op {
-                Op::TryLock(w) => list.try_lock(w, tid),
-                Op::Unlock(w) => {
-                    list.unlock(w);
-                    Try::Free
+        if let Some(op) = chan.op.take() {
+            // SAFETY: request() passes words of live ShadowMaps only (its
+            // callers' promise), whose entries lie SHADOW below them.
+            let r = unsafe {
+                match op {
+                    Op::TryLock(w, key) => list.try_lock(w, tid, key),
+                    Op::Unlock(w, key) => {
+                        leases.retain(|&(lw, lk, _)| (lw, lk) != (w, key));
+                        list.unlock(w, tid, key);
+                        Try::Free
+                    }
+                    Op::Lease(w, key, l) => {
+                        if list.holds(w, key) {
+                            leases.push((w, key, l));
+                        } else {
+                            l.revoked.store(true, Ordering::SeqCst);
+                        }
+                        Try::Free
+                    }
                 }
-            }
-        };
-        chan.reply = Some(r);
-        k.cv.notify_all();
+            };
+            chan.reply = Some(r);
+            k.cv.notify_all();
+        }
+        // SAFETY: a leased word's mapping lives until its Unlock request,
+        // which takes it off `leases` first (`lease`'s promise).
+        unsafe { list.revoke_waited(&mut leases, tid) };
+        if chan.op.is_none() {
+            chan = if leases.is_empty() {
+                k.cv.wait(chan).unwrap_or_else(|e| e.into_inner())
+            } else {
+                // Leased words are looked at every SLICE for waiters.
+                k.cv.wait_timeout(chan, SLICE).unwrap_or_else(|e| e.into_inner()).0
+            };
+        }
     }
 }
 
@@ -319,6 +398,41 @@ impl List {
         unsafe { (*e).on == self.head() as usize }
     }
 
+    /// Whether the entry of the word at `w` is on this list under `key`.
+    ///
+    /// # Safety
+    /// As `try_lock`.
+    unsafe fn holds(&self, w: usize, key: u64) -> bool {
+        let e = Self::entry(w);
+        // SAFETY: the caller's promise.
+        unsafe { self.ours(e) && (*e).key == key }
+    }
+
+    /// Give back every leased word that a waiter announced itself on and
+    /// that no use holds (`Lease`).
+    ///
+    /// # Safety
+    /// Every leased word lies in a live `ShadowMap`; keeper thread only.
+    unsafe fn revoke_waited(&mut self, leases: &mut Vec<(usize, u64, Arc<Lease>)>, tid: u32) {
+        leases.retain(|(w, key, l)| {
+            // SAFETY: the caller's promise.
+            let word = unsafe { &*(*w as *const AtomicU32) };
+            // Relaxed: a hint; a waiter sets the bit again every slice.
+            if word.load(Ordering::Relaxed) & WAITERS == 0 {
+                return true;
+            }
+            // SeqCst both: the Dekker pair with Lease::enter.
+            l.revoked.store(true, Ordering::SeqCst);
+            if l.users.load(Ordering::SeqCst) != 0 {
+                l.revoked.store(false, Ordering::SeqCst);
+                return true;
+            }
+            // SAFETY: the caller's promise.
+            unsafe { self.unlock(*w, tid, *key) };
+            false
+        });
+    }
+
     /// The entry of the word at address `w`.
     fn entry(w: usize) -> *mut Link {
         (w - SHADOW) as *mut Link
@@ -332,7 +446,7 @@ impl List {
     /// # Safety
     /// `w` is the address of a word in a live `ShadowMap`; only the keeper
     /// thread calls this.
-    unsafe fn try_lock(&mut self, w: usize, tid: u32) -> Try {
+    unsafe fn try_lock(&mut self, w: usize, tid: u32, key: u64) -> Try {
         let e = Self::entry(w);
         // SAFETY: the entry is in the shadow, private and writable (the
         // caller's promise); only this thread writes it.
@@ -378,6 +492,7 @@ impl List {
                 let first = (*h).next;
                 (*e).prev = self.end();
                 (*e).on = h as usize;
+                (*e).key = key;
                 ptr::write_volatile(ptr::addr_of_mut!((*e).next), first);
                 if first != self.end() {
                     (*first).prev = e;
@@ -393,16 +508,18 @@ impl List {
         got.unwrap_or(Try::Held)
     }
 
-    /// Give back the word at `w` if the keeper holds it (its entry is
-    /// linked): announce, unlink, free the word and wake its waiters,
-    /// clear the announcement.
+    /// Give back the word at `w` if the keeper holds it under `key` (its
+    /// entry is linked with that key): announce, unlink, free the word if
+    /// it still names this keeper and wake its waiters, clear the
+    /// announcement. A word someone rewrote (and perhaps another process
+    /// took over) is left as it is: its entry still comes off the list.
     ///
     /// # Safety
     /// As `try_lock`.
-    unsafe fn unlock(&mut self, w: usize) {
+    unsafe fn unlock(&mut self, w: usize, tid: u32, key: u64) {
         let e = Self::entry(w);
         // SAFETY: as in try_lock.
-        if unsafe { !self.ours(e) } {
+        if unsafe { !self.holds(w, key) } {
             return; // not ours: never write a word we do not hold
         }
         // SAFETY: as in try_lock.
@@ -423,9 +540,19 @@ impl List {
             compiler_fence(Ordering::SeqCst);
         }
         self.len -= 1;
-        // Release: pairs with the Acquire CAS of the next taker.
-        if word.swap(0, Ordering::Release) & WAITERS != 0 {
-            crate::sys::futex::futex_wake(word);
+        // Relaxed: only compared; the CAS below orders.
+        let mut v = word.load(Ordering::Relaxed);
+        while v & TID_MASK == tid {
+            // Release: pairs with the Acquire CAS of the next taker.
+            match word.compare_exchange_weak(v, 0, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => {
+                    if v & WAITERS != 0 {
+                        crate::sys::futex::futex_wake(word);
+                    }
+                    break;
+                }
+                Err(now) => v = now,
+            }
         }
         compiler_fence(Ordering::SeqCst);
         // SAFETY: as above.
@@ -451,19 +578,21 @@ fn request(op: Op) -> Try {
 
 /// The TID every word this process holds carries (its keeper's), or None
 /// where it has none.
+#[cfg(test)]
 pub fn holder_tid() -> Option<u32> {
     // Relaxed: published with the keeper (see keeper_main).
     keeper().map(|k| k.tid.load(Ordering::Relaxed))
 }
 
-/// Try to take `word` without waiting.
+/// Try to take `word` without waiting, under `key` (`new_key`).
 ///
 /// # Safety
 /// `word` lies in a `ShadowMap`'s shared bytes, below `SHADOW`, and that
-/// mapping stays mapped until the word is given back (`unlock`) or the
-/// process ends: the kernel writes through the entry at process death.
-pub unsafe fn try_lock(word: &AtomicU32) -> Try {
-    request(Op::TryLock(word.as_ptr() as usize))
+/// mapping stays mapped until the word is given back under the same key
+/// (`unlock`, whatever the take returned) or the process ends: the kernel
+/// writes through the entry at process death.
+pub unsafe fn try_lock(word: &AtomicU32, key: u64) -> Try {
+    request(Op::TryLock(word.as_ptr() as usize, key))
 }
 
 /// Take `word`, waiting for a live holder (sleeping on the word; the
@@ -473,10 +602,10 @@ pub unsafe fn try_lock(word: &AtomicU32) -> Try {
 /// # Safety
 /// As `try_lock`; and this thread does not hold the word (it would wait
 /// for ever).
-pub unsafe fn lock(word: &AtomicU32) -> Try {
+pub unsafe fn lock(word: &AtomicU32, key: u64) -> Try {
     loop {
         // SAFETY: the caller's promise.
-        match unsafe { try_lock(word) } {
+        match unsafe { try_lock(word, key) } {
             Try::Held => {}
             r => return r,
         }
@@ -495,18 +624,39 @@ pub unsafe fn lock(word: &AtomicU32) -> Try {
     }
 }
 
-/// Give back `word`, taken by this process; a word it does not hold stays
-/// as it is.
+/// Give back `word`, taken by this process under `key`; a word it does not
+/// hold under that key stays as it is.
 ///
 /// # Safety
 /// As `try_lock`.
-pub unsafe fn unlock(word: &AtomicU32) {
-    request(Op::Unlock(word.as_ptr() as usize));
+pub unsafe fn unlock(word: &AtomicU32, key: u64) {
+    request(Op::Unlock(word.as_ptr() as usize, key));
+}
+
+/// Keep `word`, which this process holds under `key`, leased: the keeper
+/// gives it back between two uses (`Lease::enter`, `Lease::leave`) when a
+/// waiter announces itself. The lease comes back entered (one use under
+/// way, so that a waiter already there cannot take the word before it is
+/// used once), and revoked when the word is not held under `key`.
+///
+/// # Safety
+/// As `try_lock`; and `unlock` under `key` comes before the mapping goes,
+/// even once the lease is revoked.
+pub unsafe fn lease(word: &AtomicU32, key: u64) -> Arc<Lease> {
+    let l = Arc::new(Lease {
+        users: AtomicU32::new(1),
+        revoked: AtomicBool::new(false),
+    });
+    if let Try::Refused = request(Op::Lease(word.as_ptr() as usize, key, Arc::clone(&l))) {
+        l.revoked.store(true, Ordering::SeqCst); // no keeper
+    }
+    l
 }
 
 /// Shared bytes with a private shadow `SHADOW` bytes below them: an
 /// address range reserved as one, so that nothing else is ever mapped in
-/// the shadow while the shared bytes are.
+/// the shadow while the shared bytes are. Every mapping of a filter is one
+/// (doc/DESIGN.md, C8): a read-only one too, for one kind of mapping.
 pub struct ShadowMap {
     base: *mut u8,
     len: usize,
@@ -517,13 +667,30 @@ unsafe impl Send for ShadowMap {}
 // SAFETY: as above.
 unsafe impl Sync for ShadowMap {}
 
+/// Shared bytes this long or longer start on a 2 MiB boundary, as a plain
+/// `mmap` of shared memory would (the kernel aligns those for transparent
+/// huge pages; a `MAP_FIXED` mapping gets only the address it is given).
+const HUGE: usize = 2 << 20;
+
 impl ShadowMap {
     /// Map `len` bytes of `fd` (None: anonymous shared memory) at offset 0,
-    /// read-write and shared, with a shadow below them.
+    /// shared and read-write, with a shadow below them.
+    #[cfg(test)]
     pub fn new(fd: Option<libc::c_int>, len: usize) -> std::io::Result<ShadowMap> {
-        let total = SHADOW + len;
+        Self::map(fd, len, false)
+    }
+
+    /// Map `len` bytes of `fd` (None: anonymous shared memory) at offset 0,
+    /// shared, `PROT_READ` when `readonly`, with a shadow below them.
+    pub fn map(fd: Option<libc::c_int>, len: usize, readonly: bool) -> std::io::Result<ShadowMap> {
+        let slop = if len >= HUGE { HUGE } else { 0 };
+        let total = SHADOW
+            .checked_add(len)
+            .and_then(|t| t.checked_add(slop))
+            .filter(|&t| t <= isize::MAX as usize)
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
         // SAFETY: a fresh private reservation; nothing else refers to it.
-        let base = unsafe {
+        let res = unsafe {
             libc::mmap(
                 ptr::null_mut(),
                 total,
@@ -533,29 +700,39 @@ impl ShadowMap {
                 0,
             )
         };
-        if base == libc::MAP_FAILED {
+        if res == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        let (flags, fd) = match fd {
-            Some(fd) => (libc::MAP_SHARED | libc::MAP_FIXED, fd),
-            None => (libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_FIXED, -1),
-        };
-        // SAFETY: replaces the top of our own reservation (MAP_FIXED
-        // inside a range we own), never another mapping.
-        let shared = unsafe {
-            libc::mmap(
-                (base as *mut u8).add(SHADOW) as *mut libc::c_void,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd,
-                0,
-            )
-        };
+        let res = res as usize;
+        let a = slop.max(1);
+        let start = (res + SHADOW + a - 1) / a * a;
+        let base = start - SHADOW;
+        // SAFETY: the slop below and above our range, inside our own
+        // reservation (empty ranges are skipped).
+        unsafe {
+            if base > res {
+                libc::munmap(res as *mut libc::c_void, base - res);
+            }
+            if res + total > start + len {
+                libc::munmap((start + len) as *mut libc::c_void, res + total - start - len);
+            }
+        }
         let m = ShadowMap {
             base: base as *mut u8,
             len,
         };
+        let (flags, fd) = match fd {
+            Some(fd) => (libc::MAP_SHARED | libc::MAP_FIXED, fd),
+            None => (libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_FIXED, -1),
+        };
+        let prot = if readonly {
+            libc::PROT_READ
+        } else {
+            libc::PROT_READ | libc::PROT_WRITE
+        };
+        // SAFETY: replaces the top of our own reservation (MAP_FIXED
+        // inside a range we own), never another mapping.
+        let shared = unsafe { libc::mmap(start as *mut libc::c_void, len, prot, flags, fd, 0) };
         if shared == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error()); // Drop unmaps it all
         }
@@ -568,13 +745,59 @@ impl ShadowMap {
         unsafe { self.base.add(SHADOW) }
     }
 
+    /// The length of the shared bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[allow(dead_code)] // len's companion (clippy::len_without_is_empty)
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The word at shared offset `off` (4-aligned, below `SHADOW` and the
     /// length).
+    #[cfg(test)]
     pub fn word(&self, off: usize) -> &AtomicU32 {
         assert!(off % 4 == 0 && off + 4 <= self.len.min(SHADOW));
         // SAFETY: in bounds and aligned (checked); shared memory is only
         // ever used through atomics.
         unsafe { &*(self.as_ptr().add(off) as *const AtomicU32) }
+    }
+
+    /// The page-aligned range around shared bytes `off..off + len`, clipped
+    /// to the mapping.
+    fn pages(&self, off: usize, len: usize) -> (*mut libc::c_void, usize) {
+        let end = off.saturating_add(len).min(self.len);
+        let from = off.min(end) / 4096 * 4096;
+        // SAFETY: within the shared bytes (clipped above).
+        (unsafe { self.as_ptr().add(from) } as *mut libc::c_void, end - from)
+    }
+
+    /// `msync(MS_SYNC)` of the shared bytes `off..off + len`.
+    pub fn flush_range(&self, off: usize, len: usize) -> std::io::Result<()> {
+        let (p, n) = self.pages(off, len);
+        // SAFETY: a page-aligned range of our own shared mapping.
+        if unsafe { libc::msync(p, n, libc::MS_SYNC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// `msync(MS_SYNC)` of all the shared bytes.
+    pub fn flush(&self) -> std::io::Result<()> {
+        self.flush_range(0, self.len)
+    }
+
+    /// `madvise(advice)` over the shared bytes `off..off + len`.
+    pub fn advise_range(&self, advice: libc::c_int, off: usize, len: usize) -> std::io::Result<()> {
+        let (p, n) = self.pages(off, len);
+        // SAFETY: a page-aligned range of our own shared mapping; the
+        // advice is one that keeps its contents (HUGEPAGE, POPULATE_WRITE).
+        if unsafe { libc::madvise(p, n, advice) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
     }
 }
 
@@ -583,6 +806,36 @@ impl Drop for ShadowMap {
         // SAFETY: our own reservation, shadow and shared bytes together.
         unsafe { libc::munmap(self.base as *mut libc::c_void, SHADOW + self.len) };
     }
+}
+
+/// Whether `len` more bytes of address space can be had now (`RLIMIT_AS`
+/// and the kernel's overcommit rules), asked with a mapping made and
+/// removed at once. A process with a keeper is multi-threaded to glibc,
+/// whose `malloc`, failing in one arena, reserves another (64 MiB of
+/// address space) to try again and keeps it: a large block that cannot be
+/// had is refused here first, so that its failure costs nothing.
+pub fn address_space_has_room(len: usize) -> bool {
+    // SAFETY: a fresh private mapping, removed before anyone can see it.
+    unsafe {
+        let p = libc::mmap(
+            ptr::null_mut(),
+            len.max(1),
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return false;
+        }
+        libc::munmap(p, len.max(1));
+    }
+    true
+}
+
+/// Whether this process can take words (it has, or can start, a keeper).
+pub fn available() -> bool {
+    keeper().is_some()
 }
 
 #[cfg(test)]

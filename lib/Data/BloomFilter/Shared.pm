@@ -803,7 +803,11 @@ Converts the filter file at C<$path>, written by the original C module
 (Data::BloomFilter::Shared 0.04 or earlier, either of its two formats), into
 a filter file of this version, in place, and returns a hash reference of
 what it converted: C<from_version> (the old format, 1 or 2), C<bits>,
-C<hashes>, C<capacity>, C<fp_rate> and C<bits_set>. The bits are copied
+C<hashes>, C<capacity>, C<fp_rate> and C<bits_set>. A filter file of an
+earlier release of this module whose format is 2 (process slots holding C
+library mutexes) is converted too, by rewriting its slot table in place
+(bits, geometry and operation counts stay; refused while a slot is held):
+the hash then also has C<earlier_release> set to 1. The bits are copied
 word for word, so the same items are present, with the same C<count>; the
 geometry, mode and owner carry over (C<ops> starts again from 0). The new
 file is built complete beside the old one and renamed over it, so C<$path>
@@ -1638,10 +1642,11 @@ An add sets bits with atomic OR while holding only the lock of its item's
 stripe (one of 4096); C<clear>, C<intersect>, C<invert>, C<freeze> and the
 second half of C<merge> take the filter exclusively and wait for in-flight
 adds. Every lock word names its
-owner's process slot, and each slot holds a robust process-shared mutex that
-its owner keeps locked while it uses the filter. When a process dies, however
-it dies, the kernel marks its mutexes "owner died"; a waiter that finds the
-mark takes the lock over, within about 20 ms. Nothing depends on seeing the
+owner's process slot, and each slot holds a robust futex word that a thread
+of the owning process (started on its first write, with every signal
+blocked) keeps taken while the process uses the filter. When a process dies,
+however it dies, the kernel marks its words "owner died"; a waiter that finds
+the mark takes the lock over, within about 20 ms. Nothing depends on seeing the
 other process: it works the same across PID namespaces (containers sharing
 F</dev/shm> or a memfd), with F</proc> mounted C<hidepid=2> or not mounted,
 between users, and in a process whose main thread has exited.
@@ -1685,19 +1690,25 @@ Limits: a killed C<add_many> has added a prefix of its items; a C<merge>
 or C<intersect> on a memfd sealed against growing (see L</merge>) is not
 crash-atomic. Nothing another process completed is lost.
 
-Liveness needs glibc's robust process-shared mutexes and a kernel with
-robust futexes (every Linux since 2.6.17, but not some emulators and
-sandboxes): where they are missing, writes croak saying so and queries work.
-The kernel follows at most 2048 entries of a thread's list of locked robust
-mutexes when the thread ends, so a thread holding slots of more than about
-2000 filters at once may leave the oldest looking alive after it dies.
+Liveness needs a kernel with robust futexes (every Linux since 2.6.17, but
+not some emulators and sandboxes): where they are missing, writes croak
+saying so and queries work. The kernel follows at most 2048 entries of a
+process's list of held words when it dies, so a process holds the slots of
+at most 2047 filters (over all its threads) at once; a write that would need
+one more croaks.
+
+The keeper thread is started by a process's first write and lives as long
+as the process (a forked child starts its own): that first write costs
+about 0.2 ms more, a later slot claim about 0.05 ms (F<bench/RESULTS.md>),
+and no call after a claim talks to it. The process is then multi-threaded
+to the C library, which makes its own locking no longer free.
 
 A process takes one slot per filter on its first write, however many handles
 of the filter it has open (a threaded program: one per thread that writes);
 the table has 1023. Processes past the table still write, through one shared
-overflow slot that they take for one call at a time: they wait for one
-another (one more lock and unlock per call), never for the processes that
-have slots.
+overflow slot that they take in turns: one keeps it across its calls until
+another asks for it, and gives it up between two calls (within about 20 ms);
+they wait for one another, never for the processes that have slots.
 
 =head1 SECURITY
 
@@ -1737,13 +1748,22 @@ share it. See L</new>.
 
 Whoever can write a filter file can change its bits, freeze it, or hold its
 locks, and truncating a file while it is mapped makes every process that
-touches the lost pages die with C<SIGBUS>. The process slots hold robust
-pthread mutexes, and glibc keeps each locked one on its thread's list by
-pointers stored in the mutex itself, in the shared file: a process that
-writes there can make glibc in another process write through pointers of its
-choosing when that process gives its slot back. Writing to a filter is
-therefore a trust relation, as it is for any robust-mutex lock file (LMDB's,
-say). So give write access only to
+touches the lost pages die with C<SIGBUS>.
+
+What a writer can do to other processes is what it can do through the
+filter's contents: make their answers false (set or clear bits), make their
+writes croak (a damaged header, a frozen flag) or wait (a lock word naming a
+live process's slot, a slot word naming a live thread id). It cannot make
+another process write to or read from memory of its choosing: the shared
+file holds no address, and every word another process reads from it is
+compared or bounded before use, never followed (a slot's word holds a
+thread id only; the list the kernel walks when a process dies lives in that
+process's private memory). What a reader can learn is the filter: its bits,
+its geometry, its seed, its counts, and the thread ids of the processes
+writing it, never where they keep anything in memory.
+
+Writing to a filter is still a trust relation for its answers and its
+availability, and truncation can kill. So give write access only to
 processes you trust, and keep the filters of privileged processes in
 directories that only trusted users can write (not in F</tmp>). Memfds are
 sealed against shrinking, so a receiver of one cannot truncate it (not
@@ -2260,10 +2280,16 @@ L</clear>, L</freeze>) of a frozen filter.
 A mutation through a handle from L</new_readonly>, or from L</new_from_fd>
 of a read-only descriptor.
 
-=item this system has no robust process-shared mutexes (glibc and robust futexes are needed to write)
+=item this system has no robust futexes (the kernel's robust list is needed to write)
 
-A write on a system whose C library or kernel lacks robust mutexes (see
+A write on a system whose kernel refuses a robust futex list (see
 L</CONCURRENCY AND CRASH SAFETY>); queries still work.
+
+=item this process holds slots of too many filters at once (at most 2047)
+
+A write needed a slot of one more filter than the kernel can release for
+the process when it dies (see L</CONCURRENCY AND CRASH SAFETY>): let go of
+handles of other filters first.
 
 =item the slot table is corrupt: no slot can be taken
 
@@ -2272,8 +2298,8 @@ filter's slot table was damaged while it was open.
 
 =item PATH: the process slot table is corrupt (slot %d)
 
-The file's slot table holds something other than the lock this module
-initialises there: the file was damaged or written by something else.
+The file's slot table holds bytes this module never writes there: the file
+was damaged or written by something else.
 
 =item PATH: file too small to be a filter (%d bytes; truncated or not a filter file)
 
@@ -2303,6 +2329,18 @@ Longer than the filter plus a journal (see L</SECURITY>).
 
 A file of the original C module: convert it once (see L</UPGRADING FROM
 0.04>). Through L</new_from_fd> the message says C<PATH> literally.
+
+=item PATH: format version 2 of an earlier release (its slot table holds addresses): convert it with `bloomfilter-shared upgrade PATH`
+
+A file of an earlier release of this module, whose process slots held C
+library mutexes (and so addresses of the processes using it): stop those
+processes, then convert it once with L</upgrade>, which rewrites the slot
+table in place (the bits, geometry and counts stay). Through
+L</new_from_fd> the message says C<PATH> literally.
+
+=item PATH: in use (process slot %d is held by a process that has not ended); stop the processes of the old version first
+
+L</upgrade> of a file of format 2 found a slot still held.
 
 The file is not a filter, was written by another version or on a machine of
 another byte order, or was damaged. Use

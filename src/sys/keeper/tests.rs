@@ -5,6 +5,9 @@
 use super::*;
 use std::time::Instant;
 
+/// The key of every take in these tests: one holder per word and process.
+const KEY: u64 = 7;
+
 /// An anonymous shared mapping with its shadow, 8 KiB of words.
 fn map() -> ShadowMap {
     ShadowMap::new(None, 8192).expect("mmap")
@@ -56,7 +59,7 @@ fn kill(pid: libc::pid_t) {
 /// In a child: take `w` or exit 1 (the parent then sees no byte).
 fn take_or_die(w: &AtomicU32) {
     // SAFETY: the word lies in a ShadowMap that outlives the child.
-    if unsafe { try_lock(w) } != Try::Free {
+    if unsafe { try_lock(w, KEY) } != Try::Free {
         // SAFETY: leaving the child without unwinding into the harness.
         unsafe { libc::_exit(1) };
     }
@@ -78,20 +81,20 @@ fn a_word_is_taken_once_and_given_back() {
     let w = m.word(4096);
     // SAFETY: the words lie in `m`, which outlives every hold below.
     unsafe {
-        assert_eq!(try_lock(w), Try::Free);
+        assert_eq!(try_lock(w, KEY), Try::Free);
         let tid = holder_tid().unwrap();
         assert_ne!(tid, gettid(), "the keeper's TID, not the caller's");
         assert_eq!(state(w.load(Ordering::Relaxed)), State::Held(tid));
-        assert_eq!(try_lock(w), Try::Held, "held by this process already");
-        unlock(w);
+        assert_eq!(try_lock(w, KEY), Try::Held, "held by this process already");
+        unlock(w, KEY);
         assert_eq!(w.load(Ordering::Relaxed), 0);
         // A word this process does not hold is never written.
         w.store(12345, Ordering::Relaxed);
-        unlock(w);
+        unlock(w, KEY);
         assert_eq!(w.load(Ordering::Relaxed), 12345);
         w.store(0, Ordering::Relaxed);
-        assert_eq!(try_lock(w), Try::Free);
-        unlock(w);
+        assert_eq!(try_lock(w, KEY), Try::Free);
+        unlock(w, KEY);
     }
 }
 
@@ -101,17 +104,68 @@ fn a_rewritten_word_is_never_linked_twice() {
     let (a, b) = (m.word(64), m.word(128));
     // SAFETY: as above.
     unsafe {
-        assert_eq!(try_lock(a), Try::Free);
-        assert_eq!(try_lock(b), Try::Free);
+        assert_eq!(try_lock(a, KEY), Try::Free);
+        assert_eq!(try_lock(b, KEY), Try::Free);
         // Another user marks our word as an owner's death: we still hold
         // it, and do not take it again.
         a.store(OWNER_DIED, Ordering::Relaxed);
-        assert_eq!(try_lock(a), Try::Held);
-        unlock(a);
-        unlock(b);
+        assert_eq!(try_lock(a, KEY), Try::Held);
+        // Given back: the entry comes off the list, and the word, which no
+        // longer names our keeper, is left as the other user wrote it.
+        unlock(a, KEY);
+        unlock(b, KEY);
+        assert_eq!((a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)), (OWNER_DIED, 0));
+        assert_eq!(try_lock(a, KEY), Try::OwnerDied, "taken over, linked once again");
+        assert_eq!(try_lock(b, KEY), Try::Free);
+        unlock(a, KEY);
+        unlock(b, KEY);
         assert_eq!((a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)), (0, 0));
-        assert_eq!(try_lock(b), Try::Free);
-        unlock(b);
+    }
+}
+
+#[test]
+fn a_give_back_under_another_key_leaves_the_word_held() {
+    let m = map();
+    let w = m.word(192);
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(try_lock(w, 1), Try::Free);
+        unlock(w, 2);
+        assert_eq!(state(w.load(Ordering::Relaxed)), State::Held(holder_tid().unwrap()));
+        unlock(w, 1);
+        assert_eq!(w.load(Ordering::Relaxed), 0);
+    }
+}
+
+#[test]
+fn a_leased_word_is_given_back_to_a_waiter_between_uses() {
+    let m = map();
+    let w = m.word(320);
+    // SAFETY: as above; every take is given back before `m` goes.
+    unsafe {
+        assert_eq!(try_lock(w, 1), Try::Free);
+        let l = lease(w, 1);
+        assert!(!l.revoked(), "a fresh lease is entered, in use");
+        // Another thread of the process waits for the word while a use is
+        // under way: the keeper keeps it until the use ends.
+        std::thread::scope(|s| {
+            let t = s.spawn(|| {
+                let r = lock(w, 2);
+                unlock(w, 2);
+                r
+            });
+            std::thread::sleep(SLICE * 3);
+            assert!(!l.revoked(), "revoked during a use");
+            assert!(!t.is_finished(), "the waiter took a word in use");
+            l.leave();
+            assert_eq!(t.join().unwrap(), Try::Free);
+        });
+        assert!(l.revoked(), "given back to the waiter");
+        assert!(!l.enter(), "a revoked lease is not used");
+        unlock(w, 1); // its holder lost it: nothing changes
+        assert_eq!(w.load(Ordering::Relaxed) & TID_MASK, 0);
+        // Leased under a key the word is not held by: revoked at once.
+        assert!(lease(w, 3).revoked());
     }
 }
 
@@ -121,22 +175,22 @@ fn threads_of_one_process_take_turns() {
     let w = m.word(256);
     // SAFETY: as above; each thread locks the word once and the holder
     // gives it back.
-    unsafe { assert_eq!(try_lock(w), Try::Free) };
+    unsafe { assert_eq!(try_lock(w, KEY), Try::Free) };
     std::thread::scope(|s| {
         let waiter = s.spawn(|| {
             // SAFETY: as above.
-            assert_eq!(unsafe { try_lock(w) }, Try::Held, "another thread holds it");
+            assert_eq!(unsafe { try_lock(w, KEY) }, Try::Held, "another thread holds it");
             let t = Instant::now();
             // SAFETY: as above; this thread does not hold it.
-            assert_eq!(unsafe { lock(w) }, Try::Free);
+            assert_eq!(unsafe { lock(w, KEY) }, Try::Free);
             let waited = t.elapsed();
             // SAFETY: as above.
-            unsafe { unlock(w) };
+            unsafe { unlock(w, KEY) };
             waited
         });
         std::thread::sleep(Duration::from_millis(100));
         // SAFETY: this thread took it above.
-        unsafe { unlock(w) };
+        unsafe { unlock(w, KEY) };
         let waited = waiter.join().unwrap();
         assert!(waited >= Duration::from_millis(50), "lock waited only {waited:?}");
     });
@@ -153,7 +207,7 @@ fn a_killed_holder_is_reported_dead_and_taken_over() {
         take_or_die(c);
         // Given back: the kernel must not find it on the list.
         // SAFETY: as in take_or_die.
-        unsafe { unlock(b) };
+        unsafe { unlock(b, KEY) };
     });
     let State::Held(t) = state(a.load(Ordering::Relaxed)) else {
         panic!("the child's word is not held: {:#x}", a.load(Ordering::Relaxed))
@@ -161,17 +215,17 @@ fn a_killed_holder_is_reported_dead_and_taken_over() {
     assert_ne!(Some(t), holder_tid());
     // SAFETY: the words lie in `m`, which outlives every hold below.
     unsafe {
-        assert_eq!(try_lock(a), Try::Held, "a live holder");
+        assert_eq!(try_lock(a, KEY), Try::Held, "a live holder");
         kill(pid);
         assert_eq!(state(a.load(Ordering::Relaxed)), State::Died);
         assert_eq!(state(c.load(Ordering::Relaxed)), State::Died);
         assert_eq!(b.load(Ordering::Relaxed), 0, "a word given back stays free");
-        assert_eq!(try_lock(a), Try::OwnerDied);
+        assert_eq!(try_lock(a, KEY), Try::OwnerDied);
         assert_eq!(state(a.load(Ordering::Relaxed)), State::Held(holder_tid().unwrap()));
-        assert_eq!(try_lock(b), Try::Free);
-        assert_eq!(try_lock(c), Try::OwnerDied);
+        assert_eq!(try_lock(b, KEY), Try::Free);
+        assert_eq!(try_lock(c, KEY), Try::OwnerDied);
         for w in [a, b, c] {
-            unlock(w);
+            unlock(w, KEY);
             assert_eq!(w.load(Ordering::Relaxed), 0);
         }
     }
@@ -200,8 +254,8 @@ fn a_holder_that_exits_is_reported_dead() {
     assert_eq!(state(w.load(Ordering::Relaxed)), State::Died);
     // SAFETY: as above.
     unsafe {
-        assert_eq!(try_lock(w), Try::OwnerDied);
-        unlock(w);
+        assert_eq!(try_lock(w, KEY), Try::OwnerDied);
+        unlock(w, KEY);
     }
 }
 
@@ -220,14 +274,14 @@ fn a_stopped_holder_is_alive_and_its_death_wakes_a_waiter() {
     let t = Instant::now();
     while t.elapsed() < Duration::from_millis(200) {
         // SAFETY: as above.
-        assert_eq!(unsafe { try_lock(w) }, Try::Held, "a stopped holder is alive");
+        assert_eq!(unsafe { try_lock(w, KEY) }, Try::Held, "a stopped holder is alive");
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::scope(|s| {
         let waiter = s.spawn(|| {
             let t = Instant::now();
             // SAFETY: as above.
-            let r = unsafe { lock(w) };
+            let r = unsafe { lock(w, KEY) };
             (r, t.elapsed())
         });
         std::thread::sleep(Duration::from_millis(100));
@@ -237,7 +291,7 @@ fn a_stopped_holder_is_alive_and_its_death_wakes_a_waiter() {
         assert!(waited >= Duration::from_millis(50), "did not wait: {waited:?}");
     });
     // SAFETY: the waiter took it for this process.
-    unsafe { unlock(w) };
+    unsafe { unlock(w, KEY) };
     assert_eq!(w.load(Ordering::Relaxed), 0);
 }
 
@@ -254,7 +308,7 @@ fn many_words_taken_and_some_given_back_die_right() {
         for (i, w) in words.iter().enumerate() {
             if !kept(i) {
                 // SAFETY: as in take_or_die.
-                unsafe { unlock(w) };
+                unsafe { unlock(w, KEY) };
             }
         }
     });
@@ -296,8 +350,8 @@ fn the_keeper_blocks_every_signal() {
     let m = map();
     // SAFETY: as in the tests above.
     unsafe {
-        assert_eq!(try_lock(m.word(0)), Try::Free);
-        unlock(m.word(0));
+        assert_eq!(try_lock(m.word(0), KEY), Try::Free);
+        unlock(m.word(0), KEY);
     }
     let tid = holder_tid().unwrap();
     let Ok(status) = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")) else {

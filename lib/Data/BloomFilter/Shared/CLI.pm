@@ -832,15 +832,17 @@ sub check_compatible {
     }
 }
 
-# Convert a filter file of the original C module (0.04) in place.
+# Convert a filter file of the original C module (0.04), or of this
+# module's format 2, in place.
 sub cmd_upgrade {
     my ($args) = @_;
     my $o = options($args);
     want_args('upgrade', $args, 1, 1, 'FILE');
     my ($file) = @$args;
     my $r = try_library($file, sub { $C->upgrade($file) });
-    printf STDERR "%s: %s: converted from format %d of 0.04: %d bits, %d hashes, capacity %d, fp_rate %g, %d bits set\n",
-        $ME, $file, @$r{qw(from_version bits hashes capacity fp_rate bits_set)}
+    printf STDERR "%s: %s: converted from format %d of %s: %d bits, %d hashes, capacity %d, fp_rate %g, %d bits set\n",
+        $ME, $file, $r->{from_version}, ($r->{earlier_release} ? 'an earlier release' : '0.04'),
+        @$r{qw(bits hashes capacity fp_rate bits_set)}
         if !$o->{quiet};
     return $EXIT_OK;
 }
