@@ -783,6 +783,43 @@ mod tests {
         }
     }
 
+    /// How long validating a grown blocked header of 32 possible stages
+    /// takes, against a plain one (`cargo test --release --locked --lib
+    /// validation_time -- --nocapture`). The first decode of a process also
+    /// builds the blocked FP tables; the figure is the median of later ones.
+    #[test]
+    fn validation_time() {
+        use crate::math::scheme::Layout as L;
+        use std::time::Instant;
+        let time = |h: &Header| {
+            let b = encode(h);
+            let total = h.layout().total;
+            let start = Instant::now();
+            assert_eq!(decode(&b, total), Ok(*h));
+            let first = start.elapsed();
+            let mut runs: Vec<_> = (0..5)
+                .map(|_| {
+                    let start = Instant::now();
+                    assert_eq!(decode(&b, total), Ok(*h));
+                    start.elapsed()
+                })
+                .collect();
+            runs.sort();
+            (first, runs[2])
+        };
+        let plain = time(&sample());
+        for (rate, layout) in [(0.01, L::Blocked), (1e-6, L::Blocked), (0.01, L::Standard)] {
+            let h = grown(1, rate, layout, 2, None);
+            let limit = h.growth.unwrap().limit();
+            assert!(limit >= 30, "{layout:?} {rate}: {limit}");
+            let (first, median) = time(&h);
+            eprintln!(
+                "decode, {layout:?} fp {rate}, {limit} stages: first {first:?}, then {median:?}; plain: {:?}",
+                plain.1
+            );
+        }
+    }
+
     /// Grown headers whose checksums are right but whose growth is not
     /// what this library computes are refused.
     #[test]
