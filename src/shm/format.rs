@@ -195,14 +195,13 @@ pub fn journal_for(h: &Header, stages: u32) -> Option<(u64, u64)> {
     if h.window.is_some() || stages == 0 {
         return None;
     }
+    let ranges = stage_ranges(h, stages)?;
     let mut len = 0u64;
-    let mut end = 0u64;
-    for i in 0..stages {
-        let (off, bytes) = stage_range(h, i)?;
+    for &(_, bytes) in &ranges {
         len = len.checked_add(bytes)?;
-        end = off.checked_add(bytes)?;
     }
-    Some((round_up(end, PAGE)?, len))
+    let (off, bytes) = *ranges.last()?;
+    Some((round_up(off.checked_add(bytes)?, PAGE)?, len))
 }
 
 /// `v` rounded up to a multiple of `to` (a power of two), None past u64.
@@ -217,22 +216,31 @@ fn round_up(v: u64, to: u64) -> Option<u64> {
 /// geometry alone; None for a stage the filter cannot have (a filter that
 /// does not grow has stage 0 only).
 pub fn stage_range(h: &Header, i: u32) -> Option<(u64, u64)> {
+    stage_ranges(h, i.checked_add(1)?)?.pop()
+}
+
+/// `stage_range` of stages `0..count` in one walk (each stage's geometry
+/// computed once: a blocked stage's costs a search of its `k`).
+fn stage_ranges(h: &Header, count: u32) -> Option<Vec<(u64, u64)>> {
     let l = h.layout();
     let bytes0 = h.geometry.m / 8;
-    if i == 0 {
-        return (h.window.is_none()).then_some((l.bits_off, bytes0));
+    if h.window.is_some() || count == 0 {
+        return None;
+    }
+    let mut ranges = vec![(l.bits_off, bytes0)];
+    if count == 1 {
+        return Some(ranges);
     }
     let growth = h.growth?;
     let mut end = l.bits_off + bytes0;
-    let mut range = None;
-    for j in 1..=i {
+    for j in 1..count {
         let bytes = growth.stage(j)?.m / 8;
         let align = if bytes >= HUGE_THRESHOLD { HUGE_PAGE } else { PAGE };
         let off = round_up(end, align)?;
         end = off.checked_add(bytes)?;
-        range = Some((off, bytes));
+        ranges.push((off, bytes));
     }
-    range
+    Some(ranges)
 }
 
 /// The largest size a filter's file may have: its own bytes plus a whole
