@@ -243,6 +243,28 @@ fn stage_ranges(h: &Header, count: u32) -> Option<Vec<(u64, u64)>> {
     Some(ranges)
 }
 
+/// The stages a process may map of a filter whose validated header is `h`,
+/// whose file is `size` bytes long and whose `stages` word (untrusted, C6)
+/// reads `published`: the ranges of stages `0..n`, `n` the published count
+/// clamped to 1 and the stage limit (1 for a filter that does not grow),
+/// or, when the file does not cover the last of them, the size it would
+/// need (§8 N8: the query fails, "file is shorter than its stages").
+pub fn stages_to_map(h: &Header, published: u32, size: u64) -> Result<Vec<(u64, u64)>, u64> {
+    let limit = h.growth.map_or(1, |g| g.limit());
+    let n = published.clamp(1, limit);
+    // Every stage below the limit of a validated header has a range: the
+    // header was accepted only if `max_size`, which walks them all, is a
+    // number.
+    let ranges = stage_ranges(h, n).unwrap_or_default();
+    let end = ranges
+        .last()
+        .map_or(u64::MAX, |&(off, bytes)| off.saturating_add(bytes));
+    if ranges.is_empty() || end > size {
+        return Err(end);
+    }
+    Ok(ranges)
+}
+
 /// The largest size a filter's file may have: its own bytes plus a whole
 /// journal (one left by a process killed in a merge, or one in use); for a
 /// grown filter, every stage it can have and their journal.
@@ -787,6 +809,48 @@ mod tests {
                     c[byte] ^= 1 << bit;
                     assert!(decode(&c, total).is_err(), "flip {byte}.{bit} accepted");
                 }
+            }
+        }
+    }
+
+    /// A process maps the published stages, clamped to 1 and the stage
+    /// limit, when the file covers them; else it hears the size needed.
+    #[test]
+    fn stages_to_map_follow_the_word_and_the_file() {
+        use crate::math::scheme::Layout as L;
+        let plain = sample();
+        let total = plain.layout().total;
+        for published in [0, 1, 2, u32::MAX] {
+            assert_eq!(
+                stages_to_map(&plain, published, total),
+                Ok(vec![stage_range(&plain, 0).unwrap()])
+            );
+        }
+        assert_eq!(stages_to_map(&plain, 1, total - 1), Err(total));
+        assert!(
+            stages_to_map(&windowed(None, 4), 1, u64::MAX).is_err(),
+            "a windowed filter has no stages"
+        );
+        for h in [
+            grown(1000, 0.01, L::Standard, 2, None),
+            grown(1000, 0.01, L::Blocked, 4, Some(100_000)),
+        ] {
+            let limit = h.growth.unwrap().limit();
+            let all: Vec<_> = (0..limit).map(|i| stage_range(&h, i).unwrap()).collect();
+            let end = |n: usize| all[n - 1].0 + all[n - 1].1;
+            for published in [0, 1, 2, 3, limit - 1, limit, limit + 1, u32::MAX] {
+                let n = (published.clamp(1, limit)) as usize;
+                assert_eq!(
+                    stages_to_map(&h, published, end(n)),
+                    Ok(all[..n].to_vec()),
+                    "{published}"
+                );
+                assert_eq!(
+                    stages_to_map(&h, published, max_size(&h)),
+                    Ok(all[..n].to_vec()),
+                    "{published}"
+                );
+                assert_eq!(stages_to_map(&h, published, end(n) - 1), Err(end(n)), "{published}");
             }
         }
     }
