@@ -11,8 +11,10 @@ use Data::BloomFilter::Shared;
 # adds, gives the slot back and claims it again, round after round, while
 # the attacker (uid 5002, in the file's group; the file is 0660) rewrites
 # one 4-byte word of the victim's slot, of the control line, of a stripe
-# or of a windowed filter's step words, over and over with hostile values (among them the victim's keeper TID, the word
-# marked "owner died", all ones, what looks like an address). The victim
+# or of a windowed filter's step words, or every word of the scratch area,
+# of the fill words and of the stripe table at once, over and over with
+# hostile values (among them the victim's keeper TID, the word marked
+# "owner died", all ones, what looks like an address). The victim
 # ends normally or with a croak, or waits (a forged lock word may name a
 # live owner); it is never killed by a signal of its own. (A file of
 # format 2 gave SIGSEGV or SIGABRT for rewritten words after the owner's
@@ -35,6 +37,7 @@ for my $file (["$dir/shared.bf", {}], ["$dir/windowed.bf", $WINDOW]) {
 my $SLOTS_OFF = 4096;
 my $OVERFLOW = 1023;
 my $WAIT = 8;    # seconds a victim may run before it is called waiting
+our $span = 1;   # words each attacker rewrites (run_case)
 
 sub become {
     my ($uid) = @_;
@@ -71,10 +74,10 @@ sub victim {
     _exit(0);
 }
 
-# The attacker: rewrite the 4-byte word at $off with each value of
-# @$values in turn, until $stop exists.
+# The attacker: rewrite the $span 4-byte words from $off with each value
+# of @$values in turn (every word the same value), until $stop exists.
 sub attacker {
-    my ($off, $values, $stop) = @_;
+    my ($off, $span, $values, $stop) = @_;
     eval { become($ATTACKER); 1 } or _exit(9);
     open(my $fh, '+<', $path) or _exit(9);
     my $i = 0;
@@ -83,7 +86,7 @@ sub attacker {
         my $v = $values->[$i++ % @$values];
         $v = $v->() if ref $v;
         sysseek($fh, $off, 0);
-        syswrite($fh, pack('V', $v));
+        syswrite($fh, pack('V*', ($v) x $span));
         if ($first) {
             open(my $go, '>', "$stop.go") or _exit(9);
             $first = 0;
@@ -93,12 +96,28 @@ sub attacker {
     _exit(0);
 }
 
-sub word_at {
-    my ($off) = @_;
+sub bytes_at {
+    my ($off, $len) = @_;
     open(my $fh, '<', $path) or die "open: $!";
     sysseek($fh, $off, 0);
-    sysread($fh, my $b, 4);
-    return unpack 'V', $b;
+    sysread($fh, my $b, $len) == $len or die "short read at $off";
+    return $b;
+}
+
+sub word_at { unpack 'V', bytes_at($_[0], 4) }
+
+# Every word of the scratch area (2048..2560), of the fill words
+# (1024..1280) and of the whole stripe table (from 69632, as many 64-byte
+# stripes as the header's word at 76 says) at once.
+sub run_areas {
+    my (@values) = @_;
+    my $stripes = word_at(76);
+    die "implausible stripe count $stripes" if $stripes < 64 || $stripes > 4096;
+    my @areas = ([2048, 128], [1024, 64], [69632, 16 * $stripes]);
+    for my $area (@areas) {
+        local $span = $area->[1];
+        run_case($area->[0], 0, @values);
+    }
 }
 
 my (%outcome, @signalled);
@@ -107,7 +126,8 @@ my $case = 0;
 
 # Fork the victim, then the attacker aimed at $word (a 4-byte index) of
 # the victim's slot (its first choice is its pid modulo 1023,
-# Shared::claim_slot's hint) or of the control line.
+# Shared::claim_slot's hint) or of the control line; from there $span
+# words (1 unless set).
 sub run_case {
     my ($target, $word, @values) = @_;
     my $stop = "$dir/stop." . ++$case;
@@ -115,9 +135,9 @@ sub run_case {
     victim("$stop.go") if !$vpid;
     my $off = $target eq 'slot' ? $SLOTS_OFF + 64 * ($vpid % $OVERFLOW) + 4 * $word : $target + 4 * $word;
     # (A slot's own word goes back to free: the victim may hold it now.)
-    my $before = $target eq 'slot' && $word == 0 ? 0 : word_at($off);
+    my $before = $target eq 'slot' && $word == 0 ? pack('V', 0) : bytes_at($off, 4 * $span);
     my $apid = fork // die "fork: $!";
-    attacker($off, [@values, sub { word_at($off) | 0x40000000 }], $stop) if !$apid;
+    attacker($off, $span, [@values, sub { word_at($off) | 0x40000000 }], $stop) if !$apid;
     my $t0 = time;
     my $st;
     while (1) {
@@ -139,11 +159,11 @@ sub run_case {
     $attacks_failed++ if $?;
     my $what = $st eq 'waited' ? 'waited' : ($st & 127) ? 'signal ' . ($st & 127) : 'exit ' . ($st >> 8);
     $outcome{$what}++;
-    push @signalled, "$path, $target word $word: $what" unless $what =~ /^(waited|exit [03])$/;
-    # The word back as it was for the next case.
+    push @signalled, "$path, $target word $word (x $span): $what" unless $what =~ /^(waited|exit [03])$/;
+    # The words back as they were for the next case.
     open(my $fh, '+<', $path) or die "open: $!";
     sysseek($fh, $off, 0);
-    syswrite($fh, pack('V', $before));
+    syswrite($fh, $before);
 }
 
 my @hostile = (0, 0xFFFFFFFF, 0x40000000, 0x80000000, 0x7FFFFFFF, 0x3FFFFFFF, 1, 0x55550000, 0x7F00);
@@ -154,6 +174,8 @@ for my $word (0 .. 15) {
     run_case($_, $word, @hostile) for 'slot', 128;
 }
 run_case(69632 + 64 * $_, 0, @hostile) for 0, 1;
+# ... and every word of its scratch, fill words and stripes at once ...
+run_areas(@hostile);
 # ... and, in a windowed filter, of its step protocol's words: the view,
 # the cleaner, the cursor and its generation (256..288), each generation's
 # last step (320..360) and clean mark (512..552).
@@ -162,6 +184,7 @@ run_case(256, $_, @hostile) for 0 .. 7;
 run_case(320, $_, @hostile) for 0 .. 9;
 run_case(512, $_, @hostile) for 0 .. 9;
 run_case('slot', $_, @hostile) for 0, 1;
+run_areas(@hostile);
 
 is_deeply(\@signalled, [], 'no victim was killed by a signal of its own, whatever word was rewritten');
 is($attacks_failed, 0, 'every attacker ran as its own uid and wrote through the group');

@@ -30,6 +30,10 @@
 //! A fourth (`journal`) covers merges and intersects through the journal:
 //! its word, the copy, the exclusive application under a cursor, and its
 //! recovery and freeing by others, with a kill at every step.
+//!
+//! A fifth (`lease`) covers the overflow slot's lease: a claimant's calls
+//! between `Lease::enter` and `Lease::leave`, its keeper giving the word
+//! back to a waiter between two calls, and the claimant's give-back.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -886,6 +890,286 @@ fn model_catches_a_release_that_unlocks_before_retiring_its_generation() {
 #[test]
 fn model_catches_a_keeper_that_changes_a_word_unannounced() {
     assert!(std::panic::catch_unwind(|| liveness::explore(liveness::Broken::NoAnnounce)).is_err());
+}
+
+// ------------------------------------------------------------ the overflow slot's lease
+
+/// The overflow slot's lease (`keeper::Lease`, `Shared::claim_overflow`,
+/// `Held`'s drop, a `claims` entry's drop), step by step: claimant A holds
+/// the slot's word through its keeper K between its calls, each call
+/// between `Lease::enter` (`users` up, then `revoked` loaded) and
+/// `Lease::leave`; K, seeing another waiter's bit on the word, gives it
+/// back between two calls (`revoke_waited`: `revoked` stored, `users`
+/// loaded, the word freed or `revoked` cleared again); B waits for the
+/// word, takes it, starts a new generation, runs one call and gives it
+/// back. A's last act is its table entry's drop: entered, the claim is
+/// released (its generation retired if still its own, then the word given
+/// back); not entered, only forgotten.
+///
+/// Checked in every state: A and B never run a call under the slot at the
+/// same time, and nothing but B changes the generation while B owns the
+/// slot. At the end of every run: everyone finished (no one waits forever).
+mod lease {
+    use std::collections::HashSet;
+
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub enum Broken {
+        No,
+        /// The keeper gives the word back without looking at `users`.
+        NoUsersCheck,
+        /// `Lease::enter` does not look at `revoked`.
+        EnterIgnoresRevoked,
+        /// The entry's drop releases the claim without entering the lease.
+        ReleaseUnentered,
+    }
+
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+    enum Word {
+        Free,
+        /// Held by A's keeper.
+        A,
+        B,
+    }
+
+    #[derive(Clone, PartialEq, Eq, Hash, Debug)]
+    struct S {
+        word: Word,
+        /// The word's waiter bit.
+        waiters: bool,
+        revoked: bool,
+        users: u8,
+        /// K keeps the word leased (its `leases` holds it).
+        leased: bool,
+        gen: u8,
+        a_pc: u8,
+        /// Calls A makes after its first.
+        a_calls: u8,
+        a_in: bool,
+        k_pc: u8,
+        b_pc: u8,
+        b_gen: Option<u8>,
+        b_in: bool,
+    }
+
+    const DONE: u8 = 99;
+    /// A's claim's generation.
+    const A_GEN: u8 = 1;
+
+    fn initial() -> S {
+        // `claim_overflow` returns with the lease entered for the first call.
+        S {
+            word: Word::A,
+            waiters: false,
+            revoked: false,
+            users: 1,
+            leased: true,
+            gen: A_GEN,
+            a_pc: 0,
+            a_calls: 2,
+            a_in: true,
+            k_pc: 0,
+            b_pc: 0,
+            b_gen: None,
+            b_in: false,
+        }
+    }
+
+    /// The keeper's give-back of A's word under A's key: only a word it
+    /// still holds (`List::unlock`), and the lease goes with it.
+    fn keeper_unlock(n: &mut S) {
+        if n.word == Word::A {
+            n.word = Word::Free;
+            n.waiters = false;
+        }
+        n.leased = false;
+    }
+
+    fn steps(s: &S, broken: Broken) -> Vec<S> {
+        let mut out = Vec::new();
+        // A, the claimant's thread.
+        if s.a_pc != DONE {
+            let mut n = s.clone();
+            let mut ok = true;
+            match s.a_pc {
+                // A call under the slot; then Lease::leave.
+                0 => {
+                    n.a_in = false;
+                    n.users -= 1;
+                    n.a_pc = 1;
+                }
+                // The next call's Lease::enter, or the entry's drop.
+                1 if s.a_calls > 0 => {
+                    n.users += 1;
+                    n.a_pc = 2;
+                }
+                1 if broken == Broken::ReleaseUnentered => n.a_pc = 8,
+                1 => {
+                    n.users += 1;
+                    n.a_pc = 6;
+                }
+                // enter's load of `revoked`.
+                2 if s.revoked && broken != Broken::EnterIgnoresRevoked => n.a_pc = 3,
+                2 => {
+                    n.a_calls -= 1;
+                    n.a_in = true;
+                    n.a_pc = 0;
+                }
+                // Revoked: undo the use; the claim is dropped (claims::drop_claim):
+                // its entry's drop enters again (and fails: the flag stays).
+                3 => {
+                    n.users -= 1;
+                    n.a_pc = 4;
+                }
+                // Only forgotten: K's unlock under the old key (a word
+                // not K's is left alone).
+                4 | 7 if s.k_pc != 0 => ok = false,
+                4 | 7 => {
+                    keeper_unlock(&mut n);
+                    n.a_pc = DONE;
+                }
+                // The entry's drop: enter's load of `revoked`.
+                6 if s.revoked => {
+                    n.users -= 1;
+                    n.a_pc = 7;
+                }
+                6 => n.a_pc = 8,
+                // Slot::release: the generation compared...
+                8 if s.gen == A_GEN => n.a_pc = 9,
+                8 => n.a_pc = 10,
+                // ... and a new one started (load, then store: A holds the word).
+                9 => {
+                    n.gen = s.gen.wrapping_add(1);
+                    n.a_pc = 10;
+                }
+                // Then the word given back (a request K serves between
+                // two of its own turns).
+                10 if s.k_pc != 0 => ok = false,
+                10 => {
+                    keeper_unlock(&mut n);
+                    n.a_pc = DONE;
+                }
+                _ => unreachable!("A at {}", s.a_pc),
+            }
+            if ok {
+                out.push(n);
+            }
+        }
+        // K, A's keeper: revoke_waited.
+        if s.leased {
+            let mut n = s.clone();
+            let mut ok = true;
+            match s.k_pc {
+                0 if s.waiters => {
+                    n.revoked = true;
+                    n.k_pc = if broken == Broken::NoUsersCheck { 3 } else { 1 };
+                }
+                0 => ok = false,
+                1 => n.k_pc = if s.users != 0 { 2 } else { 3 },
+                2 => {
+                    n.revoked = false;
+                    n.k_pc = 0;
+                }
+                3 => {
+                    keeper_unlock(&mut n);
+                    n.k_pc = 0;
+                }
+                _ => unreachable!(),
+            }
+            if ok {
+                out.push(n);
+            }
+        }
+        // B, the waiter: announce, take the free word, a new generation,
+        // one call, give it back (generation retired, word freed).
+        if s.b_pc != DONE {
+            let mut n = s.clone();
+            let mut ok = true;
+            match s.b_pc {
+                0 if s.word != Word::Free => {
+                    n.waiters = true;
+                    n.b_pc = 1;
+                }
+                0 | 1 if s.word == Word::Free => {
+                    n.word = Word::B;
+                    n.waiters = false;
+                    n.gen = s.gen.wrapping_add(1);
+                    n.b_gen = Some(n.gen);
+                    n.b_pc = 2;
+                }
+                1 => ok = false,
+                2 => {
+                    n.b_in = true;
+                    n.b_pc = 3;
+                }
+                3 => {
+                    n.b_in = false;
+                    n.b_pc = 4;
+                }
+                4 => {
+                    n.gen = s.gen.wrapping_add(1);
+                    n.b_gen = None;
+                    n.word = Word::Free;
+                    n.b_pc = DONE;
+                }
+                _ => unreachable!(),
+            }
+            if ok {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    fn check(s: &S) {
+        assert!(
+            !(s.a_in && s.b_in),
+            "A and B both run a call under the overflow slot: {s:?}"
+        );
+        if let Some(g) = s.b_gen {
+            assert_eq!(s.gen, g, "the generation moved under B's claim: {s:?}");
+        }
+    }
+
+    pub fn explore(broken: Broken) -> usize {
+        let mut seen = HashSet::new();
+        let mut stack = vec![initial()];
+        while let Some(s) = stack.pop() {
+            if !seen.insert(s.clone()) {
+                continue;
+            }
+            check(&s);
+            let next = steps(&s, broken);
+            if next.is_empty() {
+                assert!(
+                    s.a_pc == DONE && s.b_pc == DONE,
+                    "no one can move, not everyone finished: {s:?}"
+                );
+            }
+            stack.extend(next);
+        }
+        seen.len()
+    }
+}
+
+#[test]
+fn overflow_lease_every_interleaving() {
+    let states = lease::explore(lease::Broken::No);
+    assert!(states > 50, "only {states} states explored");
+}
+
+#[test]
+fn model_catches_a_keeper_that_revokes_a_lease_in_use() {
+    assert!(std::panic::catch_unwind(|| lease::explore(lease::Broken::NoUsersCheck)).is_err());
+}
+
+#[test]
+fn model_catches_a_lease_entered_after_its_revocation() {
+    assert!(std::panic::catch_unwind(|| lease::explore(lease::Broken::EnterIgnoresRevoked)).is_err());
+}
+
+#[test]
+fn model_catches_a_release_outside_the_lease() {
+    assert!(std::panic::catch_unwind(|| lease::explore(lease::Broken::ReleaseUnentered)).is_err());
 }
 
 // ------------------------------------------------------------ lock-free adds

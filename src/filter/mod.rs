@@ -28,7 +28,7 @@ use crate::shm::format::{self, Header, OFF_EPOCH, OFF_FLAGS, SLOTS, SLOTS_OFF, S
 use crate::shm::region::{self, Region};
 use crate::sync::claims;
 use crate::sync::{
-    self, Claim, Control, Shared, Slot, Stripe, OVERFLOW, PENDING_CLEAR, PENDING_INTERSECT, PENDING_INVERT,
+    self, Claim, Control, Shared, Slot, Stripe, Taken, OVERFLOW, PENDING_CLEAR, PENDING_INTERSECT, PENDING_INVERT,
     PENDING_MERGE,
 };
 use crate::sys::clock::now_ns;
@@ -206,22 +206,34 @@ static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 struct Held<'a> {
     f: &'a Filter,
     c: Claim,
-    /// Given back when the call ends.
-    once: bool,
+    /// The key the slot's word was taken under when it is given back as
+    /// the call ends, else 0 (`keeper::new_key` never returns 0).
+    once: u64,
     /// The overflow slot's lease, in use for this call (`Lease::enter`):
     /// one strong count of its `Arc` (`Arc::into_raw`), or null. A raw
     /// pointer rather than an `Option<Arc>`, so that the drop of every
-    /// other call is two tests inline, not a call to drop glue.
+    /// other call is one test inline with `once`, not a call to drop glue.
     lease: *const Lease,
 }
 
 impl<'a> Held<'a> {
-    fn new(f: &'a Filter, c: Claim, once: bool, lease: Option<Arc<Lease>>) -> Held<'a> {
+    /// A call under the thread's recorded slot `c`.
+    #[inline(always)]
+    fn kept(f: &'a Filter, c: Claim, lease: Option<Arc<Lease>>) -> Held<'a> {
         Held {
             f,
             c,
-            once,
+            once: 0,
             lease: lease.map_or(std::ptr::null(), Arc::into_raw),
+        }
+    }
+
+    /// A call under slot `t`, given back when the call ends.
+    fn once(f: &'a Filter, t: Taken, lease: Option<Arc<Lease>>) -> Held<'a> {
+        debug_assert!(t.key != 0);
+        Held {
+            once: t.key,
+            ..Held::kept(f, t.claim(), lease)
         }
     }
 
@@ -230,11 +242,15 @@ impl<'a> Held<'a> {
     fn drop_slow(&mut self) {
         // Given back while the lease is still entered: its keeper cannot
         // give the word away while the generation changes.
-        if self.once {
-            self.f.shared().release_slot(self.c);
+        if self.once != 0 {
+            self.f.shared().release_slot(Taken {
+                idx: self.c.idx,
+                token: self.c.token,
+                key: self.once,
+            });
         }
         if !self.lease.is_null() {
-            // SAFETY: the count Held::new took with Arc::into_raw, given
+            // SAFETY: the count Held::kept took with Arc::into_raw, given
             // back once, here.
             let l = unsafe { Arc::from_raw(self.lease) };
             l.leave();
@@ -245,7 +261,9 @@ impl<'a> Held<'a> {
 impl Drop for Held<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.once || !self.lease.is_null() {
+        // One test: both are zero in every call but the overflow slot's
+        // and those of a thread that is ending.
+        if self.once | self.lease as usize as u64 != 0 {
             self.drop_slow();
         }
     }
@@ -714,14 +732,15 @@ impl Filter {
     #[inline]
     fn claim(&self) -> Result<Held<'_>> {
         match self.cached_claim() {
-            // The overflow slot's calls go through its lease (claim_slow).
-            Some(c) if c.idx != OVERFLOW => Ok(Held {
+            // Never the overflow slot, whose calls go through its lease
+            // (claim_slow).
+            Some(c) => Ok(Held {
                 f: self,
                 c,
-                once: false,
+                once: 0,
                 lease: std::ptr::null(),
             }),
-            _ => self.claim_slow(),
+            None => self.claim_slow(),
         }
     }
 
@@ -738,29 +757,39 @@ impl Filter {
         // fork invalidates them).
         let gen = fork::fork_generation();
         let id = self.region.id();
-        let (c, lease, once) = match claims::lookup(id, gen) {
+        let (c, lease) = match claims::lookup(id, gen) {
             Some((c, Some(l))) if !l.enter() => {
                 // The keeper gave the overflow slot to a waiter between two
                 // calls: give the claim back, claim anew.
                 claims::drop_claim(id, c);
                 self.claim_new(id, gen)?
             }
-            Some((c, l)) => (c, l, false),
+            Some((c, l)) => (Ok(c), l),
             None => self.claim_new(id, gen)?,
         };
-        if once {
-            return Ok(Held::new(self, c, once, lease));
-        }
-        // After the lookup: its pruning may have taken a new stamp.
-        self.claim.set(Some((c, claims::ticket())));
-        Ok(Held::new(self, c, false, lease))
+        let (c, lease) = match c {
+            Ok(c) => (c, lease),
+            Err(t) => return Ok(Held::once(self, t, lease)),
+        };
+        // Cached after the lookup (its pruning may have taken a new
+        // stamp). The overflow slot is cached with no valid ticket, so
+        // that every call of it comes here and enters its lease, and the
+        // handle's drop still forgets it.
+        let ticket = if c.idx == OVERFLOW {
+            claims::Ticket::NONE
+        } else {
+            claims::ticket()
+        };
+        self.claim.set(Some((c, ticket)));
+        Ok(Held::kept(self, c, lease))
     }
 
     /// Claim a slot for this thread and record it in the thread's table,
     /// with the overflow slot's lease, entered for this call. A slot
-    /// claimed while the thread ends is not recorded: true with it, held
+    /// claimed while the thread ends is not recorded: `Err` with it, held
     /// for this call only.
-    fn claim_new(&self, id: claims::Id, gen: u32) -> Result<(Claim, Option<Arc<Lease>>, bool)> {
+    #[allow(clippy::type_complexity)]
+    fn claim_new(&self, id: claims::Id, gen: u32) -> Result<(std::result::Result<Claim, Taken>, Option<Arc<Lease>>)> {
         let sh = self.shared();
         if !keeper::available() {
             return Err(Error::new(
@@ -795,8 +824,11 @@ impl Filter {
             }
         };
         // Not recorded when the thread is ending: held for this call only.
-        let once = !claims::insert(id, gen, c, self.serial, self.region.mapping(), lease.clone());
-        Ok((c, lease, once))
+        if claims::insert(id, gen, c, self.serial, self.region.mapping(), lease.clone()) {
+            Ok((Ok(c.claim()), lease))
+        } else {
+            Ok((Err(c), lease))
+        }
     }
 
     #[inline]

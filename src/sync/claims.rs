@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::shm::format::SLOTS_OFF;
-use crate::sync::{Claim, Slot};
+use crate::sync::{Claim, Slot, Taken};
 use crate::sys::fork;
 use crate::sys::keeper::{Lease, ShadowMap};
 
@@ -33,7 +33,7 @@ pub type Id = (u64, u64);
 struct Entry {
     id: Id,
     fork: u32,
-    claim: Claim,
+    taken: Taken,
     holder: u64,
     map: Arc<ShadowMap>,
     /// The overflow slot's lease (`Shared::claim_overflow`).
@@ -57,14 +57,14 @@ impl Drop for Entry {
             // library makes (validated when it was attached), and `map`
             // keeps the mapping alive for this call.
             let slot =
-                unsafe { &*(self.map.as_ptr().add(SLOTS_OFF as usize) as *const Slot).add(self.claim.idx as usize) };
+                unsafe { &*(self.map.as_ptr().add(SLOTS_OFF as usize) as *const Slot).add(self.taken.idx as usize) };
             // A leased claim (the overflow slot) is entered first, so that
             // its keeper cannot give the word away while the generation
             // changes; one it gave away already is only forgotten.
             if self.lease.as_ref().map_or(true, |l| l.enter()) {
-                slot.release(self.claim);
+                slot.release(self.taken);
             } else {
-                slot.forget(self.claim);
+                slot.forget(self.taken);
             }
         }
     }
@@ -94,6 +94,11 @@ impl Drop for Table {
 pub struct Ticket {
     thread: usize,
     stamp: u64,
+}
+
+impl Ticket {
+    /// A ticket `ticket()` never returns: no thread pointer is 0.
+    pub const NONE: Ticket = Ticket { thread: 0, stamp: 0 };
 }
 
 /// This thread's ticket now: its thread pointer and a load (no
@@ -150,7 +155,9 @@ pub fn lookup(id: Id, fork: u32) -> Option<(Claim, Option<Arc<Lease>>)> {
         .try_with(|t| {
             let mut t = t.borrow_mut();
             prune(&mut t.0, fork);
-            t.0.iter().find(|e| e.id == id).map(|e| (e.claim, e.lease.clone()))
+            t.0.iter()
+                .find(|e| e.id == id)
+                .map(|e| (e.taken.claim(), e.lease.clone()))
         })
         .ok()
         .flatten()
@@ -161,7 +168,7 @@ pub fn lookup(id: Id, fork: u32) -> Option<(Claim, Option<Arc<Lease>>)> {
 pub fn drop_claim(id: Id, claim: Claim) {
     let gone = TABLE.try_with(|t| {
         let mut t = t.borrow_mut();
-        let i = t.0.iter().position(|e| e.id == id && e.claim == claim)?;
+        let i = t.0.iter().position(|e| e.id == id && e.taken.claim() == claim)?;
         Some(t.0.swap_remove(i))
     });
     if let Ok(Some(e)) = gone {
@@ -170,17 +177,17 @@ pub fn drop_claim(id: Id, claim: Claim) {
     }
 }
 
-/// Record that handle `holder`, whose mapping is `map`, claimed `claim` for
+/// Record that handle `holder`, whose mapping is `map`, took `taken` for
 /// filter `id` (with the overflow slot's `lease`). False when the thread's
 /// table is gone (the thread is ending): the caller then gives the slot
 /// back after its call.
-pub fn insert(id: Id, fork: u32, claim: Claim, holder: u64, map: Arc<ShadowMap>, lease: Option<Arc<Lease>>) -> bool {
+pub fn insert(id: Id, fork: u32, taken: Taken, holder: u64, map: Arc<ShadowMap>, lease: Option<Arc<Lease>>) -> bool {
     TABLE
         .try_with(|t| {
             t.borrow_mut().0.push(Entry {
                 id,
                 fork,
-                claim,
+                taken,
                 holder,
                 map,
                 lease,

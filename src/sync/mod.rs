@@ -206,25 +206,25 @@ impl Slot {
         unsafe { keeper::unlock(&self.owner, key) };
     }
 
-    /// Forget claim `c`, whose word its keeper gave to a waiter (a revoked
-    /// lease): the generation is no longer ours to change, since the word
-    /// may be another claimant's by now; only the keeper's entry goes, if
-    /// it is still there under the claim's key.
-    pub fn forget(&self, c: Claim) {
-        self.disown(c.key);
+    /// Forget taken slot `t`, whose word its keeper gave to a waiter (a
+    /// revoked lease): the generation is no longer ours to change, since
+    /// the word may be another claimant's by now; only the keeper's entry
+    /// goes, if it is still there under the take's key.
+    pub fn forget(&self, t: Taken) {
+        self.disown(t.key);
     }
 
-    /// Give the slot back after claim `c` (the claimant holds nothing):
-    /// every token of the claim is dead from here on. Its ops count stays.
-    /// Only the thread that claimed it may call this.
-    pub fn release(&self, c: Claim) {
-        if untoken(c.token).map(|(_, g)| g) == Some(self.gen.load(Ordering::Relaxed)) {
+    /// Give the slot back after taking it as `t` (the claimant holds
+    /// nothing): every token of the claim is dead from here on. Its ops
+    /// count stays. Only the thread that claimed it may call this.
+    pub fn release(&self, t: Taken) {
+        if untoken(t.token).map(|(_, g)| g) == Some(self.gen.load(Ordering::Relaxed)) {
             self.new_generation();
         }
         // Always: a claim whose word was rewritten and taken over since (a
         // moved generation) still has its entry on the keeper's list, which
         // must come off before the mapping goes.
-        self.disown(c.key);
+        self.disown(t.key);
     }
 }
 
@@ -274,13 +274,34 @@ pub struct Shared<'a> {
     pub journal: Option<&'a dyn JournalStore>,
 }
 
-/// A slot this handle owns in this process.
+/// A slot this handle owns in this process: what every call under it
+/// needs, in one register. The key its word was taken under is in
+/// `Taken`, which the thread's table keeps (`claims`): it is read only
+/// when the slot is given back, not copied by every call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Claim {
     pub idx: u32,
     pub token: u32,
-    /// The key the slot's word was taken under (`keeper::new_key`).
+}
+
+/// A slot as taken: the claim, and the key its word was taken under
+/// (`keeper::new_key`), which gives it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Taken {
+    pub idx: u32,
+    pub token: u32,
     pub key: u64,
+}
+
+impl Taken {
+    /// What calls under the slot need.
+    #[inline(always)]
+    pub fn claim(&self) -> Claim {
+        Claim {
+            idx: self.idx,
+            token: self.token,
+        }
+    }
 }
 
 /// A slot this thread owns, with the control line: all that a lock-free
@@ -432,7 +453,7 @@ impl<'a> Shared<'a> {
     /// overflow slot is not among them. `hint` spreads processes over the
     /// table. `light`: this claim's lock-free adds use light marks (only
     /// where `light_fences()` is true).
-    pub fn claim_slot(&self, hint: u32, light: bool) -> Result<Claim, SyncError> {
+    pub fn claim_slot(&self, hint: u32, light: bool) -> Result<Taken, SyncError> {
         let n = OVERFLOW;
         let key = keeper::new_key();
         for i in 0..n {
@@ -457,7 +478,7 @@ impl<'a> Shared<'a> {
                         slot.fence.store(LIGHT, Ordering::SeqCst);
                         fence(Ordering::SeqCst);
                     }
-                    return Ok(Claim {
+                    return Ok(Taken {
                         idx,
                         token: token(idx, gen),
                         key,
@@ -475,13 +496,13 @@ impl<'a> Shared<'a> {
     /// shuts nobody out. Every call under the claim runs between
     /// `Lease::enter` and `Lease::leave`; a claim whose lease was revoked
     /// is given back (`release_slot`) and claimed anew.
-    pub fn claim_overflow(&self) -> Result<(Claim, std::sync::Arc<keeper::Lease>), SyncError> {
+    pub fn claim_overflow(&self) -> Result<(Taken, std::sync::Arc<keeper::Lease>), SyncError> {
         let slot = &self.slots[OVERFLOW as usize];
         let key = keeper::new_key();
         match slot.own_blocking(key) {
             // Shared by many processes: never light.
             Try::Free | Try::OwnerDied => {
-                let c = Claim {
+                let c = Taken {
                     idx: OVERFLOW,
                     token: token(OVERFLOW, slot.new_generation()),
                     key,
@@ -497,8 +518,8 @@ impl<'a> Shared<'a> {
 
     /// Give a slot back (the owner holds nothing). Its ops count stays.
     /// Only the thread that claimed it may call this.
-    pub fn release_slot(&self, c: Claim) {
-        self.slots[c.idx as usize].release(c);
+    pub fn release_slot(&self, t: Taken) {
+        self.slots[t.idx as usize].release(t);
     }
 
     /// Add `n` to this slot's operation count (only its owner writes it).

@@ -128,7 +128,7 @@ fn a_full_table_overflows_into_the_shared_slot() {
     let (m, ctl) = table();
     let slots = slots_of(&m);
     let sh = shared(slots, &ctl);
-    let claims: Vec<Claim> = (0..OVERFLOW).map(|_| sh.claim_slot(0, false).unwrap()).collect();
+    let claims: Vec<Taken> = (0..OVERFLOW).map(|_| sh.claim_slot(0, false).unwrap()).collect();
     assert_eq!(sh.claim_slot(0, false), Err(SyncError::SlotsFull));
     let (o, lease) = sh.claim_overflow().unwrap();
     assert_eq!(o.idx, OVERFLOW);
@@ -179,7 +179,7 @@ fn a_rewritten_word_is_only_compared() {
     // Our own keeper's TID written by someone else: never taken as ours.
     w.store(keeper::holder_tid().unwrap(), Ordering::Relaxed);
     assert_eq!(slots[5].try_own(keeper::new_key()), Try::Held);
-    sh.release_slot(Claim {
+    sh.release_slot(Taken {
         idx: 5,
         token: token(5, 0),
         key: keeper::new_key(),

@@ -303,7 +303,7 @@ fn windowed_blocked_step_waits_for_lockfree_adds() {
     assert!(f.add(b"a").unwrap());
     let sh = f.shared();
     let other = sh.claim_slot(7, false).unwrap();
-    let o = f.control_and_slot(other).unwrap();
+    let o = f.control_and_slot(other.claim()).unwrap();
     assert!(o.mark(), "a mark as a lock-free adder sets it");
     let c = f.claim().unwrap().c;
     let w = f.win.unwrap().w;
