@@ -79,6 +79,7 @@ static const struct {
     BFS_CONSTANT(BFS_ERR_MISMATCH),
     BFS_CONSTANT(BFS_ERR_PANIC),
     BFS_CONSTANT(BFS_ERR_BUSY),
+    BFS_CONSTANT(BFS_ERR_FULL),
     BFS_CONSTANT(BFS_ERRBUF_LEN),
     BFS_CONSTANT(BFS_LAYOUT_DEFAULT),
     BFS_CONSTANT(BFS_LAYOUT_STANDARD),
@@ -733,7 +734,7 @@ BOOT:
 }
 
 void
-_xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0, window = 0.0, bits = 0, hashes = 0)
+_xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0, window = 0.0, bits = 0, hashes = 0, grow = 0, max_capacity = 0)
     SV *klass
     SV *path
     UV capacity
@@ -745,6 +746,8 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
     NV window
     UV bits
     UV hashes
+    UV grow
+    UV max_capacity
   ALIAS:
     _xs_new_memfd = 1
   PREINIT:
@@ -764,6 +767,8 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
     opts.window = (double)window;
     opts.bits = (uint64_t)bits;
     opts.hashes = hashes > UINT32_MAX ? UINT32_MAX : (uint32_t)hashes;
+    opts.grow = grow > 16 ? UINT32_MAX : (uint32_t)grow;
+    opts.max_capacity = (uint64_t)max_capacity;
     BFS_MAKE(ix == 1 ? bfs_new_memfd(p, capacity, fp_rate, &opts, &h, bfs_err)
                  : bfs_new(p, capacity, fp_rate, &opts, &h, bfs_err), h, "cannot create the filter");
     BFS_RETURN_OBJECT(klass, h);
@@ -856,6 +861,8 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
     opts.window = (double)window;
     opts.bits = 0;
     opts.hashes = 0;
+    opts.grow = 0; /* the growth travels in the bytes */
+    opts.max_capacity = 0;
     /* to_memfd: path is the new memfd's name */
     BFS_MAKE(to_memfd ? bfs_deserialize_memfd((const uint8_t *)b, len, p, &opts, &h, bfs_err)
                       : bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, bfs_err),
@@ -1093,6 +1100,9 @@ capacity(h, ...)
     layout = 13
     window = 14
     generations = 15
+    grow = 16
+    stages = 17
+    max_capacity = 18
   PREINIT:
     BfsInfo info;
     dXSTARG;
@@ -1130,6 +1140,19 @@ capacity(h, ...)
     case 15:
         if (info.generations)
             PUSHu((UV)info.generations);
+        else
+            PUSHs(&PL_sv_undef);
+        break;
+    case 16:
+        if (info.grow)
+            PUSHu((UV)info.grow);
+        else
+            PUSHs(&PL_sv_undef);
+        break;
+    case 17: PUSHu((UV)info.stages); break;
+    case 18:
+        if (info.max_capacity)
+            PUSHu((UV)info.max_capacity);
         else
             PUSHs(&PL_sv_undef);
         break;
@@ -1180,7 +1203,8 @@ stats(h, ...)
     (void)hv_stores(hv, "frozen", newSViv(info.frozen != 0));
     (void)hv_stores(hv, "readonly", newSViv(info.readonly != 0));
     /* past capacity; a saturated filter's count stops at capacity */
-    (void)hv_stores(hv, "overfull", newSViv(count > info.capacity || set == info.bits));
+    /* a filter that grows adds a stage instead (and refuses new items at its bound) */
+    (void)hv_stores(hv, "overfull", newSViv(!info.grow && (count > info.capacity || set == info.bits)));
     (void)hv_stores(hv, "layout", newSVpv(bfs_layout_name(info.layout), 0));
     if (info.generations) {
         (void)hv_stores(hv, "window",
@@ -1189,6 +1213,24 @@ stats(h, ...)
         (void)hv_stores(hv, "generation", newSVuv((UV)info.generation));
         (void)hv_stores(hv, "generation_start",
             info.window_ns ? newSVnv((NV)info.generation_start_ns / 1e9) : newSV(0));
+    }
+    if (info.grow) {
+        AV *av = newAV();
+        BfsStage st;
+        uint32_t i;
+        (void)hv_stores(hv, "grow", newSVuv((UV)info.grow));
+        (void)hv_stores(hv, "max_capacity",
+            info.max_capacity ? newSVuv((UV)info.max_capacity) : newSV(0));
+        for (i = 0; bfs_stage(h, i, &st); i++) {
+            HV *sh = newHV();
+            (void)hv_stores(sh, "capacity", newSVuv((UV)st.capacity));
+            (void)hv_stores(sh, "bits", newSVuv((UV)st.bits));
+            (void)hv_stores(sh, "hashes", newSVuv((UV)st.hashes));
+            (void)hv_stores(sh, "fill", newSVuv((UV)st.fill));
+            av_push(av, newRV_noinc((SV *)sh));
+        }
+        (void)hv_stores(hv, "stages", newSVuv((UV)info.stages));
+        (void)hv_stores(hv, "stage_info", newRV_noinc((SV *)av));
     }
   OUTPUT:
     RETVAL

@@ -118,6 +118,16 @@ typedef struct BfsOptions {
    */
   uint64_t bits;
   uint32_t hashes;
+  /**
+   * 0: the filter does not grow. 2 to 16: a new filter grows by this
+   * factor (doc/DESIGN.md, §3 growth); on an existing one (a file,
+   * serialized bytes) it must match the stored factor.
+   */
+  uint32_t grow;
+  /**
+   * With `grow`: the most items the filter may take, or 0 for no bound.
+   */
+  uint64_t max_capacity;
 } BfsOptions;
 
 /**
@@ -176,7 +186,41 @@ typedef struct BfsInfo {
    * stepped only by `bfs_rotate`).
    */
   uint64_t generation_start_ns;
+  /**
+   * A grown filter's factor; 0 for one that does not grow. Its
+   * `capacity` and `bits` above are those of its published stages
+   * together, `hashes` its first stage's.
+   */
+  uint32_t grow;
+  /**
+   * The stages published (1 for a filter that does not grow).
+   */
+  uint32_t stages;
+  /**
+   * A grown filter's bound on its items, 0 for none.
+   */
+  uint64_t max_capacity;
 } BfsInfo;
+
+/**
+ * One published stage of a grown filter.
+ */
+typedef struct BfsStage {
+  /**
+   * The new items it takes before the next stage is added.
+   */
+  uint64_t capacity;
+  /**
+   * Its bits and probes per item.
+   */
+  uint64_t bits;
+  uint32_t hashes;
+  /**
+   * The new items counted into it so far, as the shared count has them
+   * (each writer adds its own count every few items).
+   */
+  uint64_t fill;
+} BfsStage;
 
 /**
  * What `bfs_upgrade` converted.
@@ -283,6 +327,12 @@ typedef struct BfsRemote {
  * Every process slot is taken by a live process.
  */
 #define BFS_ERR_BUSY 8
+
+/**
+ * A new item for a filter that grows, at its bound (`max_capacity`, or
+ * the most stages it can have): nothing was added.
+ */
+#define BFS_ERR_FULL 9
 
 #ifdef __cplusplus
 extern "C" {
@@ -483,6 +533,16 @@ BfsStatus bfs_rotate(struct BfsFilter *h, char *err);
  * `h`: live handle. `out`: valid.
  */
 void bfs_info(const struct BfsFilter *h, struct BfsInfo *out);
+
+/**
+ * Fill `*out` with published stage `i` of a grown filter (stage 0 of
+ * any other). Returns 1, or 0 (and leaves `*out` alone) past the
+ * published stages.
+ *
+ * # Safety
+ * `h`: live handle. `out`: valid.
+ */
+uint8_t bfs_stage(const struct BfsFilter *h, uint32_t i, struct BfsStage *out);
 
 /**
  * The chance a random absent item is reported present when `set` bits

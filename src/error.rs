@@ -19,6 +19,9 @@ pub enum ErrorKind {
     Mismatch,
     /// Every process slot is taken by a live process.
     Busy,
+    /// A new item for a filter that grows, at its bound (`max_capacity`,
+    /// or the most stages it can have).
+    Full,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

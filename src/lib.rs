@@ -72,7 +72,7 @@ mod sync;
 mod sys;
 
 pub use error::{Error, ErrorKind, Result};
-pub use filter::{Filter, Options, Target, WindowOptions, WindowStats};
+pub use filter::{Filter, GrowOptions, Options, StageStats, Target, WindowOptions, WindowStats};
 pub use math::geometry::{Geometry, GeometryError};
 pub use math::scheme::{Layout, Scheme};
 pub use math::window::Window;

@@ -400,7 +400,7 @@ note(scalar(@warnings) . ' warnings from junk arguments');
     croaks(sub { $C->new($path, 1000, 0.01, { window => '1h' }) },
         qr/, got '1h' \(.*write 3600 here\)/, 'window "1h"');
     croaks(sub { $C->new($path, 1000, 0.01, { colour => 1 }) },
-        qr/\A\Q$C\E->new: unknown option 'colour' \(the options are bits, generations, hashes, layout, mode, seed, window\)/,
+        qr/\A\Q$C\E->new: unknown option 'colour' \(the options are bits, generations, grow, hashes, layout, max_capacity, mode, seed, window\)/,
         'unknown option: the known ones listed');
     croaks(sub { $C->new_memfd('m', 1000, 0.01, [1]) },
         qr/\A\Q$C\E->new_memfd: options must be a hash reference, got an ARRAY reference/, 'options');

@@ -13,6 +13,7 @@ fn status(kind: ErrorKind) -> BfsStatus {
         ErrorKind::ReadOnly => BFS_ERR_READONLY,
         ErrorKind::Mismatch => BFS_ERR_MISMATCH,
         ErrorKind::Busy => BFS_ERR_BUSY,
+        ErrorKind::Full => BFS_ERR_FULL,
     }
 }
 
@@ -146,6 +147,11 @@ pub(super) fn options(opts: *const BfsOptions) -> Result<Options, Error> {
                 (0, _) | (_, 0) => return Err(Error::arg("bits and hashes go together")),
                 (b, k) => Some((b, k)),
             },
+            grow: match (o.grow, o.max_capacity) {
+                (0, 0) => None,
+                (0, _) => return Err(Error::arg("max_capacity needs grow")),
+                (f, max) => Some(GrowOptions::new(f, (max != 0).then_some(max))?),
+            },
         }),
         None => Ok(Options {
             mode: 0o600,
@@ -153,6 +159,7 @@ pub(super) fn options(opts: *const BfsOptions) -> Result<Options, Error> {
             layout: None,
             window: None,
             size: None,
+            grow: None,
         }),
     }
 }

@@ -14,9 +14,9 @@ pub unsafe extern "C" fn bfs_info(h: *const BfsFilter, out: *mut BfsInfo) {
         if let (Ok(f), Some(o)) = unsafe { (handle(h), out.as_mut()) } {
             let g = f.geometry();
             *o = BfsInfo {
-                capacity: g.capacity,
+                capacity: f.total_capacity(),
                 fp_rate: g.fp_rate,
-                bits: g.m,
+                bits: f.total_bits(),
                 hashes: g.k,
                 seed: f.seed(),
                 mmap_size: f.mmap_size(),
@@ -28,6 +28,9 @@ pub unsafe extern "C" fn bfs_info(h: *const BfsFilter, out: *mut BfsInfo) {
                 window_ns: 0,
                 generation: 0,
                 generation_start_ns: 0,
+                grow: f.growth().map_or(0, |g| g.factor()),
+                stages: f.stages(),
+                max_capacity: f.growth().and_then(|g| g.max_capacity()).unwrap_or(0),
             };
             if let Some(w) = f.window_stats() {
                 o.generations = w.generations;
@@ -36,6 +39,42 @@ pub unsafe extern "C" fn bfs_info(h: *const BfsFilter, out: *mut BfsInfo) {
                 o.generation_start_ns = w.current_start_ns.unwrap_or(0);
             }
         }
+    })
+}
+
+/// Fill `*out` with published stage `i` of a grown filter (stage 0 of
+/// any other). Returns 1, or 0 (and leaves `*out` alone) past the
+/// published stages.
+///
+/// # Safety
+/// `h`: live handle. `out`: valid.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_stage(h: *const BfsFilter, i: u32, out: *mut BfsStage) -> u8 {
+    guard_value(0, || {
+        // SAFETY: per the function's contract.
+        let (Ok(f), Some(o)) = (unsafe { handle(h) }, unsafe { out.as_mut() }) else {
+            return 0;
+        };
+        let s = match f.stage_stats().get(i as usize) {
+            Some(s) => *s,
+            None if i == 0 && f.growth().is_none() => {
+                let g = f.geometry();
+                crate::filter::StageStats {
+                    capacity: g.capacity,
+                    bits: g.m,
+                    hashes: g.k,
+                    fill: f.count(),
+                }
+            }
+            None => return 0,
+        };
+        *o = BfsStage {
+            capacity: s.capacity,
+            bits: s.bits,
+            hashes: s.hashes,
+            fill: s.fill,
+        };
+        1
     })
 }
 
@@ -48,9 +87,7 @@ pub unsafe extern "C" fn bfs_info(h: *const BfsFilter, out: *mut BfsInfo) {
 #[no_mangle]
 pub unsafe extern "C" fn bfs_fpp_for_bits_set(h: *const BfsFilter, set: u64) -> f64 {
     // SAFETY: per the function's contract.
-    guard_value(0.0, || {
-        unsafe { handle(h) }.map_or(0.0, |f| f.geometry().fpp_from_bits_set(set))
-    })
+    guard_value(0.0, || unsafe { handle(h) }.map_or(0.0, |f| f.fpp_from_bits_set(set)))
 }
 
 /// Number of set bits.

@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, ErrorKind};
-use crate::filter::{Filter, Options, Target, WindowOptions};
+use crate::filter::{Filter, GrowOptions, Options, Target, WindowOptions};
 use crate::math::scheme::Layout;
 
 /// Status of a call: `BFS_OK` or one of the `BFS_ERR_*` codes.
@@ -32,6 +32,9 @@ pub const BFS_ERR_MISMATCH: BfsStatus = 6;
 pub const BFS_ERR_PANIC: BfsStatus = 7;
 /// Every process slot is taken by a live process.
 pub const BFS_ERR_BUSY: BfsStatus = 8;
+/// A new item for a filter that grows, at its bound (`max_capacity`, or
+/// the most stages it can have): nothing was added.
+pub const BFS_ERR_FULL: BfsStatus = 9;
 
 /// Size of the message buffer every fallible call takes.
 pub const BFS_ERRBUF_LEN: usize = 512;
@@ -72,6 +75,12 @@ pub struct BfsOptions {
     /// capacity and fp_rate).
     pub bits: u64,
     pub hashes: u32,
+    /// 0: the filter does not grow. 2 to 16: a new filter grows by this
+    /// factor (doc/DESIGN.md, §3 growth); on an existing one (a file,
+    /// serialized bytes) it must match the stored factor.
+    pub grow: u32,
+    /// With `grow`: the most items the filter may take, or 0 for no bound.
+    pub max_capacity: u64,
 }
 
 /// No layout asked for: standard for a new filter, the stored one otherwise.
@@ -131,6 +140,27 @@ pub struct BfsInfo {
     /// When that period started, in ns since the Unix epoch (0 when
     /// stepped only by `bfs_rotate`).
     pub generation_start_ns: u64,
+    /// A grown filter's factor; 0 for one that does not grow. Its
+    /// `capacity` and `bits` above are those of its published stages
+    /// together, `hashes` its first stage's.
+    pub grow: u32,
+    /// The stages published (1 for a filter that does not grow).
+    pub stages: u32,
+    /// A grown filter's bound on its items, 0 for none.
+    pub max_capacity: u64,
+}
+
+/// One published stage of a grown filter.
+#[repr(C)]
+pub struct BfsStage {
+    /// The new items it takes before the next stage is added.
+    pub capacity: u64,
+    /// Its bits and probes per item.
+    pub bits: u64,
+    pub hashes: u32,
+    /// The new items counted into it so far, as the shared count has them
+    /// (each writer adds its own count every few items).
+    pub fill: u64,
 }
 
 mod boundary;

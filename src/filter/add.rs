@@ -72,7 +72,7 @@ impl Filter {
         if let Some(win) = &self.win {
             return self.try_window_add_lockfree(win, p, item);
         }
-        if self.region.readonly {
+        if self.region.readonly || self.grown.is_some() {
             return None;
         }
         let sh = self.control_and_slot(self.cached_claim()?)?;
@@ -110,7 +110,10 @@ impl Filter {
         if let Some(win) = &self.win {
             return with_probe!(&self.probing, p => self.window_add_one(win, p, item, c));
         }
-        let r = with_probe!(&self.probing, p => self.add_at(p, &p.locate(&p.hash(self.seed, item)), c));
+        let r = match &self.grown {
+            Some(s) => self.grown_add(s, item, c),
+            None => with_probe!(&self.probing, p => self.add_at(p, &p.locate(&p.hash(self.seed, item)), c)),
+        };
         self.shared().count_ops(c, 1);
         r
     }
@@ -240,6 +243,9 @@ impl Filter {
         if let Some(win) = &self.win {
             return with_probe!(&self.probing, p => self.window_add_many(win, p, items, results, c));
         }
+        if let Some(s) = &self.grown {
+            return self.grown_add_many(s, items, results, c);
+        }
         with_probe!(&self.probing, p => self.add_many_with(p, items, results, c))
     }
 
@@ -287,6 +293,9 @@ impl Filter {
         if let Some(win) = &self.win {
             return self.window_contains(win, item);
         }
+        if let Some(s) = &self.grown {
+            return self.grown_contains(s, item);
+        }
         with_probe!(&self.probing, p => p.contains(self.words_slice(), &p.locate(&p.hash(self.seed, item))))
     }
 
@@ -294,6 +303,9 @@ impl Filter {
     pub fn contains_many(&self, items: &[&[u8]], results: Option<&mut [u8]>) -> u64 {
         if let Some(win) = &self.win {
             return with_probe!(&self.probing, p => self.window_contains_many(win, p, items, results));
+        }
+        if let Some(s) = &self.grown {
+            return self.grown_contains_many(s, items, results);
         }
         with_probe!(&self.probing, p => self.contains_many_with(p, items, results))
     }

@@ -120,6 +120,8 @@ impl Filter {
         self.writable()?;
         self.not_windowed("merge")?;
         other.not_windowed("merge")?;
+        self.not_grown("merge")?;
+        other.not_grown("merge")?;
         self.check_compatible(other)?;
         let held = self.claim()?;
         let c = held.c;
@@ -157,6 +159,8 @@ impl Filter {
         self.writable()?;
         self.not_windowed("intersect")?;
         other.not_windowed("intersect")?;
+        self.not_grown("intersect")?;
+        other.not_grown("intersect")?;
         self.check_compatible(other)?;
         let held = self.claim()?;
         if self.same_filter(other) {
@@ -181,6 +185,7 @@ impl Filter {
     /// the next exclusive owner to finish.
     pub fn invert(&self) -> Result<()> {
         self.not_windowed("invert")?;
+        self.not_grown("invert")?;
         self.exclusive(|g, _| g.transform(PENDING_INVERT))
     }
 
@@ -196,6 +201,7 @@ impl Filter {
             // Release: pairs with the Acquire loads in `writable`/`frozen`.
             self.flags().fetch_or(format::FLAG_FROZEN, Ordering::Release);
         })?;
+        self.sync_stages()?;
         self.region.sync()?;
         self.region.sync_header()
     }

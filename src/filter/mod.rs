@@ -6,6 +6,7 @@
 
 mod add;
 mod exclusive;
+mod grown;
 mod serialize;
 mod stats;
 #[cfg(feature = "test-hooks")]
@@ -34,6 +35,8 @@ use crate::sync::{
 use crate::sys::clock::now_ns;
 use crate::sys::keeper::{self, Lease};
 use crate::sys::{fork, membarrier};
+
+pub use grown::StageStats;
 
 /// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
 /// 256 MiB filter, mostly absent items, 2-core AMD EPYC VM: with huge pages,
@@ -135,6 +138,8 @@ pub struct Filter {
     serial: u64,
     /// A windowed filter's generations (None: a plain filter).
     win: Option<Win>,
+    /// A grown filter's stages (None: a filter that does not grow).
+    grown: Option<Box<grown::Stages>>,
     /// Until when this handle's adds leave the spare alone: its last clear
     /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
     clean_after: Cell<Option<std::time::Instant>>,
@@ -325,6 +330,30 @@ pub struct Options {
     /// A new `datasketches` filter's bits and hashes, given rather than
     /// sized from capacity and fp_rate (`datasketches::geometry_of_size`).
     pub size: Option<(u64, u32)>,
+    /// Make a new filter grow (doc/DESIGN.md, §3 growth). On an existing
+    /// file the stored growth wins, and an explicit different one is
+    /// refused.
+    pub grow: Option<GrowOptions>,
+}
+
+/// How a filter grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrowOptions {
+    /// 2 to 16.
+    pub factor: u32,
+    /// The most items it may take (None: no bound but the stage limit).
+    pub max_capacity: Option<u64>,
+}
+
+impl GrowOptions {
+    /// The options for `factor` and `max_capacity`, the factor checked
+    /// (the bound is checked against the capacity when the filter is made).
+    pub fn new(factor: u32, max_capacity: Option<u64>) -> Result<GrowOptions> {
+        if !(crate::math::growth::MIN_FACTOR..=crate::math::growth::MAX_FACTOR).contains(&factor) {
+            return Err(Error::arg(crate::math::growth::GrowthError::Factor(factor).to_string()));
+        }
+        Ok(GrowOptions { factor, max_capacity })
+    }
 }
 
 /// A windowed filter's configuration.
@@ -387,6 +416,7 @@ impl Filter {
             Win { w, gen_words, gens }
         });
         Filter {
+            grown: grown::Stages::of(&h, l.stripes).map(Box::new),
             geometry: h.geometry,
             seed: h.seed,
             probing: Probing::new(&h.geometry, l.stripes),
@@ -429,6 +459,9 @@ impl Filter {
 
     fn header_for(capacity: u64, fp_rate: f64, opts: &Options) -> Result<Header> {
         let layout = opts.layout.unwrap_or(Layout::Standard);
+        if let Some(go) = opts.grow {
+            return Self::grown_header(capacity, fp_rate, layout, go, opts);
+        }
         let g = match opts.size {
             None => Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))?,
             Some(_) if layout != Layout::DataSketches => {
@@ -450,6 +483,68 @@ impl Filter {
             h.window = Some(w);
         }
         Ok(h)
+    }
+
+    /// The header of a new filter that grows (doc/DESIGN.md, §3 growth):
+    /// stage 0's geometry, the filter's `fp_rate`.
+    fn grown_header(capacity: u64, fp_rate: f64, layout: Layout, go: GrowOptions, opts: &Options) -> Result<Header> {
+        if opts.window.is_some() {
+            return Err(Error::arg(
+                "grow and window do not go together: a windowed filter forgets old items instead of growing",
+            ));
+        }
+        if opts.size.is_some() {
+            return Err(Error::arg("bits and hashes are options of layout 'datasketches' only"));
+        }
+        let growth = crate::math::growth::Growth::new(capacity, fp_rate, layout, go.factor, go.max_capacity)
+            .map_err(|e| Error::arg(e.to_string()))?;
+        let mut g = growth
+            .stage(0)
+            .ok_or_else(|| Error::arg("the first stage cannot be sized"))?;
+        if g.scheme == crate::math::scheme::Scheme::Block128 && !crate::probe::cas128_available() {
+            return Err(Error::arg(
+                "this fp_rate needs 128-bit blocks, which need a 16-byte compare-and-swap this machine lacks",
+            ));
+        }
+        // The header keeps the filter's rate; stage 0's is derived from it.
+        g.fp_rate = fp_rate;
+        Ok(Header {
+            growth: Some(growth),
+            ..region::new_header(g, opts.seed)
+        })
+    }
+
+    /// Refuse an explicit growth that differs from this filter's.
+    fn check_growth(self, want: Option<GrowOptions>) -> Result<Filter> {
+        let Some(go) = want else { return Ok(self) };
+        let have = self.growth();
+        let same = have.is_some_and(|g| {
+            g.factor() == go.factor && (go.max_capacity.is_none() || go.max_capacity == g.max_capacity())
+        });
+        if same {
+            return Ok(self);
+        }
+        let shown = |f: u32, max: Option<u64>| match max {
+            Some(m) => format!("grows by {f} up to {m} items"),
+            None => format!("grows by {f}"),
+        };
+        Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "growth mismatch (the filter {}, not {})",
+                have.map_or_else(|| "does not grow".to_string(), |g| shown(g.factor(), g.max_capacity())),
+                shown(go.factor, go.max_capacity)
+            ),
+        ))
+    }
+
+    /// Map the stages a grown filter has published, so that a file too
+    /// short for them is refused when it is opened (§8 N8).
+    fn stages_mapped(self) -> Result<Filter> {
+        if let Some(s) = &self.grown {
+            self.stages_now(s)?;
+        }
+        Ok(self)
     }
 
     /// Refuse an explicit window that differs from this filter's (the
@@ -504,7 +599,7 @@ impl Filter {
     /// A filter in shared anonymous memory (shared with children after fork).
     pub fn new_anonymous(capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
         let h = Self::header_for(capacity, fp_rate, &opts)?;
-        Ok(Self::from_region(region::create_anonymous(&h)?))
+        Self::from_region(region::create_anonymous(&h)?).stages_mapped()
     }
 
     /// Open the filter file at `path`, creating it if absent. On an existing
@@ -517,7 +612,9 @@ impl Filter {
         Self::from_region(region::open_or_create_file(path_bytes(path.as_ref()), &h, opts.mode)?)
             .check_layout(opts.layout)?
             .check_window(opts.window)?
+            .check_growth(opts.grow)?
             .runnable()?
+            .stages_mapped()?
             .attached()
     }
 
@@ -525,7 +622,7 @@ impl Filter {
     /// cut to the kernel's 249; empty gives a default name.
     pub fn new_memfd(name: impl AsRef<[u8]>, capacity: u64, fp_rate: f64, opts: Options) -> Result<Filter> {
         let h = Self::header_for(capacity, fp_rate, &opts)?;
-        Ok(Self::from_region(region::create_memfd(name.as_ref(), &h)?))
+        Self::from_region(region::create_memfd(name.as_ref(), &h)?).stages_mapped()
     }
 
     /// Attach through a descriptor (duplicated; the caller keeps its own).
@@ -533,12 +630,17 @@ impl Filter {
     /// (`readonly()`: mapped `PROT_READ`, no slot, every mutator fails with
     /// `ErrorKind::ReadOnly`), also of a live filter others still change.
     pub fn from_fd(fd: i32) -> Result<Filter> {
-        Self::from_region(region::open_fd(fd)?).runnable()?.attached()
+        Self::from_region(region::open_fd(fd)?)
+            .runnable()?
+            .stages_mapped()?
+            .attached()
     }
 
     /// Map a frozen filter file read-only.
     pub fn open_readonly(path: impl AsRef<std::path::Path>) -> Result<Filter> {
-        Self::from_region(region::open_readonly(path_bytes(path.as_ref()))?).runnable()
+        Self::from_region(region::open_readonly(path_bytes(path.as_ref()))?)
+            .runnable()?
+            .stages_mapped()
     }
 
     /// A new filter holding `bits` (validated by the caller), anonymous or at
@@ -672,6 +774,7 @@ impl Filter {
                 bits: self.words_slice(),
                 scratch: std::slice::from_raw_parts(self.at::<AtomicU64>(format::SCRATCH_OFF), format::SCRATCH_WORDS),
                 journal: Some(&self.region),
+                fills: self.fill_words(),
             }
         }
     }
@@ -851,6 +954,9 @@ impl Drop for Filter {
         // A holder dropped in another thread leaves its slot in the claiming
         // thread's table, which keeps the mapping and gives the slot back
         // there (see `claims`).
+        if let Some(s) = &self.grown {
+            self.flush_own_count(s);
+        }
         if self.claim.get().is_some() {
             claims::forget(self.region.id(), fork::fork_generation(), self.serial);
         }

@@ -33,6 +33,7 @@ impl Filter {
     /// Write the portable bytes into `out`, exactly `serialized_size`
     /// bytes long.
     pub fn serialize_into(&self, out: &mut [u8]) -> Result<()> {
+        self.not_grown("serialize")?;
         if out.len() as u64 != self.serialized_size() {
             return Err(Error::arg("serialize buffer has the wrong size"));
         }
@@ -223,6 +224,7 @@ mod tests {
                 layout: None,
                 window: None,
                 size: None,
+                grow: None,
             };
 
             let f = Filter::new_anonymous(capacity, rate, opts).unwrap();
@@ -260,6 +262,7 @@ mod tests {
                 layout: None,
                 window: None,
                 size: None,
+                grow: None,
             },
         )
         .unwrap();

@@ -27,6 +27,7 @@ impl Filter {
         self.region.path()
     }
     pub fn sync(&self) -> Result<()> {
+        self.sync_stages()?;
         self.region.sync()
     }
 
@@ -35,6 +36,9 @@ impl Filter {
     /// no write has taken it yet (the step would make a clean generation
     /// current).
     pub fn bits_set(&self) -> u64 {
+        if let Some(s) = &self.grown {
+            return self.grown_bits_set(s);
+        }
         let words = match &self.win {
             Some(win) => match self.clock_current(win).1 {
                 Some(slot) => self.generation(win, slot),
@@ -60,12 +64,28 @@ impl Filter {
 
     /// Estimated number of distinct items added.
     pub fn count(&self) -> u64 {
-        self.geometry.count_from_bits_set(self.bits_set())
+        match &self.grown {
+            Some(s) => self.grown_count(s),
+            None => self.geometry.count_from_bits_set(self.bits_set()),
+        }
     }
 
     /// The chance a random absent item is reported present now.
     pub fn estimated_fpp(&self) -> f64 {
-        self.geometry.fpp_from_bits_set(self.bits_set())
+        match &self.grown {
+            Some(s) => self.grown_fpp(s),
+            None => self.geometry.fpp_from_bits_set(self.bits_set()),
+        }
+    }
+
+    /// The chance a random absent item is reported present with `set` bits
+    /// set (an answer of `bits_set`); a grown filter's depends on how its
+    /// bits fall in its stages, so it is `estimated_fpp`, whatever `set`.
+    pub fn fpp_from_bits_set(&self, set: u64) -> f64 {
+        match &self.grown {
+            Some(s) => self.grown_fpp(s),
+            None => self.geometry.fpp_from_bits_set(set),
+        }
     }
 
     /// The layout the filter was created with.

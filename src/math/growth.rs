@@ -156,9 +156,41 @@ fn stage_geometry(
     let rate = stage_rate(fp_rate, i);
     match layout {
         Layout::Standard => standard_stage_geometry(n, rate).ok(),
-        Layout::Blocked => blocked_geometry(n, rate).ok(),
+        Layout::Blocked => blocked_stage_geometry(n, rate),
         Layout::DataSketches => None,
     }
+}
+
+/// A blocked stage's geometry, kept once computed: it costs a search of
+/// its `k` (about a millisecond), and every attach of a grown blocked
+/// filter needs every stage's (`format::decode` checks the file's size
+/// against the last one), so a process computes each at most once
+/// (doc/DESIGN.md, §3 growth). The answer depends on the two numbers
+/// alone, so a cached one is the one computed.
+fn blocked_stage_geometry(n: u64, rate: f64) -> Option<Geometry> {
+    type Memo = Vec<((u64, u64), Option<Geometry>)>;
+    /// More entries than this and the memo starts over (a process that
+    /// opens filters of thousands of different shapes pays the search
+    /// again, nothing worse).
+    const MEMO_MAX: usize = 4096;
+    static MEMO: std::sync::Mutex<Memo> = std::sync::Mutex::new(Vec::new());
+    let key = (n, rate.to_bits());
+    // A panic elsewhere while holding the lock leaves the memo usable.
+    if let Some(&(_, g)) = MEMO
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        return g;
+    }
+    let g = blocked_geometry(n, rate).ok();
+    let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if memo.len() >= MEMO_MAX {
+        memo.clear();
+    }
+    memo.push((key, g));
+    g
 }
 
 /// The first `i` in `1..=MAX_STAGES` for which `exists` is false, given

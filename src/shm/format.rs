@@ -223,7 +223,7 @@ pub fn stage_range(h: &Header, i: u32) -> Option<(u64, u64)> {
 
 /// `stage_range` of stages `0..count` in one walk (each stage's geometry
 /// computed once: a blocked stage's costs a search of its `k`).
-fn stage_ranges(h: &Header, count: u32) -> Option<Vec<(u64, u64)>> {
+pub fn stage_ranges(h: &Header, count: u32) -> Option<Vec<(u64, u64)>> {
     let l = h.layout();
     let bytes0 = h.geometry.m / 8;
     if h.window.is_some() || count == 0 {

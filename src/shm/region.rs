@@ -173,12 +173,21 @@ impl Region {
     }
 
     /// The descriptor the journal is reached through.
-    fn store_fd(&self) -> Option<RawFd> {
+    pub(crate) fn store_fd(&self) -> Option<RawFd> {
         match (&self.backing, &self.store) {
             (Backing::Memfd(fd) | Backing::Fd(fd), _) => Some(fd.as_raw_fd()),
             (_, Some(fd)) => Some(fd.as_raw_fd()),
             _ => None,
         }
+    }
+
+    /// Where the journal is; None for a grown filter: its bytes past stage
+    /// 0 are its later stages, which no journal user may free or shrink.
+    fn journal_range(&self) -> Option<(u64, u64)> {
+        if self.header.growth.is_some() {
+            return None;
+        }
+        format::journal(&self.header)
     }
 
     /// Give the journal all of its storage and map it, for a merge or an
@@ -189,7 +198,7 @@ impl Region {
     /// limit give an error naming it, and leave the filter as it was (the
     /// caller's journal lock frees whatever was reserved).
     pub fn prepare_journal(&self) -> Result<Option<JournalMap>> {
-        let (Some(fd), Some((off, len))) = (self.store_fd(), format::journal(&self.header)) else {
+        let (Some(fd), Some((off, len))) = (self.store_fd(), self.journal_range()) else {
             return Ok(None);
         };
         let end = off + len;
@@ -235,7 +244,7 @@ impl Region {
 impl JournalStore for Region {
     fn map_journal(&self) -> Option<JournalMap> {
         let fd = self.store_fd()?;
-        let (off, len) = format::journal(&self.header)?;
+        let (off, len) = self.journal_range()?;
         // Never map past the end of the file: touching such a page would
         // raise SIGBUS. (A file shrunk under us afterwards is the one danger
         // no check removes; see the module's Safety.)
@@ -246,7 +255,7 @@ impl JournalStore for Region {
     }
 
     fn free_journal(&self) {
-        let (Some(fd), Some((off, len))) = (self.store_fd(), format::journal(&self.header)) else {
+        let (Some(fd), Some((off, len))) = (self.store_fd(), self.journal_range()) else {
             return;
         };
         let total = self.header.layout().total;
@@ -329,16 +338,8 @@ fn read_header(fd: &OwnedFd, size: u64, path: Option<&str>) -> Result<Header> {
         format::FormatError::Version(format::FORMAT_VERSION_MUTEX) => Error::format(version2_message(path)),
         e => Error::format(e.to_string()),
     })?;
-    if h.growth.is_some() {
-        // Opening it as its first stage alone would miss the items of the
-        // others (doc/DESIGN.md, G5).
-        return Err(Error::format(GROWN_REFUSED));
-    }
     Ok(h)
 }
-
-/// Why a grown filter's file is refused while `Filter` cannot grow.
-const GROWN_REFUSED: &str = "the filter grows (format version 4), which this build cannot open";
 
 /// Write a new header into a fresh (all-zero) mapping.
 fn write_header(map: &ShadowMap, h: &Header) {
@@ -348,6 +349,11 @@ fn write_header(map: &ShadowMap, h: &Header) {
     // the header.
     unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), map.as_ptr(), b.len()) };
     // The slot table stays as the kernel gave it, zeroed: every word free.
+    if h.growth.is_some() {
+        // SAFETY: as above; OFF_STAGES (stage 0 published, §6 grown
+        // filters) is in the control line, 4-aligned.
+        unsafe { (map.as_ptr().add(format::OFF_STAGES as usize) as *mut u32).write(1) };
+    }
     if let Some(w) = h.window {
         // The first step's spare is clean (the window module's initial
         // state: view 0 in slot 0, every `last` 0).
@@ -912,13 +918,14 @@ pub fn open_readonly(raw: &[u8]) -> Result<Region> {
     let header = read_header(&fd, st.st_size as u64, Some(shown))
         .map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
     let m = map(&fd, header.layout().total, true)?;
+    let store = header.growth.map(|_| Arc::new(fd)); // to map later stages
     let r = Region {
         map: Arc::new(m),
         header,
         backing: Backing::File(path),
         readonly: true,
         id: ident(&st),
-        store: None,
+        store,
     };
     if !r.frozen() {
         return Err(Error::new(
@@ -968,10 +975,10 @@ mod tests {
         new_header(Geometry::for_capacity(1000, 0.01).unwrap(), 0)
     }
 
-    /// A grown filter's header is valid, and refused until the filter
-    /// can use more than its first stage.
+    /// A grown filter's header is valid and read back as written; so is a
+    /// plain one's.
     #[test]
-    fn a_grown_header_is_refused() {
+    fn a_grown_header_is_read() {
         use crate::math::growth::Growth;
         use crate::math::scheme::Layout as L;
         let growth = Growth::new(1000, 0.01, L::Standard, 2, None).unwrap();
@@ -990,8 +997,7 @@ mod tests {
         all[..b.len()].copy_from_slice(&b);
         std::fs::write(&path, &all).unwrap();
         let fd: OwnedFd = std::fs::File::open(&path).unwrap().into();
-        let e = read_header(&fd, total, None).unwrap_err();
-        assert_eq!(e.to_string(), GROWN_REFUSED);
+        assert_eq!(read_header(&fd, total, None).unwrap(), h);
         // The same bytes as a plain filter open.
         let plain = format::encode(&header());
         let ptotal = header().layout().total;
@@ -1004,8 +1010,7 @@ mod tests {
     }
 
     fn bytes(p: &std::path::Path) -> &[u8] {
-        use std::os::unix::ffi::OsStrExt;
-        p.as_os_str().as_bytes()
+        std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str())
     }
 
     /// Every `shmem_enabled` choice the kernel documents, current in

@@ -20,6 +20,9 @@ pub struct Control {
     /// The journal's owner token (a merger or intersecter, see
     /// `lock_journal`), with WAITERS when someone sleeps on it; 0 when free.
     pub journal: AtomicU32,
+    /// A grown filter's published stage count (§8 N6; 0 or 1 in a new
+    /// file: stage 0 alone); 0 in every other filter.
+    pub stages: AtomicU32,
 }
 
 /// One process slot: its own cache line, written only by its owner (and by a

@@ -272,6 +272,10 @@ pub struct Shared<'a> {
     /// Where a merge or an intersect keeps its copy of the operand (None:
     /// this mapping has none; a pending one is then dropped, see `resume`).
     pub journal: Option<&'a dyn JournalStore>,
+    /// A grown filter's fill words, one per stage (empty for every other
+    /// filter): a clear that finishes zeroes them and leaves stage 0 alone
+    /// published (`run_from`).
+    pub fills: &'a [AtomicU64],
 }
 
 /// A slot this handle owns in this process: what every call under it
@@ -953,6 +957,18 @@ impl<'a> Shared<'a> {
             }
             // Release: the chunk's new words before the cursor passes it.
             ctl.cursor.store(2 * c as u64 + 2, Ordering::Release);
+        }
+        if op == PENDING_CLEAR && !self.fills.is_empty() {
+            // A grown filter's clear: stage 0 (the bits above) is empty,
+            // and the later stages are dropped from the published count
+            // (their bytes are zeroed by whoever adds them again, §8 N4).
+            // Done again by a resumer, harmlessly. Relaxed: we are
+            // exclusive; the epoch/excl release publishes (adders and
+            // growers load `stages` after seeing `excl` free).
+            for f in self.fills {
+                f.store(0, Ordering::Relaxed);
+            }
+            ctl.stages.store(1, Ordering::Relaxed);
         }
     }
 

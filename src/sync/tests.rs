@@ -47,6 +47,7 @@ fn shared<'a>(slots: &'a [Slot], ctl: &'a Control) -> Shared<'a> {
         bits: &[],
         scratch: &[],
         journal: None,
+        fills: &[],
     }
 }
 

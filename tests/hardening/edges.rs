@@ -22,6 +22,7 @@ fn opts() -> Options {
         layout: None,
         window: None,
         size: None,
+        grow: None,
     }
 }
 
@@ -53,6 +54,7 @@ fn bad_modes_and_paths_are_refused() {
             layout: None,
             window: None,
             size: None,
+            grow: None,
         },
     )
     .err()

@@ -131,6 +131,8 @@ fn a_whole_life_through_the_c_api() {
             window: 0.0,
             bits: 0,
             hashes: 0,
+            grow: 0,
+            max_capacity: 0,
         };
         assert_eq!(bfs_new(null(), 1000, 0.01, &opts, &mut other, null_mut()), BFS_OK);
         assert_eq!(bfs_is_compatible(h, other), 0);
@@ -209,6 +211,8 @@ fn constructors_refuse_what_they_must() {
             window: 0.0,
             bits: 0,
             hashes: 0,
+            grow: 0,
+            max_capacity: 0,
         };
         let p = tmp("constructors", "mode.bf");
         assert_eq!(
@@ -292,6 +296,8 @@ fn files_through_the_c_api() {
             window: 0.0,
             bits: 0,
             hashes: 0,
+            grow: 0,
+            max_capacity: 0,
         };
         assert_eq!(
             bfs_deserialize(buf.as_ptr(), buf.len(), q.as_ptr(), &opts, &mut d, err.as_mut_ptr()),
@@ -436,6 +442,8 @@ fn blocked_options() -> BfsOptions {
         window: 0.0,
         bits: 0,
         hashes: 0,
+        grow: 0,
+        max_capacity: 0,
     }
 }
 
@@ -507,6 +515,8 @@ fn windows_through_the_c_api() {
             window: 0.0,
             bits: 0,
             hashes: 0,
+            grow: 0,
+            max_capacity: 0,
         };
         let mut h = null_mut();
         assert_eq!(bfs_new(null(), 1000, 0.01, &manual, &mut h, err.as_mut_ptr()), BFS_OK);

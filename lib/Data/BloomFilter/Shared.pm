@@ -34,6 +34,7 @@ sub _mode     { return Data::BloomFilter::Shared::Args::mode(__PACKAGE__, @_) }
 sub _seed     { return Data::BloomFilter::Shared::Args::seed(__PACKAGE__, @_) }
 sub _layout   { return Data::BloomFilter::Shared::Args::layout(__PACKAGE__, @_) }
 sub _window   { return Data::BloomFilter::Shared::Args::window(__PACKAGE__, @_) }
+sub _grow     { return Data::BloomFilter::Shared::Args::grow(__PACKAGE__, @_) }
 sub _options  { return Data::BloomFilter::Shared::Args::options(__PACKAGE__, @_) }
 sub _uint64   { return Data::BloomFilter::Shared::Args::uint64(@_) }
 
@@ -75,13 +76,15 @@ sub new {
     my $fp_rate_given = defined $fp_rate;
 
     my ($mode, $seed, $layout, $generations, $window) = (undef, undef, undef, 0, 0);
-    my ($bits, $hashes) = (0, 0);
+    my ($bits, $hashes, $grow, $max_capacity) = (0, 0, 0, 0);
     my $seed_given = 0;
     if (ref $last eq 'HASH') {
-        my $opts = _options('new', $last, qw(mode seed layout window generations bits hashes));
+        my $opts = _options('new', $last,
+            qw(mode seed layout window generations bits hashes grow max_capacity));
         ($mode, $seed, $layout) = @$opts{qw(mode seed layout)};
         $seed_given = exists $opts->{seed};
         ($generations, $window) = _window('new', $opts);
+        ($grow, $max_capacity) = _grow('new', $opts);
         ($bits, $hashes) = Data::BloomFilter::Shared::Args::size(__PACKAGE__, 'new', $opts);
     }
     elsif (ref $last) {
@@ -102,7 +105,7 @@ sub new {
     $layout = _layout('new', $layout);
     $seed = Data::BloomFilter::Shared::Args::default_seed($layout) if !$explicit_seed;
     my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout,
-            $generations, $window, $bits, $hashes));
+            $generations, $window, $bits, $hashes, $grow, $max_capacity));
     # An existing file keeps its size; other bits or hashes asked for would
     # otherwise be dropped without a word.
     _croak('new', "the file's bits and hashes differ from the bits and hashes options"
@@ -126,8 +129,10 @@ sub new {
 sub _warn_geometry {
     my ($self, $capacity, $fp_rate) = @_;
     my (@kept, @asked);
-    if ($self->capacity ne $capacity) {
-        push @kept, 'capacity ' . $self->capacity;
+    # A filter that grows was made with its first stage's capacity.
+    my $made = $self->grow ? $self->stats->{stage_info}[0]{capacity} : $self->capacity;
+    if ($made ne $capacity) {
+        push @kept, "capacity $made";
         push @asked, "capacity $capacity";
     }
     if (defined $fp_rate && $self->fp_rate != $fp_rate) {
@@ -146,9 +151,11 @@ sub new_memfd {
             . '->new_memfd($name, $capacity, $fp_rate, \%options)')
         if @_ < 3 || @_ > 5;
     my (undef, $name, $capacity, $fp_rate, $opts) = @_;
-    $opts = _options('new_memfd', $opts, qw(seed layout window generations bits hashes));
+    $opts = _options('new_memfd', $opts,
+        qw(seed layout window generations bits hashes grow max_capacity));
     my ($bits, $hashes) = Data::BloomFilter::Shared::Args::size(__PACKAGE__, 'new_memfd', $opts);
     my ($generations, $window) = _window('new_memfd', $opts);
+    my ($grow, $max_capacity) = _grow('new_memfd', $opts);
     $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
     my $capacity_given = $capacity;
     $capacity = _capacity('new_memfd', $capacity);
@@ -159,7 +166,7 @@ sub new_memfd {
     return _made('new_memfd',
         _xs_new_memfd($class, $name, $capacity, $fp_rate, $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
             $seed, $layout,
-            $generations, $window, $bits, $hashes));
+            $generations, $window, $bits, $hashes, $grow, $max_capacity));
 }
 
 sub new_from_fd {

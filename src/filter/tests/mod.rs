@@ -2,6 +2,7 @@
 
 use super::*;
 
+mod grown;
 mod window;
 
 thread_local! {
@@ -223,6 +224,7 @@ fn set_operations() {
             layout: None,
             window: None,
             size: None,
+            grow: None,
         },
     )
     .unwrap();
@@ -340,6 +342,7 @@ fn seeded_filter_uses_other_positions() {
             layout: None,
             window: None,
             size: None,
+            grow: None,
         },
     )
     .unwrap();

@@ -334,6 +334,32 @@ sub window {
     return ($g, 0 + $s);
 }
 
+# The C API's growth options from an options hash: (grow, max_capacity),
+# (0, 0) for a filter that does not grow and 0 for no bound. Whether
+# max_capacity reaches the capacity, and grow goes with the rest, the
+# library says.
+sub grow {
+    my ($who, $method, $opts) = @_;
+    if (!exists $opts->{grow}) {
+        fail($who, $method, 'the max_capacity option needs the grow option'
+                . ' (a filter that does not grow is bounded by its capacity)')
+            if exists $opts->{max_capacity};
+        return (0, 0);
+    }
+    my $f = $opts->{grow};
+    my $n = uint64($f);
+    fail($who, $method, 'grow must be an integer from 2 to 16 (the factor each new stage is larger by), got '
+            . shown($f))
+        if !defined $n || length $n > 2 || $n < 2 || $n > 16;
+    my $max = $opts->{max_capacity};
+    return (0 + $n, 0) if !defined $max;
+    my $m = uint64($max);
+    fail($who, $method, 'max_capacity must be a positive integer (the most items the filter may take), got '
+            . shown($max))
+        if !defined $m || $m eq '0';
+    return (0 + $n, $m);
+}
+
 # A count as the command line tool takes it: 1000, 1_000_000, 1e6, 10k, 5M,
 # 2G (k, M, G: powers of 1000). The number, or undef for anything else.
 sub count_text {

@@ -1,0 +1,502 @@
+//! A filter that grows (doc/DESIGN.md, §3 growth, C10, §8 N): its stages,
+//! each mapped by this handle when it first needs it, and adds, queries
+//! and growth over them.
+//!
+//! Every stage has the layout's probing with a geometry of its own, and
+//! every stage hashes an item the same way (`hash_item`): an item is
+//! hashed once and located in each stage. A standard filter's add stripe
+//! depends on the hash alone (`Standard::stripe`), so adders of one item
+//! take the same stripe whatever the number of stages they saw.
+
+use std::cell::OnceCell;
+
+use super::*;
+use crate::math::growth::{self, Growth};
+use crate::math::hashing::hash_item;
+use crate::shm::format::OFF_FILL;
+use crate::shm::stages::{self, StageMap};
+
+/// One stage as every handle derives it from the validated header.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::filter) struct Stage {
+    pub geometry: Geometry,
+    pub probing: Probing,
+    /// Where its bits are in the file: `(offset, bytes)`.
+    range: (u64, u64),
+}
+
+/// A grown filter's stages, as this handle sees them.
+pub(in crate::filter) struct Stages {
+    pub growth: Growth,
+    /// Every stage the filter can have (`Growth::limit`), computed once.
+    pub all: Vec<Stage>,
+    /// This handle's mappings of stages 1 and on (stage 0 is the region's
+    /// bit array), each made once and kept while the handle lives: a stage
+    /// dropped by a clear and added again lies at the same offset.
+    maps: Vec<OnceCell<StageMap>>,
+    /// This writer's new items not yet in the shared fill word (§8 N9):
+    /// `(stage, count, flush at)`.
+    own: Cell<(u32, u64, u64)>,
+}
+
+/// What an add under its stripe or mark found.
+enum Under {
+    /// Done: whether the item was new.
+    Done(bool),
+    /// The newest stage, `n - 1`, is full: a stage must be added first.
+    Full(u32),
+}
+
+impl Stages {
+    /// The stages of a grown header, or None for one that does not grow.
+    pub fn of(h: &Header, stripes: u32) -> Option<Stages> {
+        let growth = h.growth?;
+        let limit = growth.limit();
+        // Every stage below the limit has a geometry and a range: the
+        // header was accepted only if `format::max_size`, which walks them
+        // all, is a number.
+        let ranges = format::stage_ranges(h, limit).unwrap_or_default();
+        let all: Vec<Stage> = ranges
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &range)| {
+                let geometry = if i == 0 { h.geometry } else { growth.stage(i as u32)? };
+                Some(Stage {
+                    geometry,
+                    probing: Probing::new(&geometry, stripes),
+                    range,
+                })
+            })
+            .collect();
+        let maps = (0..all.len()).map(|_| OnceCell::new()).collect();
+        Some(Stages {
+            growth,
+            all,
+            maps,
+            own: Cell::new((0, 0, 1)),
+        })
+    }
+
+    /// The most stages this handle knows how to reach (the limit).
+    fn limit(&self) -> u32 {
+        self.all.len() as u32
+    }
+}
+
+impl Filter {
+    /// Stage `i`'s fill word (§6: its own cache lines of the header page).
+    #[inline]
+    fn fill_word(&self, i: u32) -> &AtomicU64 {
+        debug_assert!(i < growth::MAX_STAGES);
+        // SAFETY: OFF_FILL + 8 * MAX_STAGES lies inside the header page of
+        // every mapping (format's layout), 8-aligned, only ever accessed
+        // atomically.
+        unsafe { &*self.at::<AtomicU64>(OFF_FILL + 8 * i as u64) }
+    }
+
+    /// The fill words of a grown filter (`Shared::fills`), else none.
+    pub(in crate::filter) fn fill_words(&self) -> &[AtomicU64] {
+        match &self.grown {
+            // SAFETY: as fill_word; the filter can have `limit` stages.
+            Some(s) => unsafe { std::slice::from_raw_parts(self.at::<AtomicU64>(OFF_FILL), s.limit() as usize) },
+            None => &[],
+        }
+    }
+
+    /// The published stage count (§8 N8): the `stages` word, untrusted
+    /// (C6), clamped to 1 and the limit. Acquire: pairs with the Release
+    /// store that publishes a stage (`grow`), so that whoever sees a stage
+    /// finds its storage reserved and zeroed.
+    #[inline]
+    fn published(&self, s: &Stages) -> u32 {
+        self.control().stages.load(Ordering::Acquire).clamp(1, s.limit())
+    }
+
+    /// Map stages `1..n` not yet mapped by this handle (§8 N5, N8).
+    fn map_stages(&self, s: &Stages, n: u32) -> Result<()> {
+        for i in 1..n as usize {
+            if s.maps[i].get().is_some() {
+                continue;
+            }
+            let fd = self
+                .region
+                .store_fd()
+                .ok_or_else(|| Error::new(ErrorKind::Io, "no descriptor to map the filter's stages through"))?;
+            let (off, len) = s.all[i].range;
+            let m = stages::map_stage(fd, off, len, self.region.readonly)?;
+            let _ = s.maps[i].set(m);
+        }
+        Ok(())
+    }
+
+    /// The published stages, every one of them mapped.
+    #[inline]
+    pub(in crate::filter) fn stages_now(&self, s: &Stages) -> Result<u32> {
+        let n = self.published(s);
+        if s.maps[n as usize - 1].get().is_none() {
+            self.map_stages(s, n)?;
+        }
+        Ok(n)
+    }
+
+    /// Stage `i`'s bits; it must be mapped (`stages_now`).
+    #[inline]
+    pub(in crate::filter) fn stage_bits<'a>(&'a self, s: &'a Stages, i: u32) -> &'a [AtomicU64] {
+        if i == 0 {
+            return self.words_slice();
+        }
+        match s.maps[i as usize].get() {
+            // SAFETY: the mapping is `words` atomics, page aligned, kept
+            // while the handle (and so `s`) lives.
+            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr(), m.words()) },
+            None => &[],
+        }
+    }
+
+    /// Whether stage `i` holds the item of hash `h`.
+    #[inline]
+    fn stage_holds(&self, s: &Stages, i: u32, h: &ItemHash) -> bool {
+        let bits = self.stage_bits(s, i);
+        !bits.is_empty() && with_probe!(&s.all[i as usize].probing, p => p.contains(bits, &p.locate(h)))
+    }
+
+    /// Whether one of the first `n` stages holds the item, newest first.
+    #[inline]
+    fn some_stage_holds(&self, s: &Stages, n: u32, h: &ItemHash) -> bool {
+        (0..n).rev().any(|i| self.stage_holds(s, i, h))
+    }
+
+    /// A grown filter's `contains` (§8 N8). A stage that cannot be mapped
+    /// (a file shorter than its published stages: damaged) makes the
+    /// answer "present": a Bloom filter may say so wrongly, never
+    /// "absent" wrongly; the next add fails naming it.
+    pub(in crate::filter) fn grown_contains(&self, s: &Stages, item: &[u8]) -> bool {
+        let h = hash_item(self.seed, item);
+        match self.stages_now(s) {
+            Ok(n) => self.some_stage_holds(s, n, &h),
+            Err(_) => true,
+        }
+    }
+
+    pub(in crate::filter) fn grown_contains_many(
+        &self,
+        s: &Stages,
+        items: &[&[u8]],
+        mut results: Option<&mut [u8]>,
+    ) -> u64 {
+        let mut present = 0;
+        for (i, item) in items.iter().enumerate() {
+            let found = self.grown_contains(s, item);
+            present += found as u64;
+            if let Some(r) = results.as_deref_mut() {
+                r[i] = found as u8;
+            }
+        }
+        present
+    }
+
+    /// A grown filter's `add_many`: one item at a time under one claim,
+    /// one write call.
+    pub(in crate::filter) fn grown_add_many(
+        &self,
+        s: &Stages,
+        items: &[&[u8]],
+        mut results: Option<&mut [u8]>,
+        c: Claim,
+    ) -> Result<u64> {
+        let mut new = 0u64;
+        let mut r = Ok(());
+        for (i, item) in items.iter().enumerate() {
+            match self.grown_add(s, item, c) {
+                Ok(n) => {
+                    new += n as u64;
+                    if let Some(r) = results.as_deref_mut() {
+                        r[i] = n as u8;
+                    }
+                }
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        self.shared().count_ops(c, 1);
+        r.map(|_| new)
+    }
+
+    /// A grown filter's add (§8 N1, N7): present in a published stage, not
+    /// new; else, under the item's stripe (standard) or the slot mark
+    /// (blocked), into the newest stage unless it is full, in which case a
+    /// stage is added (`grow`) and the add starts over.
+    pub(in crate::filter) fn grown_add(&self, s: &Stages, item: &[u8], c: Claim) -> Result<bool> {
+        let h = hash_item(self.seed, item);
+        let sh = self.shared();
+        // Every stage has the same stripes and stripe rule.
+        let stripe = with_probe!(&s.all[0].probing, p => p.stripe(&p.locate(&h)));
+        loop {
+            let n = self.stages_now(s)?;
+            // Not new if a stage holds it, read as a seqlock reader (A1):
+            // an odd epoch (a growth or another exclusive operation) sends
+            // the add the long way.
+            // Acquire: pairs with the Release store that ends an exclusive op.
+            let e = self.epoch().load(Ordering::Acquire);
+            if e & 1 == 0 && self.some_stage_holds(s, n, &h) && {
+                // Acquire fence: the bit loads complete before the re-check.
+                fence(Ordering::Acquire);
+                self.epoch().load(Ordering::Relaxed) == e
+            } {
+                return Ok(false);
+            }
+            let begun = match stripe {
+                Some(st) => sh.begin_add(st, c),
+                None => sh.begin_lockfree_add(c),
+            };
+            if !begun {
+                return Err(Error::frozen());
+            }
+            let r = self.add_under(s, &h);
+            match stripe {
+                Some(st) => sh.end_add(st),
+                None => sh.end_lockfree_add(c),
+            }
+            match r? {
+                Under::Done(new) => return Ok(new),
+                Under::Full(n) => self.grow(s, n, c)?,
+            }
+        }
+    }
+
+    /// The add of N7, under the item's stripe or the slot mark with `excl`
+    /// seen free: the published stages cannot change until it ends (a
+    /// grower drains first, N2), so every adder of the item decides on the
+    /// same newest stage, and the stripe or the one atomic update there
+    /// tells at most one of them new.
+    fn add_under(&self, s: &Stages, h: &ItemHash) -> Result<Under> {
+        let n = self.stages_now(s)?;
+        if self.some_stage_holds(s, n - 1, h) {
+            return Ok(Under::Done(false));
+        }
+        let newest = n - 1;
+        let st = &s.all[newest as usize];
+        let bits = self.stage_bits(s, newest);
+        let loc_holds = with_probe!(&st.probing, p => p.contains(bits, &p.locate(h)));
+        if loc_holds {
+            return Ok(Under::Done(false));
+        }
+        if self.stage_full(s, newest) {
+            return Ok(Under::Full(n));
+        }
+        let new = with_probe!(&st.probing, p => p.set(bits, &p.locate(h)));
+        if new {
+            self.count_new(s, newest);
+        }
+        Ok(Under::Done(new))
+    }
+
+    /// Whether stage `i` has taken its capacity of new items: its fill
+    /// word and this writer's own count (§3 growth, when a stage is full).
+    fn stage_full(&self, s: &Stages, i: u32) -> bool {
+        let (st, own, _) = s.own.get();
+        let own = if st == i { own } else { 0 };
+        // Relaxed: the word decides only when to grow; `grow` checks the
+        // stage count again under `excl` (N3).
+        let fill = self.fill_word(i).load(Ordering::Relaxed);
+        growth::is_full(s.all[i as usize].geometry.capacity, fill.saturating_add(own))
+    }
+
+    /// Count one new item into stage `i` (§8 N9): this writer's own count,
+    /// added to the fill word every `Growth::flush_every` items. A count
+    /// for a stage that is no longer the newest is dropped.
+    fn count_new(&self, s: &Stages, i: u32) {
+        let cap = s.all[i as usize].geometry.capacity;
+        let (st, mut own, mut at) = s.own.get();
+        if st != i {
+            // Relaxed: as stage_full.
+            (own, at) = (0, growth::flush_every(cap, self.fill_word(i).load(Ordering::Relaxed)));
+        }
+        own += 1;
+        if own >= at {
+            // Relaxed: as stage_full.
+            let seen = self.fill_word(i).fetch_add(own, Ordering::Relaxed).saturating_add(own);
+            s.own.set((i, 0, growth::flush_every(cap, seen)));
+        } else {
+            s.own.set((i, own, at));
+        }
+    }
+
+    /// Add this writer's own count to its stage's fill word (a handle
+    /// going away).
+    pub(in crate::filter) fn flush_own_count(&self, s: &Stages) {
+        let (st, own, at) = s.own.get();
+        if own > 0 && !self.region.readonly {
+            // Relaxed: as stage_full.
+            self.fill_word(st).fetch_add(own, Ordering::Relaxed);
+            s.own.set((st, 0, at));
+        }
+    }
+
+    /// Why a full filter refuses a new item: the bound it is at.
+    fn at_bound(&self, s: &Stages) -> Error {
+        let total = s.growth.total_capacity(s.limit());
+        let msg = match s.growth.max_capacity() {
+            Some(max) => format!("the filter is full: it holds its max_capacity of {max} items; nothing was added"),
+            None => format!(
+                "the filter is full: its {} stages hold {total} items, the most it can grow to; nothing was added",
+                s.limit()
+            ),
+        };
+        Error::new(ErrorKind::Full, msg)
+    }
+
+    /// Add stage `n` to a filter whose newest stage, `n - 1`, was found
+    /// full (§8 N2–N6). Returns with nothing changed when another process
+    /// added it meanwhile (or a clear dropped the stages): the caller
+    /// starts its add over either way.
+    fn grow(&self, s: &Stages, n: u32, c: Claim) -> Result<()> {
+        if n >= s.limit() {
+            return Err(self.at_bound(s));
+        }
+        let sh = self.shared();
+        // N2: the journal word first (order: journal word, then excl),
+        // then excl, which drains every add between its reading of the
+        // stage count and its update.
+        let lock = sh.lock_journal(c);
+        let g = sh.lock_exclusive(c).map_err(no_fence)?;
+        if sh.frozen() {
+            return Err(Error::frozen()); // g, then lock, drop: released
+        }
+        // N3. Relaxed: under excl nobody else writes the word.
+        let now = self.control().stages.load(Ordering::Relaxed).clamp(1, s.limit());
+        if now != n {
+            return Ok(());
+        }
+        // N4: the storage, zeroed and reserved; N5: mapped here.
+        let fd = self
+            .region
+            .store_fd()
+            .ok_or_else(|| Error::new(ErrorKind::Io, "no descriptor to add a stage through"))?;
+        let (off, len) = s.all[n as usize].range;
+        stages::reserve_stage(fd, off, len)?;
+        self.map_stages(s, n + 1)?;
+        // N6. Relaxed: published by the Release store below.
+        self.fill_word(n).store(0, Ordering::Relaxed);
+        // Release: pairs with the Acquire loads of `published`: whoever
+        // sees the stage finds its storage reserved, zeroed and its fill
+        // word reset.
+        self.control().stages.store(n + 1, Ordering::Release);
+        drop(g);
+        drop(lock);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ totals
+
+    /// A grown filter's published stages, each with its set bits.
+    fn stage_bits_set(&self, s: &Stages) -> Vec<(Geometry, u64)> {
+        let n = self.stages_now(s).unwrap_or(1);
+        (0..n)
+            .map(|i| {
+                let set = self
+                    .stage_bits(s, i)
+                    .iter()
+                    .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
+                    .sum();
+                (s.all[i as usize].geometry, set)
+            })
+            .collect()
+    }
+
+    pub(in crate::filter) fn grown_bits_set(&self, s: &Stages) -> u64 {
+        self.stage_bits_set(s).iter().map(|&(_, set)| set).sum()
+    }
+
+    pub(in crate::filter) fn grown_count(&self, s: &Stages) -> u64 {
+        self.stage_bits_set(s)
+            .iter()
+            .map(|(g, set)| g.count_from_bits_set(*set))
+            .sum()
+    }
+
+    /// The chance an absent item is reported present: that some stage
+    /// reports it.
+    pub(in crate::filter) fn grown_fpp(&self, s: &Stages) -> f64 {
+        1.0 - self
+            .stage_bits_set(s)
+            .iter()
+            .map(|(g, set)| 1.0 - g.fpp_from_bits_set(*set))
+            .product::<f64>()
+    }
+
+    /// Each published stage: its capacity, bits, hashes and fill word.
+    pub fn stage_stats(&self) -> Vec<StageStats> {
+        let Some(s) = &self.grown else { return Vec::new() };
+        let n = self.stages_now(s).unwrap_or(1);
+        (0..n)
+            .map(|i| {
+                let g = s.all[i as usize].geometry;
+                StageStats {
+                    capacity: g.capacity,
+                    bits: g.m,
+                    hashes: g.k,
+                    // Relaxed: a statistic.
+                    fill: self.fill_word(i).load(Ordering::Relaxed),
+                }
+            })
+            .collect()
+    }
+
+    /// How a grown filter grows: its factor and bound (None: it does not).
+    pub fn growth(&self) -> Option<Growth> {
+        self.grown.as_ref().map(|s| s.growth)
+    }
+
+    /// The stages published (1 for a filter that does not grow).
+    pub fn stages(&self) -> u32 {
+        self.grown.as_ref().map_or(1, |s| self.published(s))
+    }
+
+    /// The items the published stages hold together (the `capacity` of a
+    /// filter that does not grow).
+    pub fn total_capacity(&self) -> u64 {
+        match &self.grown {
+            Some(s) => s.growth.total_capacity(self.published(s)),
+            None => self.geometry.capacity,
+        }
+    }
+
+    /// The bits of the published stages together.
+    pub fn total_bits(&self) -> u64 {
+        match &self.grown {
+            Some(s) => (0..self.published(s)).map(|i| s.all[i as usize].geometry.m).sum(),
+            None => self.geometry.m,
+        }
+    }
+
+    /// Refuse an operation a grown filter does not have.
+    pub(in crate::filter) fn not_grown(&self, what: &str) -> Result<()> {
+        match self.grown {
+            Some(_) => Err(Error::arg(format!("{what} is not supported on a filter that grows"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Flush the mapped stages past the first to the file (`sync`).
+    pub(in crate::filter) fn sync_stages(&self) -> Result<()> {
+        if let Some(s) = &self.grown {
+            for m in s.maps.iter().filter_map(|m| m.get()) {
+                m.flush().map_err(|e| Error::io("msync of a stage", e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One stage of a grown filter, as `stats` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageStats {
+    pub capacity: u64,
+    pub bits: u64,
+    pub hashes: u32,
+    /// New items counted into the stage (§8 N9).
+    pub fill: u64,
+}

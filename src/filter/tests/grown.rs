@@ -1,0 +1,154 @@
+//! A filter that grows, in one process: stages added as it fills, every
+//! item kept, the rate within `fp_rate`, the bound, files and handles.
+
+use super::*;
+use crate::math::scheme::Layout as L;
+
+fn grown(layout: L, factor: u32, max: Option<u64>) -> Options {
+    Options {
+        layout: Some(layout),
+        grow: Some(GrowOptions::new(factor, max).unwrap()),
+        ..Options::default()
+    }
+}
+
+fn item(i: u64) -> [u8; 8] {
+    i.to_le_bytes()
+}
+
+/// Past its first capacity the filter adds stages, keeps every item and
+/// answers absent items within its rate; capacity and bits are the
+/// published stages' totals.
+#[test]
+fn it_grows_and_keeps_every_item_within_its_rate() {
+    for layout in [L::Standard, L::Blocked] {
+        let f = Filter::new_anonymous(1000, 0.01, grown(layout, 2, None)).unwrap();
+        assert_eq!(f.stages(), 1);
+        assert_eq!(f.total_capacity(), 1000);
+        let n = 30_000u64;
+        let mut new = 0;
+        for i in 0..n {
+            new += f.add(&item(i)).unwrap() as u64;
+        }
+        // 1000 + 2000 + 4000 + 8000 + 16000 = 31000 >= 30000 > 15000.
+        assert_eq!(f.stages(), 5, "{layout:?}");
+        assert_eq!(f.total_capacity(), 31_000);
+        let bits: u64 = f.stage_stats().iter().map(|s| s.bits).sum();
+        assert_eq!(f.total_bits(), bits);
+        // At most a few items collide with earlier ones (fp_rate 0.01).
+        assert!(new > n - n / 50 && new <= n, "{layout:?}: {new} new");
+        for i in 0..n {
+            assert!(f.contains(&item(i)), "{layout:?}: item {i} lost");
+            assert!(!f.add(&item(i)).unwrap(), "{layout:?}: item {i} new twice");
+        }
+        let absent = 200_000u64;
+        let fp = (n..n + absent).filter(|&i| f.contains(&item(i))).count() as f64 / absent as f64;
+        assert!(fp <= 0.01, "{layout:?}: false positive rate {fp}");
+        let c = f.count() as f64;
+        assert!((c - n as f64).abs() < n as f64 * 0.1, "{layout:?}: count {c}");
+    }
+}
+
+/// At `max_capacity` a new item is refused naming the bound; every item
+/// already added is kept, and present items are still "not new".
+#[test]
+fn max_capacity_refuses_new_items_and_keeps_the_rest() {
+    let f = Filter::new_anonymous(100, 0.01, grown(L::Standard, 2, Some(700))).unwrap();
+    let mut added = Vec::new();
+    let mut refused = None;
+    for i in 0..2000u64 {
+        match f.add(&item(i)) {
+            Ok(_) => added.push(i),
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let e = refused.expect("a new item past max_capacity is refused");
+    assert_eq!(e.kind, ErrorKind::Full);
+    assert!(e.msg.contains("max_capacity of 700"), "{}", e.msg);
+    assert!(added.len() >= 690 && added.len() <= 720, "{} added", added.len());
+    assert_eq!(f.total_capacity(), 700);
+    for &i in &added {
+        assert!(f.contains(&item(i)));
+        assert!(!f.add(&item(i)).unwrap());
+    }
+}
+
+/// Bad growth options are refused naming them; grow with a window, and
+/// the datasketches layout, are refused.
+#[test]
+fn bad_growth_is_refused() {
+    for f in [0, 1, 17, 100] {
+        let e = GrowOptions::new(f, None).unwrap_err();
+        assert!(e.msg.contains("grow must be an integer from 2 to 16"), "{}", e.msg);
+    }
+    let e = Filter::new_anonymous(1000, 0.01, grown(L::Standard, 2, Some(999)))
+        .err()
+        .unwrap();
+    assert!(
+        e.msg.contains("max_capacity 999 is below the capacity 1000"),
+        "{}",
+        e.msg
+    );
+    let e = Filter::new_anonymous(1000, 0.01, grown(L::DataSketches, 2, None))
+        .err()
+        .unwrap();
+    assert!(e.msg.contains("does not grow"), "{}", e.msg);
+    let opts = Options {
+        window: Some(WindowOptions {
+            window_ns: None,
+            generations: 4,
+        }),
+        ..grown(L::Standard, 2, None)
+    };
+    let e = Filter::new_anonymous(1000, 0.01, opts).err().unwrap();
+    assert!(e.msg.contains("grow and window"), "{}", e.msg);
+}
+
+/// A second handle of the file sees the stages the first added, a
+/// reopen keeps the stored growth, a different one is refused; clear
+/// drops the later stages and the filter grows again from empty.
+#[test]
+fn handles_of_a_file_see_its_stages() {
+    let dir = crate::shm::region::scratch_dir("grown-file");
+    let path = dir.join("f.bloom");
+    let a = Filter::open_file(&path, 500, 0.01, grown(L::Blocked, 4, None)).unwrap();
+    let b = Filter::open_file(&path, 500, 0.01, Options::default()).unwrap();
+    for i in 0..5000u64 {
+        a.add(&item(i)).unwrap();
+    }
+    assert_eq!(a.stages(), 3);
+    assert_eq!(b.stages(), 3);
+    for i in 0..5000u64 {
+        assert!(b.contains(&item(i)), "item {i}");
+        assert!(!b.add(&item(i)).unwrap(), "item {i}");
+    }
+    let e = Filter::open_file(&path, 500, 0.01, grown(L::Blocked, 2, None))
+        .err()
+        .unwrap();
+    assert!(
+        e.msg
+            .contains("growth mismatch (the filter grows by 4, not grows by 2)"),
+        "{}",
+        e.msg
+    );
+    drop(b);
+    let b = Filter::open_file(&path, 500, 0.01, grown(L::Blocked, 4, None)).unwrap();
+    assert_eq!(b.stages(), 3);
+    b.clear().unwrap();
+    assert_eq!(a.stages(), 1);
+    assert!(a.is_empty());
+    assert!((0..5000u64).all(|i| !a.contains(&item(i))));
+    for i in 10_000..15_000u64 {
+        assert!(a.add(&item(i)).unwrap() || a.contains(&item(i)));
+    }
+    assert_eq!(b.stages(), 3);
+    assert!((10_000..15_000u64).all(|i| b.contains(&item(i))));
+    // Stages added again are zero: the items cleared stay gone.
+    let back = (0..5000u64).filter(|&i| b.contains(&item(i))).count();
+    assert!(back < 100, "{back} cleared items back");
+    drop((a, b));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

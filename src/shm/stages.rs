@@ -1,0 +1,131 @@
+//! The storage of a grown filter's stages past the first (doc/DESIGN.md,
+//! §6 grown filters, §8 N4, N5, N8): reserved by the process that adds a
+//! stage, mapped by each process on its own when it first needs it.
+//!
+//! Stage 0 is the bit array of the region's own mapping. Every later stage
+//! is a range of the same file or memfd, past the end of the stage before
+//! it, at offsets every process derives from the validated header
+//! (`format::stages_to_map`); a stage is mapped only after checking that
+//! the file covers it, so no mapping ever reaches past the end of the file.
+
+use std::os::fd::RawFd;
+use std::sync::atomic::AtomicU64;
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::sys::file::{errno_name, fsize_limit, fstat};
+
+/// One process's mapping of one stage: `words` atomics, shared with every
+/// process that maps the stage.
+pub struct StageMap {
+    map: MmapRaw,
+    words: usize,
+}
+
+impl StageMap {
+    pub fn as_ptr(&self) -> *const AtomicU64 {
+        self.map.as_mut_ptr() as *const AtomicU64
+    }
+
+    pub fn words(&self) -> usize {
+        self.words
+    }
+
+    /// Write the stage's dirty pages to the file (`msync`).
+    pub fn flush(&self) -> std::io::Result<()> {
+        self.map.flush()
+    }
+}
+
+/// The message of a file too short for the stages its header publishes.
+pub fn short_message(size: u64, needs: u64) -> String {
+    format!("file is shorter than its stages ({size} bytes, the published stages need {needs})")
+}
+
+/// Map `len` bytes of `fd` at `off` (a stage's range), shared, read-only
+/// when `readonly`; refused when the file does not cover the range.
+pub fn map_stage(fd: RawFd, off: u64, len: u64, readonly: bool) -> Result<StageMap> {
+    let size = fstat(fd, "stage")?.st_size as u64;
+    let end = off.saturating_add(len);
+    if size < end {
+        return Err(Error::format(short_message(size, end)));
+    }
+    let len = usize::try_from(len).map_err(|_| Error::format("stage too large to map"))?;
+    let mut o = MmapOptions::new();
+    o.offset(off).len(len);
+    let map = if readonly {
+        o.map_raw_read_only(fd)
+    } else {
+        o.map_raw(fd)
+    }
+    .map_err(|e| Error::io("mmap of a stage", e))?;
+    Ok(StageMap { map, words: len / 8 })
+}
+
+/// Give a new stage its storage (§8 N4): the range `[off, off + len)` made
+/// zero (a grower or a merger killed earlier, or a clear, may have left
+/// bytes there) and allocated, so that no page of it can fail later with
+/// `SIGBUS`. Zeroed by punching a hole, never by shrinking the file:
+/// another process may still map the range from before a clear, and a
+/// hole only reads back as zeros where a shrink would kill it. Any failure
+/// (no room, a quota, the file size limit, a memfd sealed against growing)
+/// is an error naming it; the published stages are untouched either way.
+pub fn reserve_stage(fd: RawFd, off: u64, len: u64) -> Result<()> {
+    let end = off.saturating_add(len);
+    let failed = |why: String| {
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "the filter is full and its next stage needs the file to grow to {end} bytes: {why}; nothing was added"
+            ),
+        )
+    };
+    // Growing a file past RLIMIT_FSIZE sends SIGXFSZ, which kills the
+    // process: ask first.
+    if let Some(lim) = fsize_limit().filter(|&l| end > l) {
+        return Err(failed(format!(
+            "more than the file size limit (RLIMIT_FSIZE, {lim} bytes)"
+        )));
+    }
+    let size = fstat(fd, "stage")?.st_size as u64;
+    if size > off {
+        let zero = size.min(end) - off;
+        // SAFETY: plain syscall on a descriptor the caller holds.
+        let r = unsafe {
+            libc::fallocate(
+                fd,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off as libc::off_t,
+                zero as libc::off_t,
+            )
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                return Err(failed(format!("{}: {e}", errno_name(&e))));
+            }
+            // A file system without holes: write the zeros.
+            let m = map_stage(fd, off, zero, false)?;
+            // SAFETY: the mapping is `zero` bytes, writable; nobody reads
+            // this range (it is past the published stages).
+            unsafe { std::ptr::write_bytes(m.as_ptr() as *mut u8, 0, zero as usize) };
+        }
+    }
+    loop {
+        // SAFETY: plain syscall on a descriptor the caller holds.
+        match unsafe { libc::posix_fallocate(fd, off as libc::off_t, len as libc::off_t) } {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            e => {
+                let e = std::io::Error::from_raw_os_error(e);
+                let why = if e.raw_os_error() == Some(libc::EPERM) {
+                    format!("{}: {e} (a memfd sealed against growing)", errno_name(&e))
+                } else {
+                    format!("{}: {e}", errno_name(&e))
+                };
+                return Err(failed(why));
+            }
+        }
+    }
+}
