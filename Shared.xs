@@ -816,7 +816,7 @@ _xs_new_readonly(klass, path)
     BFS_RETURN_OBJECT(klass, h);
 
 void
-_xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 0, to_memfd = 0)
+_xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 0, to_memfd = 0, grow = 0, max_capacity = 0)
     SV *klass
     SV *bytes
     SV *path
@@ -825,6 +825,8 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
     UV generations
     NV window
     IV to_memfd
+    UV grow
+    UV max_capacity
   PREINIT:
     const char *p, *bad, *b;
     STRLEN len;
@@ -861,8 +863,9 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
     opts.window = (double)window;
     opts.bits = 0;
     opts.hashes = 0;
-    opts.grow = 0; /* the growth travels in the bytes */
-    opts.max_capacity = 0;
+    /* the growth travels in the bytes; one asked for must match it */
+    opts.grow = grow > 16 ? UINT32_MAX : (uint32_t)grow;
+    opts.max_capacity = (uint64_t)max_capacity;
     /* to_memfd: path is the new memfd's name */
     BFS_MAKE(to_memfd ? bfs_deserialize_memfd((const uint8_t *)b, len, p, &opts, &h, bfs_err)
                       : bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, bfs_err),
@@ -1242,7 +1245,7 @@ serialize(h, ...)
     uint64_t size;
     char *buf;
     SV *out;
-    int ds = 0;
+    int ds = 0, tries = 0;
     size_t written = 0;
   CODE:
     if (items == 3) {
@@ -1265,6 +1268,7 @@ serialize(h, ...)
     }
     else if (items != 1)
         bfs_croak_usage(aTHX_ cv, "$filter->serialize or $filter->serialize(format => 'datasketches')");
+again:
     size = ds ? bfs_datasketches_max_size(h) : bfs_serialized_size(h);
     if (size >= (uint64_t)(SSize_t_MAX))
         bfs_croak(aTHX_ cv, "serialized size %" UVuf " is too large", (UV)size);
@@ -1292,8 +1296,19 @@ serialize(h, ...)
         SvCUR_set(out, (STRLEN)written);
         *SvEND(out) = '\0';
     }
-    else
-        BFS_CALL(bfs_serialize(h, (uint8_t *)SvPVX(out), (size_t)size, bfs_err));
+    else {
+        /* A filter that grows and added a stage since its size was asked
+           says so (BFS_ERR_BUSY): size it again. A stage is added at most
+           32 times in a filter's life. */
+        char bfs_err[BFS_ERRBUF_LEN];
+        BfsStatus st;
+        bfs_err[0] = '\0';
+        st = bfs_serialize(h, (uint8_t *)SvPVX(out), (size_t)size, bfs_err);
+        if (st == BFS_ERR_BUSY && ++tries < 64)
+            goto again;
+        if (st != BFS_OK)
+            bfs_croak_status(aTHX_ cv, st, bfs_err);
+    }
     RETVAL = SvREFCNT_inc_simple_NN(out);
   OUTPUT:
     RETVAL

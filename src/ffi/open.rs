@@ -156,8 +156,12 @@ unsafe fn deserialize_as<'a>(
         // DataSketches' bytes are told by their family byte (ours begin
         // with a magic string).
         if datasketches::is_image(b) {
+            if o.grow.is_some() {
+                return Err(Error::arg("the datasketches layout does not grow"));
+            }
             return publish(out, datasketches::deserialize_to(b, to, o.layout, o.window)?);
         }
+        Filter::check_bytes_growth(b, o.grow)?;
         publish(out, Filter::deserialize_to(b, to, o.layout, o.window)?)
     })
 }

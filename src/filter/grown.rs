@@ -14,6 +14,7 @@ use super::*;
 use crate::math::growth::{self, Growth};
 use crate::math::hashing::hash_item;
 use crate::shm::format::OFF_FILL;
+use crate::shm::serial;
 use crate::shm::stages::{self, StageMap};
 
 /// One stage as every handle derives it from the validated header.
@@ -387,6 +388,109 @@ impl Filter {
         drop(g);
         drop(lock);
         Ok(())
+    }
+
+    // ------------------------------------------------------------ bytes
+
+    /// The length of a grown filter's portable bytes with `n` stages.
+    pub(in crate::filter) fn grown_serialized_size(&self, s: &Stages, n: u32) -> u64 {
+        serial::grown_len((0..n).map(|i| s.all[i as usize].geometry.m))
+    }
+
+    /// Write a grown filter's portable bytes: the published stages, each
+    /// copied word by word as `serialize` copies a plain filter. `out` is
+    /// sized for the stages published when it was made; a stage added
+    /// since fails with `ErrorKind::Busy` ("grew while it was copied"), and
+    /// the caller sizes it again.
+    pub(in crate::filter) fn grown_serialize_into(&self, s: &Stages, out: &mut [u8]) -> Result<()> {
+        let n = self.stages_now(s)?;
+        if out.len() as u64 != self.grown_serialized_size(s, n) {
+            let grew = (1..n).any(|k| out.len() as u64 == self.grown_serialized_size(s, k));
+            return Err(if grew {
+                Error::new(
+                    ErrorKind::Busy,
+                    "the filter grew while it was copied; serialize it again",
+                )
+            } else {
+                Error::arg("serialize buffer has the wrong size")
+            });
+        }
+        let st = serial::GrownState {
+            growth: s.growth,
+            // Relaxed: a statistic, copied as it is.
+            fills: (0..n).map(|i| self.fill_word(i).load(Ordering::Relaxed)).collect(),
+        };
+        serial::write_grown(
+            &self.geometry,
+            self.seed,
+            &st,
+            |f| {
+                for i in 0..n {
+                    for w in self.stage_bits(s, i) {
+                        // Relaxed: a per-word snapshot, as a plain filter's.
+                        f(w.load(Ordering::Relaxed));
+                    }
+                }
+            },
+            out,
+        );
+        Ok(())
+    }
+
+    /// A new grown filter of header `h` at `to` holding the stages of the
+    /// grown image `img` (validated), each stage's storage reserved and
+    /// written before anyone can see the filter (a file gets its name only
+    /// after, a memfd or anonymous filter is this process's alone).
+    pub(crate) fn with_grown(h: Header, to: Target<'_>, img: &serial::Image<'_>) -> Result<Filter> {
+        let st = img.grown.as_ref().expect("a grown image");
+        let stages = Stages::of(&h, h.layout().stripes).ok_or_else(|| Error::format("impossible growth"))?;
+        let n = st.fills.len();
+        if n > stages.all.len() {
+            return Err(Error::format("more stages than the filter can have"));
+        }
+        let put = |base: *mut u8, fd: std::os::fd::RawFd| -> Result<()> {
+            let mut words = img.words();
+            for (i, stage) in stages.all.iter().enumerate().take(n) {
+                let (off, len) = stage.range;
+                let map = if i == 0 {
+                    None
+                } else {
+                    stages::reserve_stage(fd, off, len)?;
+                    Some(stages::map_stage(fd, off, len, false)?)
+                };
+                let dst = match &map {
+                    // SAFETY: stage 0 is the bit array of the new
+                    // mapping, at its offset (`range`), `len` bytes.
+                    None => (unsafe { base.add(off as usize) }) as *mut u64,
+                    Some(m) => m.as_ptr() as *mut u64,
+                };
+                for (j, w) in words.by_ref().take((len / 8) as usize).enumerate() {
+                    // SAFETY: j < len / 8 words of the stage's mapping;
+                    // nobody else sees the filter yet.
+                    unsafe { dst.add(j).write(w) };
+                }
+                // SAFETY: the fill words are in the header page of the
+                // new mapping, 8-aligned; nobody else sees it yet.
+                unsafe { (base.add((OFF_FILL + 8 * i as u64) as usize) as *mut u64).write(st.fills[i]) };
+            }
+            // SAFETY: OFF_STAGES is in the control line of the new
+            // mapping, 4-aligned; nobody else sees it yet.
+            unsafe { (base.add(format::OFF_STAGES as usize) as *mut u32).write(n as u32) };
+            Ok(())
+        };
+        let r = match to {
+            Target::Anonymous | Target::Memfd(_) => {
+                let r = match to {
+                    Target::Memfd(name) => region::create_memfd(name, &h)?,
+                    _ => region::create_anonymous(&h)?,
+                };
+                let fd = r.store_fd().ok_or_else(|| Error::new(ErrorKind::Io, "no descriptor"))?;
+                put(r.base(), fd)?;
+                r
+            }
+            Target::File(p, mode) => region::create_new_file(path_bytes(p), &h, mode, &put)?,
+        };
+        Filter::from_region(r).stages_mapped()
     }
 
     // ------------------------------------------------------------ totals

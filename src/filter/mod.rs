@@ -715,7 +715,7 @@ impl Filter {
             Target::Anonymous => Ok(in_memory(region::create_anonymous(&h)?)),
             Target::Memfd(name) => Ok(in_memory(region::create_memfd(name, &h)?)),
             Target::File(p, mode) => {
-                let r = region::create_new_file(path_bytes(p), &h, mode, &|base| {
+                let r = region::create_new_file(path_bytes(p), &h, mode, &|base, _| {
                     for &(off, word) in &header_words {
                         // SAFETY: the window words are at fixed 8-aligned
                         // offsets of the header page, inside every mapping;
@@ -733,6 +733,7 @@ impl Filter {
                             unsafe { bits.add(place(i)).write(w) };
                         }
                     });
+                    Ok(())
                 })?;
                 Ok(Self::from_region(r))
             }

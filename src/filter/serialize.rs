@@ -2,7 +2,7 @@
 //! new filter from them or from a remote copy's bit array.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::filter::{Filter, Target, WindowOptions};
+use crate::filter::{Filter, GrowOptions, Target, WindowOptions};
 use crate::math::geometry::Geometry;
 use crate::math::scheme::{Layout, Scheme};
 use crate::math::window::Window;
@@ -14,6 +14,9 @@ impl Filter {
     /// The length of the filter's portable bytes: `serial::serialized_len`,
     /// or `serial::windowed_len` for a windowed filter.
     pub fn serialized_size(&self) -> u64 {
+        if let Some(s) = &self.grown {
+            return self.grown_serialized_size(s, self.stages());
+        }
         let m = self.geometry().m;
         match self.window() {
             None => serial::serialized_len(m),
@@ -33,7 +36,9 @@ impl Filter {
     /// Write the portable bytes into `out`, exactly `serialized_size`
     /// bytes long.
     pub fn serialize_into(&self, out: &mut [u8]) -> Result<()> {
-        self.not_grown("serialize")?;
+        if let Some(s) = &self.grown {
+            return self.grown_serialize_into(s, out);
+        }
         if out.len() as u64 != self.serialized_size() {
             return Err(Error::arg("serialize buffer has the wrong size"));
         }
@@ -88,6 +93,11 @@ impl Filter {
         window: Option<WindowOptions>,
     ) -> Result<Filter> {
         let img = serial::parse(bytes).map_err(|e| Error::format(e.to_string()))?;
+        if img.grown.is_some() && window.is_some() {
+            return Err(Error::arg(
+                "grow and window do not go together: the bytes are of a filter that grows",
+            ));
+        }
         if let Some(l) = layout {
             if l != img.geometry.layout() {
                 return Err(Error::new(
@@ -130,6 +140,10 @@ impl Filter {
             }
         }
         let mut h = region::new_header(img.geometry, img.seed);
+        if let Some(st) = &img.grown {
+            h.growth = Some(st.growth);
+            return Filter::with_grown(h, to, &img);
+        }
         let state = match (&img.window, asked) {
             (Some(st), _) => Some(st.clone()),
             (None, None) => None,
@@ -152,6 +166,27 @@ impl Filter {
                 put(i, w);
             }
         })
+    }
+
+    /// Refuse an explicit growth that differs from the bytes' (checked
+    /// before anything is made): `want` must be the growth they carry.
+    pub fn check_bytes_growth(bytes: &[u8], want: Option<GrowOptions>) -> Result<()> {
+        let Some(go) = want else { return Ok(()) };
+        let have = serial::parse(bytes).ok().and_then(|img| img.grown.map(|st| st.growth));
+        let same = have.is_some_and(|g| {
+            g.factor() == go.factor && (go.max_capacity.is_none() || go.max_capacity == g.max_capacity())
+        });
+        if same || (have.is_none() && serial::parse(bytes).is_err()) {
+            return Ok(()); // bad bytes: deserialize says why
+        }
+        Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "growth mismatch (the bytes are of a filter that {}, not one that grows by {})",
+                have.map_or_else(|| "does not grow".to_string(), |g| format!("grows by {}", g.factor())),
+                go.factor
+            ),
+        ))
     }
 
     /// A new local filter (anonymous, or a new file at `path`) whose bit

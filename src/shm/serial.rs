@@ -54,6 +54,31 @@
 //! end checksum: XXH3-64 of all the bytes before it
 //! ```
 //!
+//! A filter that grows (version 3; doc/DESIGN.md, §3 growth): the same
+//! first 56 bytes, stage 0's geometry with the filter's `fp_rate`, and at
+//! 20 the stages it carries; then its growth and the stages, stage 0
+//! first. Every stage's geometry follows from the growth, so none is
+//! stored but stage 0's, which must be the one the growth gives.
+//!
+//! ```text
+//! 0   magic "BLOOMSER"            8 bytes
+//! 8   version (3)                 u32
+//! 12  hash scheme (stage 0's)     u32
+//! 16  k (stage 0's)               u32
+//! 20  stages s (1 to the limit)   u32
+//! 24  m (stage 0's)               u64
+//! 32  capacity (stage 0's)        u64
+//! 40  fp_rate (the filter's)      u64
+//! 48  seed                        u64
+//! 56  growth factor (2 to 16)     u32
+//! 60  reserved (0)                u32
+//! 64  max_capacity (0: none)      u64
+//! 72  fill words, s of them       u64 each (new items counted into
+//!                                 each stage, §8 N9)
+//! 72 + 8s  the s bit arrays       m_i/64 words each (stage 0 first)
+//! end checksum: XXH3-64 of all the bytes before it
+//! ```
+//!
 //! Time travels as wall-clock nanoseconds since the Unix epoch, which all
 //! hosts share: grid numbers count periods from `epoch0`, so an item is
 //! seen on every host until the same instant and forgotten by the same
@@ -68,6 +93,7 @@
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use crate::math::geometry::Geometry;
+use crate::math::growth::Growth;
 use crate::math::scheme::Scheme;
 use crate::math::window::{View, Window};
 #[cfg(test)]
@@ -81,6 +107,10 @@ pub const WINDOWED_VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 56;
 /// Fixed header of a windowed filter's bytes, before its `last` words.
 pub const WINDOWED_HEADER_LEN: usize = 80;
+/// The version of a grown filter's bytes.
+pub const GROWN_VERSION: u32 = 3;
+/// Fixed header of a grown filter's bytes, before its fill words.
+pub const GROWN_HEADER_LEN: usize = 72;
 pub const TRAILER_LEN: usize = 8;
 /// The largest `last` word (and, less one, generation start) bytes may carry.
 pub const MAX_LAST: u64 = View::MAX_START + 1;
@@ -94,6 +124,47 @@ pub fn serialized_len(m: u64) -> u64 {
 /// bits each.
 pub fn windowed_len(m: u64, g: u32) -> u64 {
     WINDOWED_HEADER_LEN as u64 + 8 * g as u64 + g as u64 * (m / 8) + TRAILER_LEN as u64
+}
+
+/// The serialized size of a grown filter whose stages have `bits` bits
+/// each (stage 0 first).
+pub fn grown_len(bits: impl Iterator<Item = u64>) -> u64 {
+    let (mut n, mut words) = (0u64, 0u64);
+    for m in bits {
+        n += 1;
+        words += m / 8;
+    }
+    GROWN_HEADER_LEN as u64 + 8 * n + words + TRAILER_LEN as u64
+}
+
+/// A grown filter's growth and stages, as its bytes carry them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrownState {
+    pub growth: Growth,
+    /// Each stage's fill word (stage 0 first); as many as stages carried.
+    pub fills: Vec<u64>,
+}
+
+/// Write a grown filter's image into `out` (exactly `grown_len` bytes of
+/// its `st.fills.len()` stages): `g` is stage 0's geometry with the
+/// filter's `fp_rate`, `words` yields the stages' bit words in order.
+pub fn write_grown(g: &Geometry, seed: u64, st: &GrownState, words: impl FnOnce(&mut dyn FnMut(u64)), out: &mut [u8]) {
+    let s = st.fills.len();
+    put_common(g, seed, GROWN_VERSION, s as u32, out);
+    out[56..60].copy_from_slice(&st.growth.factor().to_le_bytes());
+    out[60..64].copy_from_slice(&0u32.to_le_bytes());
+    out[64..72].copy_from_slice(&st.growth.max_capacity().unwrap_or(0).to_le_bytes());
+    for (i, f) in st.fills.iter().enumerate() {
+        let o = GROWN_HEADER_LEN + 8 * i;
+        out[o..o + 8].copy_from_slice(&f.to_le_bytes());
+    }
+    let mut pos = GROWN_HEADER_LEN + 8 * s;
+    words(&mut |w| {
+        out[pos..pos + 8].copy_from_slice(&w.to_le_bytes());
+        pos += 8;
+    });
+    assert_eq!(pos, out.len() - TRAILER_LEN, "the stages' words fill the image");
+    seal(out);
 }
 
 /// A windowed filter's time state, as its bytes carry it.
@@ -181,6 +252,8 @@ pub enum SerialError {
     Window,
     Current(u64),
     Last { generation: u32, value: u64 },
+    Growth,
+    Stages(u32),
 }
 
 impl std::fmt::Display for SerialError {
@@ -201,6 +274,8 @@ impl std::fmt::Display for SerialError {
                 f,
                 "last word {value} of generation {generation} out of range in windowed bytes"
             ),
+            SerialError::Growth => f.write_str("impossible growth in the bytes of a filter that grows"),
+            SerialError::Stages(s) => write!(f, "bytes of a filter that grows with {s} stages, more than it can have"),
         }
     }
 }
@@ -222,6 +297,8 @@ pub struct Image<'a> {
     pub seed: u64,
     /// None: a plain filter.
     pub window: Option<WindowState>,
+    /// None: a filter that does not grow.
+    pub grown: Option<GrownState>,
     bits: &'a [u8],
 }
 
@@ -232,9 +309,26 @@ impl Image<'_> {
         self.bits.chunks_exact(8).map(|c| le64(c, 0))
     }
 
-    /// The image's bytes, as `write` (or the windowed writer) makes them.
+    /// Stage `i`'s geometry (stage 0: `geometry`; of a grown image only
+    /// below its stage count).
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub fn stage(&self, i: u32) -> Geometry {
+        match (&self.grown, i) {
+            (Some(st), i) if i > 0 => st.growth.stage(i).unwrap_or(self.geometry),
+            _ => self.geometry,
+        }
+    }
+
+    /// The image's bytes, as `write` (or the windowed or grown writer)
+    /// makes them.
     #[cfg(any(test, feature = "test-hooks"))]
     pub fn to_bytes(&self) -> Vec<u8> {
+        if let Some(st) = &self.grown {
+            let bits = (0..st.fills.len() as u32).map(|i| self.stage(i).m);
+            let mut out = vec![0u8; grown_len(bits) as usize];
+            write_grown(&self.geometry, self.seed, st, |f| self.words().for_each(f), &mut out);
+            return out;
+        }
         match &self.window {
             None => {
                 let mut out = vec![0u8; serialized_len(self.geometry.m) as usize];
@@ -274,16 +368,17 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
         });
     }
     let version = le32(b, 8);
-    if version != SERIAL_VERSION && version != WINDOWED_VERSION {
+    if version != SERIAL_VERSION && version != WINDOWED_VERSION && version != GROWN_VERSION {
         return Err(SerialError::Version(version));
     }
     let windowed = version == WINDOWED_VERSION;
+    let grown = version == GROWN_VERSION;
     let id = le32(b, 12);
     let Some(scheme) = Scheme::from_id(id) else {
         return Err(SerialError::HashScheme(id));
     };
     let gens = le32(b, 20);
-    if !windowed && gens != 0 {
+    if !windowed && !grown && gens != 0 {
         return Err(SerialError::Reserved);
     }
     if windowed && !(Window::MIN_GENERATIONS..=Window::MAX_GENERATIONS).contains(&gens) {
@@ -300,7 +395,12 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
         return Err(SerialError::Geometry);
     }
     let mut state = None;
-    let (need, bits_off) = if windowed {
+    let mut grown_state = None;
+    let (need, bits_off) = if grown {
+        let (st, need) = parse_growth(b, &geometry, gens)?;
+        grown_state = Some(st);
+        (need, GROWN_HEADER_LEN + 8 * gens as usize)
+    } else if windowed {
         let wmin = (WINDOWED_HEADER_LEN + TRAILER_LEN) as u64;
         if (b.len() as u64) < wmin {
             return Err(SerialError::Truncated {
@@ -339,6 +439,9 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
     if h.digest() != le64(b, body) {
         return Err(SerialError::Checksum);
     }
+    if let Some(st) = grown_state.as_mut() {
+        st.fills = (0..gens as usize).map(|i| le64(b, GROWN_HEADER_LEN + 8 * i)).collect();
+    }
     if let Some(st) = state.as_mut() {
         for d in 0..gens {
             let value = le64(b, WINDOWED_HEADER_LEN + 8 * d as usize);
@@ -352,8 +455,57 @@ pub fn parse(b: &[u8]) -> Result<Image<'_>, SerialError> {
         geometry,
         seed: le64(b, 48),
         window: state,
+        grown: grown_state,
         bits: &b[bits_off..body],
     })
+}
+
+/// A grown image's growth (its fill words left for after the checksum)
+/// and the length its `stages` stages need: the growth this library
+/// computes from the stored arguments must give the stored stage 0, and
+/// the stage count must be one the filter can have.
+fn parse_growth(b: &[u8], geometry: &Geometry, stages: u32) -> Result<(GrownState, u64), SerialError> {
+    let min = (GROWN_HEADER_LEN + TRAILER_LEN) as u64;
+    if (b.len() as u64) < min {
+        return Err(SerialError::Truncated {
+            len: b.len(),
+            need: min,
+        });
+    }
+    if le32(b, 60) != 0 {
+        return Err(SerialError::Reserved);
+    }
+    let max = le64(b, 64);
+    let growth = Growth::new(
+        geometry.capacity,
+        geometry.fp_rate,
+        geometry.scheme.layout(),
+        le32(b, 56),
+        (max != 0).then_some(max),
+    )
+    .map_err(|_| SerialError::Growth)?;
+    let first = growth.stage(0).ok_or(SerialError::Growth)?;
+    if (first.k, first.m, first.scheme) != (geometry.k, geometry.m, geometry.scheme) {
+        return Err(SerialError::Growth);
+    }
+    if stages == 0 || stages > growth.limit() {
+        return Err(SerialError::Stages(stages));
+    }
+    let bits = (0..stages).map(|i| {
+        if i == 0 {
+            geometry.m
+        } else {
+            growth.stage(i).map_or(0, |g| g.m)
+        }
+    });
+    let need = grown_len(bits);
+    Ok((
+        GrownState {
+            growth,
+            fills: Vec::new(),
+        },
+        need,
+    ))
 }
 
 #[cfg(test)]
@@ -459,7 +611,14 @@ mod tests {
         // Version 2 is a windowed image: this one's word at 20 (0) is then
         // its number of generations.
         assert_eq!(put32(8, 2), SerialError::Generations(0));
-        assert_eq!(put32(8, 3), SerialError::Version(3));
+        // Version 3 is a grown image: this one's word at 20 (0) is then its
+        // number of stages, and a plain filter's geometry no stage 0 of
+        // any growth (nor is its word at 56 a factor).
+        assert!(matches!(
+            put32(8, 3),
+            SerialError::Growth | SerialError::Stages(0) | SerialError::Reserved
+        ));
+        assert_eq!(put32(8, 4), SerialError::Version(4));
         assert_eq!(put32(12, 5), SerialError::HashScheme(5));
         assert_eq!(put32(20, 1), SerialError::Reserved);
         for k in [0, 33, u32::MAX] {
@@ -667,6 +826,71 @@ mod tests {
             if let Ok(img) = parse(&c) {
                 assert_eq!(img.to_bytes(), c);
             }
+        }
+    }
+    /// A grown image of 3 stages: its words numbered in order.
+    fn grown_image(layout: crate::math::scheme::Layout) -> Vec<u8> {
+        let growth = Growth::new(200, 0.01, layout, 2, None).unwrap();
+        let mut g = growth.stage(0).unwrap();
+        g.fp_rate = 0.01;
+        let st = GrownState {
+            growth,
+            fills: vec![200, 400, 17],
+        };
+        let bits: Vec<u64> = (0..3).map(|i| growth.stage(i).unwrap().m).collect();
+        let words: u64 = bits.iter().map(|m| m / 64).sum();
+        let mut out = vec![0u8; grown_len(bits.into_iter()) as usize];
+        write_grown(
+            &g,
+            5,
+            &st,
+            |f| (0..words).for_each(|i| f(i.wrapping_mul(0x9e37_79b9))),
+            &mut out,
+        );
+        out
+    }
+
+    #[test]
+    fn grown_round_trip_every_flip_truncation_and_bad_field() {
+        use crate::math::scheme::Layout;
+        for layout in [Layout::Standard, Layout::Blocked] {
+            let b = grown_image(layout);
+            let img = parse(&b).unwrap();
+            let st = img.grown.as_ref().unwrap();
+            assert_eq!(st.fills, [200, 400, 17]);
+            assert_eq!(st.growth.factor(), 2);
+            assert_eq!(img.seed, 5);
+            let n = img.words().count() as u64;
+            assert!(img
+                .words()
+                .enumerate()
+                .all(|(i, w)| w == (i as u64).wrapping_mul(0x9e37_79b9)));
+            assert_eq!(n, (0..3).map(|i| img.stage(i).m / 64).sum::<u64>());
+            assert_eq!(img.to_bytes(), b);
+            for byte in 0..b.len() {
+                let mut c = b.clone();
+                c[byte] ^= 0x10;
+                assert!(parse(&c).is_err(), "{layout:?}: flip at {byte}");
+            }
+            for k in 0..b.len() {
+                assert!(parse(&b[..k]).is_err(), "{layout:?}: truncated to {k}");
+            }
+            // Sealed again with a bad field: refused by name.
+            let spoil = |off: usize, v: &[u8]| {
+                let mut c = b.clone();
+                c[off..off + v.len()].copy_from_slice(v);
+                seal(&mut c);
+                parse(&c).unwrap_err()
+            };
+            assert_eq!(spoil(56, &1u32.to_le_bytes()), SerialError::Growth);
+            assert_eq!(spoil(56, &17u32.to_le_bytes()), SerialError::Growth);
+            assert_eq!(spoil(60, &1u32.to_le_bytes()), SerialError::Reserved);
+            assert_eq!(spoil(64, &100u64.to_le_bytes()), SerialError::Growth);
+            assert_eq!(spoil(20, &0u32.to_le_bytes()), SerialError::Stages(0));
+            assert_eq!(spoil(20, &33u32.to_le_bytes()), SerialError::Stages(33));
+            assert!(matches!(spoil(20, &4u32.to_le_bytes()), SerialError::Truncated { .. }));
+            assert!(matches!(spoil(20, &2u32.to_le_bytes()), SerialError::Extended { .. }));
+            assert_eq!(spoil(16, &(img.geometry.k + 1).to_le_bytes()), SerialError::Growth);
         }
     }
 }

@@ -214,7 +214,8 @@ sub deserialize {
         if @_ < 2 || @_ > 3;
     # $_[1] goes to the XS untouched: no copy of a large string, and its get
     # magic runs once, there.
-    my $opts = _options('deserialize', $_[2], qw(path memfd mode layout window generations));
+    my $opts = _options('deserialize', $_[2],
+        qw(path memfd mode layout window generations grow max_capacity));
     _croak('deserialize', 'the path and memfd options exclude each other')
         if defined $opts->{path} && defined $opts->{memfd};
     my ($generations, $window) = _window('deserialize', $opts);
@@ -224,8 +225,9 @@ sub deserialize {
     $path = _bytes_string('deserialize', 'name', $opts->{memfd}) if $to_memfd;
     my $mode = _mode('deserialize', $opts->{mode});
     my $layout = _layout('deserialize', $opts->{layout});
+    my ($grow, $max_capacity) = _grow('deserialize', $opts);
     return _made('deserialize', _xs_deserialize($class, $_[1], $path, $mode, $layout,
-            $generations, $window, $to_memfd));
+            $generations, $window, $to_memfd, $grow, $max_capacity));
 }
 
 # Storable would copy the handle's pointer and free it twice.

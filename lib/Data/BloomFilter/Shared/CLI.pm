@@ -540,7 +540,7 @@ sub window_opts {
 sub cmd_create {
     my ($args) = @_;
     my $o = options($args, 'capacity|n=s', 'fp-rate|p=s', 'mode=s', 'seed=s', 'force|f', 'layout=s',
-        'window=s', 'generations=s');
+        'window=s', 'generations=s', 'grow=s', 'max-capacity=s');
     want_args('create', $args, 1, 1, 'FILE');
     my ($file) = @$args;
     usage_error('create: --capacity is required') if !defined $o->{capacity};
@@ -562,6 +562,16 @@ sub cmd_create {
         $opts{layout} = $o->{layout};
     }
     %opts = (%opts, window_opts($o));
+    if (defined $o->{grow}) {
+        usage_error("--grow must be an integer from 2 to 16, not '$o->{grow}'")
+            if $o->{grow} !~ /\A[0-9]{1,2}\z/ || $o->{grow} < 2 || $o->{grow} > 16;
+        $opts{grow} = 0 + $o->{grow};
+    }
+    if (defined $o->{'max-capacity'}) {
+        usage_error('--max-capacity needs --grow') if !defined $o->{grow};
+        $opts{max_capacity} = count_arg('max-capacity', $o->{'max-capacity'}, 2**63,
+            'the most items the filter may take');
+    }
     check_output($file, $o->{force});
     make_filter_file($file, $o->{force}, sub { $C->new($_[0], $capacity, 0 + $fp_rate, \%opts) });
     return $EXIT_OK;
@@ -662,6 +672,7 @@ sub cmd_info {
     my @keys = qw(capacity fp_rate bits hashes seed bits_set count fill_ratio
         estimated_fpp ops mmap_size frozen readonly layout);
     push @keys, qw(window generations generation generation_start) if $s->{generations};
+    push @keys, qw(grow stages max_capacity) if $s->{grow};
     if ($o->{json}) {
         require JSON::PP;
         my %out = (file => $file);
@@ -684,6 +695,12 @@ sub cmd_info {
             mmap_size => "$s->{mmap_size} (" . human_bytes($s->{mmap_size}) . ')',
             frozen    => $s->{frozen} ? 'yes' : 'no',
             readonly  => $s->{readonly} ? 'yes' : 'no',
+            $s->{grow}
+            # Each stage: the new items counted into it of its capacity.
+            ? (stages => "$s->{stages} (" . join(', ',
+                    map { "$_->{fill}/$_->{capacity}" } @{ $s->{stage_info} }) . ' items)',
+                max_capacity => $s->{max_capacity} // 'none')
+            : (),
             $s->{generations}
             # The window as it was given (2 s in 3 steps of whole
             # nanoseconds reads back as 2.000000001).
