@@ -28,7 +28,7 @@
 //!
 //!     cargo test --release --locked --test growth_fp -- --nocapture
 //!
-//! About 20 s in release on a 2-core machine; it is meant for release
+//! About 30 s in release on a loaded 2-core machine; it is meant for release
 //! builds (as CI runs it), a debug build takes minutes.
 
 use bloomfilter_shared::{Filter, Geometry, GrowOptions, Layout, Options};
