@@ -4,8 +4,9 @@
 # the parent kills one at a random moment, starts another, and so on.
 # Afterwards every reported add is present, the filter still takes new
 # items and grows further, and it went through many stages. File (children
-# open it by path) and anonymous (the handle inherited through fork); both
-# layouts. Whether a kill landed inside a growth is only reported.
+# open it by path), memfd (children open it with new_from_fd) and anonymous
+# (the handle inherited through fork); both layouts. Whether a kill landed
+# inside a growth is only reported.
 use strict;
 use warnings;
 use Test::More;
@@ -27,12 +28,13 @@ $SIG{ALRM} = sub { die "53-crash-grow: global timeout\n" };
 alarm 240;
 
 my $WRITERS = 3;
-my $ROUNDS = 25;
+my $ROUNDS = 40;
 
-# A writer: its own handle (by path for a file, else the inherited one),
+# A writer: its own handle (by path for a file, new_from_fd for a memfd,
+# else the inherited one),
 # items "w$id-1", "w$id-2", ... each reported after its add returned.
 sub start_writer {
-    my ($f, $path, $layout, $id) = @_;
+    my ($f, $kind, $path, $layout, $id) = @_;
     pipe(my $r, my $w) or die "pipe: $!";
     my $pid = fork;
     die "fork: $!" unless defined $pid;
@@ -40,7 +42,9 @@ sub start_writer {
         close $r;
         alarm 120;
         eval {
-            my $g = defined $path ? $C->new($path, 10, 0.01, {layout => $layout}) : $f;
+            my $g = $kind eq 'file' ? $C->new($path, 10, 0.01, {layout => $layout})
+                  : $kind eq 'memfd' ? $C->new_from_fd($f->memfd)
+                  :                    $f;
             for (my $j = 1; ; $j++) {
                 $g->add("w$id-$j");
                 syswrite($w, "$j\n") or die "report: $!";
@@ -95,11 +99,12 @@ sub kill_writer {
 }
 
 for my $layout (qw(standard blocked)) {
-    for my $kind (qw(file anonymous)) {
+    for my $kind (qw(file memfd anonymous)) {
         my $path = $kind eq 'file' ? "$dir/$layout.bf" : undef;
-        my $f = $C->new($path, 10, 0.01, {layout => $layout, grow => 2});
+        my %o = (layout => $layout, grow => 2);
+        my $f = $kind eq 'memfd' ? $C->new_memfd('crash-grow', 10, 0.01, {%o}) : $C->new($path, 10, 0.01, {%o});
         my $next_id = 0;
-        my %kids = map { my $k = start_writer($f, $path, $layout, ++$next_id); ($k->{id} => $k) } 1 .. $WRITERS;
+        my %kids = map { my $k = start_writer($f, $kind, $path, $layout, ++$next_id); ($k->{id} => $k) } 1 .. $WRITERS;
         my @done;                       # writers killed, with what they reported
         my ($sigkilled, $in_growth, $parent_ok) = (0, 0, 0);    # $in_growth: a diagnostic only
         # At least $ROUNDS kills, and on until the filter has 8 stages (1270
@@ -108,7 +113,7 @@ for my $layout (qw(standard blocked)) {
         while ($round < 200 && ($round < $ROUNDS || $f->stages < 8)) {
             $round++;
             my $before = $f->stages;
-            pump(\%kids, 0.002 + rand(0.05));
+            pump(\%kids, 0.001 + rand(0.012));
             my ($victim) = (values %kids)[int rand scalar keys %kids];
             delete $kids{$victim->{id}};
             my $st = kill_writer($victim);
@@ -121,7 +126,7 @@ for my $layout (qw(standard blocked)) {
             my $ok = eval { $f->add("parent-$round") || $f->contains("parent-$round") };
             $parent_ok++ if $ok;
             diag("round $round: $@") if !$ok && $@;
-            my $k = start_writer($f, $path, $layout, ++$next_id);
+            my $k = start_writer($f, $kind, $path, $layout, ++$next_id);
             $kids{$k->{id}} = $k;
         }
         pump(\%kids, 0.02);
