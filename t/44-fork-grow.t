@@ -4,7 +4,8 @@
 # item at most one process is told new, every item is present afterwards.
 # On a file (each child opens it by path), a memfd (each child opens it
 # with new_from_fd) and an anonymous filter (the handle inherited through
-# fork); both layouts.
+# fork); both layouts. And a reader that finds each completed add at once
+# while another process grows the filter.
 use strict;
 use warnings;
 use Test::More;
@@ -117,6 +118,48 @@ for my $layout (qw(standard blocked)) {
             is($g->stages, $f->stages, "$layout $kind: a new handle sees the same stages");
         }
         undef $f;
+    }
+}
+
+# --- a reader while another process grows the filter ----------------------------------------------
+# A writer reports every seventh add once it has returned; the parent, with
+# a handle opened before any growth, checks that add and the six before it
+# at once: a query maps the stages it has not seen and misses nothing.
+for my $layout (qw(standard blocked)) {
+    for my $kind (qw(file memfd)) {
+        my $path = "$dir/reader-$layout.bf";
+        my %o = (layout => $layout, grow => 2);
+        my $f = $kind eq 'file' ? $C->new($path, 10, $FP, {%o}) : $C->new_memfd('reader', 10, $FP, {%o});
+        my $r = $kind eq 'file' ? $C->new($path, 10, $FP, {layout => $layout}) : $C->new_from_fd($f->memfd);
+        pipe(my $rd, my $wr) or die "pipe: $!";
+        my $pid = fork;
+        die "fork: $!" unless defined $pid;
+        if (!$pid) {
+            close $rd;
+            alarm 120;
+            my $ok = eval {
+                my $g = $kind eq 'file' ? $C->new($path, 10, $FP, {layout => $layout}) : $C->new_from_fd($f->memfd);
+                for my $i (1 .. 200_000) {
+                    $g->add("r-$i");
+                    syswrite($wr, "$i\n") or die "report: $!\n" if $i % 7 == 0;
+                }
+                1;
+            };
+            print STDERR "writer: $@" unless $ok;
+            POSIX::_exit($ok ? 0 : 1);
+        }
+        close $wr;
+        my ($checked, $missed) = (0, 0);
+        while (my $line = <$rd>) {
+            chomp $line;
+            $checked++;
+            $missed += grep { !$r->contains("r-$_") } $line - 6 .. $line;
+        }
+        my ($st) = reap($pid, 150);
+        is($st, 0, "$layout $kind reader: the writer added 200000 items");
+        is($checked, int(200_000 / 7), "$layout $kind reader: ... and reported every seventh");
+        is($missed, 0, "$layout $kind reader: the reader found every reported add at once, while stages were added");
+        cmp_ok($r->stages, '>=', 12, "$layout $kind reader: ... through " . $r->stages . ' stages');
     }
 }
 
