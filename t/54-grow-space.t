@@ -114,30 +114,30 @@ sub check {
 local $ENV{PERL5LIB} = perl5lib();
 
 for my $layout (qw(standard blocked)) {
-    # --- a 1 MiB tmpfs --------------------------------------------------------------------------
+    # --- a 256 KiB tmpfs --------------------------------------------------------------------------
     SKIP: {
         my $ns = ($> == 0) && system('unshare -m true >/dev/null 2>&1') == 0;
         skip 'needs root and mount namespaces (unshare -m) to mount a small tmpfs', 15 unless $ns;
         my $mnt = "$dir/tiny-$layout";
         mkdir $mnt or die;
-        my ($out, $status) = run_sh("mount -t tmpfs -o size=1m tmpfs '$mnt' || exit 98; exec \"\$@\" tmpfs '$mnt' $layout",
+        my ($out, $status) = run_sh("mount -t tmpfs -o size=256k tmpfs '$mnt' || exit 98; exec \"\$@\" tmpfs '$mnt' $layout",
             $script, 'unshare', '-m');
         skip "cannot mount a tmpfs here (status $status)", 15 if $status >> 8 == 98;
-        check("$layout, 1 MiB tmpfs", $out, $status, 'ENOSPC', 1);
+        check("$layout, 256 KiB tmpfs", $out, $status, 'ENOSPC', 1);
         ok(!-e "$mnt/g.bf", "$layout: the tmpfs was private to the child");
     }
 
-    # --- a file size limit of 1 MiB -------------------------------------------------------------
+    # --- a file size limit of 256 KiB -------------------------------------------------------------
     SKIP: {
         skip 'needs prlimit(1) to set and raise an exact file size limit', 14
-            unless system('prlimit --fsize=1048576:unlimited true >/dev/null 2>&1') == 0;
+            unless system('prlimit --fsize=262144:unlimited true >/dev/null 2>&1') == 0;
         my $sub = "$dir/limited-$layout";
         mkdir $sub or die;
-        my ($out, $status) = run_sh("exec \"\$@\" fsize '$sub' $layout", $script, 'prlimit', '--fsize=1048576:unlimited');
-        check("$layout, RLIMIT_FSIZE 1 MiB", $out, $status, 'more than the file size limit \(RLIMIT_FSIZE, 1048576 bytes\)', 1);
+        my ($out, $status) = run_sh("exec \"\$@\" fsize '$sub' $layout", $script, 'prlimit', '--fsize=262144:unlimited');
+        check("$layout, RLIMIT_FSIZE 256 KiB", $out, $status, 'more than the file size limit \(RLIMIT_FSIZE, 262144 bytes\)', 1);
     }
 
-    # --- a memfd sealed against growing ---------------------------------------------------------
+    # --- a memfd sealed against growing -----------------------------------------------------------
     {
         my ($out, $status) = run_sh("exec \"\$@\" memfd '$dir' $layout", $script);
         like(line($out, 'sealed at stages'), qr/^\d+$/, "$layout, sealed memfd: sealed against growing")

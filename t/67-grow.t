@@ -29,7 +29,7 @@ sub sum_of { my ($f, $key) = @_; my $s = 0; $s += $_->{$key} for @{ $f->stats->{
 for my $layout (qw(standard blocked)) {
     my %L = (layout => $layout);
 
-    # --- accessors, and every item kept through the stages ---------------------------------------
+    # --- accessors, and every item kept through the stages ----------------------------------------
     {
         my $plain = $C->new(undef, 1000, 0.01, {%L});
         is($plain->grow, undef, "$layout: grow is undef on a filter that does not grow");
@@ -96,7 +96,7 @@ for my $layout (qw(standard blocked)) {
             "$layout: invert refused");
     }
 
-    # --- max_capacity ---------------------------------------------------------------------------
+    # --- max_capacity -----------------------------------------------------------------------------
     {
         my $f = $C->new(undef, 100, 0.01, {%L, grow => 2, max_capacity => 700});
         is($f->max_capacity, 700, "$layout: max_capacity accessor");
@@ -138,7 +138,7 @@ for my $layout (qw(standard blocked)) {
         }
     }
 
-    # --- bad options ----------------------------------------------------------------------------
+    # --- bad options ------------------------------------------------------------------------------
     for my $method (qw(new new_memfd)) {
         my $make = sub { $method eq 'new' ? $C->new(undef, 1000, 0.01, {%L, @_}) : $C->new_memfd('g', 1000, 0.01, {%L, @_}) };
         for my $bad (1, 0, 17, -2, 'x', '', '2 ', 2.5, '1e1', [], {}, undef) {
@@ -162,7 +162,7 @@ for my $layout (qw(standard blocked)) {
         ok(eval { $make->(grow => 16) }, "$layout: $method grow => 16 is fine") or diag($@);
     }
 
-    # --- files ----------------------------------------------------------------------------------
+    # --- files ------------------------------------------------------------------------------------
     {
         my $path = "$dir/$layout.bf";
         my $f = $C->new($path, 1000, 0.01, {%L, grow => 2});
@@ -209,7 +209,7 @@ for my $layout (qw(standard blocked)) {
         undef $_ for $f, $early, $ro;
     }
 
-    # --- memfd: new_from_fd and a fork see stages added later by the other --------------------
+    # --- memfd: new_from_fd and a fork see stages added later by the other ------------------------
     {
         my $m = $C->new_memfd('grow', 1000, 0.01, {%L, grow => 2});
         my $n = $C->new_from_fd($m->memfd);
@@ -256,7 +256,7 @@ for my $layout (qw(standard blocked)) {
         is($n->stages, $m->stages, "$layout: ... and so does the new_from_fd handle, with every stage");
     }
 
-    # --- clear ----------------------------------------------------------------------------------
+    # --- clear ------------------------------------------------------------------------------------
     {
         my $f = $C->new(undef, 1000, 0.01, {%L, grow => 2});
         told_new($f, 'c', 1, 20_000);
@@ -272,7 +272,7 @@ for my $layout (qw(standard blocked)) {
         is(missing($f, 'c', 1, 20_000), 0, "$layout: ... keeping them");
     }
 
-    # --- the false-positive rate after growing a hundredfold ---------------------------------------
+    # --- the false-positive rate after growing a hundredfold --------------------------------------
     {
         my $f = $C->new(undef, 1000, 0.01, {%L, grow => 2});
         my $n = 100_000;
