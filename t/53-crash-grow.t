@@ -120,9 +120,8 @@ for my $layout (qw(standard blocked)) {
             $sigkilled++ if ($st & 127) == 9;
             push @done, $victim;
             $in_growth++ if $f->stages != $before;
-            # The parent's add goes on at once, whatever the victim held
-            # (a lock of the growth it was in, say).
-            # (A hang ends in the global timeout.)
+            # The parent's add goes on, whatever the victim held (a lock of
+            # the growth it was in, say); a hang ends in the global timeout.
             my $ok = eval { $f->add("parent-$round") || $f->contains("parent-$round") };
             $parent_ok++ if $ok;
             diag("round $round: $@") if !$ok && $@;
