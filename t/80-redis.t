@@ -409,6 +409,8 @@ SKIP: {
         [sub { $R->new($a, 'n', 'many') }, qr/->new: capacity must be a number/, 'capacity not a number'],
         [sub { $R->new($a, 'n', 100, 1) }, qr/->new: fp_rate must be between 0 and 1/, 'fp_rate 1'],
         [sub { $R->new($a, 'n', 100, 0.01, { colour => 1 }) }, qr/->new: unknown option 'colour'/, 'unknown option'],
+        [sub { $R->new($a, 'n', 100, 0.01, { grow => 2 }) }, qr/->new: the grow and max_capacity options are not supported here: a filter in Redis does not grow/, 'grow'],
+        [sub { $R->new($a, 'n', 100, 0.01, { max_capacity => 1000 }) }, qr/->new: the grow and max_capacity options are not supported here/, 'max_capacity'],
         [sub { $R->new($a, 'n', 100, 0.01, { seed => -1 }) }, qr/->new: seed must be a non-negative integer/, 'bad seed'],
         [sub { $R->new($a, 'n', 100, 0.01, { seed => undef }) }, qr/->new: the seed option is undef/, 'an undef seed'],
         [sub { $R->new($a, 'n', 100, 0.01, { layout => 'fancy' }) }, qr/->new: unknown layout 'fancy'/, 'unknown layout'],

@@ -10,6 +10,7 @@ impl Filter {
             && self.geometry.m == other.geometry.m
             && self.geometry.k == other.geometry.k
             && self.seed == other.seed
+            && self.growth() == other.growth()
     }
 
     fn same_filter(&self, other: &Filter) -> bool {

@@ -154,11 +154,13 @@ impl Filter {
         }
     }
 
-    /// Whether stage `i` holds the item of hash `h`.
+    /// Whether stage `i` holds the item of hash `h`: most stages do not,
+    /// so the look that answers "absent" soonest (`contains_gated`, as a
+    /// windowed filter's generations are looked at).
     #[inline]
     fn stage_holds(&self, s: &Stages, i: u32, h: &ItemHash) -> bool {
         let bits = self.stage_bits(s, i);
-        !bits.is_empty() && with_probe!(&s.all[i as usize].probing, p => p.contains(bits, &p.locate(h)))
+        !bits.is_empty() && with_probe!(&s.all[i as usize].probing, p => p.contains_gated(bits, &p.locate(h)))
     }
 
     /// Whether one of the first `n` stages holds the item, newest first.
@@ -215,7 +217,12 @@ impl Filter {
                         r[i] = n as u8;
                     }
                 }
-                Err(e) => {
+                Err(mut e) => {
+                    // The items before this one are in; say so, rather
+                    // than the single add's "nothing was added".
+                    if let Some(head) = e.msg.strip_suffix("; nothing was added") {
+                        e.msg = format!("{head}; the first {i} items of this batch were added, none after");
+                    }
                     r = Err(e);
                     break;
                 }

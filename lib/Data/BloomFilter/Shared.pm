@@ -323,6 +323,8 @@ filter return true.
         { layout => 'blocked' });
     my $bf = Data::BloomFilter::Shared->new($path, $capacity, $fp_rate,
         { window => 86400, generations => 4 });
+    my $bf = Data::BloomFilter::Shared->new($path, $capacity, $fp_rate,
+        { grow => 2, max_capacity => 1e9 });
 
 Opens the filter file at C<$path>, creating it (mode C<$mode>, default C<0600>)
 when it does not exist. When C<$path> is undef the filter is an anonymous
@@ -420,6 +422,14 @@ an explicit C<window> or C<generations> that differs from it croaks with
 C<window mismatch (the filter has ..., not ...)>. A C<window> given without
 C<generations> opens a windowed file of any number of generations.
 
+The options C<grow> (an integer from 2 to 16) and C<max_capacity> (the most
+items it may take; optional) make a filter that I<grows>: past
+C<$capacity> new items it adds a stage C<grow> times larger instead of
+losing its rate; see L</FILTERS THAT GROW>. Not with C<window>, nor with
+the C<datasketches> layout. An existing file keeps its growth, and an
+explicit C<grow> (or C<max_capacity>) that differs from it croaks with
+C<growth mismatch (the filter ..., not ...)>.
+
 =head3 new_memfd
 
     my $bf = Data::BloomFilter::Shared->new_memfd($name, $capacity, $fp_rate, \%options);
@@ -427,7 +437,7 @@ C<generations> opens a windowed file of any number of generations.
 A new filter in a memfd (an anonymous file, see L<memfd_create(2)>). C<$name>
 is only a label: any string without a NUL byte (undef or C<""> for a
 default one; the kernel keeps its first 249 bytes). C<$fp_rate> defaults to
-0.01; the options are C<seed>, C<layout>, C<window> and C<generations> (as for L</new>). Its file descriptor is L</memfd>: pass it
+0.01; the options are C<seed>, C<layout>, C<window>, C<generations>, C<grow> and C<max_capacity> (as for L</new>). Its file descriptor is L</memfd>: pass it
 to another process (over a UNIX socket, or to an C<exec>ed child) to share
 the filter. Its memory is reserved at once, as for a file (see L</new>),
 and so is an anonymous filter's: one larger than C<RLIMIT_FSIZE> croaks
@@ -515,7 +525,10 @@ replaced. The bytes of a L<windowed|/WINDOWED FILTERS> filter give a
 windowed filter with the same window, generations and items; the options
 C<window> and C<generations> must then be the bytes' own. Given to plain
 bytes, they make a windowed filter whose current generation holds the
-bytes' items; see L</Windowed filters as bytes>. The result is an ordinary
+bytes' items; see L</Windowed filters as bytes>. The bytes of a filter
+that grows give one with the same stages and items; an explicit C<grow> (or
+C<max_capacity>) must then be the bytes' own, and croaks with C<growth
+mismatch> on plain bytes. The result is an ordinary
 read-write filter; see L</PORTABLE FILTERS>.
 
 =head2 Adding and testing
@@ -617,11 +630,16 @@ crash-atomic, through a journal, as L</merge> is, and needs the same space;
 the same exception for a memfd sealed against growing (there it ANDs in
 place, exclusively).
 
+Neither is supported on a L<filter that grows|/FILTERS THAT GROW> yet, on
+either side: they croak with C<merge is not supported on a filter that
+grows> (C<intersect ...>), and change nothing.
+
 =head3 invert
 
     $bf->invert;
 
-Flips every bit.
+Flips every bit. Croaks on a L<filter that grows|/FILTERS THAT GROW> (the
+complement of its stages together is no stage's complement).
 
 =head3 rotate
 
@@ -641,7 +659,9 @@ seed, so that L</merge> and L</intersect> are meaningful; 0 otherwise.
 
     $bf->clear;
 
-Sets every bit to 0, for every process sharing the filter.
+Sets every bit to 0, for every process sharing the filter. A L<filter that
+grows|/FILTERS THAT GROW> goes back to its first stage (the later ones are
+added again as it fills).
 
 =head3 freeze
 
@@ -673,7 +693,8 @@ it. C<$path> is taken as Perl's own C<unlink> takes it.
 
 =head3 capacity
 
-The capacity the filter was sized for.
+The capacity the filter was sized for; of a L<filter that grows|/FILTERS
+THAT GROW>, the capacities of its stages so far together.
 
 =head3 fp_rate
 
@@ -681,11 +702,13 @@ The false positive rate it was sized for.
 
 =head3 bits
 
-The number of bits, I<m> (a power of two, at least 64).
+The number of bits, I<m> (a power of two, at least 64, in the standard
+layout); of a filter that grows, its stages' bits together.
 
 =head3 hashes
 
-The number of probes per item, I<k> (1 to 32).
+The number of probes per item, I<k> (1 to 32); of a filter that grows, its
+first stage's (each stage has its own: L</stats>).
 
 =head3 seed
 
@@ -755,6 +778,20 @@ steps every 666,666,667 ns).
 
 The number of generations of a windowed filter; undef for a plain filter.
 
+=head3 grow
+
+The factor a L<filter that grows|/FILTERS THAT GROW> grows by (2 to 16);
+undef for one that does not.
+
+=head3 stages
+
+How many stages the filter has now: 1 for one that does not grow.
+
+=head3 max_capacity
+
+The most items a filter that grows may take, as given; undef when none was
+given (and for a filter that does not grow).
+
 =head3 serialize
 
     my $bytes = $bf->serialize;
@@ -765,7 +802,9 @@ for L</deserialize>: C<bits / 8 + 64> bytes, the same for the same items,
 geometry and seed on any host. Works on frozen and read-only handles too.
 The format is in L</PORTABLE FILTERS>. A windowed filter's bytes are
 C<g * (bits / 8 + 8) + 88> bytes (I<g> generations, without the spare) and
-carry its window and time state: see L</Windowed filters as bytes>.
+carry its window and time state: see L</Windowed filters as bytes>. A
+filter that grows gives C<72 + 8 * stages + bits / 8 + 8> bytes, every
+stage in them (L</Filters that grow as bytes>).
 
 With C<< format => 'datasketches' >>, a plain filter of layout
 C<datasketches> gives Apache DataSketches' serialized image instead, which
@@ -785,7 +824,12 @@ A windowed filter adds C<window> and C<generations> (as the accessors),
 C<generation> (the current generation's number: the period since creation
 it started in, or the number of rotations of a filter without a window) and
 C<generation_start> (when that period started, in seconds since the epoch;
-undef without a window). For a windowed filter C<bits_set>, C<count>,
+undef without a window). A filter that grows adds C<grow>, C<stages>,
+C<max_capacity> (as the accessors) and C<stage_info>: an array reference
+with a hash reference per stage, oldest first, with its C<capacity>,
+C<bits>, C<hashes> and C<fill> (the new items counted into it: each writer
+adds its own count every few items, at the latest when its handle goes
+away). For a windowed filter C<bits_set>, C<count>,
 C<fill_ratio> and C<estimated_fpp> describe the current generation. All of
 them follow the clock on an idle filter: see L</An idle windowed filter's
 numbers>.
@@ -800,7 +844,8 @@ C<overfull> is 1 when the filter holds more than it was sized for: C<count>
 has passed C<capacity>, or every bit is set (C<count> then stays at
 C<capacity>). Past capacity the false-positive rate climbs fast (see
 L</CHOOSING CAPACITY AND FP_RATE>): watch this flag and build a larger
-filter.
+filter, or make one that grows (L</FILTERS THAT GROW>), which is never
+overfull.
 
 =head2 Files of the original
 
@@ -1645,6 +1690,99 @@ The command line tool does the same: C<export> of a windowed filter, then
 C<import> (with C<--window>, C<--generations> for plain bytes), and C<info>
 of the new file shows the window.
 
+=head1 FILTERS THAT GROW
+
+A filter sized by a guess keeps answering past its capacity, but its
+false-positive rate climbs: a deduplicating filter then calls new items
+"seen", and drops them without a word. A filter made with C<grow> adds a
+I<stage> instead:
+
+    my $seen = Data::BloomFilter::Shared->new('/dev/shm/seen.bloom', 1e6, 0.001,
+        { grow => 2, max_capacity => 1e9 });
+
+The first stage holds C<$capacity> new items; when it has taken them, the
+next stage is added, C<grow> times larger, and so on. Stage I<i> is sized
+for the rate C<fp_rate * 0.2 * 0.8**i>, so that the rates of all the stages
+together stay below C<fp_rate> however far the filter grows (scalable Bloom
+filters, Almeida et al. 2007; why 0.8 is in F<doc/DESIGN.md>). A query asks
+every stage, newest first; a new item goes into the newest.
+
+=over 4
+
+=item *
+
+B<Bounds.> With C<max_capacity> the stages together take at most that many
+items: past it, an C<add> of a new item croaks C<the filter is full: it
+holds its max_capacity of N items; nothing was added>, and every item
+already in it stays (adds of those still return 0). Without it the filter
+stops at 32 stages, or where a stage would pass the largest bit array or
+32 probes, and the croak names that bound (C<the filter is full: its N
+stages hold M items, the most it can grow to; nothing was added>). C<max_capacity> below
+C<$capacity>, or beyond what 32 stages can hold, croaks at creation. An
+C<add_many> that meets the bound adds the batch's items before the one
+that met it and says how many (C<the first N items of this batch were
+added, none after>).
+
+=item *
+
+B<Processes.> Every way of sharing a filter works on one that grows: a
+file, a memfd passed to other processes, an anonymous filter shared with
+children, L</new_from_fd>, L</new_readonly> after L</freeze>. A process
+sees the stages another added at its next call. Among processes adding
+one item at once at most one is told it was new, also while a stage is
+added; a process killed at any moment of adding a stage leaves the filter
+with its old stages or its new ones, and the next writer that needs the
+stage adds it. No completed add is lost.
+
+=item *
+
+B<Space.> A stage's storage is reserved when it is added. Where the file
+system is full, a quota or C<RLIMIT_FSIZE> stops the file, or a memfd is
+sealed against growing, the C<add> that needed the stage croaks naming the
+reason (C<the filter is full and its next stage needs the file to grow to
+N bytes: ENOSPC: ...; nothing was added>); the filter goes on in its
+stages, and grows when there is room.
+
+=item *
+
+B<Memory and speed.> Each stage is tighter than a plain filter's, so a
+filter that grew to 1000 times its first capacity takes about 1.3 to 2.7
+times the bits of a plain filter sized for all those items (the table is
+in F<README.pod> and F<bench/RESULTS.md>); right after a stage is added the
+ratio is higher (about 5 times at 100x with C<< grow => 4 >>: the new stage
+is mostly empty). A query that finds nothing looks at every stage, some
+15 to 25 ns more per stage; C<bench/grow.pl> measures it. Batches on a filter
+that grows run item by item.
+
+=item *
+
+B<What it does not do.> C<merge> and C<intersect> croak on a filter that
+grows (either side), for now; C<invert> croaks. C<grow> does not go with
+C<window> (a windowed filter forgets old items instead), nor with the
+C<datasketches> layout (whose other implementations read one bit array),
+nor with L<Data::BloomFilter::Shared::Redis>. A filter that grows is never
+bit-compatible with the original module, whatever its layout.
+
+=item *
+
+B<The standard layout at very low rates.> Its probes C<h1 + i * h2> over a
+table of I<m> bits have only about I<mE<sup2>/2> patterns, whatever the
+number of probes: a small first stage at an C<fp_rate> below about 1e-4
+can pass its rate (1.2e-4 measured at C<fp_rate> 1e-6, first capacity 100,
+grown 1000 times). At such rates use C<< layout => 'blocked' >>, which
+stays within its rate there, or a larger first capacity.
+
+=back
+
+=head2 Filters that grow as bytes
+
+L</serialize> writes every stage (version 3 of the byte format: stage 0's
+geometry, the number of stages, the growth factor, C<max_capacity>, each
+stage's fill count, then the stages' bits, and the checksum); L</deserialize>
+builds a filter with the same stages and items, every stage written before
+the filter can be seen. A stage added while C<serialize> copies makes it
+start again.
+
 =head1 CONCURRENCY AND CRASH SAFETY
 
 An add sets bits with atomic OR while holding only the lock of its item's
@@ -1865,6 +2003,63 @@ The journal's storage could not be mapped or examined; nothing was changed.
 =item invert is not supported on a windowed filter
 
 What a windowed filter does not have; see L</WINDOWED FILTERS>.
+
+=item grow must be an integer from 2 to 16 (the factor each new stage is larger by), got %s
+
+=item max_capacity must be a positive integer (the most items the filter may take), got %s
+
+=item the max_capacity option needs the grow option (a filter that does not grow is bounded by its capacity)
+
+=item max_capacity %d is below the capacity %d
+
+=item max_capacity %d is out of reach: %d stages hold at most %d items at this capacity, fp_rate and grow
+
+=item grow and window do not go together: a windowed filter forgets old items instead of growing
+
+=item grow and window do not go together: the bytes are of a filter that grows
+
+=item the datasketches layout does not grow
+
+Options of a L<filter that grows|/FILTERS THAT GROW> that cannot be.
+
+=item growth mismatch (the filter %s, not %s)
+
+=item growth mismatch (the bytes are of a filter that %s, not one that grows by %d)
+
+An existing file, or the bytes, keep their growth (or none), as they keep
+their layout and window.
+
+=item the filter is full: it holds its max_capacity of %d items; nothing was added
+
+=item the filter is full: its %d stages hold %d items, the most it can grow to; nothing was added
+
+A new item for a filter that grows, at its bound. Every item in it stays;
+adds of those still return 0.
+
+=item the filter is full and its next stage needs the file to grow to %d bytes: %s: %s; nothing was added
+
+The stage a new item needs has no storage: C<ENOSPC> (a full file system),
+C<EDQUOT> (a quota), the file size limit (C<RLIMIT_FSIZE>), or C<EPERM> (a
+memfd sealed against growing). The filter goes on in its stages.
+
+=item ...; the first %d items of this batch were added, none after
+
+C<add_many> met one of the two above at an item of the batch: the items
+before it are in the filter, it and the rest are not.
+
+=item file is shorter than its stages (%d bytes, the published stages need %d)
+
+A file of a filter that grows is shorter than the stages its header says
+it has: it was truncated or damaged.
+
+=item merge is not supported on a filter that grows
+
+=item intersect is not supported on a filter that grows
+
+=item invert is not supported on a filter that grows
+
+What a filter that grows does not have (merge and intersect yet); see
+L</FILTERS THAT GROW>.
 
 =item not a Data::BloomFilter::Shared object
 

@@ -241,6 +241,11 @@ sub new {
             . '->new($redis_or_address, $name, $capacity, $fp_rate, \%options)')
         if @_ < 4 || @_ > 6;
     my (undef, $redis, $name, $capacity, $fp_rate, $opts) = @_;
+    # A filter in Redis is one bit array that every host sizes alike: it
+    # has no stages to add (see Data::BloomFilter::Shared, FILTERS THAT GROW).
+    _croak('new', 'the grow and max_capacity options are not supported here: a filter in Redis'
+            . ' does not grow (size it for the most items it will hold)')
+        if ref $opts eq 'HASH' && (exists $opts->{grow} || exists $opts->{max_capacity});
     $opts = _options('new', $opts, qw(seed layout shards connect));
     $name = _name('new', $name);
     my $capacity_given = $capacity;
@@ -1390,6 +1395,10 @@ batch has been sent then. Nothing has a timeout of its own: a server that stops 
 until the connection breaks (a signal handler that dies gets out, and the
 interrupted batch's socket is not used again).
 
+A filter in Redis does not grow: C<new> refuses the C<grow> and
+C<max_capacity> options of L<Data::BloomFilter::Shared/FILTERS THAT GROW>.
+Size it for the most items it will hold.
+
 A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
 limited to that; more needs C<shards> (with C<< layout => 'blocked' >>). The
 filter is allocated in full on the server at creation. Throughput is bound by
@@ -1410,6 +1419,10 @@ A croak about an argument shows the value given after its leading words
 L<Data::BloomFilter::Shared/DIAGNOSTICS>; match on the leading words.
 
 =over
+
+=item the grow and max_capacity options are not supported here: a filter in Redis does not grow (size it for the most items it will hold)
+
+C<new> was given C<grow> or C<max_capacity>; see L</LIMITS>.
 
 =item usage: ...
 
