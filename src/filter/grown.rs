@@ -13,6 +13,7 @@ use std::cell::OnceCell;
 use super::*;
 use crate::math::growth::{self, Growth};
 use crate::math::hashing::hash_item;
+use crate::probe::{block_of, mask128, mask64, BlockLoc, WordLoc};
 use crate::shm::format::OFF_FILL;
 use crate::shm::serial;
 use crate::shm::stages::{self, StageMap};
@@ -134,7 +135,7 @@ impl Filter {
     #[inline]
     pub(in crate::filter) fn stages_now(&self, s: &Stages) -> Result<u32> {
         let n = self.published(s);
-        if s.maps[n as usize - 1].get().is_none() {
+        if n > 1 && s.maps[n as usize - 1].get().is_none() {
             self.map_stages(s, n)?;
         }
         Ok(n)
@@ -154,19 +155,40 @@ impl Filter {
         }
     }
 
-    /// Whether stage `i` holds the item of hash `h`: most stages do not,
-    /// so the look that answers "absent" soonest (`contains_gated`, as a
-    /// windowed filter's generations are looked at).
-    #[inline]
-    fn stage_holds(&self, s: &Stages, i: u32, h: &ItemHash) -> bool {
-        let bits = self.stage_bits(s, i);
-        !bits.is_empty() && with_probe!(&s.all[i as usize].probing, p => p.contains_gated(bits, &p.locate(h)))
-    }
-
     /// Whether one of the first `n` stages holds the item, newest first.
+    /// A blocked item's bits within its word (or block) depend on its hash
+    /// and the stage's `k` alone, and neighbouring stages mostly share `k`:
+    /// worked out once per `k`, not once per stage (they were most of a
+    /// grown blocked query's instructions).
     #[inline]
     fn some_stage_holds(&self, s: &Stages, n: u32, h: &ItemHash) -> bool {
-        (0..n).rev().any(|i| self.stage_holds(s, i, h))
+        let mut m64 = (0u32, 0u64);
+        let mut m128 = (0u32, (0u64, 0u64));
+        (0..n).rev().any(|i| {
+            let bits = self.stage_bits(s, i);
+            if bits.is_empty() {
+                return false;
+            }
+            match &s.all[i as usize].probing {
+                Probing::Word64(p) => {
+                    if m64.0 != p.k {
+                        m64 = (p.k, mask64(h, p.k));
+                    }
+                    let word = block_of(h, p.n) as usize;
+                    p.contains(bits, &WordLoc { word, mask: m64.1 })
+                }
+                Probing::Block128(p) => {
+                    if m128.0 != p.k {
+                        m128 = (p.k, mask128(h, p.k));
+                    }
+                    let ((lo, hi), word) = (m128.1, 2 * block_of(h, p.n) as usize);
+                    p.contains(bits, &BlockLoc { word, lo, hi })
+                }
+                // Most stages do not hold the item: the look that answers
+                // "absent" soonest (as a windowed filter's generations).
+                other => with_probe!(other, p => p.contains_gated(bits, &p.locate(h))),
+            }
+        })
     }
 
     /// A grown filter's `contains` (§8 N8). A stage that cannot be mapped

@@ -35,7 +35,7 @@ mod blocked;
 mod datasketches;
 mod standard;
 
-pub use blocked::{blocked_bits, cas128_available, Block128, Word64};
+pub use blocked::{block_of, blocked_bits, cas128_available, mask128, mask64, Block128, BlockLoc, Word64, WordLoc};
 pub use datasketches::DataSketches;
 pub use standard::Standard;
 
