@@ -165,7 +165,7 @@ for my $layout (qw(standard blocked)) {
     say load_line('after');
 }
 
-say "\n# the issue's targets with grow 4: hits at most 1.5x plain, misses at most 2x";
+say "\n# the targets with grow 4: hits at most 1.5x plain, misses at most 2x";
 for my $s (grep { $_->[1] == 4 && $_->[2] =~ /^contains/ } @summary) {
     my ($layout, $g, $name, $x) = @$s;
     my $target = $name =~ /hit/ ? 1.5 : 2;
