@@ -958,17 +958,21 @@ impl<'a> Shared<'a> {
             // Release: the chunk's new words before the cursor passes it.
             ctl.cursor.store(2 * c as u64 + 2, Ordering::Release);
         }
+    }
+
+    /// What a finished `op` does besides its words: a grown filter's
+    /// clear ends by zeroing every fill word and publishing stage 0 alone
+    /// (its later stages' bytes are zeroed by whoever adds them again, §8
+    /// N4). Run by the clear and by a resumer once every chunk is done;
+    /// again by a resumer, harmlessly. Relaxed: we are exclusive; the
+    /// epoch/excl release publishes (adders and growers load `stages` after
+    /// seeing `excl` free).
+    fn finish(&self, op: u32) {
         if op == PENDING_CLEAR && !self.fills.is_empty() {
-            // A grown filter's clear: stage 0 (the bits above) is empty,
-            // and the later stages are dropped from the published count
-            // (their bytes are zeroed by whoever adds them again, §8 N4).
-            // Done again by a resumer, harmlessly. Relaxed: we are
-            // exclusive; the epoch/excl release publishes (adders and
-            // growers load `stages` after seeing `excl` free).
             for f in self.fills {
                 f.store(0, Ordering::Relaxed);
             }
-            ctl.stages.store(1, Ordering::Relaxed);
+            self.ctl.stages.store(1, Ordering::Relaxed);
         }
     }
 
@@ -1037,6 +1041,7 @@ impl<'a> Shared<'a> {
             }
         }
         self.run_from(op, c);
+        self.finish(op);
     }
 
     /// Make every light mark stored before our `excl` store visible to
@@ -1103,6 +1108,7 @@ impl Exclusive<'_> {
     pub fn transform(&self, op: u32) {
         self.begin(op);
         self.sh.run_from(op, 0);
+        self.sh.finish(op);
     }
 
     /// Run journaled operation `op` (`PENDING_MERGE`, `PENDING_INTERSECT`)
