@@ -960,13 +960,12 @@ impl<'a> Shared<'a> {
         }
     }
 
-    /// What a finished `op` does besides its words: a grown filter's
-    /// clear ends by zeroing every fill word and publishing stage 0 alone
-    /// (its later stages' bytes are zeroed by whoever adds them again, §8
-    /// N4). Run by the clear and by a resumer once every chunk is done;
-    /// again by a resumer, harmlessly. Relaxed: we are exclusive; the
-    /// epoch/excl release publishes (adders and growers load `stages` after
-    /// seeing `excl` free).
+    /// What a finished `op` does besides its words: a grown filter's clear
+    /// ends by zeroing every fill word and publishing stage 0 alone (its
+    /// later stages are zeroed by whoever adds them again, §8 N4). Run by
+    /// the clear, or a resumer, once every chunk is done; again harmlessly.
+    /// Relaxed: we are exclusive; the epoch/excl release publishes (adders
+    /// and growers load `stages` after seeing `excl` free).
     fn finish(&self, op: u32) {
         if op == PENDING_CLEAR && !self.fills.is_empty() {
             for f in self.fills {

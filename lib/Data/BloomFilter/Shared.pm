@@ -1751,7 +1751,8 @@ times the bits of a plain filter sized for all those items (the table is
 in F<README.pod> and F<bench/RESULTS.md>); right after a stage is added the
 ratio is higher (about 5 times at 100x with C<< grow => 4 >>: the new stage
 is mostly empty). A query that finds nothing looks at every stage, some
-15 to 25 ns more per stage; C<bench/grow.pl> measures it. Batches on a filter
+13 to 15 ns more per stage on the machine of F<bench/RESULTS.md>;
+C<bench/grow.pl> measures it. Batches on a filter
 that grows run item by item.
 
 =item *
