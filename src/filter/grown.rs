@@ -268,13 +268,7 @@ impl Filter {
             // Not new if a stage holds it, read as a seqlock reader (A1):
             // an odd epoch (a growth or another exclusive operation) sends
             // the add the long way.
-            // Acquire: pairs with the Release store that ends an exclusive op.
-            let e = self.epoch().load(Ordering::Acquire);
-            if e & 1 == 0 && self.some_stage_holds(s, n, &h) && {
-                // Acquire fence: the bit loads complete before the re-check.
-                fence(Ordering::Acquire);
-                self.epoch().load(Ordering::Relaxed) == e
-            } {
+            if self.held_now(|| self.some_stage_holds(s, n, &h)) {
                 return Ok(false);
             }
             let begun = match stripe {

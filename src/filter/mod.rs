@@ -354,6 +354,14 @@ impl GrowOptions {
         }
         Ok(GrowOptions { factor, max_capacity })
     }
+
+    /// Whether a filter's growth is the one asked for: the same factor,
+    /// and the same bound when one is asked for.
+    pub fn matches(&self, have: Option<crate::math::growth::Growth>) -> bool {
+        have.is_some_and(|g| {
+            g.factor() == self.factor && (self.max_capacity.is_none() || self.max_capacity == g.max_capacity())
+        })
+    }
 }
 
 /// A windowed filter's configuration.
@@ -459,9 +467,20 @@ impl Filter {
 
     fn header_for(capacity: u64, fp_rate: f64, opts: &Options) -> Result<Header> {
         let layout = opts.layout.unwrap_or(Layout::Standard);
-        if let Some(go) = opts.grow {
-            return Self::grown_header(capacity, fp_rate, layout, go, opts);
+        let h = match opts.grow {
+            Some(go) => Self::grown_header(capacity, fp_rate, layout, go, opts)?,
+            None => Self::plain_header(capacity, fp_rate, layout, opts)?,
+        };
+        if h.geometry.scheme == crate::math::scheme::Scheme::Block128 && !crate::probe::cas128_available() {
+            return Err(Error::arg(
+                "this fp_rate needs 128-bit blocks, which need a 16-byte compare-and-swap this machine lacks",
+            ));
         }
+        Ok(h)
+    }
+
+    /// The header of a new filter that does not grow, windowed or not.
+    fn plain_header(capacity: u64, fp_rate: f64, layout: Layout, opts: &Options) -> Result<Header> {
         let g = match opts.size {
             None => Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))?,
             Some(_) if layout != Layout::DataSketches => {
@@ -471,11 +490,6 @@ impl Filter {
                 crate::math::datasketches::geometry_of_size(bits, k, capacity, fp_rate).map_err(Error::arg)?
             }
         };
-        if g.scheme == crate::math::scheme::Scheme::Block128 && !crate::probe::cas128_available() {
-            return Err(Error::arg(
-                "this fp_rate needs 128-bit blocks, which need a 16-byte compare-and-swap this machine lacks",
-            ));
-        }
         let mut h = region::new_header(g, opts.seed);
         if let Some(wo) = opts.window {
             let g = wo.generations_or(Window::DEFAULT_GENERATIONS);
@@ -501,11 +515,6 @@ impl Filter {
         let mut g = growth
             .stage(0)
             .ok_or_else(|| Error::arg("the first stage cannot be sized"))?;
-        if g.scheme == crate::math::scheme::Scheme::Block128 && !crate::probe::cas128_available() {
-            return Err(Error::arg(
-                "this fp_rate needs 128-bit blocks, which need a 16-byte compare-and-swap this machine lacks",
-            ));
-        }
         // The header keeps the filter's rate; stage 0's is derived from it.
         g.fp_rate = fp_rate;
         Ok(Header {
@@ -518,10 +527,7 @@ impl Filter {
     fn check_growth(self, want: Option<GrowOptions>) -> Result<Filter> {
         let Some(go) = want else { return Ok(self) };
         let have = self.growth();
-        let same = have.is_some_and(|g| {
-            g.factor() == go.factor && (go.max_capacity.is_none() || go.max_capacity == g.max_capacity())
-        });
-        if same {
+        if go.matches(have) {
             return Ok(self);
         }
         let shown = |f: u32, max: Option<u64>| match max {
@@ -808,9 +814,16 @@ impl Filter {
     /// meanwhile): an add can then answer "not new" without writing.
     #[inline(always)]
     fn present_now<P: Probe>(&self, p: &P, bits: &[AtomicU64], loc: &P::Loc) -> bool {
+        self.held_now(|| p.contains(bits, loc))
+    }
+
+    /// Whether `holds` (loads of bits only) answers true with no exclusive
+    /// operation running or run meanwhile, read as a seqlock reader.
+    #[inline(always)]
+    fn held_now(&self, holds: impl FnOnce() -> bool) -> bool {
         // Acquire: pairs with the Release store that ends an exclusive op.
         let e = self.epoch().load(Ordering::Acquire);
-        e & 1 == 0 && p.contains(bits, loc) && {
+        e & 1 == 0 && holds() && {
             // Acquire fence: the bit loads above complete before the epoch
             // re-check (seqlock reader).
             fence(Ordering::Acquire);

@@ -276,6 +276,23 @@ impl Growth {
         Ok(g)
     }
 
+    /// The growth stored arguments name, `first` being the stored stage 0
+    /// (with the filter's `fp_rate`, as headers and bytes keep it): None
+    /// unless `new` accepts them and gives that same stage 0, so that every
+    /// other stage follows from the arguments alone.
+    pub fn stored(first: &Geometry, factor: u32, max_capacity: Option<u64>) -> Option<Growth> {
+        let g = Growth::new(
+            first.capacity,
+            first.fp_rate,
+            first.scheme.layout(),
+            factor,
+            max_capacity,
+        )
+        .ok()?;
+        let s0 = g.stage(0)?;
+        ((s0.k, s0.m, s0.scheme) == (first.k, first.m, first.scheme)).then_some(g)
+    }
+
     pub fn factor(&self) -> u32 {
         self.factor
     }

@@ -452,19 +452,8 @@ fn decode_growth(b: &[u8], geometry: &Geometry) -> Result<Growth, FormatError> {
         return Err(FormatError::Checksum);
     }
     let max = get_u64(b, o);
-    let growth = Growth::new(
-        geometry.capacity,
-        geometry.fp_rate,
-        geometry.scheme.layout(),
-        get_u32(b, 108),
-        (max != 0).then_some(max),
-    )
-    .map_err(|_| FormatError::Growth)?;
-    let first = growth.stage(0).ok_or(FormatError::Growth)?;
-    if (first.k, first.m, first.scheme) != (geometry.k, geometry.m, geometry.scheme)
-        || get_u32(b, o + 8) != growth.limit()
-        || get_u32(b, o + 12) != 0
-    {
+    let growth = Growth::stored(geometry, get_u32(b, 108), (max != 0).then_some(max)).ok_or(FormatError::Growth)?;
+    if get_u32(b, o + 8) != growth.limit() || get_u32(b, o + 12) != 0 {
         return Err(FormatError::Growth);
     }
     Ok(growth)

@@ -476,18 +476,7 @@ fn parse_growth(b: &[u8], geometry: &Geometry, stages: u32) -> Result<(GrownStat
         return Err(SerialError::Reserved);
     }
     let max = le64(b, 64);
-    let growth = Growth::new(
-        geometry.capacity,
-        geometry.fp_rate,
-        geometry.scheme.layout(),
-        le32(b, 56),
-        (max != 0).then_some(max),
-    )
-    .map_err(|_| SerialError::Growth)?;
-    let first = growth.stage(0).ok_or(SerialError::Growth)?;
-    if (first.k, first.m, first.scheme) != (geometry.k, geometry.m, geometry.scheme) {
-        return Err(SerialError::Growth);
-    }
+    let growth = Growth::stored(geometry, le32(b, 56), (max != 0).then_some(max)).ok_or(SerialError::Growth)?;
     if stages == 0 || stages > growth.limit() {
         return Err(SerialError::Stages(stages));
     }
