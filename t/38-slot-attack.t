@@ -49,7 +49,8 @@ sub become {
 }
 
 # The victim: rounds of open, add, query, give back. Exit 0 when every
-# round ran, 3 when a call croaked (the message on stderr).
+# round ran, 3 when a call croaked (the message in "$go.croak", which the
+# parent checks).
 sub victim {
     my ($go) = @_;
     eval { become($VICTIM); 1 } or _exit(9);
@@ -67,7 +68,10 @@ sub victim {
             1;
         };
         if (!$ok) {
-            print STDERR "croaked: $@";
+            if (open(my $out, '>', "$go.croak")) {
+                print $out $@;
+                close $out;
+            }
             _exit(3);
         }
     }
@@ -120,7 +124,7 @@ sub run_areas {
     }
 }
 
-my (%outcome, @signalled);
+my (%outcome, @signalled, @croaks, @unclear);
 my $attacks_failed = 0;
 my $case = 0;
 
@@ -160,6 +164,18 @@ sub run_case {
     my $what = $st eq 'waited' ? 'waited' : ($st & 127) ? 'signal ' . ($st & 127) : 'exit ' . ($st >> 8);
     $outcome{$what}++;
     push @signalled, "$path, $target word $word (x $span): $what" unless $what =~ /^(waited|exit [03])$/;
+    if ($what eq 'exit 3') {
+        my $msg = '(no message)';
+        if (open(my $in, '<', "$stop.go.croak")) {
+            local $/;
+            $msg = <$in>;
+        }
+        push @croaks, $msg;
+        # A croak names the method that refused and why (a constructor
+        # the file too).
+        push @unclear, "$target word $word: $msg"
+            unless $msg =~ /^Data::BloomFilter::Shared->(?:new: \Q$path\E|\w+): \w/;
+    }
     # The words back as they were for the next case.
     open(my $fh, '+<', $path) or die "open: $!";
     sysseek($fh, $off, 0);
@@ -187,6 +203,8 @@ run_case('slot', $_, @hostile) for 0, 1;
 run_areas(@hostile);
 
 is_deeply(\@signalled, [], 'no victim was killed by a signal of its own, whatever word was rewritten');
+is_deeply(\@unclear, [], 'every victim that croaked was told which method refused and why');
+note("croaked: $_") for @croaks;
 is($attacks_failed, 0, 'every attacker ran as its own uid and wrote through the group');
 cmp_ok($outcome{'exit 0'} // 0, '>', 0, 'some victims ended normally');
 diag(join ', ', map { "$_: $outcome{$_}" } sort keys %outcome);
