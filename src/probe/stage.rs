@@ -6,13 +6,21 @@
 //! about `m^2/2` probe sequences: an absent item shares a stored item's
 //! whole sequence, or one shifted by a few probes, with a probability near
 //! `n/(m^2/2)` per stored item whatever `k` is, and every stage took the
-//! low bits of the same sums. A grown filter's first stages are small and
-//! its rates low, and that floor passed `fp_rate` (1.2e-4 measured at
-//! 1e-6 from a first capacity of 100). Here probe `i` of stage `s` is the
-//! top `log2 m` bits of `mix(h1 + s*SALT + i*h2)`, with `mix` wyhash's
-//! folded 64x64->128 multiply of `x` and `x ^ MIX`, which is not linear: two
-//! items whose sums differ share a position only by chance (`1/m`), probe
-//! by probe and stage by stage, as independent probes would.
+//! low bits of the same sums. Here probe `i` of stage `s` is the top
+//! `log2 m` bits of `x_i = h1 + s*SALT + i*h2`, mixed for `i >= 2`:
+//! `mix(x)` is wyhash's folded 64x64->128 multiply of `x` and `x ^ MIX`,
+//! which is not linear, so probes 2 and on of two items whose sums differ
+//! share a position only by chance (`1/m`), probe by probe, as independent
+//! probes would, and no pair of items shares a whole sequence. Probes 0
+//! and 1 are the top bits of `x_0` and `x_1` themselves: uniform and
+//! independent of each other and of the mixed ones for an item, which is
+//! all a rate of `f^k` needs, and as cheap as `bloom.h`'s, so that
+//! `contains_gated`, which tests them before it branches in every stage a
+//! miss looks at, costs what it did (a mix on each would add its multiply's
+//! latency to every stage of a miss: 2 to 3 ns a stage, measured).
+//! The stages' salts differ, so one item's positions differ from stage to
+//! stage; a stage's rate does not depend on the others', and the union
+//! bound over the stages needs no more.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,17 +33,23 @@ pub const SALT: u64 = 0x9e37_79b9_7f4a_7c15;
 /// The constant `mix` multiplies by, `x ^ MIX`: wyhash's (`_wyp1`).
 pub const MIX: u64 = 0xe703_7ed1_a0b4_28db;
 
+/// `mix`: the two halves of the 128-bit product `x * (x ^ MIX)`, XORed.
+#[inline(always)]
+pub fn mix(x: u64) -> u64 {
+    let t = (x as u128) * ((x ^ MIX) as u128);
+    (t as u64) ^ ((t >> 64) as u64)
+}
+
 /// The position of probe `i` of an item located by `StandardStage::locate`
 /// (its `h1` salted), in a table of `2^(64 - shift)` bits.
 #[inline(always)]
 pub fn stage_probe(loc: &ItemHash, i: u32, shift: u32) -> u64 {
     let x = loc.h1.wrapping_add((i as u64).wrapping_mul(loc.h2));
-    let t = (x as u128) * ((x ^ MIX) as u128);
-    ((t as u64) ^ ((t >> 64) as u64)) >> shift
+    (if i < 2 { x } else { mix(x) }) >> shift
 }
 
 /// A grown filter's standard stage: `k` probes over `2^(64 - shift)` bits,
-/// each from its own mix (`stage_probe`).
+/// all but the first two mixed (`stage_probe`).
 #[derive(Clone, Copy, Debug)]
 pub struct StandardStage {
     pub k: u32,
@@ -203,8 +217,9 @@ mod tests {
     use crate::math::rng::xorshift;
     use crate::probe::Standard;
 
-    /// Probe `i` of stage `s` for `k`, `m` the long way: the 128-bit product
-    /// from four 32-bit ones, the position as `floor(mix * m / 2^64)`.
+    /// Probe `i` of stage `s` in `m` bits the long way: the 128-bit product
+    /// from four 32-bit ones, the position as `floor(v * m / 2^64)`, `v` the
+    /// sum (probes 0 and 1) or its mix.
     fn reference(h: ItemHash, s: u64, i: u64, m: u64) -> u64 {
         let x =
             h.h1.wrapping_add(s.wrapping_mul(SALT))
@@ -215,7 +230,8 @@ mod tests {
         let mid = (ll >> 32) + (lh & 0xffff_ffff) + (hl & 0xffff_ffff);
         let lo = (ll & 0xffff_ffff) | (mid << 32);
         let hi = hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
-        ((((lo ^ hi) as u128) * m as u128) >> 64) as u64
+        let v = if i < 2 { x } else { lo ^ hi };
+        (((v as u128) * m as u128) >> 64) as u64
     }
 
     fn positions(p: &StandardStage, h: ItemHash) -> Vec<u64> {
@@ -224,31 +240,30 @@ mod tests {
     }
 
     /// Known answers, computed outside Rust (Python's big integers:
-    /// `x = h1 + s*SALT + i*h2 mod 2^64`, `t = x * (x ^ MIX)`,
-    /// `((t mod 2^64) ^ (t >> 64)) * m >> 64`), and the reference above for
-    /// many more.
+    /// `x = h1 + s*SALT + i*h2 mod 2^64`; for `i >= 2`, `t = x * (x ^ MIX)`
+    /// and `x = (t mod 2^64) ^ (t >> 64)`; the position `x * m >> 64`), and
+    /// the reference above for many more.
     #[test]
     fn known_answers() {
         let h = ItemHash {
             h1: 0x0123_4567_89ab_cdef,
-            h2: 0xfedc_ba98_7654_3211,
+            h2: 0x0fed_cba9_8765_4321,
         };
         let cases: [(u32, u64, u32, &[u64]); 5] = [
-            (0, 4096, 8, &[2885, 0, 2789, 2987, 1890, 2853, 3600, 1108]),
-            (1, 4096, 8, &[1973, 2232, 1049, 1661, 1047, 669, 2619, 1205]),
-            (5, 1 << 20, 6, &[315439, 556708, 818348, 491919, 669818, 610342]),
-            (0, 64, 4, &[0, 57, 51, 45]),
+            (0, 4096, 8, &[18, 273, 2064, 2440, 2702, 1091, 1040, 1638]),
+            (1, 4096, 8, &[2549, 2804, 3809, 2544, 521, 3578, 508, 3269]),
+            (5, 1 << 20, 6, &[99210, 164455, 536134, 315443, 124266, 906333]),
+            (3, 64, 12, &[54, 58, 19, 39, 45, 46, 5, 7, 27, 17, 2, 24]),
             (
                 31,
                 1 << 38,
                 5,
-                &[173907159952, 269557620345, 19379802657, 258570122149, 12620162573],
+                &[43720334746, 43720334746, 19379802657, 258570122149, 12620162573],
             ),
         ];
         for (stage, m, k, want) in cases {
-            let h = match m {
-                64 => ItemHash { h1: 0, h2: 1 },
-                _ if stage == 31 => ItemHash {
+            let h = match stage {
+                31 => ItemHash {
                     h1: u64::MAX,
                     h2: u64::MAX,
                 },
@@ -268,8 +283,8 @@ mod tests {
                     h2: next() | 1,
                 };
                 let s = (next() % 32) as u32;
-                let p = StandardStage::new(12, 1 << b, s, 64);
-                let want: Vec<u64> = (0..12).map(|i| reference(h, s as u64, i, 1 << b)).collect();
+                let p = StandardStage::new(32, 1 << b, s, 64);
+                let want: Vec<u64> = (0..32).map(|i| reference(h, s as u64, i, 1 << b)).collect();
                 assert_eq!(positions(&p, h), want, "b {b} stage {s} {h:?}");
             }
         }
@@ -302,11 +317,12 @@ mod tests {
             for k in [1, 2, 7, 32] {
                 let p = StandardStage::new(k, 1 << b, 3, 64);
                 for round in 0..300 {
-                    let loc = p.locate(&hash_item(0, &next().to_le_bytes()));
+                    let h = hash_item(0, &next().to_le_bytes());
+                    let loc = p.locate(&h);
                     let all = p.contains(&bits, &loc);
                     assert_eq!(p.contains_early(&bits, &loc), all, "b {b} k {k} round {round}");
                     assert_eq!(p.contains_gated(&bits, &loc), all, "b {b} k {k} round {round}");
-                    let x = stage_probe(&loc, 0, p.shift);
+                    let x = positions(&p, h)[0];
                     let first = (bits[(x >> 6) as usize].load(Ordering::Relaxed) >> (x & 63)) & 1 == 1;
                     assert_eq!(p.first_set(&bits, &loc), first);
                     p.prefetch_gated(&bits, &loc);
