@@ -9,9 +9,9 @@
 //!
 //! * `Standard` — `bloom.h`'s: k probes spread over the whole table
 //!   (`hashing`), an add serialized per item on a stripe (see `sync`).
-//! * `StandardStage` — a grown filter's standard stages: the same, each
-//!   probe's position mixed on its own and salted per stage (`stage`), so
-//!   that small stages keep low rates (`Probing::for_stage`).
+//! * `StandardStage` — a grown filter's standard stages: the same, but
+//!   probes 2 and on mixed on their own and `h1` salted per stage
+//!   (`stage`), so that small stages keep low rates (`Probing::for_stage`).
 //! * `Word64` — all k bits of an item in one aligned 64-bit word: an add is
 //!   one `fetch_or`, and the item was new exactly when the old word lacked
 //!   one of its bits. No lock: among concurrent adders of one item only the
