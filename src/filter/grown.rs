@@ -65,7 +65,7 @@ impl Stages {
                 let geometry = if i == 0 { h.geometry } else { growth.stage(i as u32)? };
                 Some(Stage {
                     geometry,
-                    probing: Probing::new(&geometry, stripes),
+                    probing: Probing::for_stage(&geometry, stripes, i as u32),
                     range,
                 })
             })

@@ -37,7 +37,8 @@ impl Stages {
             .stage(self.arrays.len() as u32)
             .expect("a stage within the limit");
         let words = (0..g.words()).map(|_| AtomicU64::new(0)).collect();
-        self.arrays.push((Probing::new(&g, 64), g, words));
+        self.arrays
+            .push((Probing::for_stage(&g, 64, self.arrays.len() as u32), g, words));
         self.fill = 0;
     }
 

@@ -9,6 +9,9 @@
 //!
 //! * `Standard` — `bloom.h`'s: k probes spread over the whole table
 //!   (`hashing`), an add serialized per item on a stripe (see `sync`).
+//! * `StandardStage` — a grown filter's standard stages: the same, but
+//!   probes 2 and on mixed on their own and `h1` salted per stage
+//!   (`stage`), so that small stages keep low rates (`Probing::for_stage`).
 //! * `Word64` — all k bits of an item in one aligned 64-bit word: an add is
 //!   one `fetch_or`, and the item was new exactly when the old word lacked
 //!   one of its bits. No lock: among concurrent adders of one item only the
@@ -33,10 +36,12 @@ use crate::math::scheme::Scheme;
 
 mod blocked;
 mod datasketches;
+mod stage;
 mod standard;
 
 pub use blocked::{block_of, blocked_bits, cas128_available, mask128, mask64, Block128, BlockLoc, Word64, WordLoc};
 pub use datasketches::DataSketches;
+pub use stage::StandardStage;
 pub use standard::Standard;
 
 // ---------------------------------------------------------------- strategies
@@ -141,6 +146,7 @@ pub trait Probe: Copy {
 #[derive(Clone, Copy, Debug)]
 pub enum Probing {
     Standard(Standard),
+    StandardStage(StandardStage),
     Word64(Word64),
     Block128(Block128),
     DataSketches(DataSketches),
@@ -163,6 +169,17 @@ impl Probing {
             }),
         }
     }
+
+    /// Stage `stage` of a grown filter of geometry `g` (doc/DESIGN.md, §3
+    /// growth): a standard stage probes as `StandardStage` (not `bloom.h`'s
+    /// double hashing, whose floor of about `n/(m^2/2)` small stages at low
+    /// rates passed); the blocked layouts as their plain filters.
+    pub fn for_stage(g: &Geometry, stripes: u32, stage: u32) -> Probing {
+        match g.scheme {
+            Scheme::Standard => Probing::StandardStage(StandardStage::new(g.k, g.m, stage, stripes)),
+            _ => Probing::new(g, stripes),
+        }
+    }
 }
 
 /// Run `$body` with `$p` bound to the concrete strategy of `$probing` (a
@@ -171,6 +188,7 @@ macro_rules! with_probe {
     ($probing:expr, $p:ident => $body:expr) => {
         match $probing {
             $crate::probe::Probing::Standard($p) => $body,
+            $crate::probe::Probing::StandardStage($p) => $body,
             $crate::probe::Probing::Word64($p) => $body,
             $crate::probe::Probing::Block128($p) => $body,
             $crate::probe::Probing::DataSketches($p) => $body,
