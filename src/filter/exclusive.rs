@@ -193,7 +193,7 @@ impl Filter {
                 let why = e.msg.strip_prefix("the filter is full and ").unwrap_or(&e.msg);
                 let why = why.strip_suffix("; nothing was added").unwrap_or(why);
                 e.msg = format!(
-                    "merge: the filter must grow to the other filter's {want} stages, and {why}; \
+                    "the filter must grow to the other filter's {want} stages, and {why}; \
                      nothing was merged (stages added before stay, empty)"
                 );
                 return Err(e);
@@ -232,8 +232,8 @@ impl Filter {
                 return Err(Error::new(
                     ErrorKind::Io,
                     format!(
-                        "{what}: the filter's memfd is sealed against growing, so it has no room for the \
-                         journal that makes a {what} of filters that grow crash-safe; nothing was changed"
+                        "the filter's memfd is sealed against growing, so it has no room for the journal \
+                         that makes a {what} of filters that grow crash-safe; nothing was changed"
                     ),
                 ));
             };
@@ -266,7 +266,7 @@ impl Filter {
             if !g.apply_journal(op, journal) {
                 return Err(Error::new(
                     ErrorKind::Io,
-                    format!("{what}: a stage of the filter cannot be mapped; nothing was changed"),
+                    "a stage of the filter cannot be mapped; nothing was changed",
                 ));
             }
             drop(g);
@@ -282,7 +282,7 @@ impl Filter {
         Error::new(
             ErrorKind::Mismatch,
             format!(
-                "intersect: the other filter has grown to {n} stages; an item both filters hold can sit \
+                "the other filter has grown to {n} stages; an item both filters hold can sit \
                  in different stages, so no stage can be intersected without losing it; nothing was changed"
             ),
         )
