@@ -128,7 +128,7 @@ fn intersect_with_one_stage_keeps_what_both_hold_and_refuses_more() {
         assert_eq!(e.kind, ErrorKind::Mismatch);
         assert!(
             e.msg
-                .starts_with("intersect: the other filter has grown to 2 stages; an item both filters hold"),
+                .starts_with("the other filter has grown to 2 stages; an item both filters hold"),
             "{}",
             e.msg
         );
