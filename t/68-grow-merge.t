@@ -106,6 +106,63 @@ for my $layout (qw(standard blocked)) {
         ok($f->serialize eq $before, "$t: merge and intersect with the same filter change nothing");
     }
 
+    # --- no room to grow or for the journal -----------------------------------------------------
+    # A memfd sealed against growing: a merge that needs a stage croaks
+    # naming EPERM; one that needs only the journal croaks that there is no
+    # room for it. Either way every item stays and nothing of the other is in.
+    {
+        my $t = "$layout sealed memfd";
+        my $f = grown('memfd', $layout);
+        $f->add("a-$_") for 1 .. 2500;
+        open(my $fh, '+<&', $f->memfd) or die "dup: $!";
+        fcntl($fh, 1033, 4) or die "F_ADD_SEALS: $!";    # F_SEAL_GROW
+        my $big = grown('anon', $layout);
+        $big->add("b-$_") for 1 .. 9000;
+        croaks_like(sub { $f->merge($big) },
+            qr/^\Q$C\E->merge: the filter must grow to the other filter's 4 stages, and its next stage needs the file to grow to \d+ bytes: EPERM: .*a memfd sealed against growing\); nothing was merged \(stages added before stay, empty\)/,
+            "$t: a merge that needs a stage");
+        my $small = grown('anon', $layout);
+        $small->add("c-$_") for 1 .. 500;
+        croaks_like(sub { $f->merge($small) },
+            qr/^\Q$C\E->merge: the filter's memfd is sealed against growing, so it has no room for the journal that makes a merge of filters that grow crash-safe; nothing was changed/,
+            "$t: a merge that needs only the journal");
+        croaks_like(sub { $f->intersect($small) }, qr/^\Q$C\E->intersect: the filter's memfd is sealed against growing/,
+            "$t: an intersect");
+        is($f->stages, 2, "$t: the stages are as they were");
+        is(missing($f, 'a', 1, 2500), 0, "$t: every item is in");
+        cmp_ok(missing($f, 'c', 1, 500), '>', 490, "$t: ... and nothing of the other");
+    }
+
+    # A file size limit (RLIMIT_FSIZE) that stops the growth: the merge
+    # croaks naming it and the process lives (no SIGXFSZ).
+    SKIP: {
+        skip 'needs prlimit(1) to set a file size limit', 4
+            unless system('prlimit --fsize=262144:unlimited true >/dev/null 2>&1') == 0;
+        my $t = "$layout RLIMIT_FSIZE";
+        my $f = grown('file', $layout);
+        $f->add("a-$_") for 1 .. 2500;
+        my $o = grown('anon', $layout);
+        $o->add("b-$_") for 1 .. 9000;
+        pipe(my $rd, my $wr) or die "pipe: $!";
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            close $rd;
+            my $limit = (-s $f->path) + 4096;
+            system('prlimit', "--pid=$$", "--fsize=$limit:unlimited") == 0 or POSIX::_exit(2);
+            my $err = eval { $f->merge($o); 'merged' } // $@;
+            $err =~ s/\n//g;
+            syswrite($wr, join "\n", $err, $f->stages, missing($f, 'a', 1, 2500), missing($f, 'b', 1, 9000), "alive\n");
+            POSIX::_exit(0);
+        }
+        close $wr;
+        my @got = split /\n/, do { local $/; <$rd> } // '';
+        is(reap($pid), 0, "$t: the merging process lives");
+        like($got[0] // '', qr/^\Q$C\E->merge: the filter must grow to the other filter's 4 stages, and its next stage needs the file to grow to \d+ bytes: more than the file size limit \(RLIMIT_FSIZE, \d+ bytes\); nothing was merged/,
+            "$t: the merge croaks naming the limit");
+        is($got[2], 0, "$t: every item of the filter is in");
+        cmp_ok($got[3] // 0, '>', 8900, "$t: ... and nothing of the other (stages: " . ($got[1] // '?') . ')');
+    }
+
     # --- SIGKILL while merging ------------------------------------------------------------------
     # A child opens the filter on its own, fills a grown filter of its own
     # and merges it in; the parent kills it at a random moment. Whatever the
