@@ -190,6 +190,9 @@ impl Filter {
                 return Ok(());
             }
             if let Err(mut e) = self.grow(s, n, c) {
+                if e.kind != ErrorKind::Io {
+                    return Err(e); // frozen meanwhile, or the like: as it is
+                }
                 let why = e.msg.strip_prefix("the filter is full and ").unwrap_or(&e.msg);
                 let why = why.strip_suffix("; nothing was added").unwrap_or(why);
                 e.msg = format!(
