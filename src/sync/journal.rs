@@ -38,18 +38,6 @@ pub trait StageSet {
 }
 
 impl<'a> Shared<'a> {
-    // A merge or an intersect must survive its process: the operand is
-    // another mapping (maybe another process's memory) that is gone when a
-    // recoverer comes, so it is first copied into the journal, storage
-    // beside the filter that every process mapping the filter can reach.
-    // Then, exclusive, the journal is ORed or ANDed in chunk by chunk under
-    // `pending` and `cursor`, as clear and invert run. The journal word
-    // makes its users take turns: it is taken before the journal is written
-    // and given back after its space is freed. Order: journal word, then
-    // excl; never the other way round except by a CAS that does not wait
-    // (`reclaim_journal`), so nothing deadlocks. No other filter's lock is
-    // held meanwhile (doc/DESIGN.md, C3).
-
     /// Take the journal word for `me`, waiting for a live user and taking
     /// it over from a dead one. Whatever a dead user left pending is
     /// finished (by `lock_exclusive`'s resume) before the caller may write
