@@ -104,12 +104,7 @@ for my $layout (qw(standard blocked)) {
             qr/^\Q$C\E->deserialize: growth mismatch \(the bytes are of a filter that does not grow/,
             "$layout: deserialize of a plain filter's bytes with grow");
 
-        # Refused on a filter that grows, for now.
-        for my $op (qw(merge intersect)) {
-            my $o = $C->new(undef, 1000, 0.01, {%L, grow => 2});
-            like((eval { $f->$op($o); 1 } ? '' : $@), qr/->$op: $op is not supported on a filter that grows/,
-                "$layout: $op refused");
-        }
+        # Refused on a filter that grows (merge and intersect: t/68-grow-merge.t).
         like((eval { $f->invert; 1 } ? '' : $@), qr/->invert: invert is not supported on a filter that grows/,
             "$layout: invert refused");
     }

@@ -884,6 +884,166 @@ fn killed_mid_merge_or_intersect() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A grown filter of first capacity `cap`, factor 2, on `store`.
+fn grown_store_filter(store: Store, cap: u64, path: &std::path::Path) -> Filter {
+    let opts = Options {
+        grow: Some(bloomfilter_shared::GrowOptions::new(2, None).unwrap()),
+        ..opts()
+    };
+    match store {
+        Store::Anonymous => Filter::new_anonymous(cap, rate(), opts).unwrap(),
+        Store::Memfd => Filter::new_memfd("grown journal test", cap, rate(), opts).unwrap(),
+        Store::File => {
+            let _ = std::fs::remove_file(path);
+            Filter::open_file(path, cap, rate(), opts).unwrap()
+        }
+    }
+}
+
+/// A grown filter holding `items`, anonymous.
+fn grown_holding(cap: u64, items: impl Iterator<Item = u64>) -> Filter {
+    let f = grown_store_filter(Store::Anonymous, cap, std::path::Path::new(""));
+    for i in items {
+        f.add(&item(i)).unwrap();
+    }
+    f
+}
+
+/// A merge or an intersect of filters that grow, killed part-way (before
+/// applying, or after some chunks, in a stage past the first), on each
+/// kind of storage, the operand in the killed process's own memory: the
+/// next writer finishes it from the journal, redoing only the chunks left,
+/// and the filter is then bit for bit as the same operation run whole:
+/// every item of both (a merge) or of both and of A's later stages (an
+/// intersect) present. The stages a merge added before it was killed stay,
+/// and the file is never cut back (other processes map its later ranges).
+fn killed_mid_merge_of_grown_filters() {
+    if layout() == Some(Layout::DataSketches) {
+        println!("# skipped: the datasketches layout does not grow");
+        return;
+    }
+    const CAP: u64 = 10_000;
+    let path = std::env::temp_dir().join(format!("bfs-grown-journal-{}.bf", std::process::id()));
+    // A: 0..20000 (stages 0 and 1). Merge: B of 100000..160000 (3 stages).
+    // Intersect: B of one stage holding part of A's stage 0, part of its
+    // stage 1, and items of its own.
+    let a_items = || 0..20_000u64;
+    let b_items = |op: &str| -> Vec<u64> {
+        if op == "merge" {
+            (100_000..160_000).collect()
+        } else {
+            (0..3000).chain(15_000..18_000).chain(200_000..203_000).collect()
+        }
+    };
+    for store in [Store::Anonymous, Store::Memfd, Store::File] {
+        for op in ["merge", "intersect"] {
+            for stop_in_stage_1 in [false, true] {
+                let f = grown_store_filter(store, CAP, &path);
+                // The items A took into its stage 1: new there, not found
+                // in stage 0 (an item stage 0 answers for, wrongly, is not
+                // stored again: an intersect may drop it with stage 0).
+                let mut in_stage_1 = Vec::new();
+                for i in a_items() {
+                    let later = f.stages() == 2;
+                    if f.add(&item(i)).unwrap() && later {
+                        in_stage_1.push(i);
+                    }
+                }
+                assert_eq!(f.stages(), 2);
+                assert!(in_stage_1.len() > 9000, "{} items in stage 1", in_stage_1.len());
+                let ours = b_items(op);
+                // The whole operation, run on copies, as the reference.
+                let want = Filter::deserialize(&f.serialize().unwrap(), None, 0).unwrap();
+                let operand = grown_holding(CAP, ours.iter().copied());
+                let stages_after = want.stages().max(operand.stages());
+                let before_bits = f.bits_set();
+                if op == "merge" {
+                    want.merge(&operand).unwrap();
+                } else {
+                    want.intersect(&operand).unwrap();
+                }
+                let words_of = |n: u32| -> u64 { f.stage_stats().iter().take(n as usize).map(|s| s.bits / 64).sum() };
+                let s0_chunks = (words_of(1) as usize + 63) / 64;
+                let done = stop_in_stage_1.then_some(s0_chunks + 2);
+                let k = spawn(|| {
+                    let other = grown_holding(CAP, ours.iter().copied());
+                    testing::stop_journaled(done);
+                    let r = if op == "merge" {
+                        f.merge(&other)
+                    } else {
+                        f.intersect(&other)
+                    };
+                    r.unwrap();
+                    panic!("the operation returned");
+                });
+                wait_stopped(k);
+                kill9(k);
+                reap(k);
+                let what = format!(
+                    "{store:?} grown {op} killed {}",
+                    done.map_or("before applying".into(), |c| format!("after {c} chunks"))
+                );
+                // A merge grows the filter before its journal: those stages
+                // are published, empty, whatever happens next.
+                assert_eq!(f.stages(), stages_after, "{what}: stages");
+                let chunks = (words_of(stages_after) as usize + 63) / 64;
+                assert!(done.map_or(true, |c| c < chunks), "{what}: stops in the middle");
+                let size_at_kill = backing_size(&f, store, &path).map(|(size, _)| size);
+                let resumed = bloomfilter_shared::hooks::resumed_chunks();
+                let d = stall(|| {
+                    f.add(&item(1)).unwrap();
+                });
+                assert!(d < NO_HANG, "{what}: stalled {d:?}");
+                let redone = bloomfilter_shared::hooks::resumed_chunks() - resumed;
+                match done {
+                    None => {
+                        assert_eq!(redone, 0, "{what}");
+                        assert_eq!(f.bits_set(), before_bits, "{what}: not as before");
+                    }
+                    Some(c) => {
+                        assert_eq!(redone as usize, chunks - c, "{what}: only the chunks left were redone");
+                        assert_eq!(f.bits_set(), want.bits_set(), "{what}: not as after");
+                        let lost = a_items()
+                            .chain(ours.iter().copied())
+                            .filter(|&i| want.contains(&item(i)) && !f.contains(&item(i)))
+                            .count();
+                        assert_eq!(lost, 0, "{what}: {lost} items lost");
+                        if op == "merge" {
+                            let absent = a_items()
+                                .chain(ours.iter().copied())
+                                .filter(|&i| !f.contains(&item(i)))
+                                .count();
+                            assert_eq!(absent, 0, "{what}: {absent} items of either filter lost");
+                        } else {
+                            let kept = (0..3000)
+                                .chain(15_000..18_000)
+                                .chain(in_stage_1.iter().copied())
+                                .filter(|&i| !f.contains(&item(i)))
+                                .count();
+                            assert_eq!(kept, 0, "{what}: {kept} items of both or of A's stage 1 lost");
+                        }
+                    }
+                }
+                if let (Some(at_kill), Some((size, _))) = (size_at_kill, backing_size(&f, store, &path)) {
+                    assert!(
+                        size >= at_kill,
+                        "{what}: the file was cut back ({at_kill} -> {size} bytes)"
+                    );
+                }
+                // The operation runs again (a no-op if it was finished).
+                if op == "merge" {
+                    f.merge(&operand).unwrap();
+                } else {
+                    f.intersect(&operand).unwrap();
+                }
+                assert_eq!(f.bits_set(), want.bits_set(), "{what}: redone from here");
+                println!("# {what}: touched after {d:?}, {redone} of {chunks} chunks redone");
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A merger stopped while it copies the other filter into the journal
 /// holds only the journal: adds go on; another merger waits for it, and
 /// goes on once it is killed (leaving the filter as before its merge).
@@ -1134,6 +1294,7 @@ fn main() {
         ("main_thread_exited_owner_is_alive", main_thread_exited_owner_is_alive),
         ("killed_mid_merge", killed_mid_merge),
         ("killed_mid_merge_or_intersect", killed_mid_merge_or_intersect),
+        ("killed_mid_merge_of_grown_filters", killed_mid_merge_of_grown_filters),
         ("pending_merge_without_a_journal", pending_merge_without_a_journal),
         (
             "stopped_merger_holds_off_only_mergers",

@@ -1,7 +1,53 @@
 //! Operations on the whole filter: compatibility, and the exclusive ones
 //! (merge and intersect through the journal, invert, clear, freeze).
 
+use super::grown::Stages;
 use super::*;
+
+/// How a filter grows, in words: "grows by 4 up to 1000 items", "does not
+/// grow".
+fn growth_shown(g: Option<crate::math::growth::Growth>) -> String {
+    match g {
+        None => "does not grow".to_string(),
+        Some(g) => match g.max_capacity() {
+            Some(m) => format!("grows by {} up to {m} items", g.factor()),
+            None => format!("grows by {}", g.factor()),
+        },
+    }
+}
+
+/// A grown filter's stages as a journaled operation changes them
+/// (`sync::StageSet`): mapped through this handle, for the operation's
+/// owner and for a process finishing it alike.
+impl sync::StageSet for Filter {
+    fn stage_words(&self, n: u32) -> Option<Vec<&[AtomicU64]>> {
+        let s = self.grown.as_deref()?;
+        if n > s.all.len() as u32 {
+            return None;
+        }
+        // Maps every published stage; one that cannot be is left empty.
+        let _ = self.stages_now(s);
+        (0..n)
+            .map(|i| Some(self.stage_bits(s, i)).filter(|b| !b.is_empty()))
+            .collect()
+    }
+
+    fn raise_fills(&self, n: u32) {
+        let Some(s) = self.grown.as_deref() else { return };
+        for (i, (st, fill)) in s.all.iter().zip(self.fill_words()).take(n as usize).enumerate() {
+            // Relaxed: we are exclusive; the epoch/excl release publishes.
+            let set: u64 = self
+                .stage_bits(s, i as u32)
+                .iter()
+                .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
+                .sum();
+            // Relaxed: the word decides only when to grow (as an adder's
+            // count); an RMW, since a handle going away adds its own count
+            // to it without any lock.
+            fill.fetch_max(st.geometry.count_from_bits_set(set), Ordering::Relaxed);
+        }
+    }
+}
 
 impl Filter {
     /// Same layout, bit array shape and hash: their bits mean the same items.
@@ -31,15 +77,35 @@ impl Filter {
                 ),
             ));
         }
-        if self.geometry.scheme == other.geometry.scheme
+        let how = |f: &Filter| f.growth().map(|g| (g.factor(), g.max_capacity()));
+        if how(self) != how(other) {
+            return Err(Error::new(
+                ErrorKind::Mismatch,
+                format!(
+                    "growth mismatch ({} vs {})",
+                    growth_shown(self.growth()),
+                    growth_shown(other.growth())
+                ),
+            ));
+        }
+        let same_shape = self.geometry.scheme == other.geometry.scheme
             && self.geometry.m == other.geometry.m
-            && self.geometry.k == other.geometry.k
-        {
+            && self.geometry.k == other.geometry.k;
+        if same_shape && self.seed != other.seed {
             // Same shape, other positions: calling it a geometry mismatch
             // would send the reader looking at capacity and fp_rate.
             return Err(Error::new(
                 ErrorKind::Mismatch,
                 "seed mismatch (the filters hash with different seeds)",
+            ));
+        }
+        if same_shape {
+            // Grown filters whose first stages agree but were sized from
+            // another capacity or fp_rate: their later stages differ.
+            return Err(Error::new(
+                ErrorKind::Mismatch,
+                "growth mismatch (the stages after the first differ: the filters were made with another \
+                 capacity or fp_rate)",
             ));
         }
         Err(Error::new(
@@ -82,7 +148,7 @@ impl Filter {
     fn journaled(&self, other: &Filter, op: u32, c: Claim) -> Result<bool> {
         let sh = self.shared();
         let lock = sh.lock_journal(c);
-        let Some(j) = self.region.prepare_journal()? else {
+        let Some(j) = self.region.prepare_journal(1)? else {
             return Ok(false); // `lock` drops: the word is given back
         };
         let journal = j.words();
@@ -105,12 +171,124 @@ impl Filter {
             g.apply_journal_partly(op, journal, chunks);
             testing::stop_here(Some(g));
         }
-        g.apply_journal(op, journal);
+        let applied = g.apply_journal(op, journal);
+        debug_assert!(applied, "a journal of the bit array's size");
         drop(g);
         drop(j);
         drop(lock);
         sh.count_ops(c, 1);
         Ok(true)
+    }
+
+    /// Grow this filter (`s` its stages) until it has `want` stages, as a
+    /// full stage does, a stage at a time under that growth's own locks.
+    /// A failure names the reason; the stages added before it stay, empty.
+    fn grow_to(&self, s: &Stages, want: u32, c: Claim) -> Result<()> {
+        loop {
+            let n = self.stages_now(s)?;
+            if n >= want {
+                return Ok(());
+            }
+            if let Err(mut e) = self.grow(s, n, c) {
+                if e.kind != ErrorKind::Io {
+                    return Err(e); // frozen meanwhile, or the like: as it is
+                }
+                let why = e.msg.strip_prefix("the filter is full and ").unwrap_or(&e.msg);
+                let why = why.strip_suffix("; nothing was added").unwrap_or(why);
+                e.msg = format!(
+                    "the filter must grow to the other filter's {want} stages, and {why}; \
+                     nothing was merged (stages added before stay, empty)"
+                );
+                return Err(e);
+            }
+        }
+    }
+
+    /// Merge or intersect (`op`) grown `other` (`so` its stages) into this
+    /// grown filter (`s`), crash-atomically over all the stages it
+    /// changes (doc/DESIGN.md, C3, G5). A merge first grows this filter to
+    /// the other's stage count; then, holding the journal word (no stage
+    /// can be added meanwhile), the other's stages are copied into a
+    /// journal as long as all of ours (the rest: OR's and AND's identity,
+    /// zeros and ones), and applied under `excl` if no clear dropped
+    /// stages in between (else it starts over). Stage j of the other holds
+    /// its items as stage j here does: the same geometry, the same hashing.
+    fn grown_journaled(&self, s: &Stages, other: &Filter, so: &Stages, op: u32, c: Claim) -> Result<()> {
+        let sh = self.shared();
+        loop {
+            let want = other.stages_now(so)?;
+            if op == PENDING_INTERSECT && want > 1 {
+                return Err(Self::intersect_grown(want));
+            }
+            self.grow_to(s, want, c)?;
+            let lock = sh.lock_journal(c);
+            let n = self.stages_now(s)?;
+            let theirs = other.stages_now(so)?;
+            if op == PENDING_INTERSECT && theirs > 1 {
+                return Err(Self::intersect_grown(theirs)); // lock drops
+            }
+            if theirs > n {
+                continue; // a clear dropped stages, or the other grew: lock drops
+            }
+            let what = if op == PENDING_MERGE { "merge" } else { "intersect" };
+            let Some(j) = self.region.prepare_journal(n)? else {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "the filter's memfd is sealed against growing, so it has no room for the journal \
+                         that makes a {what} of filters that grow crash-safe; nothing was changed"
+                    ),
+                ));
+            };
+            let journal = j.words();
+            let rest = if op == PENDING_MERGE { 0 } else { u64::MAX };
+            let mut theirs = (0..theirs).flat_map(|i| other.stage_bits(so, i));
+            for d in journal {
+                // Relaxed: a per-word snapshot of a concurrently changing
+                // filter; `begin`'s Release of pending publishes the copy
+                // to a recoverer.
+                let w = theirs.next().map_or(rest, |w| w.load(Ordering::Relaxed));
+                d.store(w, Ordering::Relaxed);
+            }
+            #[cfg(feature = "test-hooks")]
+            if testing::STOP.with(|s| s.get()) == Some(None) {
+                testing::stop_here(None);
+            }
+            let g = sh.lock_exclusive(c).map_err(no_fence)?;
+            if sh.frozen() {
+                return Err(Error::frozen()); // g, then lock, drop: all released
+            }
+            if sh.journal_stages() != n {
+                continue; // a clear dropped stages meanwhile: g, j, lock drop
+            }
+            #[cfg(feature = "test-hooks")]
+            if let Some(Some(chunks)) = testing::STOP.with(|s| s.get()) {
+                g.apply_journal_partly(op, journal, chunks);
+                testing::stop_here(Some(g));
+            }
+            if !g.apply_journal(op, journal) {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    "a stage of the filter cannot be mapped; nothing was changed",
+                ));
+            }
+            drop(g);
+            drop(j);
+            drop(lock);
+            sh.count_ops(c, 1);
+            return Ok(());
+        }
+    }
+
+    /// Why a filter cannot be intersected with one grown to `n` stages.
+    fn intersect_grown(n: u32) -> Error {
+        Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "the other filter has grown to {n} stages; an item both filters hold can sit \
+                 in different stages, so no stage can be intersected without losing it; nothing was changed"
+            ),
+        )
     }
 
     /// Union: OR `other`'s bits in. `other` is copied to the journal first
@@ -121,8 +299,6 @@ impl Filter {
         self.writable()?;
         self.not_windowed("merge")?;
         other.not_windowed("merge")?;
-        self.not_grown("merge")?;
-        other.not_grown("merge")?;
         self.check_compatible(other)?;
         let held = self.claim()?;
         let c = held.c;
@@ -130,6 +306,9 @@ impl Filter {
         if self.same_filter(other) {
             sh.count_ops(c, 1); // a write call all the same
             return Ok(());
+        }
+        if let (Some(s), Some(so)) = (self.grown.as_deref(), other.grown.as_deref()) {
+            return self.grown_journaled(s, other, so, PENDING_MERGE, c);
         }
         if self.journaled(other, PENDING_MERGE, c)? {
             return Ok(());
@@ -160,13 +339,14 @@ impl Filter {
         self.writable()?;
         self.not_windowed("intersect")?;
         other.not_windowed("intersect")?;
-        self.not_grown("intersect")?;
-        other.not_grown("intersect")?;
         self.check_compatible(other)?;
         let held = self.claim()?;
         if self.same_filter(other) {
             self.shared().count_ops(held.c, 1); // a write call all the same
             return Ok(());
+        }
+        if let (Some(s), Some(so)) = (self.grown.as_deref(), other.grown.as_deref()) {
+            return self.grown_journaled(s, other, so, PENDING_INTERSECT, held.c);
         }
         if self.journaled(other, PENDING_INTERSECT, held.c)? {
             return Ok(());

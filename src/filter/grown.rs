@@ -376,7 +376,7 @@ impl Filter {
     /// full (§8 N2–N6). Returns with nothing changed when another process
     /// added it meanwhile (or a clear dropped the stages): the caller
     /// starts its add over either way.
-    fn grow(&self, s: &Stages, n: u32, c: Claim) -> Result<()> {
+    pub(in crate::filter) fn grow(&self, s: &Stages, n: u32, c: Claim) -> Result<()> {
         if n >= s.limit() {
             return Err(self.at_bound(s));
         }

@@ -782,6 +782,7 @@ impl Filter {
                 scratch: std::slice::from_raw_parts(self.at::<AtomicU64>(format::SCRATCH_OFF), format::SCRATCH_WORDS),
                 journal: Some(&self.region),
                 fills: self.fill_words(),
+                stages: self.grown.as_ref().map(|_| self as &dyn sync::StageSet),
             }
         }
     }

@@ -35,11 +35,13 @@ pub fn map_range(fd: RawFd, off: u64, len: u64) -> std::io::Result<JournalMap> {
 /// (`format::journal`). Any process that maps the filter reaches it
 /// through its own descriptor.
 pub trait JournalStore: Sync {
-    /// The journal's words as its last user left them, mapped shared; None
-    /// when it cannot be reached (no descriptor, or a file too short to hold
-    /// it: never a mapping past the end of the file).
-    fn map_journal(&self) -> Option<JournalMap>;
-    /// Give the journal's space back (best effort: a tail left behind is
-    /// accepted by every opener and reused by the next journal user).
-    fn free_journal(&self);
+    /// The journal of a filter with `stages` published stages (1 for a
+    /// filter that does not grow) as its last user left it, mapped shared;
+    /// None when it cannot be reached (no descriptor, or a file too short
+    /// to hold it: never a mapping past the end of the file).
+    fn map_journal(&self, stages: u32) -> Option<JournalMap>;
+    /// Give the journal's space back, `stages` the published stages (best
+    /// effort: a tail left behind is accepted by every opener and reused
+    /// by the next journal user). Only the journal word's holder calls it.
+    fn free_journal(&self, stages: u32);
 }

@@ -181,13 +181,14 @@ impl Region {
         }
     }
 
-    /// Where the journal is; None for a grown filter: its bytes past stage
-    /// 0 are its later stages, which no journal user may free or shrink.
-    fn journal_range(&self) -> Option<(u64, u64)> {
-        if self.header.growth.is_some() {
-            return None;
+    /// Where the journal is with `stages` published stages: for a grown
+    /// filter past the last of them (`format::journal_for`), else past
+    /// the filter.
+    fn journal_range(&self, stages: u32) -> Option<(u64, u64)> {
+        match self.header.growth {
+            Some(_) => format::journal_for(&self.header, stages),
+            None => format::journal(&self.header),
         }
-        format::journal(&self.header)
     }
 
     /// Give the journal all of its storage and map it, for a merge or an
@@ -197,8 +198,8 @@ impl Region {
     /// without one. A file system without room, a quota or the file size
     /// limit give an error naming it, and leave the filter as it was (the
     /// caller's journal lock frees whatever was reserved).
-    pub fn prepare_journal(&self) -> Result<Option<JournalMap>> {
-        let (Some(fd), Some((off, len))) = (self.store_fd(), self.journal_range()) else {
+    pub fn prepare_journal(&self, stages: u32) -> Result<Option<JournalMap>> {
+        let (Some(fd), Some((off, len))) = (self.store_fd(), self.journal_range(stages)) else {
             return Ok(None);
         };
         let end = off + len;
@@ -242,9 +243,9 @@ impl Region {
 }
 
 impl JournalStore for Region {
-    fn map_journal(&self) -> Option<JournalMap> {
+    fn map_journal(&self, stages: u32) -> Option<JournalMap> {
         let fd = self.store_fd()?;
-        let (off, len) = self.journal_range()?;
+        let (off, len) = self.journal_range(stages)?;
         // Never map past the end of the file: touching such a page would
         // raise SIGBUS. (A file shrunk under us afterwards is the one danger
         // no check removes; see the module's Safety.)
@@ -254,34 +255,48 @@ impl JournalStore for Region {
         map_range(fd, off, len).ok()
     }
 
-    fn free_journal(&self) {
-        let (Some(fd), Some((off, len))) = (self.store_fd(), self.journal_range()) else {
+    fn free_journal(&self, stages: u32) {
+        let (Some(fd), Some((off, len))) = (self.store_fd(), self.journal_range(stages)) else {
             return;
         };
-        let total = self.header.layout().total;
         let Ok(st) = fstat(fd, "journal") else { return };
-        if st.st_size as u64 <= total {
+        let size = st.st_size as u64;
+        let grown = self.header.growth.is_some();
+        // A grown filter's journal lies where its later stages go: other
+        // processes may map those ranges (a stage a clear dropped stays
+        // mapped), and a shrink would SIGBUS them. Its space is given back
+        // by a hole over everything past the published stages (whatever
+        // journal a user killed earlier left there too; nothing published
+        // lies there, and a stage added there later is zeroed first, §8
+        // N4); the file keeps its size.
+        let (from, keep) = if grown {
+            (off, true)
+        } else {
+            (self.header.layout().total, false)
+        };
+        if size <= from {
             return;
         }
         // Best effort both ways: a tail left behind is accepted by every
         // opener and reused by the next journal user.
         // Not "is it a memfd": tmpfs files (/dev/shm) answer F_GET_SEALS too.
-        if seals(fd).is_some_and(|s| s & libc::F_SEAL_SHRINK != 0) {
+        if keep || seals(fd).is_some_and(|s| s & libc::F_SEAL_SHRINK != 0) {
             // A memfd sealed against shrinking (a shrink would SIGBUS other
-            // mappings): keep its size, free its pages.
+            // mappings), or a grown filter: keep the size, free the pages.
+            let (from, len) = if keep { (from, size - from) } else { (off, len) };
             // SAFETY: plain syscall on our descriptor.
             unsafe {
                 libc::fallocate(
                     fd,
                     libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    off as libc::off_t,
+                    from as libc::off_t,
                     len as libc::off_t,
                 )
             };
         } else {
             // SAFETY: as above. Nobody maps past `total` but a journal
             // user, and we hold the journal word.
-            unsafe { libc::ftruncate(fd, total as libc::off_t) };
+            unsafe { libc::ftruncate(fd, from as libc::off_t) };
         }
     }
 }

@@ -60,6 +60,9 @@ use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 pub mod claims;
+mod journal;
+
+pub use journal::StageSet;
 
 use crate::shm::format::SLOTS;
 use crate::shm::journal::JournalStore;
@@ -276,6 +279,9 @@ pub struct Shared<'a> {
     /// filter): a clear that finishes zeroes them and leaves stage 0 alone
     /// published (`run_from`).
     pub fills: &'a [AtomicU64],
+    /// A grown filter's stages, which a merge or an intersect changes
+    /// together (`journal`); None for every other filter.
+    pub stages: Option<&'a dyn StageSet>,
 }
 
 /// A slot this handle owns in this process: what every call under it
@@ -864,77 +870,6 @@ impl<'a> Shared<'a> {
         Exclusive { sh: *self, fenced }
     }
 
-    // ------------------------------------------------------------ journal
-    //
-    // A merge or an intersect must survive its process: the operand is
-    // another mapping (maybe another process's memory) that is gone when a
-    // recoverer comes, so it is first copied into the journal, storage
-    // beside the filter that every process mapping the filter can reach.
-    // Then, exclusive, the journal is ORed or ANDed in chunk by chunk under
-    // `pending` and `cursor`, as clear and invert run. The journal word
-    // makes its users take turns: it is taken before the journal is written
-    // and given back after its space is freed. Order: journal word, then
-    // excl; never the other way round except by a CAS that does not wait
-    // (`reclaim_journal`), so nothing deadlocks. No other filter's lock is
-    // held meanwhile (doc/DESIGN.md, C3).
-
-    /// Take the journal word for `me`, waiting for a live user and taking
-    /// it over from a dead one. Whatever a dead user left pending is
-    /// finished (by `lock_exclusive`'s resume) before the caller may write
-    /// the journal.
-    pub fn lock_journal(&self, me: Claim) -> JournalLock<'a> {
-        let word = &self.ctl.journal;
-        loop {
-            // Acquire: pairs with the Release in JournalLock's drop; the
-            // last user's journal writes and its freeing come before ours.
-            let cur = match word.compare_exchange(0, me.token, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(cur) => cur,
-            };
-            if self.owner_dead(cur) {
-                // AcqRel: Acquire as above (from whatever the dead user
-                // published); Release hands on the word with our token.
-                if word
-                    .compare_exchange(cur, me.token, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    break;
-                }
-                continue;
-            }
-            sleep_on(word, cur);
-        }
-        // Acquire: pairs with `begin`'s Release store of pending.
-        if journaled(self.ctl.pending.load(Ordering::Acquire)) {
-            // A dead user's operation; only the journal word's holder sets
-            // it, so it cannot be anyone else's. Taking the exclusive lock
-            // finishes it from the journal, which we now keep unchanged
-            // until that is done.
-            drop(self.take_exclusive(me));
-        }
-        JournalLock { sh: *self }
-    }
-
-    /// Holding the exclusive lock: if the journal's user died, take its
-    /// word (a CAS: never waits, since we hold excl), free the space and
-    /// give the word back. Nothing is pending by now (resume ran).
-    fn reclaim_journal(&self, me: Claim) {
-        let word = &self.ctl.journal;
-        // Acquire: pairs with the Release of the word's last change.
-        let cur = word.load(Ordering::Acquire);
-        if cur == 0 || !self.owner_dead(cur) {
-            return;
-        }
-        // AcqRel: as lock_journal's take-over. Losing means another
-        // process took it over: it frees the space when it is done.
-        if word
-            .compare_exchange(cur, me.token, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            drop(JournalLock { sh: *self });
-        }
-    }
-
     /// Run resumable operation `op` over the words from chunk `from` on.
     /// Before a chunk changes, its words go to the scratch and the cursor
     /// says so; after, the cursor moves past it. A process killed anywhere
@@ -975,33 +910,6 @@ impl<'a> Shared<'a> {
         }
     }
 
-    /// Run journaled operation `op` over the words from chunk `from` on,
-    /// reading the operand's words from `journal`. Redoing a chunk is
-    /// harmless (OR and AND of fixed words), so the cursor just moves past
-    /// each chunk once it is done.
-    fn run_journal_from(&self, op: u32, from: usize, journal: &[AtomicU64]) {
-        debug_assert_eq!(journal.len(), self.bits.len());
-        let ctl = self.ctl;
-        for (c, (words, js)) in self
-            .bits
-            .chunks(CHUNK)
-            .zip(journal.chunks(CHUNK))
-            .enumerate()
-            .skip(from)
-        {
-            for (w, j) in words.iter().zip(js) {
-                // Relaxed: we are exclusive; the epoch/excl release publishes.
-                w.store(
-                    apply_journal(op, w.load(Ordering::Relaxed), j.load(Ordering::Relaxed)),
-                    Ordering::Relaxed,
-                );
-            }
-            // Release: the chunk's new words before the cursor passes it
-            // (pairs with the Acquire in resume).
-            ctl.cursor.store(2 * c as u64 + 2, Ordering::Release);
-        }
-    }
-
     /// Finish a resumable operation a dead owner left, doing only what it
     /// did not: put back the chunk it was changing, then go on from there.
     fn resume(&self) {
@@ -1010,28 +918,18 @@ impl<'a> Shared<'a> {
         if op != PENDING_CLEAR && op != PENDING_INVERT && !journaled(op) {
             return; // none, or not one we write (a damaged file): touch nothing
         }
-        let chunks = (self.bits.len() + CHUNK - 1) / CHUNK;
         let cur = self.ctl.cursor.load(Ordering::Acquire);
+        if journaled(op) {
+            self.resume_journal(op, cur);
+            return;
+        }
+        let chunks = (self.bits.len() + CHUNK - 1) / CHUNK;
         // The cursor comes from shared memory: one out of range (a damaged
         // file) finishes nothing rather than indexing outside the bits.
         let c = usize::try_from(cur / 2).map_or(chunks, |c| c.min(chunks));
         // Relaxed: a statistic (resumed_chunks).
         #[cfg(feature = "test-hooks")]
         RESUMED_CHUNKS.fetch_add((chunks - c) as u64, Ordering::Relaxed);
-        if journaled(op) {
-            // The journal must be whole: its user wrote all of it before
-            // setting pending (the Acquire above pairs with that Release).
-            // Unreachable, or not the bit array's size (a damaged file
-            // claiming a merge): drop the operation, touch no bit.
-            match self.journal.and_then(|s| s.map_journal()) {
-                Some(j) if j.words().len() == self.bits.len() => self.run_journal_from(op, c, j.words()),
-                _ => {}
-            }
-            // Done: whoever holds excl next must not redo it (the journal
-            // may be freed or rewritten from here on).
-            self.ctl.pending.store(PENDING_NONE, Ordering::Release);
-            return;
-        }
         if cur & 1 == 1 && c < chunks {
             let start = c * CHUNK;
             let end = (start + CHUNK).min(self.bits.len());
@@ -1110,30 +1008,6 @@ impl Exclusive<'_> {
         self.sh.finish(op);
     }
 
-    /// Run journaled operation `op` (`PENDING_MERGE`, `PENDING_INTERSECT`)
-    /// over every word, `journal` (the caller's mapping of the journal,
-    /// whole, written before this call) holding the operand. Needs the
-    /// journal word (`lock_journal`); whoever finds this lock's owner dead
-    /// finishes it from its own mapping of the journal.
-    pub fn apply_journal(&self, op: u32, journal: &[AtomicU64]) {
-        debug_assert!(journaled(op));
-        self.begin(op);
-        self.sh.run_journal_from(op, 0, journal);
-    }
-
-    /// Apply journaled `op` to the first `chunks` chunks and stop there: an
-    /// operation killed part-way. For the crash tests.
-    #[cfg(feature = "test-hooks")]
-    pub fn apply_journal_partly(&self, op: u32, journal: &[AtomicU64], chunks: usize) {
-        self.begin(op);
-        let n = (chunks * CHUNK).min(self.sh.bits.len());
-        Shared {
-            bits: &self.sh.bits[..n],
-            ..self.sh
-        }
-        .run_journal_from(op, 0, &journal[..n]);
-    }
-
     /// Record that `op` starts at the first chunk.
     pub fn begin(&self, op: u32) {
         self.sh.ctl.cursor.store(0, Ordering::Relaxed);
@@ -1157,26 +1031,6 @@ impl Exclusive<'_> {
         self.sh.ctl.cursor.store(2 * chunks as u64 + 1, Ordering::Release);
         for w in &next[..next.len() / 2] {
             w.store(apply(op, w.load(Ordering::Relaxed)), Ordering::Relaxed);
-        }
-    }
-}
-
-/// Held while the journal is in use; gives its space back, then the word,
-/// when dropped (so an early return never leaves either behind).
-pub struct JournalLock<'a> {
-    sh: Shared<'a>,
-}
-
-impl Drop for JournalLock<'_> {
-    fn drop(&mut self) {
-        if let Some(s) = self.sh.journal {
-            s.free_journal();
-        }
-        let word = &self.sh.ctl.journal;
-        // Release: the journal's freeing (and nothing pending) before the
-        // word is free (pairs with lock_journal's Acquire).
-        if word.swap(0, Ordering::Release) & WAITERS != 0 {
-            futex_wake(word);
         }
     }
 }

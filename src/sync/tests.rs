@@ -48,6 +48,7 @@ fn shared<'a>(slots: &'a [Slot], ctl: &'a Control) -> Shared<'a> {
         scratch: &[],
         journal: None,
         fills: &[],
+        stages: None,
     }
 }
 
@@ -60,7 +61,9 @@ fn a_claim_lives_until_given_back() {
     assert_eq!(c.idx, 7);
     // Seen from another thread, the owner (this thread) is alive...
     std::thread::scope(|s| {
-        s.spawn(|| assert!(!sh.owner_dead(c.token), "live owner judged dead"));
+        // A `Shared` of its own (one is not shared between threads: a
+        // grown filter's carries its handle's stage maps).
+        s.spawn(|| assert!(!shared(slots, &ctl).owner_dead(c.token), "live owner judged dead"));
     });
     // ...and a second claim takes the next slot.
     let c2 = sh.claim_slot(7, false).unwrap();
@@ -83,7 +86,11 @@ fn a_thread_holds_its_slot_until_it_gives_it_back() {
     // The word is the process's (its keeper's), not the thread's: a thread
     // that ends without giving its slot back leaves it held (`claims`
     // gives a thread's slots back when it ends).
-    let c = std::thread::scope(|s| s.spawn(|| sh.claim_slot(3, false).unwrap()).join().unwrap());
+    let c = std::thread::scope(|s| {
+        s.spawn(|| shared(slots, &ctl).claim_slot(3, false).unwrap())
+            .join()
+            .unwrap()
+    });
     assert!(!sh.owner_dead(c.token));
     sh.release_slot(c);
     assert!(sh.owner_dead(c.token));
@@ -139,6 +146,7 @@ fn a_full_table_overflows_into_the_shared_slot() {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|s| {
         s.spawn(|| {
+            let sh = shared(slots, &ctl);
             let (o2, _) = sh.claim_overflow().unwrap();
             tx.send(o2).unwrap();
             sh.release_slot(o2);

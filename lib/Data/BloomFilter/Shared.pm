@@ -630,9 +630,33 @@ crash-atomic, through a journal, as L</merge> is, and needs the same space;
 the same exception for a memfd sealed against growing (there it ANDs in
 place, exclusively).
 
-Neither is supported on a L<filter that grows|/FILTERS THAT GROW> yet, on
-either side: they croak with C<merge is not supported on a filter that
-grows> (C<intersect ...>), and change nothing.
+On L<filters that grow|/FILTERS THAT GROW> both filters must grow alike
+(the same C<grow>, C<max_capacity>, capacity, C<fp_rate>, layout and
+seed: then stage I<i> of one has the geometry of stage I<i> of the other);
+a filter that grows with one that does not, or that grows otherwise,
+croaks C<growth mismatch (grows by 2 vs does not grow)> and the like. A
+B<merge> first adds empty stages to this filter until it has as many as
+C<$other> (each reserved as an C<add> would reserve it; where the space is
+missing it croaks naming the reason, and the stages already added stay,
+empty), then ORs each stage of C<$other> into the same stage of this one,
+all stages in one crash-atomic pass: its journal is as large as all of this
+filter's stages together, and lies past them (a file keeps its size after;
+its pages are given back). Every item of either filter is then in. A
+merged stage can hold more than its capacity (as a plain merge can
+overfill a filter): each stage's fill count (L</stats>' C<stage_info>)
+becomes at least the items its bits hold, so a newest stage merged past
+its capacity makes the next new item add a stage. An B<intersect> takes a
+C<$other> of one stage only: it ANDs it into this filter's stage 0 and
+keeps this filter's later stages as they are (an item both hold that this
+filter keeps in a later stage stays; an item only this filter holds there
+stays too). With a C<$other> grown to more stages it croaks C<the other
+filter has grown to N stages; an item both filters hold can sit in
+different stages, so no stage can be intersected without losing it> and
+changes nothing: an item is in the stage that was newest when it was
+added, which differs between the two filters, and a stage's bits mean
+nothing in another stage's geometry. A memfd sealed against growing has
+no room for the journal of a filter that grows (nor for its stages): both
+croak there.
 
 =head3 invert
 
@@ -1757,8 +1781,13 @@ that grows run item by item.
 
 =item *
 
-B<What it does not do.> C<merge> and C<intersect> croak on a filter that
-grows (either side), for now; C<invert> croaks. C<grow> does not go with
+B<Merge and intersect.> L</merge> takes a filter that grows alike, and
+grows this one to its stages first; L</intersect> takes one of a single
+stage (see there why no more).
+
+=item *
+
+B<What it does not do.> C<invert> croaks. C<grow> does not go with
 C<window> (a windowed filter forgets old items instead), nor with the
 C<datasketches> layout (whose other implementations read one bit array),
 nor with L<Data::BloomFilter::Shared::Redis>. A filter that grows is never
@@ -2058,14 +2087,33 @@ before it are in the filter, it and the rest are not.
 A file of a filter that grows is shorter than the stages its header says
 it has: it was truncated or damaged.
 
-=item merge is not supported on a filter that grows
-
-=item intersect is not supported on a filter that grows
-
 =item invert is not supported on a filter that grows
 
-What a filter that grows does not have (merge and intersect yet); see
-L</FILTERS THAT GROW>.
+What a filter that grows does not have; see L</FILTERS THAT GROW>.
+
+=item growth mismatch (%s vs %s)
+
+C<merge> or C<intersect> of a filter that grows with one that does not, or
+that grows by another factor or up to another C<max_capacity>; C<growth
+mismatch (the stages after the first differ: ...)> when they were made
+with another capacity or C<fp_rate> whose first stages happen to agree.
+
+=item the other filter has grown to %d stages; an item both filters hold can sit in different stages, so no stage can be intersected without losing it; nothing was changed
+
+C<intersect> of filters that grow takes a C<$other> of one stage only; see
+L</intersect>.
+
+=item the filter must grow to the other filter's %d stages, and its next stage needs the file to grow to %d bytes: %s: %s; nothing was merged (stages added before stay, empty)
+
+A C<merge> of filters that grow could not add the stages it needs
+(C<ENOSPC>, C<EDQUOT>, C<RLIMIT_FSIZE>, C<EPERM> for a memfd sealed against
+growing). Nothing of C<$other> is in; the stages added before the failure
+stay, empty, and take items as any stage does.
+
+=item the filter's memfd is sealed against growing, so it has no room for the journal that makes a %s of filters that grow crash-safe; nothing was changed
+
+A C<merge> or C<intersect> of filters that grow on a memfd sealed against
+growing (by another program): see L</merge>.
 
 =item not a Data::BloomFilter::Shared object
 

@@ -3,6 +3,7 @@
 use super::*;
 
 mod grown;
+mod grown_merge;
 mod window;
 
 thread_local! {
