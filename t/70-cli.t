@@ -594,6 +594,21 @@ sub added_before_blocking {
     fails_ok('bloomfilter-shared merge new.bf nope.bf', qr/nope\.bf: No such file/,
         'merge of a missing IN');
     ok(!-e 'new.bf', '... creates no OUT');
+
+    # Filters that grow: a new OUT grows alike, from the same first stage.
+    run('bloomfilter-shared create g1.bf -n 50 --seed 7 --grow 2 --max-capacity 100000');
+    run('bloomfilter-shared create g2.bf -n 50 --seed 7 --grow 2 --max-capacity 100000');
+    run(q{seq 1 400 | sed 's/^/a/' | bloomfilter-shared add g1.bf -q});
+    run(q{seq 1 900 | sed 's/^/b/' | bloomfilter-shared add g2.bf -q});
+    ($rc, $out, $err) = run('bloomfilter-shared merge gall.bf g1.bf g2.bf');
+    is($rc . $out . $err, '0', 'merge of filters that grow into a new OUT');
+    my ($g2, $gall) = map { json_info($_) } qw(g2.bf gall.bf);
+    cmp_ok($g2->{stages}, '>', 1, '... the second IN has grown');
+    is_deeply([@$gall{qw(grow max_capacity stages seed)}], [@$g2{qw(grow max_capacity stages seed)}],
+        '... OUT grows alike, to as many stages as the IN with the most');
+    is($gall->{stage_info}[0]{capacity}, 50, '... from the same first stage');
+    ($rc, $out) = run(q{{ seq 1 400 | sed 's/^/a/'; seq 1 900 | sed 's/^/b/'; } | bloomfilter-shared check gall.bf --absent});
+    is($out, '', '... holding every item of both');
 }
 
 # --- progress line: only on a terminal ------------------------------------------------------

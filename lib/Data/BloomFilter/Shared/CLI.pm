@@ -686,6 +686,9 @@ sub cmd_info {
                 : $k eq 'window' ? 0 + Data::BloomFilter::Shared::Args::duration_text($v)
                 : 0 + $v;
         }
+        # A filter that grows: each stage's capacity, bits, hashes, fill.
+        $out{stage_info} = [map { my $st = $_; +{ map { ($_ => 0 + $st->{$_}) } keys %$st } } @{ $s->{stage_info} }]
+            if $s->{grow};
         write_out(\*STDOUT, JSON::PP->new->canonical->encode(\%out), "\n");
     }
     else {
@@ -829,9 +832,14 @@ sub cmd_merge {
         # A datasketches filter's size need not follow from its capacity
         # and rate (given bits and hashes, or read from an image): copy it.
         $first->layout eq 'datasketches' ? (bits => $first->bits, hashes => $first->hashes) : (),
+        # A filter that grows: OUT grows alike, from the same first stage
+        # (its capacity is the first stage's, not the grown total).
+        $first->grow ? (grow => $first->grow) : (),
+        defined $first->max_capacity ? (max_capacity => $first->max_capacity) : (),
     );
+    my $capacity = $first->grow ? $first->stats->{stage_info}[0]{capacity} : $first->capacity;
     make_filter_file($out, 0,
-        sub { $C->new($_[0], $first->capacity, $first->fp_rate, \%opts) }, $merge_all);
+        sub { $C->new($_[0], $capacity, $first->fp_rate, \%opts) }, $merge_all);
     return $EXIT_OK;
 }
 
