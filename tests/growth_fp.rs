@@ -152,11 +152,11 @@ fn rate_stays_within_fp_rate_as_the_filter_grows() {
 
 /// Low rates from a small first capacity, the standard layout: a first
 /// stage of 100 items at `fp_rate` 1e-4, 1e-5 and 1e-6 (its own share
-/// 2e-5 to 2e-7, in 4096 to 8192 bits), grown 1000 times with grow 2 and
-/// 4. Each stage hashes an item its own way (`probe::StageProbe`): with
-/// `h1 + i*h2 mod m` in every stage, a stage of `m` bits had about `m^2/2`
-/// probe sequences and these filters measured 1e-4 and more whatever
-/// their rate. The bound is three standard errors over the absent items
+/// 2e-5 to 2e-7, in 4096 bits), grown 1000 times with grow 2 and 4. A
+/// grown standard stage probes its own way (`StandardStage`): with
+/// `bloom.h`'s `h1 + i*h2 mod m` in every stage, a stage of `m` bits had
+/// about `m^2/2` probe sequences and these filters measured 6e-5 to
+/// 1.2e-4 whatever their rate. The bound is three standard errors over the absent items
 /// (4x10^6 at 1e-4 and 1e-5, 8x10^6 at 1e-6: at least 8 false positives
 /// expected at the rate, so a few times the rate fails).
 #[test]

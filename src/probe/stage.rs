@@ -1,6 +1,6 @@
 //! A grown filter's standard stages (doc/DESIGN.md, §3 growth): k probes
 //! over the whole stage as `bloom.h`'s layout, an add serialized per item
-//! on the same stripe, but each probe's position mixed on its own.
+//! on the same stripe, but its probes after the first two mixed one by one.
 //!
 //! `bloom.h`'s probes `(h1 + i*h2) mod m` give a table of `m` bits only
 //! about `m^2/2` probe sequences: an absent item shares a stored item's
@@ -28,7 +28,8 @@ use super::{prefetch_line, word, Probe};
 use crate::math::hashing::ItemHash;
 
 /// Stage `s` adds `s * SALT` to `h1`: odd, `2^64` over the golden ratio,
-/// so that the stages' sums, and so their positions, are unrelated.
+/// so that one item's mixed positions in one stage say nothing of those in
+/// another.
 pub const SALT: u64 = 0x9e37_79b9_7f4a_7c15;
 /// The constant `mix` multiplies by, `x ^ MIX`: wyhash's (`_wyp1`).
 pub const MIX: u64 = 0xe703_7ed1_a0b4_28db;
@@ -53,7 +54,7 @@ pub fn stage_probe(loc: &ItemHash, i: u32, shift: u32) -> u64 {
 #[derive(Clone, Copy, Debug)]
 pub struct StandardStage {
     pub k: u32,
-    /// `64 - log2 m`: a position is the top `log2 m` bits of its mix.
+    /// `64 - log2 m`: a position is the top `log2 m` bits of its sum or mix.
     pub shift: u32,
     /// `stage * SALT`.
     pub salt: u64,
