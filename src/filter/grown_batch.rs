@@ -57,16 +57,32 @@ impl Filter {
     /// stages (mapped), newest first: an item a stage holds is marked
     /// found and leaves `todo`.
     fn stages_hold_chunk(&self, s: &Stages, n: u32, ch: &mut Chunk) {
-        for i in (0..n).rev() {
-            if ch.todo_len == 0 {
-                return;
-            }
-            let bits = self.stage_bits(s, i);
-            if bits.is_empty() {
-                continue;
-            }
-            with_probe!(&s.all[i as usize].probing, p => stage_holds(p, bits, ch));
+        let mut top = n;
+        while top > 0 && ch.todo_len > 0 {
+            top = with_probe!(&s.all[top as usize - 1].probing, p => self.run_holds(p, s, top, ch));
         }
+    }
+
+    /// Walk stages `top - 1` and down while they have `first`'s layout (all
+    /// of them, mostly), an item's place in one worked out from its place in
+    /// the stage before (`Probe::relocate`); returns the stage count left
+    /// to walk.
+    #[inline(always)]
+    fn run_holds<P: Probe>(&self, first: &P, s: &Stages, mut top: u32, ch: &mut Chunk) -> u32 {
+        let mut locs = [first.locate(&ItemHash { h1: 0, h2: 1 }); GROWN_CHUNK];
+        let mut prev: Option<&P> = None;
+        while top > 0 && ch.todo_len > 0 {
+            let Some(p) = P::of(&s.all[top as usize - 1].probing) else {
+                break;
+            };
+            let bits = self.stage_bits(s, top - 1);
+            if !bits.is_empty() {
+                stage_holds(p, prev, bits, ch, &mut locs);
+                prev = Some(p);
+            }
+            top -= 1;
+        }
+        top
     }
 
     /// A grown filter's `contains_many` (§8 N8): each chunk's answers are
@@ -165,60 +181,59 @@ fn batch_error(mut e: Error, i: usize) -> Error {
 
 /// One stage's walk over the chunk's items still to be looked for: those
 /// the stage holds are marked found, the rest stay in `todo`, in order.
-/// In a stage beyond the caches, as `Filter::pipelined`: the item
-/// `2 * DISTANCE` places ahead has the words its first test reads
-/// prefetched, the one `DISTANCE` ahead the rest where its first word has
-/// its bits.
+/// `locs[i]` is item `i`'s place in the stage walked before, by `prev`
+/// (None: none was), and becomes its place in this one. In a stage beyond
+/// the caches, as `Filter::pipelined`: the item `2 * DISTANCE` places
+/// ahead has the words its first test reads prefetched, the one
+/// `DISTANCE` ahead the rest where its first word has its bits.
 #[inline(always)]
-fn stage_holds<P: Probe>(p: &P, bits: &[AtomicU64], ch: &mut Chunk) {
+fn stage_holds<P: Probe>(p: &P, prev: Option<&P>, bits: &[AtomicU64], ch: &mut Chunk, locs: &mut [P::Loc]) {
+    let place = |locs: &mut [P::Loc], idx: usize, h: &ItemHash| {
+        locs[idx] = match prev {
+            Some(q) => p.relocate(h, q, &locs[idx]),
+            None => p.locate(h),
+        };
+        locs[idx]
+    };
     let len = ch.todo_len;
     let piped = bits.len() as u64 * 8 >= PIPELINE_MIN_BYTES && len >= 2 * DISTANCE && pipelining();
     let mut kept = 0;
-    if !piped {
-        for j in 0..len {
-            let idx = ch.todo[j];
-            let h = &ch.hashes[idx as usize];
-            if p.contains_gated(bits, &p.locate(h)) {
-                ch.found[idx as usize] = true;
-            } else {
-                ch.todo[kept] = idx;
-                kept += 1;
-            }
+    if piped {
+        for &idx in &ch.todo[..2 * DISTANCE] {
+            let l = place(locs, idx as usize, &ch.hashes[idx as usize]);
+            p.prefetch_gated(bits, &l);
         }
-        ch.todo_len = kept;
-        return;
-    }
-    let blank = p.locate(&ItemHash { h1: 0, h2: 1 });
-    let mut ring = [blank; 2 * DISTANCE];
-    for (slot, &idx) in ring.iter_mut().zip(&ch.todo[..len]) {
-        *slot = p.locate(&ch.hashes[idx as usize]);
-        p.prefetch_gated(bits, slot);
-    }
-    for l in &ring[..DISTANCE] {
-        if p.first_set(bits, l) {
-            p.prefetch_rest(bits, l);
+        for &idx in &ch.todo[..DISTANCE] {
+            let l = &locs[idx as usize];
+            if p.first_set(bits, l) {
+                p.prefetch_rest(bits, l);
+            }
         }
     }
     for j in 0..len {
-        let l = ring[j % (2 * DISTANCE)];
-        if j + DISTANCE < len {
-            let ahead = &ring[(j + DISTANCE) % (2 * DISTANCE)];
-            if p.first_set(bits, ahead) {
-                p.prefetch_rest(bits, ahead);
+        let idx = ch.todo[j] as usize;
+        let l = if piped {
+            if j + DISTANCE < len {
+                let ahead = &locs[ch.todo[j + DISTANCE] as usize];
+                if p.first_set(bits, ahead) {
+                    p.prefetch_rest(bits, ahead);
+                }
             }
-        }
-        // `todo[j + 2 * DISTANCE]` is read before any write reaches it:
-        // writes go to `kept <= j`.
-        if j + 2 * DISTANCE < len {
-            let next = p.locate(&ch.hashes[ch.todo[j + 2 * DISTANCE] as usize]);
-            p.prefetch_gated(bits, &next);
-            ring[j % (2 * DISTANCE)] = next;
-        }
-        let idx = ch.todo[j];
-        if p.contains_gated(bits, &l) {
-            ch.found[idx as usize] = true;
+            // `todo[j + 2 * DISTANCE]` is read before any write reaches
+            // it: writes go to `kept <= j`.
+            if j + 2 * DISTANCE < len {
+                let next = ch.todo[j + 2 * DISTANCE] as usize;
+                let l = place(locs, next, &ch.hashes[next]);
+                p.prefetch_gated(bits, &l);
+            }
+            locs[idx]
         } else {
-            ch.todo[kept] = idx;
+            place(locs, idx, &ch.hashes[idx])
+        };
+        if p.contains_gated(bits, &l) {
+            ch.found[idx] = true;
+        } else {
+            ch.todo[kept] = idx as u16;
             kept += 1;
         }
     }
@@ -250,7 +265,8 @@ mod tests {
         for len in [1, 2 * DISTANCE - 1, 2 * DISTANCE, 2 * DISTANCE + 1, GROWN_CHUNK] {
             let mut ch = Chunk::new();
             ch.fill(7, &items[..len]);
-            stage_holds(&p, &bits, &mut ch);
+            let mut locs = [p.locate(&hash_item(0, b"")); GROWN_CHUNK];
+            stage_holds(&p, None, &bits, &mut ch, &mut locs);
             let want: Vec<bool> = items[..len]
                 .iter()
                 .map(|i| p.contains(&bits, &p.locate(&hash_item(7, i))))
@@ -259,6 +275,60 @@ mod tests {
             let left: Vec<u16> = (0..len as u16).filter(|&i| !want[i as usize]).collect();
             assert_eq!(&ch.todo[..ch.todo_len], &left[..], "{name}, {words} words, {len} items");
             assert!(want.iter().step_by(2).all(|&w| w), "{name}: a set item not found");
+        }
+    }
+
+    /// Two stages walked in turn, the second's places worked out from the
+    /// first's (`relocate`): an item is found exactly when one of the two
+    /// arrays holds it.
+    fn two_stages_agree<P: Probe>(older: P, newer: P, words: (usize, usize), name: &str) {
+        let keys: Vec<[u8; 8]> = (0..GROWN_CHUNK as u64).map(|i| i.to_le_bytes()).collect();
+        let items: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        let a: Vec<AtomicU64> = (0..words.0).map(|_| AtomicU64::new(0)).collect();
+        let b: Vec<AtomicU64> = (0..words.1).map(|_| AtomicU64::new(0)).collect();
+        // Every third item in the older stage, every fifth in the newer.
+        for (i, k) in keys.iter().enumerate() {
+            let h = hash_item(7, k);
+            if i % 3 == 0 {
+                older.set(&a, &older.locate(&h));
+            }
+            if i % 5 == 0 {
+                newer.set(&b, &newer.locate(&h));
+            }
+        }
+        let mut ch = Chunk::new();
+        ch.fill(7, &items);
+        let mut locs = [newer.locate(&hash_item(0, b"")); GROWN_CHUNK];
+        stage_holds(&newer, None, &b, &mut ch, &mut locs);
+        stage_holds(&older, Some(&newer), &a, &mut ch, &mut locs);
+        for (i, item) in items.iter().enumerate() {
+            let h = hash_item(7, item);
+            let want = newer.contains(&b, &newer.locate(&h)) || older.contains(&a, &older.locate(&h));
+            assert_eq!(ch.found[i], want, "{name}: item {i}");
+            assert!(want || (i % 3 != 0 && i % 5 != 0), "{name}: item {i} lost");
+        }
+    }
+
+    #[test]
+    fn stages_walked_in_turn_answer_as_contains() {
+        for (same_k, k2) in [(true, 7), (false, 9)] {
+            let name = if same_k { "same k" } else { "other k" };
+            two_stages_agree(Word64 { k: 7, n: 64 }, Word64 { k: k2, n: 4096 }, (64, 4096), name);
+            two_stages_agree(Block128 { k: 7, n: 32 }, Block128 { k: k2, n: 2048 }, (64, 4096), name);
+            two_stages_agree(
+                Standard {
+                    k: 7,
+                    mask: 4095,
+                    stripes: 64,
+                },
+                Standard {
+                    k: k2,
+                    mask: 262_143,
+                    stripes: 64,
+                },
+                (64, 4096),
+                name,
+            );
         }
     }
 
