@@ -188,15 +188,19 @@ fn batch_error(mut e: Error, i: usize) -> Error {
 /// `DISTANCE` ahead the rest where its first word has its bits.
 #[inline(always)]
 fn stage_holds<P: Probe>(p: &P, prev: Option<&P>, bits: &[AtomicU64], ch: &mut Chunk, locs: &mut [P::Loc]) {
-    let place = |locs: &mut [P::Loc], idx: usize, h: &ItemHash| {
-        locs[idx] = match prev {
-            Some(q) => p.relocate(h, q, &locs[idx]),
-            None => p.locate(h),
-        };
-        locs[idx]
-    };
     let len = ch.todo_len;
     let piped = bits.len() as u64 * 8 >= PIPELINE_MIN_BYTES && len >= 2 * DISTANCE && pipelining();
+    let place = |locs: &mut [P::Loc], idx: usize, h: &ItemHash| {
+        let l = match prev {
+            Some(q) if P::RELOCATES => p.relocate(h, q, &locs[idx]),
+            _ => p.locate(h),
+        };
+        // Kept for the next stage, or for the look `2 * DISTANCE` later.
+        if P::RELOCATES || piped {
+            locs[idx] = l;
+        }
+        l
+    };
     let mut kept = 0;
     if piped {
         for &idx in &ch.todo[..2 * DISTANCE] {

@@ -125,6 +125,8 @@ impl Probe for Word64 {
         }
     }
 
+    const RELOCATES: bool = true;
+
     #[inline(always)]
     fn relocate(&self, h: &ItemHash, other: &Self, at: &WordLoc) -> WordLoc {
         if other.k != self.k {
@@ -206,6 +208,8 @@ impl Probe for Block128 {
             _ => None,
         }
     }
+
+    const RELOCATES: bool = true;
 
     #[inline(always)]
     fn relocate(&self, h: &ItemHash, other: &Self, at: &BlockLoc) -> BlockLoc {
