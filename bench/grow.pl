@@ -165,10 +165,18 @@ for my $layout (qw(standard blocked)) {
     say load_line('after');
 }
 
-say "\n# the targets with grow 4: hits at most 1.5x plain, misses at most 2x";
-for my $s (grep { $_->[1] == 4 && $_->[2] =~ /^contains/ } @summary) {
+# A row's kind for the targets: a query or an add of a present item is a
+# hit, of an absent (new) item a miss.
+sub target_of {
+    my ($name) = @_;
+    return $name =~ /^contains(?:_many)?, hit|^add(?:_many)?, present/ ? 1.5 : 2;
+}
+
+say "\n# the targets with grow 4: hits at most 1.5x plain, misses at most 2x",
+    " (adds of present items are hits, of new items misses)";
+for my $s (grep { $_->[1] == 4 } @summary) {
     my ($layout, $g, $name, $x) = @$s;
-    my $target = $name =~ /hit/ ? 1.5 : 2;
+    my $target = target_of($name);
     printf "#   %-8s %-32s %5.2fx  %s\n", $layout, $name, $x, $x <= $target ? 'met' : "MISSED (target $target)";
 }
 

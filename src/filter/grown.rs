@@ -2,11 +2,13 @@
 //! each mapped by this handle when it first needs it, and adds, queries
 //! and growth over them.
 //!
-//! Every stage has the layout's probing with a geometry of its own, and
-//! every stage hashes an item the same way (`hash_item`): an item is
-//! hashed once and located in each stage. A standard filter's add stripe
-//! depends on the hash alone (`Standard::stripe`), so adders of one item
-//! take the same stripe whatever the number of stages they saw.
+//! Every stage has the layout's probing with a geometry of its own (a
+//! standard filter's stages their own probes, `StandardStage`), and every
+//! stage hashes an item the same way (`hash_item`): an item is hashed once
+//! and located in each stage. A standard filter's add stripe depends on
+//! the hash alone (`StandardStage::stripe`, the same in every stage), so
+//! adders of one item take the same stripe whatever the number of stages
+//! they saw.
 
 use std::cell::OnceCell;
 
@@ -42,11 +44,19 @@ pub(in crate::filter) struct Stages {
 }
 
 /// What an add under its stripe or mark found.
-enum Under {
+pub(in crate::filter) enum Under {
     /// Done: whether the item was new.
     Done(bool),
     /// The newest stage, `n - 1`, is full: a stage must be added first.
     Full(u32),
+}
+
+/// An even epoch and the stage count under which a look at every
+/// published stage found an item in none (`add_under`).
+#[derive(Clone, Copy, Debug)]
+pub(in crate::filter) struct Seen {
+    pub epoch: u32,
+    pub stages: u32,
 }
 
 impl Stages {
@@ -161,7 +171,7 @@ impl Filter {
     /// worked out once per `k`, not once per stage (they were most of a
     /// grown blocked query's instructions).
     #[inline]
-    fn some_stage_holds(&self, s: &Stages, n: u32, h: &ItemHash) -> bool {
+    pub(in crate::filter) fn some_stage_holds(&self, s: &Stages, n: u32, h: &ItemHash) -> bool {
         let mut m64 = (0u32, 0u64);
         let mut m128 = (0u32, (0u64, 0u64));
         (0..n).rev().any(|i| {
@@ -203,74 +213,59 @@ impl Filter {
         }
     }
 
-    pub(in crate::filter) fn grown_contains_many(
-        &self,
-        s: &Stages,
-        items: &[&[u8]],
-        mut results: Option<&mut [u8]>,
-    ) -> u64 {
-        let mut present = 0;
-        for (i, item) in items.iter().enumerate() {
-            let found = self.grown_contains(s, item);
-            present += found as u64;
-            if let Some(r) = results.as_deref_mut() {
-                r[i] = found as u8;
-            }
-        }
-        present
-    }
-
-    /// A grown filter's `add_many`: one item at a time under one claim,
-    /// one write call.
-    pub(in crate::filter) fn grown_add_many(
-        &self,
-        s: &Stages,
-        items: &[&[u8]],
-        mut results: Option<&mut [u8]>,
-        c: Claim,
-    ) -> Result<u64> {
-        let mut new = 0u64;
-        let mut r = Ok(());
-        for (i, item) in items.iter().enumerate() {
-            match self.grown_add(s, item, c) {
-                Ok(n) => {
-                    new += n as u64;
-                    if let Some(r) = results.as_deref_mut() {
-                        r[i] = n as u8;
-                    }
-                }
-                Err(mut e) => {
-                    // The items before this one are in; say so, rather
-                    // than the single add's "nothing was added".
-                    if let Some(head) = e.msg.strip_suffix("; nothing was added") {
-                        e.msg = format!("{head}; the first {i} items of this batch were added, none after");
-                    }
-                    r = Err(e);
-                    break;
-                }
-            }
-        }
-        self.shared().count_ops(c, 1);
-        r.map(|_| new)
-    }
-
     /// A grown filter's add (§8 N1, N7): present in a published stage, not
     /// new; else, under the item's stripe (standard) or the slot mark
     /// (blocked), into the newest stage unless it is full, in which case a
     /// stage is added (`grow`) and the add starts over.
     pub(in crate::filter) fn grown_add(&self, s: &Stages, item: &[u8], c: Claim) -> Result<bool> {
         let h = hash_item(self.seed, item);
+        let n = self.stages_now(s)?;
+        // Not new if a stage holds it, read as a seqlock reader (A1): an
+        // odd epoch (a growth or another exclusive operation) sends the add
+        // the long way.
+        let mut held = false;
+        let seen = self
+            .look_stood(|| held = self.some_stage_holds(s, n, &h))
+            .map(|epoch| Seen { epoch, stages: n });
+        if held && seen.is_some() {
+            return Ok(false);
+        }
+        self.add_absent(s, &h, seen, c)
+    }
+
+    /// Run `look` (loads of bits only) as a seqlock reader (as `held_now`):
+    /// the epoch, when it was even before the look and unchanged after it
+    /// (no exclusive operation ran meanwhile: what the look found stands),
+    /// else None. An odd epoch skips the look.
+    #[inline(always)]
+    pub(in crate::filter) fn look_stood(&self, look: impl FnOnce()) -> Option<u32> {
+        // Acquire: pairs with the Release store that ends an exclusive
+        // operation (as `held_now`).
+        let epoch = self.epoch().load(Ordering::Acquire);
+        if epoch & 1 != 0 {
+            return None;
+        }
+        look();
+        // Acquire fence: the bit loads above complete before the epoch
+        // re-check (seqlock reader).
+        fence(Ordering::Acquire);
+        (self.epoch().load(Ordering::Relaxed) == epoch).then_some(epoch)
+    }
+
+    /// Add an item no published stage was seen to hold (`seen`, if the
+    /// look was made with the epoch even), under its stripe or the slot
+    /// mark; a full newest stage is grown and the add made again.
+    pub(in crate::filter) fn add_absent(
+        &self,
+        s: &Stages,
+        h: &ItemHash,
+        mut seen: Option<Seen>,
+        c: Claim,
+    ) -> Result<bool> {
         let sh = self.shared();
         // Every stage has the same stripes and stripe rule.
-        let stripe = with_probe!(&s.all[0].probing, p => p.stripe(&p.locate(&h)));
+        let stripe = with_probe!(&s.all[0].probing, p => p.stripe(&p.locate(h)));
         loop {
-            let n = self.stages_now(s)?;
-            // Not new if a stage holds it, read as a seqlock reader (A1):
-            // an odd epoch (a growth or another exclusive operation) sends
-            // the add the long way.
-            if self.held_now(|| self.some_stage_holds(s, n, &h)) {
-                return Ok(false);
-            }
             let begun = match stripe {
                 Some(st) => sh.begin_add(st, c),
                 None => sh.begin_lockfree_add(c),
@@ -278,14 +273,18 @@ impl Filter {
             if !begun {
                 return Err(Error::frozen());
             }
-            let r = self.add_under(s, &h);
+            let r = self.add_under(s, h, seen);
             match stripe {
                 Some(st) => sh.end_add(st),
                 None => sh.end_lockfree_add(c),
             }
             match r? {
                 Under::Done(new) => return Ok(new),
-                Under::Full(n) => self.grow(s, n, c)?,
+                Under::Full(n) => {
+                    self.grow(s, n, c)?;
+                    // The stages changed (or a clear ran): look at them all.
+                    seen = None;
+                }
             }
         }
     }
@@ -295,9 +294,28 @@ impl Filter {
     /// grower drains first, N2), so every adder of the item decides on the
     /// same newest stage, and the stripe or the one atomic update there
     /// tells at most one of them new.
-    fn add_under(&self, s: &Stages, h: &ItemHash) -> Result<Under> {
+    ///
+    /// The older stages are looked at again unless `seen` says a look at
+    /// the same `n` stages found the item in none with the epoch still as
+    /// it is now. Adds write only the newest stage; stage `n - 1` became
+    /// the newest only after a grower drained every add that wrote the
+    /// stages before it, and published it (Release) before that look read
+    /// `n` (Acquire): every bit those adds set was visible to the look.
+    /// Only an exclusive operation (a growth, a clear, a merge) can change
+    /// an older stage after that, and it moves the epoch by two (odd while
+    /// it runs, and bits change only then); with `excl` seen free here,
+    /// an operation that ended since the look left its epoch visible (its
+    /// Release store precedes its release of `excl`, which our `excl`
+    /// check saw). So an equal epoch means the older stages are as the
+    /// look saw them, and the newest stage, checked and set under the
+    /// stripe or in one atomic update, decides alone (N7 as before). The
+    /// epoch would have to wrap (2^31 exclusive operations between the
+    /// look and this point) to fool the check, as for `held_now`.
+    pub(in crate::filter) fn add_under(&self, s: &Stages, h: &ItemHash, seen: Option<Seen>) -> Result<Under> {
         let n = self.stages_now(s)?;
-        if self.some_stage_holds(s, n - 1, h) {
+        // Acquire: as `held_or_seen`'s first load.
+        let older_as_seen = seen.is_some_and(|v| v.stages == n && self.epoch().load(Ordering::Acquire) == v.epoch);
+        if !older_as_seen && self.some_stage_holds(s, n - 1, h) {
             return Ok(Under::Done(false));
         }
         let newest = n - 1;

@@ -7,6 +7,7 @@
 mod add;
 mod exclusive;
 mod grown;
+mod grown_batch;
 mod serialize;
 mod stats;
 #[cfg(feature = "test-hooks")]

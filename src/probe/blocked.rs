@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{prefetch_line, word, Probe};
+use super::{prefetch_line, word, Probe, Probing};
 use crate::math::hashing::ItemHash;
 use crate::math::scheme::BLOCKED_MAX_K;
 
@@ -118,6 +118,27 @@ impl Probe for Word64 {
     fn gate(&self, _: &WordLoc) {}
 
     #[inline(always)]
+    fn of(probing: &Probing) -> Option<&Self> {
+        match probing {
+            Probing::Word64(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    const RELOCATES: bool = true;
+
+    #[inline(always)]
+    fn relocate(&self, h: &ItemHash, other: &Self, at: &WordLoc) -> WordLoc {
+        if other.k != self.k {
+            return self.locate(h);
+        }
+        WordLoc {
+            word: block_of(h, self.n) as usize,
+            mask: at.mask,
+        }
+    }
+
+    #[inline(always)]
     fn locate(&self, h: &ItemHash) -> WordLoc {
         WordLoc {
             word: block_of(h, self.n) as usize,
@@ -179,6 +200,27 @@ impl Probe for Block128 {
 
     #[inline(always)]
     fn gate(&self, _: &BlockLoc) {}
+
+    #[inline(always)]
+    fn of(probing: &Probing) -> Option<&Self> {
+        match probing {
+            Probing::Block128(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    const RELOCATES: bool = true;
+
+    #[inline(always)]
+    fn relocate(&self, h: &ItemHash, other: &Self, at: &BlockLoc) -> BlockLoc {
+        if other.k != self.k {
+            return self.locate(h);
+        }
+        BlockLoc {
+            word: 2 * block_of(h, self.n) as usize,
+            ..*at
+        }
+    }
 
     #[inline(always)]
     fn locate(&self, h: &ItemHash) -> BlockLoc {

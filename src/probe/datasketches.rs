@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{prefetch_line, word, Probe};
+use super::{prefetch_line, word, Probe, Probing};
 use crate::math::datasketches::{bit_index, hash};
 use crate::math::hashing::ItemHash;
 
@@ -39,6 +39,14 @@ impl Probe for DataSketches {
     #[inline(always)]
     fn hash(&self, seed: u64, item: &[u8]) -> ItemHash {
         hash(seed, item)
+    }
+
+    #[inline(always)]
+    fn of(probing: &Probing) -> Option<&Self> {
+        match probing {
+            Probing::DataSketches(p) => Some(p),
+            _ => None,
+        }
     }
 
     #[inline(always)]

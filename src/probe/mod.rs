@@ -90,6 +90,24 @@ pub trait Probe: Copy {
 
     fn locate(&self, h: &ItemHash) -> Self::Loc;
 
+    /// The strategy `probing` holds, if it is this one: a run of arrays of
+    /// one layout (a grown filter's stages) walked by one instance.
+    fn of(probing: &Probing) -> Option<&Self>;
+
+    const RELOCATES: bool = false;
+
+    /// `locate`, given the item's place `at` in an array of the same layout
+    /// probed by `other`: what depends on the hash and `k` alone (a blocked
+    /// item's bits within its word or block) is kept when `k` is the same,
+    /// as it mostly is in neighbouring stages of a grown filter.
+    ///
+    /// `RELOCATES`: whether `relocate` uses `at` at all (else a caller
+    /// need not keep places between arrays).
+    #[inline(always)]
+    fn relocate(&self, h: &ItemHash, _other: &Self, _at: &Self::Loc) -> Self::Loc {
+        self.locate(h)
+    }
+
     /// Whether every bit of the item is set. Loads only.
     fn contains(&self, bits: &[AtomicU64], loc: &Self::Loc) -> bool;
 

@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{prefetch_line, word, Probe};
+use super::{prefetch_line, word, Probe, Probing};
 use crate::math::hashing::ItemHash;
 
 /// Stage `s` adds `s * SALT` to `h1`: odd, `2^64` over the golden ratio,
@@ -113,6 +113,13 @@ impl Probe for StandardStage {
     type Loc = ItemHash;
     type Gate = StageGate;
     const STRIPED: bool = true;
+
+    fn of(probing: &Probing) -> Option<&Self> {
+        match probing {
+            Probing::StandardStage(p) => Some(p),
+            _ => None,
+        }
+    }
 
     /// The item's hash with the stage's salt added to `h1`; `h2`, which
     /// the stripe is taken from, unchanged.

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{prefetch_line, word, Probe};
+use super::{prefetch_line, word, Probe, Probing};
 use crate::math::hashing::ItemHash;
 
 /// `bloom.h`'s layout: probe `i` at `(h1 + i*h2) mod m`.
@@ -48,6 +48,14 @@ impl Probe for Standard {
     type Loc = ItemHash;
     type Gate = StdGate;
     const STRIPED: bool = true;
+
+    #[inline(always)]
+    fn of(probing: &Probing) -> Option<&Self> {
+        match probing {
+            Probing::Standard(p) => Some(p),
+            _ => None,
+        }
+    }
 
     #[inline(always)]
     fn locate(&self, h: &ItemHash) -> ItemHash {

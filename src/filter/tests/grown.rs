@@ -152,3 +152,88 @@ fn handles_of_a_file_see_its_stages() {
     drop((a, b));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The batches answer as single calls, item by item: `add_many` on one
+/// filter and `add` on a twin tell the same items new (duplicates within
+/// a batch and items already in older stages among them), with a results
+/// array and without, across a growth to many stages; then
+/// `contains_many` answers as `contains` for items held in every stage
+/// and for absent ones.
+#[test]
+fn batches_answer_as_single_calls() {
+    for layout in [L::Standard, L::Blocked] {
+        for factor in [2, 4] {
+            let batch = Filter::new_anonymous(100, 0.01, grown(layout, factor, None)).unwrap();
+            let single = Filter::new_anonymous(100, 0.01, grown(layout, factor, None)).unwrap();
+            let bare = Filter::new_anonymous(100, 0.01, grown(layout, factor, None)).unwrap();
+            let mut next = 0u64;
+            for (round, size) in [1usize, 7, 255, 256, 257, 1000, 3000, 5000, 9000]
+                .into_iter()
+                .enumerate()
+            {
+                // New items, a few twice, and some added rounds ago.
+                let mut keys: Vec<[u8; 8]> = (0..size as u64).map(|i| item(next + i)).collect();
+                for j in (0..size).step_by(5) {
+                    keys.push(item(next + j as u64));
+                    keys.push(item((j as u64 * 7919) % (next + 1)));
+                }
+                next += size as u64;
+                let items: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+                let mut r = vec![9u8; items.len()];
+                let n = batch.add_many(&items, Some(&mut r)).unwrap();
+                let want: Vec<u8> = items.iter().map(|i| single.add(i).unwrap() as u8).collect();
+                assert_eq!(r, want, "{layout:?} grow {factor} round {round}");
+                assert_eq!(n, want.iter().map(|&w| w as u64).sum::<u64>());
+                assert_eq!(
+                    bare.add_many(&items, None).unwrap(),
+                    n,
+                    "{layout:?} grow {factor} round {round}"
+                );
+                assert_eq!(batch.stages(), single.stages());
+            }
+            assert!(
+                batch.stages() >= 5,
+                "{layout:?} grow {factor}: {} stages",
+                batch.stages()
+            );
+            let keys: Vec<[u8; 8]> = (0..next + 20_000).map(item).collect();
+            let items: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+            let mut r = vec![9u8; items.len()];
+            let n = batch.contains_many(&items, Some(&mut r));
+            let want: Vec<u8> = items.iter().map(|i| batch.contains(i) as u8).collect();
+            assert_eq!(r, want, "{layout:?} grow {factor}");
+            assert!(
+                r[..next as usize].iter().all(|&x| x == 1),
+                "{layout:?} grow {factor}: an item lost"
+            );
+            assert!(r[next as usize..].contains(&0));
+            assert_eq!(n, want.iter().map(|&w| w as u64).sum::<u64>());
+            assert_eq!(batch.contains_many(&items, None), n);
+            assert_eq!(bare.contains_many(&items, None), n);
+        }
+    }
+}
+
+/// A batch that reaches `max_capacity` stops at the item a single add
+/// refuses, and says how many items went in before it; those are kept.
+#[test]
+fn a_batch_at_the_bound_says_where_it_stopped() {
+    for layout in [L::Standard, L::Blocked] {
+        let batch = Filter::new_anonymous(100, 0.01, grown(layout, 2, Some(700))).unwrap();
+        let single = Filter::new_anonymous(100, 0.01, grown(layout, 2, Some(700))).unwrap();
+        // Items in the filter already come first in the batch: present,
+        // not refused.
+        let keys: Vec<[u8; 8]> = (0..2000u64).map(item).collect();
+        let items: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        batch.add_many(&items[..300], None).unwrap();
+        for i in &items[..300] {
+            single.add(i).unwrap();
+        }
+        let stop = 300 + items[300..].iter().position(|i| single.add(i).is_err()).unwrap();
+        let e = batch.add_many(&items, None).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Full);
+        let said = format!("the first {stop} items of this batch were added, none after");
+        assert!(e.msg.contains(&said), "{layout:?}: {} (expected {said})", e.msg);
+        assert!(items[..stop].iter().all(|i| batch.contains(i)), "{layout:?}");
+    }
+}
