@@ -339,4 +339,24 @@ croaks_like(sub { $C->new_memfd('g', 1000, 0.01, {layout => 'datasketches', grow
         "a file cut short of its $stages stages");
 }
 
+# --- a forked child's handle does not count its parent's new items again -------------------------
+for my $layout (qw(standard blocked)) {
+    my $path = "$dir/fork-fill-$layout.bf";
+    # A first stage of 100 000: a writer adds its count to the shared fill
+    # word every 1 562 new items (a 64th of the room left), so 300 new
+    # items stay the writer's own count until the handle goes away.
+    my $f = $C->new($path, 100_000, 0.01, { grow => 2, layout => $layout });
+    my $new = grep { $f->add("ff$_") } 1 .. 300;
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        $f->add("child$_") for 1 .. 10;    # the child's own new items
+        exit 0;                            # the handle goes away here
+    }
+    reap($pid);
+    undef $f;                              # and here, in the parent
+    my $again = $C->new($path, 100_000, 0.01, { grow => 2, layout => $layout });
+    is($again->stats->{stage_info}[0]{fill}, $new + 10,
+        "$layout: the fill word counts the parent's and the child's new items once each");
+}
+
 done_testing;

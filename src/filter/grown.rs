@@ -41,6 +41,10 @@ pub(in crate::filter) struct Stages {
     /// This writer's new items not yet in the shared fill word (§8 N9):
     /// `(stage, count, flush at)`.
     own: Cell<(u32, u64, u64)>,
+    /// The fork generation (`fork::fork_generation`) `own` was counted in:
+    /// a forked child's copy of the handle starts from a count of its own,
+    /// since the parent adds its count itself.
+    own_gen: Cell<u32>,
 }
 
 /// What an add under its stripe or mark found.
@@ -86,6 +90,7 @@ impl Stages {
             all,
             maps,
             own: Cell::new((0, 0, 1)),
+            own_gen: Cell::new(fork::fork_generation()),
         })
     }
 
@@ -338,7 +343,7 @@ impl Filter {
     /// Whether stage `i` has taken its capacity of new items: its fill
     /// word and this writer's own count (§3 growth, when a stage is full).
     fn stage_full(&self, s: &Stages, i: u32) -> bool {
-        let (st, own, _) = s.own.get();
+        let (st, own, _) = self.own_count(s);
         let own = if st == i { own } else { 0 };
         // Relaxed: the word decides only when to grow; `grow` checks the
         // stage count again under `excl` (N3).
@@ -346,12 +351,25 @@ impl Filter {
         growth::is_full(s.all[i as usize].geometry.capacity, fill.saturating_add(own))
     }
 
+    /// This process's own count: `own`, or none in a forked child that has
+    /// not counted yet (the parent's count is the parent's to add).
+    #[inline]
+    fn own_count(&self, s: &Stages) -> (u32, u64, u64) {
+        let gen = fork::fork_generation();
+        if s.own_gen.get() != gen {
+            let (st, _, at) = s.own.get();
+            s.own.set((st, 0, at));
+            s.own_gen.set(gen);
+        }
+        s.own.get()
+    }
+
     /// Count one new item into stage `i` (§8 N9): this writer's own count,
     /// added to the fill word every `Growth::flush_every` items. A count
     /// for a stage that is no longer the newest is dropped.
     fn count_new(&self, s: &Stages, i: u32) {
         let cap = s.all[i as usize].geometry.capacity;
-        let (st, mut own, mut at) = s.own.get();
+        let (st, mut own, mut at) = self.own_count(s);
         if st != i {
             // Relaxed: as stage_full.
             (own, at) = (0, growth::flush_every(cap, self.fill_word(i).load(Ordering::Relaxed)));
@@ -369,7 +387,7 @@ impl Filter {
     /// Add this writer's own count to its stage's fill word (a handle
     /// going away).
     pub(in crate::filter) fn flush_own_count(&self, s: &Stages) {
-        let (st, own, at) = s.own.get();
+        let (st, own, at) = self.own_count(s);
         if own > 0 && !self.region.readonly {
             // Relaxed: as stage_full.
             self.fill_word(st).fetch_add(own, Ordering::Relaxed);
