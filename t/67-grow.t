@@ -339,6 +339,21 @@ croaks_like(sub { $C->new_memfd('g', 1000, 0.01, {layout => 'datasketches', grow
         "a file cut short of its $stages stages");
 }
 
+# --- mmap_size counts the later stages' mappings ------------------------------------------------
+for my $layout (qw(standard blocked)) {
+    # Stages of 20 000, 40 000, 80 000 and 160 000 items: their bits are
+    # many times the first stage's mapping.
+    my $f = $C->new(undef, 20_000, 0.01, { grow => 2, layout => $layout });
+    my $s1 = $f->stats;
+    $f->add_many([map { "mm$_" } $_ * 10_000 + 1 .. ($_ + 1) * 10_000]) for 0 .. 19;
+    my $s = $f->stats;
+    cmp_ok($s->{stages}, '>=', 4, "$layout: grown to several stages");
+    cmp_ok($s->{mmap_size}, '>=', $s->{bits} / 8, "$layout: mmap_size covers every stage's bits");
+    # Beyond the bits, each later stage maps at most one page of rounding.
+    cmp_ok($s->{mmap_size} - $s->{bits} / 8, '<=', $s1->{mmap_size} - $s1->{bits} / 8 + 4096 * ($s->{stages} - 1),
+        "$layout: ... and not more than the first stage's control area and a page per later stage");
+}
+
 # --- a forked child's handle does not count its parent's new items again -------------------------
 for my $layout (qw(standard blocked)) {
     my $path = "$dir/fork-fill-$layout.bf";

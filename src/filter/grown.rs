@@ -635,6 +635,16 @@ impl Filter {
         }
     }
 
+    /// The bytes the published stages past the first map (each its own
+    /// mapping of `m / 8` bytes, made when this handle first needs it),
+    /// added to the first stage's mapping by `mmap_size`.
+    pub(in crate::filter) fn later_stage_bytes(&self) -> u64 {
+        match &self.grown {
+            Some(s) => (1..self.published(s)).map(|i| s.all[i as usize].range.1).sum(),
+            None => 0,
+        }
+    }
+
     /// Refuse an operation a grown filter does not have.
     pub(in crate::filter) fn not_grown(&self, what: &str) -> Result<()> {
         match self.grown {

@@ -20,8 +20,10 @@ impl Filter {
     pub fn memfd(&self) -> i32 {
         self.region.memfd()
     }
+    /// The bytes the filter maps: its mapping, and a grown filter's later
+    /// stages as published (§6 grown filters).
     pub fn mmap_size(&self) -> u64 {
-        self.region.len() as u64
+        self.region.len() as u64 + self.later_stage_bytes()
     }
     pub fn path(&self) -> Option<&std::ffi::CStr> {
         self.region.path()

@@ -843,7 +843,8 @@ one bit array).
 
 A hash reference with the keys C<capacity fp_rate bits hashes seed bits_set
 count fill_ratio estimated_fpp ops mmap_size frozen readonly overfull layout>: the
-accessors above, plus C<ops>, C<mmap_size> (bytes mapped) and C<overfull>.
+accessors above, plus C<ops>, C<mmap_size> (bytes mapped; for a filter
+that grows, its later stages included as published) and C<overfull>.
 A windowed filter adds C<window> and C<generations> (as the accessors),
 C<generation> (the current generation's number: the period since creation
 it started in, or the number of rotations of a filter without a window) and

@@ -263,9 +263,9 @@ fn sealed_memfd(image: &[u8], len: u64, seals: libc::c_int) -> std::fs::File {
 }
 
 fn image(f: &Filter) -> Vec<u8> {
-    // SAFETY: the handle's mapping, mmap_size bytes, read while nothing
+    // SAFETY: the handle's mapping, its length, read while nothing
     // writes it.
-    unsafe { std::slice::from_raw_parts(f.region.base(), f.mmap_size() as usize) }.to_vec()
+    unsafe { std::slice::from_raw_parts(f.region.base(), f.region.len()) }.to_vec()
 }
 
 fn all_words(f: &Filter) -> Vec<u64> {

@@ -964,7 +964,7 @@ fn an_idle_windowed_filters_numbers_follow_the_clock() {
         let mapping = || {
             // SAFETY: the whole mapping, which lives as long as `f`; this
             // thread alone uses the filter, so nothing changes meanwhile.
-            unsafe { std::slice::from_raw_parts(f.base, f.mmap_size() as usize) }.to_vec()
+            unsafe { std::slice::from_raw_parts(f.base, f.region.len()) }.to_vec()
         };
         let seen = |f: &Filter| items.iter().filter(|it| f.contains(&it[..])).count();
         let numbers = |f: &Filter| {
