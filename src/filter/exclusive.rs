@@ -159,18 +159,13 @@ impl Filter {
             d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         #[cfg(feature = "test-hooks")]
-        if testing::STOP.with(|s| s.get()) == Some(None) {
-            testing::stop_here(None);
-        }
+        testing::stop_after_copy();
         let g = sh.lock_exclusive(c).map_err(no_fence)?;
         if sh.frozen() {
             return Err(Error::frozen()); // g, then lock, drop: all released
         }
         #[cfg(feature = "test-hooks")]
-        if let Some(Some(chunks)) = testing::STOP.with(|s| s.get()) {
-            g.apply_journal_partly(op, journal, chunks);
-            testing::stop_here(Some(g));
-        }
+        testing::stop_part_applied(&g, op, journal);
         let applied = g.apply_journal(op, journal);
         debug_assert!(applied, "a journal of the bit array's size");
         drop(g);
@@ -251,9 +246,7 @@ impl Filter {
                 d.store(w, Ordering::Relaxed);
             }
             #[cfg(feature = "test-hooks")]
-            if testing::STOP.with(|s| s.get()) == Some(None) {
-                testing::stop_here(None);
-            }
+            testing::stop_after_copy();
             let g = sh.lock_exclusive(c).map_err(no_fence)?;
             if sh.frozen() {
                 return Err(Error::frozen()); // g, then lock, drop: all released
@@ -262,10 +255,7 @@ impl Filter {
                 continue; // a clear dropped stages meanwhile: g, j, lock drop
             }
             #[cfg(feature = "test-hooks")]
-            if let Some(Some(chunks)) = testing::STOP.with(|s| s.get()) {
-                g.apply_journal_partly(op, journal, chunks);
-                testing::stop_here(Some(g));
-            }
+            testing::stop_part_applied(&g, op, journal);
             if !g.apply_journal(op, journal) {
                 return Err(Error::new(
                     ErrorKind::Io,

@@ -63,17 +63,36 @@ thread_local! {
     /// Set by `stop_journaled`: where this thread's next journaled
     /// operation stops as if killed: None after the copy, before it
     /// takes the exclusive lock; Some(c) after applying c chunks.
-    pub(super) static STOP: Cell<Option<Option<usize>>> = const { Cell::new(None) };
+    static STOP: Cell<Option<Option<usize>>> = const { Cell::new(None) };
 }
 
-/// Hold everything taken so far (the journal word, the exclusive lock
-/// `g` and pending when given) as a process killed there would: stop
-/// this process (SIGSTOP) until it is killed.
-pub(super) fn stop_here(g: Option<sync::Exclusive<'_>>) -> ! {
-    std::mem::forget(g);
+/// Stop this process (SIGSTOP) until it is killed, holding everything
+/// its caller took (the journal word, and `excl` and pending when taken),
+/// as a process killed there would: the caller never goes on to give
+/// them back.
+fn stop_here() -> ! {
     loop {
         // SAFETY: raising a signal at ourselves.
         unsafe { libc::raise(libc::SIGSTOP) };
+    }
+}
+
+/// Where a journaled operation's owner has copied its operand into the
+/// journal: stop here if `stop_journaled(None)` asked to.
+pub(super) fn stop_after_copy() {
+    if STOP.with(|s| s.get()) == Some(None) {
+        stop_here();
+    }
+}
+
+/// Where the owner holds `g` and is about to apply journaled `op` from
+/// `journal`: if `stop_journaled(Some(chunks))` asked to, apply that many
+/// chunks and stop here, `g` and pending held (the caller never goes on,
+/// so never gives them back).
+pub(super) fn stop_part_applied(g: &sync::Exclusive<'_>, op: u32, journal: &[AtomicU64]) {
+    if let Some(Some(chunks)) = STOP.with(|s| s.get()) {
+        g.apply_journal_partly(op, journal, chunks);
+        stop_here();
     }
 }
 
