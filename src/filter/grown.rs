@@ -318,7 +318,7 @@ impl Filter {
     /// look and this point) to fool the check, as for `held_now`.
     pub(in crate::filter) fn add_under(&self, s: &Stages, h: &ItemHash, seen: Option<Seen>) -> Result<Under> {
         let n = self.stages_now(s)?;
-        // Acquire: as `held_or_seen`'s first load.
+        // Acquire: as `look_stood`'s first load.
         let older_as_seen = seen.is_some_and(|v| v.stages == n && self.epoch().load(Ordering::Acquire) == v.epoch);
         if !older_as_seen && self.some_stage_holds(s, n - 1, h) {
             return Ok(Under::Done(false));
