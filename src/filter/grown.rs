@@ -342,7 +342,7 @@ impl Filter {
 
     /// Whether stage `i` has taken its capacity of new items: its fill
     /// word and this writer's own count (§3 growth, when a stage is full).
-    fn stage_full(&self, s: &Stages, i: u32) -> bool {
+    pub(in crate::filter) fn stage_full(&self, s: &Stages, i: u32) -> bool {
         let (st, own, _) = self.own_count(s);
         let own = if st == i { own } else { 0 };
         // Relaxed: the word decides only when to grow; `grow` checks the
@@ -367,7 +367,7 @@ impl Filter {
     /// Count one new item into stage `i` (§8 N9): this writer's own count,
     /// added to the fill word every `Growth::flush_every` items. A count
     /// for a stage that is no longer the newest is dropped.
-    fn count_new(&self, s: &Stages, i: u32) {
+    pub(in crate::filter) fn count_new(&self, s: &Stages, i: u32) {
         let cap = s.all[i as usize].geometry.capacity;
         let (st, mut own, mut at) = self.own_count(s);
         if st != i {

@@ -1,88 +1,191 @@
 //! A grown filter's batches (doc/DESIGN.md, G5): a chunk of items hashed
-//! once and looked for stage by stage, newest first, with the plain
-//! batches' prefetching in a stage beyond the caches; an item found in a
-//! stage is not looked for in the older ones.
+//! once, then each item looked for in the published stages, newest first,
+//! stopping at the first that holds it, and the items none holds added to
+//! the newest stage.
 //!
-//! Stage by stage rather than item by item: each stage's walk runs one
-//! layout's code (`with_probe!` once per stage, not once per item and
-//! stage) over one bit array, and an absent item's looks in the stages
-//! are independent loads that a stage's loop lets the processor overlap.
+//! Item by item, over the stages as `Lanes`: every stage of a filter has
+//! its layout, so one layout's code (`with_probe!` once per batch) walks an
+//! array of the stages' probes and bits, and what an item's places in all
+//! of them share is worked out once (`Probe::patterns`: a blocked item's
+//! bits for every `k`). An absent item's looks in the stages are
+//! independent loads, which the processor overlaps; in stages beyond the
+//! caches (the newest, the largest) the words of the item `DISTANCE`
+//! places ahead are prefetched, as the plain batches do.
+//!
+//! New items of a chunk are added under one slot mark held over their run
+//! (a lock-free layout) or each under its stripe, straight into the newest
+//! stage at the place the look worked out, while the look stands: the
+//! stage count and the epoch as the look saw them (`add_under`'s rule, for
+//! a run). An item that finds the stage full, or the look no longer
+//! standing, goes the single add's way (`add_absent`).
 
 use super::grown::{Seen, Stages};
 use super::*;
+use crate::math::growth::MAX_STAGES;
 use crate::math::hashing::hash_item;
 
 /// Items of a grown batch hashed and looked for at a time: one reading of
 /// the stage count (and, for an add, of the epoch) per chunk; its hashes
-/// stay in the first-level cache (16 bytes an item).
+/// and places stay in the first-level cache.
 const GROWN_CHUNK: usize = 256;
 
-/// One chunk of a batch: the items' hashes, which of them are still to be
-/// looked for (indexes into `hashes`), and what each look found.
-struct Chunk {
+/// A stage of at least this many bytes has an item's words prefetched
+/// `DISTANCE` items ahead of its look. A grown filter's stages together
+/// soon outgrow a core's second-level cache (512 KiB here) even when each
+/// is small, so the stages past the smallest are prefetched in: measured,
+/// a batch of misses with grow 4 went from 3.0x a plain filter's time to
+/// 1.9x (bench/RESULTS.md). A plain batch prefetches from
+/// `PIPELINE_MIN_BYTES`: its one array stays in the caches up to there.
+const LANE_PREFETCH_BYTES: u64 = 64 << 10;
+
+/// One published stage as a look reads it: its probe and bits.
+#[derive(Clone, Copy)]
+struct Lane<'a, P> {
+    p: P,
+    bits: &'a [AtomicU64],
+}
+
+/// The published stages of a grown filter, newest first, all of layout `P`.
+pub(in crate::filter) struct Lanes<'a, P> {
+    lanes: [Lane<'a, P>; MAX_STAGES as usize],
+    len: usize,
+    /// The probe with the most bits an item (the tightest stage, the
+    /// newest mostly), whose `patterns` serve every stage.
+    widest: P,
+    /// `lanes[..beyond]` lie beyond a core's second-level cache
+    /// (`LANE_PREFETCH_BYTES`): the newest, since stages only get larger.
+    beyond: usize,
+}
+
+impl<'a, P: Probe> Lanes<'a, P> {
+    /// The lanes of `stages` (probe and bits, newest first; at most
+    /// `MAX_STAGES`), those without bits left out; None if none has bits.
+    fn new(stages: impl Iterator<Item = (P, &'a [AtomicU64])>) -> Option<Lanes<'a, P>> {
+        let mut it = stages.filter(|(_, bits)| !bits.is_empty());
+        let (p, bits) = it.next()?;
+        let mut l = Lanes {
+            lanes: [Lane { p, bits }; MAX_STAGES as usize],
+            len: 1,
+            widest: p,
+            beyond: 0,
+        };
+        for (p, bits) in it.take(MAX_STAGES as usize - 1) {
+            l.lanes[l.len] = Lane { p, bits };
+            l.len += 1;
+        }
+        for lane in &l.lanes[..l.len] {
+            if lane.p.k() > l.widest.k() {
+                l.widest = lane.p;
+            }
+        }
+        l.beyond = l.lanes[..l.len]
+            .iter()
+            .take_while(|lane| lane.bits.len() as u64 * 8 >= LANE_PREFETCH_BYTES)
+            .count();
+        Some(l)
+    }
+
+    /// Whether a stage holds the item, and its place in the newest stage
+    /// (where an add puts it). A blocked layout (`Probe::FLAT`) asks every
+    /// stage with no branch on an answer: which stage holds a present item
+    /// varies from item to item, and a branch on it was mispredicted about
+    /// once an item, which cost more than the tests it saved (an absent
+    /// item is asked of every stage anyway). The others stop at the first
+    /// stage that holds the item: their test in a stage branches already.
+    #[inline(always)]
+    fn look(&self, h: &ItemHash, pats: &mut P::Patterns) -> (bool, P::Loc) {
+        self.widest.patterns(h, pats);
+        let pats = &*pats;
+        let first = &self.lanes[0];
+        let at = first.p.locate_in(h, pats);
+        let older = self.lanes[1..self.len].iter();
+        let in_older = |l: &Lane<'_, P>| l.p.contains_gated(l.bits, &l.p.locate_in(h, pats));
+        let held = if P::FLAT {
+            older.fold(first.p.contains_gated(first.bits, &at), |held, l| held | in_older(l))
+        } else {
+            first.p.contains_gated(first.bits, &at) || { older }.any(in_older)
+        };
+        (held, at)
+    }
+
+    /// Prefetch the words the item's first test reads in the stages beyond
+    /// the caches.
+    #[inline(always)]
+    fn prefetch(&self, h: &ItemHash) {
+        for l in &self.lanes[..self.beyond] {
+            l.p.prefetch_gated(l.bits, &l.p.locate(h));
+        }
+    }
+}
+
+/// One chunk of a batch: the items' hashes, whether a stage holds each and
+/// each one's place in the newest stage.
+struct Chunk<P: Probe> {
     hashes: [ItemHash; GROWN_CHUNK],
-    todo: [u16; GROWN_CHUNK],
-    todo_len: usize,
     found: [bool; GROWN_CHUNK],
+    at: [P::Loc; GROWN_CHUNK],
     len: usize,
 }
 
-impl Chunk {
-    fn new() -> Chunk {
+impl<P: Probe> Chunk<P> {
+    fn new(p: &P) -> Chunk<P> {
+        let h = ItemHash { h1: 0, h2: 0 };
         Chunk {
-            hashes: [ItemHash { h1: 0, h2: 0 }; GROWN_CHUNK],
-            todo: [0; GROWN_CHUNK],
-            todo_len: 0,
+            hashes: [h; GROWN_CHUNK],
             found: [false; GROWN_CHUNK],
+            at: [p.locate(&h); GROWN_CHUNK],
             len: 0,
         }
     }
 
-    /// Hash `items` (at most `GROWN_CHUNK`), every one still to be looked for.
+    /// Hash `items` (at most `GROWN_CHUNK`), none found yet.
     fn fill(&mut self, seed: u64, items: &[&[u8]]) {
         debug_assert!(items.len() <= GROWN_CHUNK);
         for (i, item) in items.iter().enumerate() {
             prefetch_item_ahead(items, i);
             self.hashes[i] = hash_item(seed, item);
-            self.todo[i] = i as u16;
         }
         self.len = items.len();
-        self.todo_len = items.len();
         self.found[..items.len()].fill(false);
+    }
+
+    /// Look for every item of the chunk in `lanes` (`Lanes::look_at`),
+    /// prefetching `DISTANCE` items ahead in the stages beyond the caches;
+    /// `at` only for an add (`place`).
+    #[inline(always)]
+    fn look(&mut self, lanes: &Lanes<'_, P>, place: bool) {
+        let len = self.len;
+        let piped = lanes.beyond > 0 && len > DISTANCE && pipelining();
+        if piped {
+            for h in &self.hashes[..DISTANCE] {
+                lanes.prefetch(h);
+            }
+        }
+        let mut pats = P::Patterns::default();
+        for j in 0..len {
+            if piped && j + DISTANCE < len {
+                lanes.prefetch(&self.hashes[j + DISTANCE]);
+            }
+            let (found, at) = lanes.look(&self.hashes[j], &mut pats);
+            self.found[j] = found;
+            if place {
+                self.at[j] = at;
+            }
+        }
     }
 }
 
 impl Filter {
-    /// Look for the chunk's items still to be looked for in the first `n`
-    /// stages (mapped), newest first: an item a stage holds is marked
-    /// found and leaves `todo`.
-    fn stages_hold_chunk(&self, s: &Stages, n: u32, ch: &mut Chunk) {
-        let mut top = n;
-        while top > 0 && ch.todo_len > 0 {
-            top = with_probe!(&s.all[top as usize - 1].probing, p => self.run_holds(p, s, top, ch));
+    /// The first `n` stages (mapped) as lanes of layout `P`; None if one
+    /// is not of `P` (never: every stage has the filter's layout).
+    fn lanes<'a, P: Probe>(&'a self, s: &'a Stages, n: u32) -> Option<Lanes<'a, P>> {
+        if (0..n).any(|i| P::of(&s.all[i as usize].probing).is_none()) {
+            return None;
         }
-    }
-
-    /// Walk stages `top - 1` and down while they have `first`'s layout (all
-    /// of them, mostly), an item's place in one worked out from its place in
-    /// the stage before (`Probe::relocate`); returns the stage count left
-    /// to walk.
-    #[inline(always)]
-    fn run_holds<P: Probe>(&self, first: &P, s: &Stages, mut top: u32, ch: &mut Chunk) -> u32 {
-        let mut locs = [first.locate(&ItemHash { h1: 0, h2: 1 }); GROWN_CHUNK];
-        let mut prev: Option<&P> = None;
-        while top > 0 && ch.todo_len > 0 {
-            let Some(p) = P::of(&s.all[top as usize - 1].probing) else {
-                break;
-            };
-            let bits = self.stage_bits(s, top - 1);
-            if !bits.is_empty() {
-                stage_holds(p, prev, bits, ch, &mut locs);
-                prev = Some(p);
-            }
-            top -= 1;
-        }
-        top
+        Lanes::new((0..n).rev().filter_map(|i| {
+            let p = *P::of(&s.all[i as usize].probing)?;
+            Some((p, self.stage_bits(s, i)))
+        }))
     }
 
     /// A grown filter's `contains_many` (§8 N8): each chunk's answers are
@@ -93,14 +196,31 @@ impl Filter {
         &self,
         s: &Stages,
         items: &[&[u8]],
+        results: Option<&mut [u8]>,
+    ) -> u64 {
+        with_probe!(&s.all[0].probing, p => self.grown_contains_many_in(p, s, items, results))
+    }
+
+    fn grown_contains_many_in<P: Probe>(
+        &self,
+        p: &P,
+        s: &Stages,
+        items: &[&[u8]],
         mut results: Option<&mut [u8]>,
     ) -> u64 {
         let mut present = 0u64;
-        let mut ch = Chunk::new();
+        let mut ch = Chunk::new(p);
         for (ci, chunk) in items.chunks(GROWN_CHUNK).enumerate() {
             ch.fill(self.seed, chunk);
             match self.stages_now(s) {
-                Ok(n) => self.stages_hold_chunk(s, n, &mut ch),
+                Ok(n) => match self.lanes::<P>(s, n) {
+                    Some(lanes) => ch.look(&lanes, false),
+                    None => {
+                        for i in 0..ch.len {
+                            ch.found[i] = self.some_stage_holds(s, n, &ch.hashes[i]);
+                        }
+                    }
+                },
                 Err(_) => ch.found[..ch.len].fill(true),
             }
             for (i, &f) in ch.found[..ch.len].iter().enumerate() {
@@ -114,59 +234,141 @@ impl Filter {
     }
 
     /// A grown filter's `add_many`, one write call under one claim: per
-    /// chunk, the items a published stage holds are found by one walk read
-    /// as a seqlock reader (as `grown_add`'s look), then the others are
-    /// added in order, each under its stripe or the slot mark
-    /// (`add_absent`); an error stops the batch at its item.
+    /// chunk, the items a published stage holds are found by one look read
+    /// as a seqlock reader (as `grown_add`'s), then the others are added in
+    /// order (`add_chunk`); an error stops the batch at its item.
     pub(in crate::filter) fn grown_add_many(
         &self,
+        s: &Stages,
+        items: &[&[u8]],
+        results: Option<&mut [u8]>,
+        c: Claim,
+    ) -> Result<u64> {
+        let r = with_probe!(&s.all[0].probing, p => self.grown_add_many_in(p, s, items, results, c));
+        self.shared().count_ops(c, 1);
+        r
+    }
+
+    fn grown_add_many_in<P: Probe>(
+        &self,
+        p: &P,
         s: &Stages,
         items: &[&[u8]],
         mut results: Option<&mut [u8]>,
         c: Claim,
     ) -> Result<u64> {
         let mut new = 0u64;
-        let mut ch = Chunk::new();
-        let mut r = Ok(());
-        'chunks: for (ci, chunk) in items.chunks(GROWN_CHUNK).enumerate() {
+        let mut ch = Chunk::new(p);
+        for (ci, chunk) in items.chunks(GROWN_CHUNK).enumerate() {
             ch.fill(self.seed, chunk);
             let base = ci * GROWN_CHUNK;
+            let n = self.stages_now(s).map_err(|e| batch_error(e, base))?;
             // The found answers stand only with the epoch unchanged over
-            // the walk; otherwise every item goes the long way.
-            let held = self.stages_now(s).map(|n| {
-                let stood = self.look_stood(|| self.stages_hold_chunk(s, n, &mut ch));
-                if stood.is_none() {
-                    ch.found[..ch.len].fill(false);
-                }
-                stood.map(|epoch| Seen { epoch, stages: n })
+            // the look; otherwise every item goes the long way.
+            let seen = self.lanes::<P>(s, n).and_then(|lanes| {
+                self.look_stood(|| ch.look(&lanes, true))
+                    .map(|epoch| Seen { epoch, stages: n })
             });
-            let seen = match held {
-                Ok(seen) => seen,
-                Err(e) => {
-                    r = Err(batch_error(e, base));
-                    break;
-                }
-            };
-            for i in 0..ch.len {
-                let n = if ch.found[i] {
-                    false
-                } else {
-                    match self.add_absent(s, &ch.hashes[i], seen, c) {
-                        Ok(n) => n,
-                        Err(e) => {
-                            r = Err(batch_error(e, base + i));
-                            break 'chunks;
-                        }
-                    }
-                };
+            if seen.is_none() {
+                ch.found[..ch.len].fill(false);
+            }
+            let mut done = |i: usize, n: bool| {
                 new += n as u64;
                 if let Some(r) = results.as_deref_mut() {
                     r[base + i] = n as u8;
                 }
+            };
+            self.add_chunk(s, &ch, seen, c, &mut done)
+                .map_err(|(i, e)| batch_error(e, base + i))?;
+        }
+        Ok(new)
+    }
+
+    /// Add the chunk's items no stage was found to hold, in order, each
+    /// item's `done(i, new)` called in order (the found ones' too); an
+    /// error stops at its item.
+    ///
+    /// Exactly once (N7), as a single add: an item is added under its
+    /// stripe, or under the slot mark held over a run of items (a
+    /// lock-free layout); under it no exclusive operation runs, so with the
+    /// stage count and the epoch as the look saw them (`seen`) the older
+    /// stages are as the look found them (`add_under`'s argument) and the
+    /// newest stage's one update (under the stripe, or atomic) tells at
+    /// most one adder new. An item that finds the newest stage full, or
+    /// the look no longer standing, is added as a single add is
+    /// (`add_absent`), with the stripe or mark given back first: a growth
+    /// drains every mark, its own process's too.
+    fn add_chunk<P: Probe>(
+        &self,
+        s: &Stages,
+        ch: &Chunk<P>,
+        seen: Option<Seen>,
+        c: Claim,
+        done: &mut impl FnMut(usize, bool),
+    ) -> std::result::Result<(), (usize, Error)> {
+        let sh = self.shared();
+        let newest = seen.and_then(|v| {
+            let at = v.stages - 1;
+            let p = *P::of(&s.all[at as usize].probing)?;
+            Some((v, at, p, self.stage_bits(s, at)))
+        });
+        let mut i = 0;
+        while i < ch.len {
+            if ch.found[i] {
+                done(i, false);
+                i += 1;
+                continue;
+            }
+            let Some((v, at, p, bits)) = newest else {
+                let new = self.add_absent(s, &ch.hashes[i], None, c).map_err(|e| (i, e))?;
+                done(i, new);
+                i += 1;
+                continue;
+            };
+            let stripe = p.stripe(&ch.at[i]);
+            let begun = match stripe {
+                Some(st) => sh.begin_add(st, c),
+                None => sh.begin_lockfree_add(c),
+            };
+            if !begun {
+                return Err((i, Error::frozen()));
+            }
+            // Acquire: as `look_stood`'s first load.
+            let stands =
+                self.stages_now(s).is_ok_and(|n| n == v.stages) && self.epoch().load(Ordering::Acquire) == v.epoch;
+            let mut slow = !stands;
+            // The run: one item under a stripe, the rest of the chunk
+            // under a mark.
+            while stands && i < ch.len {
+                if ch.found[i] {
+                    done(i, false);
+                } else if self.stage_full(s, at) {
+                    slow = true;
+                    break;
+                } else {
+                    let new = p.set(bits, &ch.at[i]);
+                    if new {
+                        self.count_new(s, at);
+                    }
+                    done(i, new);
+                    if stripe.is_some() {
+                        i += 1;
+                        break;
+                    }
+                }
+                i += 1;
+            }
+            match stripe {
+                Some(st) => sh.end_add(st),
+                None => sh.end_lockfree_add(c),
+            }
+            if slow {
+                let new = self.add_absent(s, &ch.hashes[i], seen, c).map_err(|e| (i, e))?;
+                done(i, new);
+                i += 1;
             }
         }
-        self.shared().count_ops(c, 1);
-        r.map(|_| new)
+        Ok(())
     }
 }
 
@@ -179,186 +381,103 @@ fn batch_error(mut e: Error, i: usize) -> Error {
     e
 }
 
-/// One stage's walk over the chunk's items still to be looked for: those
-/// the stage holds are marked found, the rest stay in `todo`, in order.
-/// `locs[i]` is item `i`'s place in the stage walked before, by `prev`
-/// (None: none was), and becomes its place in this one. In a stage beyond
-/// the caches, as `Filter::pipelined`: the item `2 * DISTANCE` places
-/// ahead has the words its first test reads prefetched, the one
-/// `DISTANCE` ahead the rest where its first word has its bits.
-#[inline(always)]
-fn stage_holds<P: Probe>(p: &P, prev: Option<&P>, bits: &[AtomicU64], ch: &mut Chunk, locs: &mut [P::Loc]) {
-    let len = ch.todo_len;
-    let piped = bits.len() as u64 * 8 >= PIPELINE_MIN_BYTES && len >= 2 * DISTANCE && pipelining();
-    let place = |locs: &mut [P::Loc], idx: usize, h: &ItemHash| {
-        let l = match prev {
-            Some(q) if P::RELOCATES => p.relocate(h, q, &locs[idx]),
-            _ => p.locate(h),
-        };
-        // Kept for the next stage, or for the look `2 * DISTANCE` later.
-        if P::RELOCATES || piped {
-            locs[idx] = l;
-        }
-        l
-    };
-    let mut kept = 0;
-    if piped {
-        for &idx in &ch.todo[..2 * DISTANCE] {
-            let l = place(locs, idx as usize, &ch.hashes[idx as usize]);
-            p.prefetch_gated(bits, &l);
-        }
-        for &idx in &ch.todo[..DISTANCE] {
-            let l = &locs[idx as usize];
-            if p.first_set(bits, l) {
-                p.prefetch_rest(bits, l);
-            }
-        }
-    }
-    for j in 0..len {
-        let idx = ch.todo[j] as usize;
-        let l = if piped {
-            if j + DISTANCE < len {
-                let ahead = &locs[ch.todo[j + DISTANCE] as usize];
-                if p.first_set(bits, ahead) {
-                    p.prefetch_rest(bits, ahead);
-                }
-            }
-            // `todo[j + 2 * DISTANCE]` is read before any write reaches
-            // it: writes go to `kept <= j`.
-            if j + 2 * DISTANCE < len {
-                let next = ch.todo[j + 2 * DISTANCE] as usize;
-                let l = place(locs, next, &ch.hashes[next]);
-                p.prefetch_gated(bits, &l);
-            }
-            locs[idx]
-        } else {
-            place(locs, idx, &ch.hashes[idx])
-        };
-        if p.contains_gated(bits, &l) {
-            ch.found[idx] = true;
-        } else {
-            ch.todo[kept] = idx as u16;
-            kept += 1;
-        }
-    }
-    ch.todo_len = kept;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::math::rng::xorshift;
-    use crate::probe::{Block128, Standard, Word64};
+    use crate::probe::{Block128, StandardStage, Word64};
 
-    /// A stage's walk answers as `contains` item by item, on an array
-    /// beyond the caches (where it prefetches ahead) and on a small one,
-    /// for every layout, with items found leaving `todo` in order.
-    fn walk_agrees<P: Probe>(p: P, words: usize, name: &str) {
+    /// A chunk's look over stages of one layout, each with its own size
+    /// and `k`, answers as `contains` stage by stage: found exactly when a
+    /// stage holds the item, every item set somewhere found, and its place
+    /// in the newest stage `locate`'s. `words` are the stages' sizes, the
+    /// newest last; `big` puts the newest beyond the caches, where the look
+    /// prefetches ahead.
+    fn look_agrees<P: Probe>(stages: &[(P, usize)], name: &str)
+    where
+        P::Loc: PartialEq + std::fmt::Debug,
+    {
         let mut next = xorshift(0x2545_f491_4f6c_dd1d);
-        let bits: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
+        let arrays: Vec<Vec<AtomicU64>> = stages
+            .iter()
+            .map(|&(_, words)| (0..words).map(|_| AtomicU64::new(0)).collect())
+            .collect();
         let keys: Vec<[u8; 8]> = (0..GROWN_CHUNK as u64).map(|i| i.to_le_bytes()).collect();
-        // Half the items set, then random bits up to about half the array.
-        for k in keys.iter().step_by(2) {
-            p.set(&bits, &p.locate(&hash_item(7, k)));
-        }
-        for _ in 0..words * 32 {
-            let i = next() as usize % (words * 64);
-            bits[i / 64].fetch_or(1 << (i % 64), std::sync::atomic::Ordering::Relaxed);
-        }
-        let items: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-        for len in [1, 2 * DISTANCE - 1, 2 * DISTANCE, 2 * DISTANCE + 1, GROWN_CHUNK] {
-            let mut ch = Chunk::new();
-            ch.fill(7, &items[..len]);
-            let mut locs = [p.locate(&hash_item(0, b"")); GROWN_CHUNK];
-            stage_holds(&p, None, &bits, &mut ch, &mut locs);
-            let want: Vec<bool> = items[..len]
-                .iter()
-                .map(|i| p.contains(&bits, &p.locate(&hash_item(7, i))))
-                .collect();
-            assert_eq!(&ch.found[..len], &want[..], "{name}, {words} words, {len} items");
-            let left: Vec<u16> = (0..len as u16).filter(|&i| !want[i as usize]).collect();
-            assert_eq!(&ch.todo[..ch.todo_len], &left[..], "{name}, {words} words, {len} items");
-            assert!(want.iter().step_by(2).all(|&w| w), "{name}: a set item not found");
-        }
-    }
-
-    /// Two stages walked in turn, the second's places worked out from the
-    /// first's (`relocate`): an item is found exactly when one of the two
-    /// arrays holds it.
-    fn two_stages_agree<P: Probe>(older: P, newer: P, words: (usize, usize), name: &str) {
-        let keys: Vec<[u8; 8]> = (0..GROWN_CHUNK as u64).map(|i| i.to_le_bytes()).collect();
-        let items: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-        let a: Vec<AtomicU64> = (0..words.0).map(|_| AtomicU64::new(0)).collect();
-        let b: Vec<AtomicU64> = (0..words.1).map(|_| AtomicU64::new(0)).collect();
-        // Every third item in the older stage, every fifth in the newer.
+        // Item i set in stage i % (stages + 1) (the last: in none), then
+        // random bits up to about a quarter of each array.
         for (i, k) in keys.iter().enumerate() {
-            let h = hash_item(7, k);
-            if i % 3 == 0 {
-                older.set(&a, &older.locate(&h));
-            }
-            if i % 5 == 0 {
-                newer.set(&b, &newer.locate(&h));
+            if let Some((p, _)) = stages.get(i % (stages.len() + 1)) {
+                let bits = &arrays[i % (stages.len() + 1)];
+                p.set(bits, &p.locate(&hash_item(7, k)));
             }
         }
-        let mut ch = Chunk::new();
-        ch.fill(7, &items);
-        let mut locs = [newer.locate(&hash_item(0, b"")); GROWN_CHUNK];
-        stage_holds(&newer, None, &b, &mut ch, &mut locs);
-        stage_holds(&older, Some(&newer), &a, &mut ch, &mut locs);
-        for (i, item) in items.iter().enumerate() {
-            let h = hash_item(7, item);
-            let want = newer.contains(&b, &newer.locate(&h)) || older.contains(&a, &older.locate(&h));
-            assert_eq!(ch.found[i], want, "{name}: item {i}");
-            assert!(want || (i % 3 != 0 && i % 5 != 0), "{name}: item {i} lost");
+        for bits in &arrays {
+            for _ in 0..bits.len() * 16 {
+                let i = next() as usize % (bits.len() * 64);
+                bits[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+            }
+        }
+        let items: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        let lanes = Lanes::new(stages.iter().zip(&arrays).rev().map(|(&(p, _), a)| (p, &a[..]))).unwrap();
+        assert_eq!(lanes.len, stages.len());
+        let newest = stages.last().unwrap().0;
+        for len in [1, DISTANCE, DISTANCE + 1, GROWN_CHUNK] {
+            let mut ch = Chunk::new(&newest);
+            ch.fill(7, &items[..len]);
+            ch.look(&lanes, true);
+            let mut only = Chunk::new(&newest);
+            only.fill(7, &items[..len]);
+            only.look(&lanes, false);
+            assert_eq!(only.found, ch.found, "{name}, {len} items: with and without places");
+            for (i, item) in items[..len].iter().enumerate() {
+                let h = hash_item(7, item);
+                let want = stages
+                    .iter()
+                    .zip(&arrays)
+                    .any(|(&(p, _), a)| p.contains(a, &p.locate(&h)));
+                assert_eq!(ch.found[i], want, "{name}, {len} items: item {i}");
+                assert!(want || i % (stages.len() + 1) == stages.len(), "{name}: item {i} lost");
+                if !want {
+                    let at = newest.locate(&h);
+                    assert_eq!(ch.at[i], at, "{name}: item {i}'s place in the newest stage");
+                }
+            }
         }
     }
 
     #[test]
-    fn stages_walked_in_turn_answer_as_contains() {
-        for (same_k, k2) in [(true, 7), (false, 9)] {
-            let name = if same_k { "same k" } else { "other k" };
-            two_stages_agree(Word64 { k: 7, n: 64 }, Word64 { k: k2, n: 4096 }, (64, 4096), name);
-            two_stages_agree(Block128 { k: 7, n: 32 }, Block128 { k: k2, n: 2048 }, (64, 4096), name);
-            two_stages_agree(
-                Standard {
-                    k: 7,
-                    mask: 4095,
-                    stripes: 64,
-                },
-                Standard {
-                    k: k2,
-                    mask: 262_143,
-                    stripes: 64,
-                },
-                (64, 4096),
-                name,
+    fn a_look_over_stages_answers_as_each_stage() {
+        let big = (LANE_PREFETCH_BYTES / 8) as usize;
+        for newest in [4096usize, big] {
+            let beyond = if newest == big { "beyond the caches" } else { "small" };
+            look_agrees(
+                &[
+                    (Word64 { k: 6, n: 64 }, 64),
+                    (Word64 { k: 7, n: 512 }, 512),
+                    (Word64 { k: 7, n: newest as u64 }, newest),
+                ],
+                &format!("word64, {beyond}"),
             );
-        }
-    }
-
-    #[test]
-    fn a_stage_walk_answers_as_contains() {
-        let big = (PIPELINE_MIN_BYTES / 8) as usize;
-        for words in [64usize, big] {
-            let m = words as u64 * 64;
-            walk_agrees(
-                Standard {
-                    k: 7,
-                    mask: m - 1,
-                    stripes: 64,
-                },
-                words,
-                "standard",
+            look_agrees(
+                &[
+                    (Block128 { k: 8, n: 32 }, 64),
+                    (Block128 { k: 10, n: 256 }, 512),
+                    (
+                        Block128 {
+                            k: 9,
+                            n: newest as u64 / 2,
+                        },
+                        newest,
+                    ),
+                ],
+                &format!("block128, {beyond}"),
             );
-            walk_agrees(Word64 { k: 7, n: words as u64 }, words, "word64");
-            walk_agrees(
-                Block128 {
-                    k: 10,
-                    n: words as u64 / 2,
-                },
-                words,
-                "block128",
+            let st = |k, words: usize, stage| (StandardStage::new(k, words as u64 * 64, stage, 64), words);
+            look_agrees(
+                &[st(5, 64, 0), st(6, 512, 1), st(7, newest, 2)],
+                &format!("standard, {beyond}"),
             );
+            look_agrees(&[st(7, newest, 0)], &format!("standard, one stage, {beyond}"));
         }
     }
 }

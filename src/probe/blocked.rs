@@ -94,6 +94,37 @@ macro_rules! one_block_probe {
     };
 }
 
+/// A blocked item's bits within its word or block for every `k` from 0 to
+/// `k` (`Probe::patterns`): `m[j]` for `k = j`, each the one before with
+/// one more multiplier's bit. Written in place, item after item, by the
+/// look that needs them (returned by value, or zeroed anew, they cost as
+/// much as the looks).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Patterns<T: Copy + Default> {
+    k: u32,
+    m: [T; BLOCKED_MAX_K as usize + 1],
+}
+
+impl<T: Copy + Default> Patterns<T> {
+    /// The pattern of `k` bits, or of the most these patterns have.
+    #[inline(always)]
+    fn get(&self, k: u32) -> T {
+        self.m[k.min(self.k) as usize]
+    }
+
+    /// Make the patterns of up to `k` bits (at most `BLOCKED_MAX_K`),
+    /// each from the one before and multiplier `MULT[i]` (`add`).
+    #[inline(always)]
+    fn make(&mut self, k: u32, add: impl Fn(T, u64) -> T) {
+        self.k = k.min(BLOCKED_MAX_K);
+        let mut m = T::default();
+        for (i, &c) in MULT[..self.k as usize].iter().enumerate() {
+            m = add(m, c);
+            self.m[i + 1] = m;
+        }
+    }
+}
+
 /// Blocked, 64-bit words.
 #[derive(Clone, Copy, Debug)]
 pub struct Word64 {
@@ -125,16 +156,25 @@ impl Probe for Word64 {
         }
     }
 
-    const RELOCATES: bool = true;
+    type Patterns = Patterns<u64>;
+    const FLAT: bool = true;
 
     #[inline(always)]
-    fn relocate(&self, h: &ItemHash, other: &Self, at: &WordLoc) -> WordLoc {
-        if other.k != self.k {
-            return self.locate(h);
-        }
+    fn k(&self) -> u32 {
+        self.k
+    }
+
+    /// `mask64` for every k up to this one's, in one pass.
+    #[inline(always)]
+    fn patterns(&self, h: &ItemHash, pats: &mut Patterns<u64>) {
+        pats.make(self.k, |m, c| m | 1u64 << (h.h2.wrapping_mul(c) >> 58));
+    }
+
+    #[inline(always)]
+    fn locate_in(&self, h: &ItemHash, pats: &Patterns<u64>) -> WordLoc {
         WordLoc {
             word: block_of(h, self.n) as usize,
-            mask: at.mask,
+            mask: pats.get(self.k),
         }
     }
 
@@ -209,16 +249,33 @@ impl Probe for Block128 {
         }
     }
 
-    const RELOCATES: bool = true;
+    type Patterns = Patterns<(u64, u64)>;
+    const FLAT: bool = true;
 
     #[inline(always)]
-    fn relocate(&self, h: &ItemHash, other: &Self, at: &BlockLoc) -> BlockLoc {
-        if other.k != self.k {
-            return self.locate(h);
-        }
+    fn k(&self) -> u32 {
+        self.k
+    }
+
+    /// `mask128` for every k up to this one's, in one pass.
+    #[inline(always)]
+    fn patterns(&self, h: &ItemHash, pats: &mut Patterns<(u64, u64)>) {
+        pats.make(self.k, |(lo, hi), c| {
+            let p = h.h2.wrapping_mul(c) >> 57;
+            let bit = 1u64 << (p & 63);
+            // Branch-free, as `mask128`.
+            let high = (p >> 6).wrapping_neg();
+            (lo | bit & !high, hi | bit & high)
+        });
+    }
+
+    #[inline(always)]
+    fn locate_in(&self, h: &ItemHash, pats: &Patterns<(u64, u64)>) -> BlockLoc {
+        let (lo, hi) = pats.get(self.k);
         BlockLoc {
             word: 2 * block_of(h, self.n) as usize,
-            ..*at
+            lo,
+            hi,
         }
     }
 
@@ -328,6 +385,31 @@ mod tests {
     use crate::math::geometry::MAX_BITS;
     use crate::math::hashing::hash_item;
     use crate::math::rng::xorshift;
+
+    /// The patterns a probe works out for every k up to its own give the
+    /// place `locate` gives, for every probe of no more bits, and none
+    /// beyond `BLOCKED_MAX_K`.
+    #[test]
+    fn patterns_give_every_smaller_k_its_place() {
+        let mut next = xorshift(0xdead_beef);
+        for _ in 0..2000 {
+            let h = ItemHash { h1: next(), h2: next() };
+            for wide in 1..=BLOCKED_MAX_K + 2 {
+                let (w, b) = (Word64 { k: wide, n: 1000 }, Block128 { k: wide, n: 1000 });
+                let (mut pw, mut pb) = (Patterns::default(), Patterns::default());
+                // Over another item's.
+                w.patterns(&ItemHash { h1: 1, h2: 3 }, &mut pw);
+                b.patterns(&ItemHash { h1: 1, h2: 3 }, &mut pb);
+                w.patterns(&h, &mut pw);
+                b.patterns(&h, &mut pb);
+                for k in 0..=wide {
+                    let (w, b) = (Word64 { k, n: 77 }, Block128 { k, n: 77 });
+                    assert_eq!(w.locate_in(&h, &pw), w.locate(&h), "word64 k {k} of {wide}");
+                    assert_eq!(b.locate_in(&h, &pb), b.locate(&h), "block128 k {k} of {wide}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn multipliers_are_odd_and_distinct() {

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{prefetch_line, word, Probe, Probing};
+use super::{no_patterns, prefetch_line, word, Probe, Probing};
 use crate::math::datasketches::{bit_index, hash};
 use crate::math::hashing::ItemHash;
 
@@ -40,6 +40,8 @@ impl Probe for DataSketches {
     fn hash(&self, seed: u64, item: &[u8]) -> ItemHash {
         hash(seed, item)
     }
+
+    no_patterns!();
 
     #[inline(always)]
     fn of(probing: &Probing) -> Option<&Self> {

@@ -94,19 +94,28 @@ pub trait Probe: Copy {
     /// one layout (a grown filter's stages) walked by one instance.
     fn of(probing: &Probing) -> Option<&Self>;
 
-    const RELOCATES: bool = false;
+    /// What an item's places in every array of this layout share, worked
+    /// out once for an item looked for in several (a grown filter's
+    /// stages): a blocked item's bits within its word or block for every
+    /// `k` up to the largest (the patterns of every `k` are prefixes of one
+    /// sequence of multipliers); nothing for the other layouts.
+    type Patterns: Copy + Default;
 
-    /// `locate`, given the item's place `at` in an array of the same layout
-    /// probed by `other`: what depends on the hash and `k` alone (a blocked
-    /// item's bits within its word or block) is kept when `k` is the same,
-    /// as it mostly is in neighbouring stages of a grown filter.
-    ///
-    /// `RELOCATES`: whether `relocate` uses `at` at all (else a caller
-    /// need not keep places between arrays).
-    #[inline(always)]
-    fn relocate(&self, h: &ItemHash, _other: &Self, _at: &Self::Loc) -> Self::Loc {
-        self.locate(h)
-    }
+    /// The number of probes (bits) an item has in an array.
+    fn k(&self) -> u32;
+
+    /// Work out the item's patterns for every `k` up to this probe's, over
+    /// those `pats` holds (an earlier item's, or `Default`).
+    fn patterns(&self, h: &ItemHash, pats: &mut Self::Patterns);
+
+    /// `locate`, from `pats` made by a probe whose `k` is at least this
+    /// one's (else the place lacks some of the item's bits).
+    fn locate_in(&self, h: &ItemHash, pats: &Self::Patterns) -> Self::Loc;
+
+    /// Whether `contains_gated` is one test of one word or block, with no
+    /// branch (blocked): a look over several arrays then asks them all
+    /// rather than stopping at the first that holds the item.
+    const FLAT: bool = false;
 
     /// Whether every bit of the item is set. Loads only.
     fn contains(&self, bits: &[AtomicU64], loc: &Self::Loc) -> bool;
@@ -159,6 +168,29 @@ pub trait Probe: Copy {
     /// stripe, the caller holds it.
     fn set(&self, bits: &[AtomicU64], loc: &Self::Loc) -> bool;
 }
+
+/// `Probe`'s `Patterns`, `k`, `patterns` and `locate_in` for a layout
+/// whose places share nothing between arrays: an item is located afresh
+/// in each.
+macro_rules! no_patterns {
+    () => {
+        type Patterns = ();
+
+        #[inline(always)]
+        fn k(&self) -> u32 {
+            self.k
+        }
+
+        #[inline(always)]
+        fn patterns(&self, _: &ItemHash, _: &mut ()) {}
+
+        #[inline(always)]
+        fn locate_in(&self, h: &ItemHash, _: &()) -> Self::Loc {
+            self.locate(h)
+        }
+    };
+}
+use no_patterns;
 
 /// One of the strategies, as a filter holds it.
 #[derive(Clone, Copy, Debug)]

@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{prefetch_line, word, Probe, Probing};
+use super::{no_patterns, prefetch_line, word, Probe, Probing};
 use crate::math::hashing::ItemHash;
 
 /// Stage `s` adds `s * SALT` to `h1`: odd, `2^64` over the golden ratio,
@@ -113,6 +113,8 @@ impl Probe for StandardStage {
     type Loc = ItemHash;
     type Gate = StageGate;
     const STRIPED: bool = true;
+
+    no_patterns!();
 
     fn of(probing: &Probing) -> Option<&Self> {
         match probing {

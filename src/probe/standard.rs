@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{prefetch_line, word, Probe, Probing};
+use super::{no_patterns, prefetch_line, word, Probe, Probing};
 use crate::math::hashing::ItemHash;
 
 /// `bloom.h`'s layout: probe `i` at `(h1 + i*h2) mod m`.
@@ -48,6 +48,8 @@ impl Probe for Standard {
     type Loc = ItemHash;
     type Gate = StdGate;
     const STRIPED: bool = true;
+
+    no_patterns!();
 
     #[inline(always)]
     fn of(probing: &Probing) -> Option<&Self> {
