@@ -15,7 +15,6 @@ use std::cell::OnceCell;
 use super::*;
 use crate::math::growth::{self, Growth};
 use crate::math::hashing::hash_item;
-use crate::probe::{block_of, mask128, mask64, BlockLoc, WordLoc};
 use crate::shm::format::OFF_FILL;
 use crate::shm::serial;
 use crate::shm::stages::{self, StageMap};
@@ -171,37 +170,31 @@ impl Filter {
     }
 
     /// Whether one of the first `n` stages holds the item, newest first.
-    /// A blocked item's bits within its word (or block) depend on its hash
-    /// and the stage's `k` alone, and neighbouring stages mostly share `k`:
-    /// worked out once per `k`, not once per stage (they were most of a
-    /// grown blocked query's instructions).
+    /// A blocked item's bits within its word (or block) for every stage's
+    /// `k` are worked out in one pass (`Probe::patterns`), not once per
+    /// stage (they were most of a grown blocked query's instructions).
     #[inline]
     pub(in crate::filter) fn some_stage_holds(&self, s: &Stages, n: u32, h: &ItemHash) -> bool {
-        let mut m64 = (0u32, 0u64);
-        let mut m128 = (0u32, (0u64, 0u64));
+        with_probe!(&s.all[0].probing, p => self.stages_hold(p, s, n, h))
+    }
+
+    #[inline(always)]
+    fn stages_hold<P: Probe>(&self, first: &P, s: &Stages, n: u32, h: &ItemHash) -> bool {
+        let stage = |i: u32| P::of(&s.all[i as usize].probing);
+        let widest = (0..n)
+            .filter_map(stage)
+            .fold(*first, |w, p| if p.k() > w.k() { *p } else { w });
+        let mut pats = P::Patterns::default();
+        widest.patterns(h, &mut pats);
         (0..n).rev().any(|i| {
             let bits = self.stage_bits(s, i);
-            if bits.is_empty() {
-                return false;
-            }
-            match &s.all[i as usize].probing {
-                Probing::Word64(p) => {
-                    if m64.0 != p.k {
-                        m64 = (p.k, mask64(h, p.k));
-                    }
-                    let word = block_of(h, p.n) as usize;
-                    p.contains(bits, &WordLoc { word, mask: m64.1 })
-                }
-                Probing::Block128(p) => {
-                    if m128.0 != p.k {
-                        m128 = (p.k, mask128(h, p.k));
-                    }
-                    let ((lo, hi), word) = (m128.1, 2 * block_of(h, p.n) as usize);
-                    p.contains(bits, &BlockLoc { word, lo, hi })
-                }
-                // Most stages do not hold the item: the look that answers
-                // "absent" soonest (as a windowed filter's generations).
-                other => with_probe!(other, p => p.contains_gated(bits, &p.locate(h))),
+            // Most stages do not hold the item: the look that answers
+            // "absent" soonest (as a windowed filter's generations).
+            match stage(i) {
+                _ if bits.is_empty() => false,
+                Some(p) => p.contains_gated(bits, &p.locate_in(h, &pats)),
+                // Never: every stage has the filter's layout.
+                None => with_probe!(&s.all[i as usize].probing, q => q.contains_gated(bits, &q.locate(h))),
             }
         })
     }
@@ -326,14 +319,18 @@ impl Filter {
         let newest = n - 1;
         let st = &s.all[newest as usize];
         let bits = self.stage_bits(s, newest);
-        let loc_holds = with_probe!(&st.probing, p => p.contains(bits, &p.locate(h)));
-        if loc_holds {
-            return Ok(Under::Done(false));
-        }
-        if self.stage_full(s, newest) {
-            return Ok(Under::Full(n));
-        }
-        let new = with_probe!(&st.probing, p => p.set(bits, &p.locate(h)));
+        // The item's place in the newest stage, worked out once for the
+        // look and the update.
+        let new = with_probe!(&st.probing, p => {
+            let at = p.locate(h);
+            if p.contains(bits, &at) {
+                return Ok(Under::Done(false));
+            }
+            if self.stage_full(s, newest) {
+                return Ok(Under::Full(n));
+            }
+            p.set(bits, &at)
+        });
         if new {
             self.count_new(s, newest);
         }

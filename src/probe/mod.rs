@@ -39,7 +39,7 @@ mod datasketches;
 mod stage;
 mod standard;
 
-pub use blocked::{block_of, blocked_bits, cas128_available, mask128, mask64, Block128, BlockLoc, Word64, WordLoc};
+pub use blocked::{blocked_bits, cas128_available, Block128, Word64};
 pub use datasketches::DataSketches;
 pub use stage::StandardStage;
 pub use standard::Standard;
