@@ -1778,14 +1778,14 @@ ratio is higher (about 5 times at 100x with C<< grow => 4 >>: the new stage
 is mostly empty). A query that finds nothing looks at every stage, some
 13 to 15 ns more per stage on the machine of F<bench/RESULTS.md>;
 C<bench/grow.pl> measures it. Batches on a filter that grows are hashed
-once and looked for stage by stage, newest first. Grown 100 times with
-C<< grow => 4 >>, against a plain filter of the same items, that machine
-measured single queries and adds of present items at 1.2 to 1.5 times a
-plain filter's time, single queries that find nothing at 1.6 to 1.9 times
-and single adds of new items at 1.9 (standard) and 2.6 (blocked) times;
-batches of present items at 0.9 to 1.0 times (standard) and 1.5 to 2
-times (blocked), batches of absent items at 2.3 to 3 times and of new
-items at 2.5 (standard) and 4.4 (blocked) times (F<bench/RESULTS.md>).
+once and each item looked for in every stage in turn, the larger stages'
+words fetched ahead. Grown 100 times with C<< grow => 4 >>, against a
+plain filter of the same items, that machine measured queries, single or
+in batches, at 0.95 to 1.5 times a plain filter's time when they find
+the item and 1.5 to 1.9 times when they do not; adds of present items at
+0.9 to 1.6 times; adds of new items at 1.8 (blocked batches) to 2.65
+times (single adds, and the standard layout's batches)
+(F<bench/RESULTS.md>).
 
 =item *
 
