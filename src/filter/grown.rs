@@ -33,6 +33,9 @@ pub(in crate::filter) struct Stages {
     pub growth: Growth,
     /// Every stage the filter can have (`Growth::limit`), computed once.
     pub all: Vec<Stage>,
+    /// `widest[n - 1]`: the stage of the most bits an item (`k`) among the
+    /// first `n`, whose `Probe::patterns` serve them all.
+    pub widest: Vec<u32>,
     /// This handle's mappings of stages 1 and on (stage 0 is the region's
     /// bit array), each made once and kept while the handle lives: a stage
     /// dropped by a clear and added again lies at the same offset.
@@ -84,9 +87,20 @@ impl Stages {
             })
             .collect();
         let maps = (0..all.len()).map(|_| OnceCell::new()).collect();
+        let widest = all
+            .iter()
+            .enumerate()
+            .scan(0usize, |w, (i, st)| {
+                if st.geometry.k > all[*w].geometry.k {
+                    *w = i;
+                }
+                Some(*w as u32)
+            })
+            .collect();
         Some(Stages {
             growth,
             all,
+            widest,
             maps,
             own: Cell::new((0, 0, 1)),
             own_gen: Cell::new(fork::fork_generation()),
@@ -175,24 +189,22 @@ impl Filter {
     /// stage (they were most of a grown blocked query's instructions).
     #[inline]
     pub(in crate::filter) fn some_stage_holds(&self, s: &Stages, n: u32, h: &ItemHash) -> bool {
-        with_probe!(&s.all[0].probing, p => self.stages_hold(p, s, n, h))
+        with_probe!(&s.all[0].probing, p => self.stages_hold(p, s, n, h, &mut Default::default()))
     }
 
+    /// `some_stage_holds` in a filter of layout `P` (the first stage's),
+    /// the item's patterns left in `pats` (for every stage's `k`).
     #[inline(always)]
-    fn stages_hold<P: Probe>(&self, first: &P, s: &Stages, n: u32, h: &ItemHash) -> bool {
+    fn stages_hold<P: Probe>(&self, first: &P, s: &Stages, n: u32, h: &ItemHash, pats: &mut P::Patterns) -> bool {
         let stage = |i: u32| P::of(&s.all[i as usize].probing);
-        let widest = (0..n)
-            .filter_map(stage)
-            .fold(*first, |w, p| if p.k() > w.k() { *p } else { w });
-        let mut pats = P::Patterns::default();
-        widest.patterns(h, &mut pats);
+        stage(s.widest[n as usize - 1]).unwrap_or(first).patterns(h, pats);
         (0..n).rev().any(|i| {
             let bits = self.stage_bits(s, i);
             // Most stages do not hold the item: the look that answers
             // "absent" soonest (as a windowed filter's generations).
             match stage(i) {
                 _ if bits.is_empty() => false,
-                Some(p) => p.contains_gated(bits, &p.locate_in(h, &pats)),
+                Some(p) => p.contains_gated(bits, &p.locate_in(h, pats)),
                 // Never: every stage has the filter's layout.
                 None => with_probe!(&s.all[i as usize].probing, q => q.contains_gated(bits, &q.locate(h))),
             }
@@ -217,18 +229,87 @@ impl Filter {
     /// stage is added (`grow`) and the add starts over.
     pub(in crate::filter) fn grown_add(&self, s: &Stages, item: &[u8], c: Claim) -> Result<bool> {
         let h = hash_item(self.seed, item);
+        with_probe!(&s.all[0].probing, p => self.grown_add_in(p, s, &h, c))
+    }
+
+    #[inline(always)]
+    fn grown_add_in<P: Probe>(&self, first: &P, s: &Stages, h: &ItemHash, c: Claim) -> Result<bool> {
         let n = self.stages_now(s)?;
         // Not new if a stage holds it, read as a seqlock reader (A1): an
         // odd epoch (a growth or another exclusive operation) sends the add
         // the long way.
         let mut held = false;
+        let mut pats = P::Patterns::default();
         let seen = self
-            .look_stood(|| held = self.some_stage_holds(s, n, &h))
+            .look_stood(|| held = self.stages_hold(first, s, n, h, &mut pats))
             .map(|epoch| Seen { epoch, stages: n });
         if held && seen.is_some() {
             return Ok(false);
         }
-        self.add_absent(s, &h, seen, c)
+        match P::of(&s.all[n as usize - 1].probing) {
+            Some(newest) => self.add_seen::<P>(s, h, &newest.locate_in(h, &pats), seen, c),
+            None => self.add_absent(s, h, seen, c),
+        }
+    }
+
+    /// Add an item a look at the published stages found in none, `at` its
+    /// place in the newest stage as the look saw it (`seen`, if the look
+    /// stood): under its stripe or the slot mark, straight into that place
+    /// while the look still stands and the stage has room (`put_seen`);
+    /// otherwise as `add_absent`.
+    #[inline(always)]
+    pub(in crate::filter) fn add_seen<P: Probe>(
+        &self,
+        s: &Stages,
+        h: &ItemHash,
+        at: &P::Loc,
+        seen: Option<Seen>,
+        c: Claim,
+    ) -> Result<bool> {
+        let Some(v) = seen else {
+            return self.add_absent(s, h, None, c);
+        };
+        let Some(p) = P::of(&s.all[v.stages as usize - 1].probing) else {
+            return self.add_absent(s, h, seen, c);
+        };
+        let sh = self.shared();
+        let stripe = p.stripe(at);
+        let begun = match stripe {
+            Some(st) => sh.begin_add(st, c),
+            None => sh.begin_lockfree_add(c),
+        };
+        if !begun {
+            return Err(Error::frozen());
+        }
+        let put = self.put_seen(s, v, p, at);
+        match stripe {
+            Some(st) => sh.end_add(st),
+            None => sh.end_lockfree_add(c),
+        }
+        match put {
+            Some(new) => Ok(new),
+            None => self.add_absent(s, h, seen, c),
+        }
+    }
+
+    /// Under the item's stripe or the slot mark, with `excl` seen free: if
+    /// the look that found the item in no stage still stands (the stage
+    /// count and the epoch as it saw them, `add_under`'s argument) and the
+    /// newest stage has room, set the item there at its place `at` and say
+    /// whether it was new; None to add it the long way (`add_under`).
+    #[inline(always)]
+    pub(in crate::filter) fn put_seen<P: Probe>(&self, s: &Stages, v: Seen, p: &P, at: &P::Loc) -> Option<bool> {
+        let newest = v.stages - 1;
+        // Acquire: as `look_stood`'s first load.
+        let stands = self.stages_now(s).is_ok_and(|n| n == v.stages) && self.epoch().load(Ordering::Acquire) == v.epoch;
+        if !stands || self.stage_full(s, newest) {
+            return None;
+        }
+        let new = p.set(self.stage_bits(s, newest), at);
+        if new {
+            self.count_new(s, newest);
+        }
+        Some(new)
     }
 
     /// Run `look` (loads of bits only) as a seqlock reader (as `held_now`):
@@ -339,7 +420,7 @@ impl Filter {
 
     /// Whether stage `i` has taken its capacity of new items: its fill
     /// word and this writer's own count (§3 growth, when a stage is full).
-    pub(in crate::filter) fn stage_full(&self, s: &Stages, i: u32) -> bool {
+    fn stage_full(&self, s: &Stages, i: u32) -> bool {
         let (st, own, _) = self.own_count(s);
         let own = if st == i { own } else { 0 };
         // Relaxed: the word decides only when to grow; `grow` checks the
@@ -364,7 +445,7 @@ impl Filter {
     /// Count one new item into stage `i` (§8 N9): this writer's own count,
     /// added to the fill word every `Growth::flush_every` items. A count
     /// for a stage that is no longer the newest is dropped.
-    pub(in crate::filter) fn count_new(&self, s: &Stages, i: u32) {
+    fn count_new(&self, s: &Stages, i: u32) {
         let cap = s.all[i as usize].geometry.capacity;
         let (st, mut own, mut at) = self.own_count(s);
         if st != i {

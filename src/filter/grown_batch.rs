@@ -307,11 +307,7 @@ impl Filter {
         done: &mut impl FnMut(usize, bool),
     ) -> std::result::Result<(), (usize, Error)> {
         let sh = self.shared();
-        let newest = seen.and_then(|v| {
-            let at = v.stages - 1;
-            let p = *P::of(&s.all[at as usize].probing)?;
-            Some((v, at, p, self.stage_bits(s, at)))
-        });
+        let newest = seen.and_then(|v| P::of(&s.all[v.stages as usize - 1].probing).map(|p| (v, *p)));
         let mut i = 0;
         while i < ch.len {
             if ch.found[i] {
@@ -319,7 +315,7 @@ impl Filter {
                 i += 1;
                 continue;
             }
-            let Some((v, at, p, bits)) = newest else {
+            let Some((v, p)) = newest else {
                 let new = self.add_absent(s, &ch.hashes[i], None, c).map_err(|e| (i, e))?;
                 done(i, new);
                 i += 1;
@@ -333,30 +329,24 @@ impl Filter {
             if !begun {
                 return Err((i, Error::frozen()));
             }
-            // Acquire: as `look_stood`'s first load.
-            let stands =
-                self.stages_now(s).is_ok_and(|n| n == v.stages) && self.epoch().load(Ordering::Acquire) == v.epoch;
-            let mut slow = !stands;
-            // The run: one item under a stripe, the rest of the chunk
-            // under a mark.
-            while stands && i < ch.len {
-                if ch.found[i] {
-                    done(i, false);
-                } else if self.stage_full(s, at) {
-                    slow = true;
-                    break;
-                } else {
-                    let new = p.set(bits, &ch.at[i]);
-                    if new {
-                        self.count_new(s, at);
-                    }
-                    done(i, new);
-                    if stripe.is_some() {
-                        i += 1;
-                        break;
-                    }
-                }
+            // One item under a stripe, the rest of the chunk under a mark.
+            let mut slow = false;
+            loop {
+                let new = match ch.found[i] {
+                    true => false,
+                    false => match self.put_seen(s, v, &p, &ch.at[i]) {
+                        Some(new) => new,
+                        None => {
+                            slow = true;
+                            break;
+                        }
+                    },
+                };
+                done(i, new);
                 i += 1;
+                if stripe.is_some() || i == ch.len {
+                    break;
+                }
             }
             match stripe {
                 Some(st) => sh.end_add(st),

@@ -1,6 +1,7 @@
 //! The blocked layouts: all of an item's bits in one 64-bit word
 //! (`Word64`) or one 128-bit block (`Block128`), set with one atomic update.
 
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{prefetch_line, word, Probe, Probing};
@@ -97,31 +98,45 @@ macro_rules! one_block_probe {
 /// A blocked item's bits within its word or block for every `k` from 0 to
 /// `k` (`Probe::patterns`): `m[j]` for `k = j`, each the one before with
 /// one more multiplier's bit. Written in place, item after item, by the
-/// look that needs them (returned by value, or zeroed anew, they cost as
-/// much as the looks).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Patterns<T: Copy + Default> {
+/// look that needs them, and never zeroed: returned by value, or zeroed
+/// anew, they cost a third of a single grown query.
+#[derive(Clone, Copy)]
+pub struct Patterns<T: Copy> {
     k: u32,
-    m: [T; BLOCKED_MAX_K as usize + 1],
+    m: [MaybeUninit<T>; BLOCKED_MAX_K as usize + 1],
+}
+
+impl<T: Copy + Default> Default for Patterns<T> {
+    /// The patterns of no bits.
+    #[inline(always)]
+    fn default() -> Self {
+        let mut m = [MaybeUninit::uninit(); BLOCKED_MAX_K as usize + 1];
+        m[0].write(T::default());
+        Patterns { k: 0, m }
+    }
 }
 
 impl<T: Copy + Default> Patterns<T> {
     /// The pattern of `k` bits, or of the most these patterns have.
     #[inline(always)]
     fn get(&self, k: u32) -> T {
-        self.m[k.min(self.k) as usize]
+        // SAFETY: m[0] is written by `default` and m[1..=self.k] by `make`
+        // before it sets `self.k` (the only writers), and self.k <=
+        // BLOCKED_MAX_K, so the index is in bounds and its entry written.
+        unsafe { self.m.get_unchecked(k.min(self.k) as usize).assume_init() }
     }
 
     /// Make the patterns of up to `k` bits (at most `BLOCKED_MAX_K`),
     /// each from the one before and multiplier `MULT[i]` (`add`).
     #[inline(always)]
     fn make(&mut self, k: u32, add: impl Fn(T, u64) -> T) {
-        self.k = k.min(BLOCKED_MAX_K);
+        let k = k.min(BLOCKED_MAX_K);
         let mut m = T::default();
-        for (i, &c) in MULT[..self.k as usize].iter().enumerate() {
+        for (i, &c) in MULT[..k as usize].iter().enumerate() {
             m = add(m, c);
-            self.m[i + 1] = m;
+            self.m[i + 1].write(m);
         }
+        self.k = k;
     }
 }
 
