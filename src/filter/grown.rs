@@ -197,7 +197,11 @@ impl Filter {
     #[inline(always)]
     fn stages_hold<P: Probe>(&self, first: &P, s: &Stages, n: u32, h: &ItemHash, pats: &mut P::Patterns) -> bool {
         let stage = |i: u32| P::of(&s.all[i as usize].probing);
-        stage(s.widest[n as usize - 1]).unwrap_or(first).patterns(h, pats);
+        // None of no stages (an add's look at the stages before the first).
+        let Some(&w) = (n as usize).checked_sub(1).and_then(|i| s.widest.get(i)) else {
+            return false;
+        };
+        stage(w).unwrap_or(first).patterns(h, pats);
         (0..n).rev().any(|i| {
             let bits = self.stage_bits(s, i);
             // Most stages do not hold the item: the look that answers
