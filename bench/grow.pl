@@ -19,8 +19,8 @@
 # the filter a user who knew the count would have made. Its bits are fewer
 # (the grown filter's stages are tighter and its newest stage is mostly
 # empty room); both sizes are printed. A second plain filter, "same size",
-# has about the grow 4 filter's bits (its capacity scaled up to match) and
-# holds the same items: the comparison at the same final size, where the
+# has at most the grow 4 filter's bits, as near as its layout allows (its
+# capacity scaled up to match), and holds the same items: the comparison at the same final size, where the
 # plain filter too outgrows the caches; the last column is grow 4 against
 # it. Hit rows query every added item
 # (so the stages are hit in proportion to the items they hold), round and
@@ -142,9 +142,14 @@ for my $layout (qw(standard blocked)) {
     for my $k (@kinds) {
         my ($g) = $k =~ /grow (\d+)/;
         # The plain filter of the grow 4 filter's size: its capacity scaled
-        # by the ratio of their bits (the standard layout rounds m up to a
-        # power of two: the sizes printed say how near it came).
-        my $cap = $k eq 'same size' ? int($ITEMS * $bits{'grow 4'} / $bits{plain}) : undef;
+        # by the ratio of their bits, then made smaller until its bits are
+        # no more (the standard layout rounds m up to a power of two: the
+        # largest one below; the sizes printed say how near it came).
+        my $cap;
+        if ($k eq 'same size') {
+            $cap = int($ITEMS * $bits{'grow 4'} / $bits{plain});
+            $cap = int($cap * 0.95) while $C->new(undef, $cap, $FP, { layout => $layout })->bits > $bits{'grow 4'};
+        }
         my $f = make($layout, $g, $added, $cap);
         $bits{$k} = $f->bits;
         # Two fresh filters per repetition: the two new-item rows.
