@@ -1780,11 +1780,15 @@ is mostly empty). A query that finds nothing looks at every stage, some
 C<bench/grow.pl> measures it. Batches on a filter that grows are hashed
 once and each item looked for in every stage in turn, the larger stages'
 words fetched ahead. Grown 100 times with C<< grow => 4 >>, against a
-plain filter of the same items, that machine measured queries, single or
-in batches, at 0.95 to 1.5 times a plain filter's time when they find
-the item and 1.5 to 1.9 times when they do not; adds of present items at
-0.9 to 1.6 times; adds of new items at 1.8 (blocked batches) to 2.65
-times (single adds, and the standard layout's batches)
+plain filter sized for the same items, four runs on that machine, idle,
+measured queries and adds of present items, single or in batches, at 1.0
+to 1.75 times its time, queries that find nothing at 1.5 to 2.25 times,
+and adds of new items at 1.7 to 2.8 times (once 3.3; the single calls vary most
+from run to run; a new item costs most in the standard layout, whose
+newest stage has more bits an item than the plain filter). Against a
+plain filter of the grown filter's size in bits, which outgrows the
+processor's caches as the stages do, the same runs measured at most 1.5
+times for queries and adds of present items and 1.9 for the rest
 (F<bench/RESULTS.md>).
 
 =item *
