@@ -35,29 +35,37 @@ pub fn block_of(h: &ItemHash, n: u64) -> u64 {
     ((h.h1 as u128 * n as u128) >> 64) as u64
 }
 
+/// `m` with the bit within a 64-bit word that multiplier `c` gives the
+/// item of second hash half `h2`.
+#[inline(always)]
+fn with_bit64(m: u64, h2: u64, c: u64) -> u64 {
+    m | 1u64 << (h2.wrapping_mul(c) >> 58)
+}
+
+/// `with_bit64` for a 128-bit block, as (low word, high word).
+#[inline(always)]
+fn with_bit128((lo, hi): (u64, u64), h2: u64, c: u64) -> (u64, u64) {
+    let p = h2.wrapping_mul(c) >> 57;
+    let bit = 1u64 << (p & 63);
+    // Branch-free: the high word takes it when p >= 64.
+    let high = (p >> 6).wrapping_neg();
+    (lo | bit & !high, hi | bit & high)
+}
+
 /// The item's bits within a 64-bit word (1 to k bits set).
 #[inline(always)]
 pub fn mask64(h: &ItemHash, k: u32) -> u64 {
-    let mut m = 0u64;
-    for &c in &MULT[..k.min(BLOCKED_MAX_K) as usize] {
-        m |= 1u64 << (h.h2.wrapping_mul(c) >> 58);
-    }
-    m
+    MULT[..k.min(BLOCKED_MAX_K) as usize]
+        .iter()
+        .fold(0, |m, &c| with_bit64(m, h.h2, c))
 }
 
 /// The item's bits within a 128-bit block, as (low word, high word).
 #[inline(always)]
 pub fn mask128(h: &ItemHash, k: u32) -> (u64, u64) {
-    let (mut lo, mut hi) = (0u64, 0u64);
-    for &c in &MULT[..k.min(BLOCKED_MAX_K) as usize] {
-        let p = h.h2.wrapping_mul(c) >> 57;
-        let bit = 1u64 << (p & 63);
-        // Branch-free: the high word takes it when p >= 64.
-        let high = (p >> 6).wrapping_neg();
-        hi |= bit & high;
-        lo |= bit & !high;
-    }
-    (lo, hi)
+    MULT[..k.min(BLOCKED_MAX_K) as usize]
+        .iter()
+        .fold((0, 0), |m, &c| with_bit128(m, h.h2, c))
 }
 
 /// The bit indexes (in the whole array) of an item's `k` bits in a blocked
@@ -182,7 +190,7 @@ impl Probe for Word64 {
     /// `mask64` for every k up to this one's, in one pass.
     #[inline(always)]
     fn patterns(&self, h: &ItemHash, pats: &mut Patterns<u64>) {
-        pats.make(self.k, |m, c| m | 1u64 << (h.h2.wrapping_mul(c) >> 58));
+        pats.make(self.k, |m, c| with_bit64(m, h.h2, c));
     }
 
     #[inline(always)]
@@ -275,13 +283,7 @@ impl Probe for Block128 {
     /// `mask128` for every k up to this one's, in one pass.
     #[inline(always)]
     fn patterns(&self, h: &ItemHash, pats: &mut Patterns<(u64, u64)>) {
-        pats.make(self.k, |(lo, hi), c| {
-            let p = h.h2.wrapping_mul(c) >> 57;
-            let bit = 1u64 << (p & 63);
-            // Branch-free, as `mask128`.
-            let high = (p >> 6).wrapping_neg();
-            (lo | bit & !high, hi | bit & high)
-        });
+        pats.make(self.k, |m, c| with_bit128(m, h.h2, c));
     }
 
     #[inline(always)]
