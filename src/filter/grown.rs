@@ -278,18 +278,11 @@ impl Filter {
         };
         let sh = self.shared();
         let stripe = p.stripe(at);
-        let begun = match stripe {
-            Some(st) => sh.begin_add(st, c),
-            None => sh.begin_lockfree_add(c),
-        };
-        if !begun {
+        if !sh.begin_item_add(stripe, c) {
             return Err(Error::frozen());
         }
         let put = self.put_seen(s, v, p, at);
-        match stripe {
-            Some(st) => sh.end_add(st),
-            None => sh.end_lockfree_add(c),
-        }
+        sh.end_item_add(stripe, c);
         match put {
             Some(new) => Ok(new),
             None => self.add_absent(s, h, seen, c),
@@ -349,18 +342,11 @@ impl Filter {
         // Every stage has the same stripes and stripe rule.
         let stripe = with_probe!(&s.all[0].probing, p => p.stripe(&p.locate(h)));
         loop {
-            let begun = match stripe {
-                Some(st) => sh.begin_add(st, c),
-                None => sh.begin_lockfree_add(c),
-            };
-            if !begun {
+            if !sh.begin_item_add(stripe, c) {
                 return Err(Error::frozen());
             }
             let r = self.add_under(s, h, seen);
-            match stripe {
-                Some(st) => sh.end_add(st),
-                None => sh.end_lockfree_add(c),
-            }
+            sh.end_item_add(stripe, c);
             match r? {
                 Under::Done(new) => return Ok(new),
                 Under::Full(n) => {

@@ -1,7 +1,6 @@
 //! A grown filter's batches (doc/DESIGN.md, G5): a chunk of items hashed
-//! once, then each item looked for in the published stages, newest first,
-//! stopping at the first that holds it, and the items none holds added to
-//! the newest stage.
+//! once, then each item looked for in the published stages, newest first
+//! (`Lanes::look`), and the items none holds added to the newest stage.
 //!
 //! Item by item, over the stages as `Lanes`: every stage of a filter has
 //! its layout, so one layout's code (`with_probe!` once per batch) walks an
@@ -149,7 +148,7 @@ impl<P: Probe> Chunk<P> {
         self.found[..items.len()].fill(false);
     }
 
-    /// Look for every item of the chunk in `lanes` (`Lanes::look_at`),
+    /// Look for every item of the chunk in `lanes` (`Lanes::look`),
     /// prefetching `DISTANCE` items ahead in the stages beyond the caches;
     /// `at` only for an add (`place`).
     #[inline(always)]
@@ -322,11 +321,7 @@ impl Filter {
                 continue;
             };
             let stripe = p.stripe(&ch.at[i]);
-            let begun = match stripe {
-                Some(st) => sh.begin_add(st, c),
-                None => sh.begin_lockfree_add(c),
-            };
-            if !begun {
+            if !sh.begin_item_add(stripe, c) {
                 return Err((i, Error::frozen()));
             }
             // One item under a stripe, the rest of the chunk under a mark.
@@ -348,10 +343,7 @@ impl Filter {
                     break;
                 }
             }
-            match stripe {
-                Some(st) => sh.end_add(st),
-                None => sh.end_lockfree_add(c),
-            }
+            sh.end_item_add(stripe, c);
             if slow {
                 let new = self.add_absent(s, &ch.hashes[i], seen, c).map_err(|e| (i, e))?;
                 done(i, new);

@@ -664,6 +664,25 @@ impl<'a> Shared<'a> {
         self.end_merge(c);
     }
 
+    /// Begin an add of one item: under its stripe (`begin_add`), or, for
+    /// a layout without stripes (None), lock-free (`begin_lockfree_add`).
+    #[inline(always)]
+    pub fn begin_item_add(&self, stripe: Option<usize>, c: Claim) -> bool {
+        match stripe {
+            Some(s) => self.begin_add(s, c),
+            None => self.begin_lockfree_add(c),
+        }
+    }
+
+    /// End what `begin_item_add` began.
+    #[inline(always)]
+    pub fn end_item_add(&self, stripe: Option<usize>, c: Claim) {
+        match stripe {
+            Some(s) => self.end_add(s),
+            None => self.end_lockfree_add(c),
+        }
+    }
+
     #[inline(always)]
     pub fn end_merge(&self, c: Claim) {
         self.owned(c).unmark();
