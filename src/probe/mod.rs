@@ -28,7 +28,7 @@
 //! bit `i` of its k is the top 6 (or 7) bits of `h2 * M[i]` for fixed odd
 //! multipliers `M`: both halves of the one XXH3-128 hash, independent.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::math::geometry::Geometry;
 use crate::math::hashing::{hash_item, ItemHash};
@@ -191,6 +191,159 @@ macro_rules! no_patterns {
     };
 }
 use no_patterns;
+
+/// Bit `idx` of the array, 0 or 1. `idx` is below the array's bits: the
+/// callers pass positions their type keeps below `m` (`spread_probes!`).
+#[inline(always)]
+fn spread_bit(bits: &[AtomicU64], idx: u64) -> u64 {
+    // SAFETY: idx < m (the callers' positions), so idx / 64 < m / 64.
+    let w = unsafe { word(bits, (idx >> 6) as usize) };
+    // Relaxed: a query is a snapshot of independent bits; ordering against
+    // exclusive operations is the epoch's job.
+    (w.load(Ordering::Relaxed) >> (idx & 63)) & 1
+}
+
+/// An item's first two probes in a layout of spread probes: their words and
+/// bit shifts (the same probe twice for k = 1).
+#[derive(Clone, Copy, Debug)]
+pub struct SpreadGate {
+    w0: usize,
+    s0: u32,
+    w1: usize,
+    s1: u32,
+}
+
+/// The `Probe` methods of a layout of `k` probes spread over the whole
+/// table (`Standard`, `StandardStage`), tested and set bit by bit, an add
+/// serialized on a stripe: written once in terms of the type's `k`,
+/// `stripes` and `at(h, i)`, probe `i`'s position, always below `m`.
+macro_rules! spread_probes {
+    () => {
+        /// No early exit: the k loads are independent and go out together,
+        /// and no branch depends on a bit (in a half-full filter each such
+        /// branch is a coin toss, and a mispredicted one costs more than
+        /// the loads it would save).
+        #[inline(always)]
+        fn contains(&self, bits: &[std::sync::atomic::AtomicU64], h: &$crate::math::hashing::ItemHash) -> bool {
+            let mut all = 1u64;
+            for i in 0..self.k {
+                all &= $crate::probe::spread_bit(bits, self.at(h, i));
+            }
+            all != 0
+        }
+
+        #[inline(always)]
+        fn contains_early(&self, bits: &[std::sync::atomic::AtomicU64], h: &$crate::math::hashing::ItemHash) -> bool {
+            (0..self.k).all(|i| $crate::probe::spread_bit(bits, self.at(h, i)) != 0)
+        }
+
+        /// The words and bits of the first two probes.
+        #[inline(always)]
+        fn gate(&self, h: &$crate::math::hashing::ItemHash) -> $crate::probe::SpreadGate {
+            let at = |i: u32| {
+                let idx = self.at(h, i);
+                ((idx >> 6) as usize, (idx & 63) as u32)
+            };
+            let ((w0, s0), (w1, s1)) = (at(0), at((self.k > 1) as u32));
+            $crate::probe::SpreadGate { w0, s0, w1, s1 }
+        }
+
+        /// The first two bits with no branch between them, then the rest:
+        /// an absent item mostly ends at one well-predicted branch (both
+        /// bits set in a filter at fill f: f squared of the time), where
+        /// stopping at each bit is a coin toss per array.
+        #[inline(always)]
+        fn contains_gated_by(
+            &self,
+            bits: &[std::sync::atomic::AtomicU64],
+            h: &$crate::math::hashing::ItemHash,
+            g: &$crate::probe::SpreadGate,
+        ) -> bool {
+            // SAFETY: the gate's words are probes' (`gate`), below m / 64.
+            let (a, b) = unsafe { ($crate::probe::word(bits, g.w0), $crate::probe::word(bits, g.w1)) };
+            // Relaxed: as `spread_bit`. One AND of the two bits, one branch.
+            let two = (a.load(std::sync::atomic::Ordering::Relaxed) >> g.s0)
+                & (b.load(std::sync::atomic::Ordering::Relaxed) >> g.s1)
+                & 1;
+            two != 0 && (2..self.k).all(|i| $crate::probe::spread_bit(bits, self.at(h, i)) != 0)
+        }
+
+        #[inline(always)]
+        fn prefetch_first(&self, bits: &[std::sync::atomic::AtomicU64], h: &$crate::math::hashing::ItemHash) {
+            self.prefetch_probes(bits, h, 0..1);
+        }
+
+        #[inline(always)]
+        fn prefetch_gated(&self, bits: &[std::sync::atomic::AtomicU64], h: &$crate::math::hashing::ItemHash) {
+            self.prefetch_probes(bits, h, 0..self.k.min(2));
+        }
+
+        #[inline(always)]
+        fn prefetch_rest(&self, bits: &[std::sync::atomic::AtomicU64], h: &$crate::math::hashing::ItemHash) {
+            self.prefetch_probes(bits, h, 1..self.k);
+        }
+
+        #[inline(always)]
+        fn first_set(&self, bits: &[std::sync::atomic::AtomicU64], h: &$crate::math::hashing::ItemHash) -> bool {
+            $crate::probe::spread_bit(bits, self.at(h, 0)) != 0
+        }
+
+        /// The stripe from `h2`'s top bits: the same for an item in every
+        /// array of these layouts (a grown filter's stages leave `h2` as
+        /// it is), so adders of one item take the same stripe whatever the
+        /// number of stages they saw.
+        #[inline(always)]
+        fn stripe(&self, h: &$crate::math::hashing::ItemHash) -> Option<usize> {
+            Some((h.h2 >> 52) as usize & (self.stripes as usize - 1))
+        }
+
+        /// Under the stripe no other adder of this item runs, and the
+        /// stripe's Acquire made an earlier one's bits visible: the item is
+        /// new exactly when one of its bits is 0 now. Only those bits get
+        /// an atomic OR (a set bit needs no read-modify-write and no
+        /// cache-line ownership).
+        #[inline(always)]
+        fn set(&self, bits: &[std::sync::atomic::AtomicU64], h: &$crate::math::hashing::ItemHash) -> bool {
+            let mut zeros = [0u64; crate::math::geometry::MAX_K as usize];
+            let mut n = 0;
+            for i in 0..self.k.min(crate::math::geometry::MAX_K) {
+                let idx = self.at(h, i);
+                zeros[n] = idx;
+                n += ($crate::probe::spread_bit(bits, idx) ^ 1) as usize;
+            }
+            for &i in &zeros[..n] {
+                // SAFETY: a probe's position, below m, as in `spread_bit`.
+                let w = unsafe { $crate::probe::word(bits, (i >> 6) as usize) };
+                // Relaxed: the stripe's Release store publishes the bits to
+                // the next taker; queries need no ordering among
+                // independent bits.
+                w.fetch_or(1 << (i & 63), std::sync::atomic::Ordering::Relaxed);
+            }
+            n != 0
+        }
+    };
+}
+use spread_probes;
+
+/// `prefetch_probes` of a layout of spread probes: prefetch the words of
+/// probes `probes` (`at`).
+macro_rules! spread_prefetch {
+    () => {
+        /// Prefetch the words of probes `probes`.
+        #[inline(always)]
+        fn prefetch_probes(
+            &self,
+            bits: &[std::sync::atomic::AtomicU64],
+            h: &$crate::math::hashing::ItemHash,
+            probes: std::ops::Range<u32>,
+        ) {
+            for i in probes {
+                $crate::probe::prefetch_line(bits.as_ptr().wrapping_add((self.at(h, i) >> 6) as usize));
+            }
+        }
+    };
+}
+use spread_prefetch;
 
 /// One of the strategies, as a filter holds it.
 #[derive(Clone, Copy, Debug)]

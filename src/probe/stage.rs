@@ -22,9 +22,7 @@
 //! stage; a stage's rate does not depend on the others', and the union
 //! bound over the stages needs no more.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use super::{no_patterns, prefetch_line, word, Probe, Probing};
+use super::{no_patterns, spread_prefetch, spread_probes, Probe, Probing, SpreadGate};
 use crate::math::hashing::ItemHash;
 
 /// Stage `s` adds `s * SALT` to `h1`: odd, `2^64` over the golden ratio,
@@ -76,42 +74,19 @@ impl StandardStage {
         }
     }
 
+    /// Probe `i`'s position (`stage_probe`): below `2^(64 - shift)`,
+    /// which is at most `m` (`new`).
     #[inline(always)]
     fn at(&self, h: &ItemHash, i: u32) -> u64 {
         stage_probe(h, i, self.shift)
     }
 
-    #[inline(always)]
-    fn bit(bits: &[AtomicU64], idx: u64) -> u64 {
-        // SAFETY: idx < 2^(64 - shift) <= m (`new`), so idx / 64 < m / 64.
-        let w = unsafe { word(bits, (idx >> 6) as usize) };
-        // Relaxed: a query is a snapshot of independent bits; ordering
-        // against exclusive operations is the epoch's job.
-        (w.load(Ordering::Relaxed) >> (idx & 63)) & 1
-    }
-
-    /// Prefetch the words of probes `probes`.
-    #[inline(always)]
-    fn prefetch_probes(&self, bits: &[AtomicU64], h: &ItemHash, probes: std::ops::Range<u32>) {
-        for i in probes {
-            prefetch_line(bits.as_ptr().wrapping_add((self.at(h, i) >> 6) as usize));
-        }
-    }
-}
-
-/// An item's first two probes in one stage: their words and bit shifts
-/// (the same probe twice for k = 1).
-#[derive(Clone, Copy, Debug)]
-pub struct StageGate {
-    w0: usize,
-    s0: u32,
-    w1: usize,
-    s1: u32,
+    spread_prefetch!();
 }
 
 impl Probe for StandardStage {
     type Loc = ItemHash;
-    type Gate = StageGate;
+    type Gate = SpreadGate;
     const STRIPED: bool = true;
 
     no_patterns!();
@@ -133,97 +108,14 @@ impl Probe for StandardStage {
         }
     }
 
-    /// No early exit, as `Standard::contains`: the k loads go out together.
-    #[inline(always)]
-    fn contains(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
-        let mut all = 1u64;
-        for i in 0..self.k {
-            all &= Self::bit(bits, self.at(h, i));
-        }
-        all != 0
-    }
-
-    #[inline(always)]
-    fn contains_early(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
-        (0..self.k).all(|i| Self::bit(bits, self.at(h, i)) != 0)
-    }
-
-    #[inline(always)]
-    fn gate(&self, h: &ItemHash) -> StageGate {
-        let at = |i: u32| {
-            let idx = self.at(h, i);
-            ((idx >> 6) as usize, (idx & 63) as u32)
-        };
-        let ((w0, s0), (w1, s1)) = (at(0), at((self.k > 1) as u32));
-        StageGate { w0, s0, w1, s1 }
-    }
-
-    /// As `Standard::contains_gated_by`: the first two bits with no branch
-    /// between them, then the rest.
-    #[inline(always)]
-    fn contains_gated_by(&self, bits: &[AtomicU64], h: &ItemHash, g: &StageGate) -> bool {
-        // SAFETY: the gate's words are probes' (`gate`), as in `bit`.
-        let (a, b) = unsafe { (word(bits, g.w0), word(bits, g.w1)) };
-        // Relaxed: as `bit`. One AND of the two bits, one branch.
-        let two = (a.load(Ordering::Relaxed) >> g.s0) & (b.load(Ordering::Relaxed) >> g.s1) & 1;
-        two != 0 && (2..self.k).all(|i| Self::bit(bits, self.at(h, i)) != 0)
-    }
-
-    #[inline(always)]
-    fn prefetch_first(&self, bits: &[AtomicU64], h: &ItemHash) {
-        self.prefetch_probes(bits, h, 0..1);
-    }
-
-    #[inline(always)]
-    fn prefetch_gated(&self, bits: &[AtomicU64], h: &ItemHash) {
-        self.prefetch_probes(bits, h, 0..self.k.min(2));
-    }
-
-    #[inline(always)]
-    fn prefetch_rest(&self, bits: &[AtomicU64], h: &ItemHash) {
-        self.prefetch_probes(bits, h, 1..self.k);
-    }
-
-    #[inline(always)]
-    fn first_set(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
-        Self::bit(bits, self.at(h, 0)) != 0
-    }
-
-    /// `Standard::stripe`'s rule on `h2`, which `locate` leaves as it is:
-    /// an item's stripe is the same in every stage and in stage 0's plain
-    /// probing, so adders of one item take the same stripe whatever the
-    /// number of stages they saw.
-    #[inline(always)]
-    fn stripe(&self, h: &ItemHash) -> Option<usize> {
-        Some((h.h2 >> 52) as usize & (self.stripes as usize - 1))
-    }
-
-    /// As `Standard::set`: under the stripe the item is new exactly when
-    /// one of its bits is 0 now; only those bits get an atomic OR.
-    #[inline(always)]
-    fn set(&self, bits: &[AtomicU64], h: &ItemHash) -> bool {
-        let mut zeros = [0u64; crate::math::geometry::MAX_K as usize];
-        let mut n = 0;
-        for i in 0..self.k.min(crate::math::geometry::MAX_K) {
-            let idx = self.at(h, i);
-            zeros[n] = idx;
-            n += (Self::bit(bits, idx) ^ 1) as usize;
-        }
-        for &i in &zeros[..n] {
-            // SAFETY: a probe below m, as in `bit`.
-            let w = unsafe { word(bits, (i >> 6) as usize) };
-            // Relaxed: the stripe's Release store publishes the bits to the
-            // next taker; queries need no ordering among independent bits.
-            w.fetch_or(1 << (i & 63), Ordering::Relaxed);
-        }
-        n != 0
-    }
+    spread_probes!();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::math::hashing::hash_item;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use crate::math::rng::xorshift;
     use crate::probe::Standard;
 
