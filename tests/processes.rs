@@ -760,6 +760,26 @@ fn wait_stopped(k: libc::pid_t) {
     );
 }
 
+/// Kill a child stopped inside `f`'s `op` ("merge" or "intersect") with
+/// the operand `other` makes in the child, after `done` chunks were applied
+/// (`testing::stop_journaled`; None: before applying any).
+fn killed_inside(f: &Filter, op: &str, done: Option<usize>, other: impl FnOnce() -> Filter) {
+    let k = spawn(|| {
+        let other = other();
+        testing::stop_journaled(done);
+        let r = if op == "merge" {
+            f.merge(&other)
+        } else {
+            f.intersect(&other)
+        };
+        r.unwrap();
+        panic!("the operation returned");
+    });
+    wait_stopped(k);
+    kill9(k);
+    reap(k);
+}
+
 /// A merge or an intersect killed part-way, on each kind of storage, with
 /// its operand in the killed process's own memory: the next process that
 /// touches the filter finds it as before (killed before the journal was
@@ -793,23 +813,13 @@ fn killed_mid_merge_or_intersect() {
                 let chunks = (before.len() + 63) / 64;
                 let done = stop.map(|c| c.min(chunks / 2));
                 let (_, len) = testing::journal_range(&f).unwrap();
-                let k = spawn(|| {
+                killed_inside(&f, op, done, || {
                     let other = anon(CAP);
                     for i in 10_000..30_000 {
                         other.add(&item(i)).unwrap();
                     }
-                    testing::stop_journaled(done);
-                    let r = if op == "merge" {
-                        f.merge(&other)
-                    } else {
-                        f.intersect(&other)
-                    };
-                    r.unwrap();
-                    panic!("the operation returned");
+                    other
                 });
-                wait_stopped(k);
-                kill9(k);
-                reap(k);
                 let what = format!(
                     "{store:?} {op} killed {}",
                     done.map_or("before applying".into(), |c| format!("after {c} of {chunks} chunks"))
@@ -965,20 +975,7 @@ fn killed_mid_merge_of_grown_filters() {
                 let words_of = |n: u32| -> u64 { f.stage_stats().iter().take(n as usize).map(|s| s.bits / 64).sum() };
                 let s0_chunks = (words_of(1) as usize + 63) / 64;
                 let done = stop_in_stage_1.then_some(s0_chunks + 2);
-                let k = spawn(|| {
-                    let other = grown_holding(CAP, ours.iter().copied());
-                    testing::stop_journaled(done);
-                    let r = if op == "merge" {
-                        f.merge(&other)
-                    } else {
-                        f.intersect(&other)
-                    };
-                    r.unwrap();
-                    panic!("the operation returned");
-                });
-                wait_stopped(k);
-                kill9(k);
-                reap(k);
+                killed_inside(&f, op, done, || grown_holding(CAP, ours.iter().copied()));
                 let what = format!(
                     "{store:?} grown {op} killed {}",
                     done.map_or("before applying".into(), |c| format!("after {c} chunks"))
