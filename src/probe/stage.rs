@@ -115,9 +115,9 @@ impl Probe for StandardStage {
 mod tests {
     use super::*;
     use crate::math::hashing::hash_item;
-    use std::sync::atomic::{AtomicU64, Ordering};
     use crate::math::rng::xorshift;
     use crate::probe::Standard;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Probe `i` of stage `s` in `m` bits the long way: the 128-bit product
     /// from four 32-bit ones, the position as `floor(v * m / 2^64)`, `v` the
