@@ -12,6 +12,7 @@
 
 use std::cell::OnceCell;
 
+use super::grown_batch::KeptLanes;
 use super::*;
 use crate::math::growth::{self, Growth};
 use crate::math::hashing::hash_item;
@@ -33,13 +34,18 @@ pub(in crate::filter) struct Stages {
     pub growth: Growth,
     /// Every stage the filter can have (`Growth::limit`), computed once.
     pub all: Vec<Stage>,
-    /// `widest[n - 1]`: the stage of the most bits an item (`k`) among the
-    /// first `n`, whose `Probe::patterns` serve them all.
-    pub widest: Vec<u32>,
     /// This handle's mappings of stages 1 and on (stage 0 is the region's
     /// bit array), each made once and kept while the handle lives: a stage
     /// dropped by a clear and added again lies at the same offset.
     maps: Vec<OnceCell<StageMap>>,
+    /// Each stage's bits as this handle maps them, `(first word, words)`:
+    /// stage 0's from the start, a later one's once `map_stages` maps it,
+    /// none (a dangling pointer, 0 words) before. Looks read a stage's
+    /// bits here in one load, not through its `OnceCell`.
+    bits: Vec<Cell<(*const AtomicU64, usize)>>,
+    /// `kept[n - 1]`: the lanes of the first `n` stages, once a single
+    /// call has made them (`Filter::with_lanes`).
+    pub kept: Vec<OnceCell<Box<KeptLanes>>>,
     /// This writer's new items not yet in the shared fill word (§8 N9):
     /// `(stage, count, flush at)`.
     own: Cell<(u32, u64, u64)>,
@@ -57,6 +63,14 @@ pub(in crate::filter) enum Under {
     Full(u32),
 }
 
+/// This writer's count of new items in a stage with room (`room`), and
+/// the count at which it adds it to the stage's fill word.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::filter) struct Room {
+    own: u64,
+    at: u64,
+}
+
 /// An even epoch and the stage count under which a look at every
 /// published stage found an item in none (`add_under`).
 #[derive(Clone, Copy, Debug)]
@@ -66,8 +80,10 @@ pub(in crate::filter) struct Seen {
 }
 
 impl Stages {
-    /// The stages of a grown header, or None for one that does not grow.
-    pub fn of(h: &Header, stripes: u32) -> Option<Stages> {
+    /// The stages of a grown header, or None for one that does not grow;
+    /// `first`, stage 0's bits (`(first word, words)`, inside the mapping
+    /// the handle owns), or none for stages only sized.
+    pub fn of(h: &Header, stripes: u32, first: Option<(*const AtomicU64, usize)>) -> Option<Stages> {
         let growth = h.growth?;
         let limit = growth.limit();
         // Every stage below the limit has a geometry and a range: the
@@ -87,21 +103,17 @@ impl Stages {
             })
             .collect();
         let maps = (0..all.len()).map(|_| OnceCell::new()).collect();
-        let widest = all
-            .iter()
-            .enumerate()
-            .scan(0usize, |w, (i, st)| {
-                if st.geometry.k > all[*w].geometry.k {
-                    *w = i;
-                }
-                Some(*w as u32)
-            })
-            .collect();
+        let none: (*const AtomicU64, usize) = (std::ptr::NonNull::dangling().as_ptr(), 0);
+        let bits: Vec<_> = (0..all.len()).map(|_| Cell::new(none)).collect();
+        if let (Some(b), Some(first)) = (bits.first(), first) {
+            b.set(first);
+        }
         Some(Stages {
             growth,
             all,
-            widest,
             maps,
+            kept: (0..bits.len()).map(|_| OnceCell::new()).collect(),
+            bits,
             own: Cell::new((0, 0, 1)),
             own_gen: Cell::new(fork::fork_generation()),
         })
@@ -154,6 +166,7 @@ impl Filter {
                 .ok_or_else(|| Error::new(ErrorKind::Io, "no descriptor to map the filter's stages through"))?;
             let (off, len) = s.all[i].range;
             let m = stages::map_stage(fd, off, len, self.region.readonly)?;
+            s.bits[i].set((m.as_ptr(), m.words()));
             let _ = s.maps[i].set(m);
         }
         Ok(())
@@ -169,50 +182,15 @@ impl Filter {
         Ok(n)
     }
 
-    /// Stage `i`'s bits; it must be mapped (`stages_now`).
-    #[inline]
-    pub(in crate::filter) fn stage_bits<'a>(&'a self, s: &'a Stages, i: u32) -> &'a [AtomicU64] {
-        if i == 0 {
-            return self.words_slice();
-        }
-        match s.maps[i as usize].get() {
-            // SAFETY: the mapping is `words` atomics, page aligned, kept
-            // while the handle (and so `s`) lives.
-            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr(), m.words()) },
-            None => &[],
-        }
-    }
-
-    /// Whether one of the first `n` stages holds the item, newest first.
-    /// A blocked item's bits within its word (or block) for every stage's
-    /// `k` are worked out in one pass (`Probe::patterns`), not once per
-    /// stage (they were most of a grown blocked query's instructions).
-    #[inline]
-    pub(in crate::filter) fn some_stage_holds(&self, s: &Stages, n: u32, h: &ItemHash) -> bool {
-        with_probe!(&s.all[0].probing, p => self.stages_hold(p, s, n, h, &mut Default::default()))
-    }
-
-    /// `some_stage_holds` in a filter of layout `P` (the first stage's),
-    /// the item's patterns left in `pats` (for every stage's `k`).
+    /// Stage `i`'s bits; it must be mapped (`stages_now`), else none.
     #[inline(always)]
-    fn stages_hold<P: Probe>(&self, first: &P, s: &Stages, n: u32, h: &ItemHash, pats: &mut P::Patterns) -> bool {
-        let stage = |i: u32| P::of(&s.all[i as usize].probing);
-        // None of no stages (an add's look at the stages before the first).
-        let Some(&w) = (n as usize).checked_sub(1).and_then(|i| s.widest.get(i)) else {
-            return false;
-        };
-        stage(w).unwrap_or(first).patterns(h, pats);
-        (0..n).rev().any(|i| {
-            let bits = self.stage_bits(s, i);
-            // Most stages do not hold the item: the look that answers
-            // "absent" soonest (as a windowed filter's generations).
-            match stage(i) {
-                _ if bits.is_empty() => false,
-                Some(p) => p.contains_gated(bits, &p.locate_in(h, pats)),
-                // Never: every stage has the filter's layout.
-                None => with_probe!(&s.all[i as usize].probing, q => q.contains_gated(bits, &q.locate(h))),
-            }
-        })
+    pub(in crate::filter) fn stage_bits<'a>(&'a self, s: &'a Stages, i: u32) -> &'a [AtomicU64] {
+        let (first, words) = s.bits[i as usize].get();
+        // SAFETY: `words` atomics at `first`, aligned: stage 0's bit array
+        // in the handle's mapping (`Filter::from_region`) or a stage's own
+        // mapping (`map_stages`), each kept while the handle (and so `s`)
+        // lives; or 0 words at a dangling, aligned pointer.
+        unsafe { std::slice::from_raw_parts(first, words) }
     }
 
     /// A grown filter's `contains` (§8 N8). A stage that cannot be mapped
@@ -224,35 +202,6 @@ impl Filter {
         match self.stages_now(s) {
             Ok(n) => self.some_stage_holds(s, n, &h),
             Err(_) => true,
-        }
-    }
-
-    /// A grown filter's add (§8 N1, N7): present in a published stage, not
-    /// new; else, under the item's stripe (standard) or the slot mark
-    /// (blocked), into the newest stage unless it is full, in which case a
-    /// stage is added (`grow`) and the add starts over.
-    pub(in crate::filter) fn grown_add(&self, s: &Stages, item: &[u8], c: Claim) -> Result<bool> {
-        let h = hash_item(self.seed, item);
-        with_probe!(&s.all[0].probing, p => self.grown_add_in(p, s, &h, c))
-    }
-
-    #[inline(always)]
-    fn grown_add_in<P: Probe>(&self, first: &P, s: &Stages, h: &ItemHash, c: Claim) -> Result<bool> {
-        let n = self.stages_now(s)?;
-        // Not new if a stage holds it, read as a seqlock reader (A1): an
-        // odd epoch (a growth or another exclusive operation) sends the add
-        // the long way.
-        let mut held = false;
-        let mut pats = P::Patterns::default();
-        let seen = self
-            .look_stood(|| held = self.stages_hold(first, s, n, h, &mut pats))
-            .map(|epoch| Seen { epoch, stages: n });
-        if held && seen.is_some() {
-            return Ok(false);
-        }
-        match P::of(&s.all[n as usize - 1].probing) {
-            Some(newest) => self.add_seen::<P>(s, h, &newest.locate_in(h, &pats), seen, c),
-            None => self.add_absent(s, h, seen, c),
         }
     }
 
@@ -297,14 +246,13 @@ impl Filter {
     #[inline(always)]
     pub(in crate::filter) fn put_seen<P: Probe>(&self, s: &Stages, v: Seen, p: &P, at: &P::Loc) -> Option<bool> {
         let newest = v.stages - 1;
-        // Acquire: as `look_stood`'s first load.
-        let stands = self.stages_now(s).is_ok_and(|n| n == v.stages) && self.epoch().load(Ordering::Acquire) == v.epoch;
-        if !stands || self.stage_full(s, newest) {
-            return None;
-        }
+        // Acquire: as `look_stood`'s first load. The look mapped the
+        // stages it saw: the published count alone says whether it stands.
+        let stands = self.published(s) == v.stages && self.epoch().load(Ordering::Acquire) == v.epoch;
+        let room = self.room(s, newest).filter(|_| stands)?;
         let new = p.set(self.stage_bits(s, newest), at);
         if new {
-            self.count_new(s, newest);
+            self.count_into(s, newest, room);
         }
         Some(new)
     }
@@ -397,26 +345,34 @@ impl Filter {
             if p.contains(bits, &at) {
                 return Ok(Under::Done(false));
             }
-            if self.stage_full(s, newest) {
+            let Some(room) = self.room(s, newest) else {
                 return Ok(Under::Full(n));
-            }
-            p.set(bits, &at)
+            };
+            (p.set(bits, &at), room)
         });
-        if new {
-            self.count_new(s, newest);
+        if new.0 {
+            self.count_into(s, newest, new.1);
         }
-        Ok(Under::Done(new))
+        Ok(Under::Done(new.0))
     }
 
-    /// Whether stage `i` has taken its capacity of new items: its fill
-    /// word and this writer's own count (§3 growth, when a stage is full).
-    fn stage_full(&self, s: &Stages, i: u32) -> bool {
-        let (st, own, _) = self.own_count(s);
-        let own = if st == i { own } else { 0 };
+    /// Whether stage `i` has room for a new item: its fill word and this
+    /// writer's own count below its capacity (§3 growth, when a stage is
+    /// full). If so, the count `count_into` goes on from: this writer's
+    /// own count for the stage and when it adds that to the word.
+    #[inline(always)]
+    fn room(&self, s: &Stages, i: u32) -> Option<Room> {
+        let cap = s.all[i as usize].geometry.capacity;
+        let (st, own, at) = self.own_count(s);
         // Relaxed: the word decides only when to grow; `grow` checks the
         // stage count again under `excl` (N3).
         let fill = self.fill_word(i).load(Ordering::Relaxed);
-        growth::is_full(s.all[i as usize].geometry.capacity, fill.saturating_add(own))
+        let (own, at) = if st == i {
+            (own, at)
+        } else {
+            (0, growth::flush_every(cap, fill))
+        };
+        (!growth::is_full(cap, fill.saturating_add(own))).then_some(Room { own, at })
     }
 
     /// This process's own count: `own`, or none in a forked child that has
@@ -432,23 +388,20 @@ impl Filter {
         s.own.get()
     }
 
-    /// Count one new item into stage `i` (§8 N9): this writer's own count,
-    /// added to the fill word every `Growth::flush_every` items. A count
-    /// for a stage that is no longer the newest is dropped.
-    fn count_new(&self, s: &Stages, i: u32) {
-        let cap = s.all[i as usize].geometry.capacity;
-        let (st, mut own, mut at) = self.own_count(s);
-        if st != i {
-            // Relaxed: as stage_full.
-            (own, at) = (0, growth::flush_every(cap, self.fill_word(i).load(Ordering::Relaxed)));
-        }
-        own += 1;
-        if own >= at {
-            // Relaxed: as stage_full.
+    /// Count one new item into stage `i`, which had `room` (§8 N9): this
+    /// writer's own count, added to the fill word every
+    /// `Growth::flush_every` items. A count for a stage that is no longer
+    /// the newest is dropped (`room` starts a new one).
+    #[inline(always)]
+    fn count_into(&self, s: &Stages, i: u32, room: Room) {
+        let own = room.own + 1;
+        if own >= room.at {
+            let cap = s.all[i as usize].geometry.capacity;
+            // Relaxed: as `room`.
             let seen = self.fill_word(i).fetch_add(own, Ordering::Relaxed).saturating_add(own);
             s.own.set((i, 0, growth::flush_every(cap, seen)));
         } else {
-            s.own.set((i, own, at));
+            s.own.set((i, own, room.at));
         }
     }
 
@@ -457,7 +410,7 @@ impl Filter {
     pub(in crate::filter) fn flush_own_count(&self, s: &Stages) {
         let (st, own, at) = self.own_count(s);
         if own > 0 && !self.region.readonly {
-            // Relaxed: as stage_full.
+            // Relaxed: as `room`.
             self.fill_word(st).fetch_add(own, Ordering::Relaxed);
             s.own.set((st, 0, at));
         }
@@ -570,7 +523,7 @@ impl Filter {
     /// after, a memfd or anonymous filter is this process's alone).
     pub(crate) fn with_grown(h: Header, to: Target<'_>, img: &serial::Image<'_>) -> Result<Filter> {
         let st = img.grown.as_ref().expect("a grown image");
-        let stages = Stages::of(&h, h.layout().stripes).ok_or_else(|| Error::format("impossible growth"))?;
+        let stages = Stages::of(&h, h.layout().stripes, None).ok_or_else(|| Error::format("impossible growth"))?;
         let n = st.fills.len();
         if n > stages.all.len() {
             return Err(Error::format("more stages than the filter can have"));

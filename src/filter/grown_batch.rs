@@ -1,6 +1,8 @@
-//! A grown filter's batches (doc/DESIGN.md, G5): a chunk of items hashed
-//! once, then each item looked for in the published stages, newest first
-//! (`Lanes::look`), and the items none holds added to the newest stage.
+//! A grown filter's looks over its stages (doc/DESIGN.md, G5): a batch's
+//! chunk of items hashed once, then each item looked for in the published
+//! stages, newest first (`Lanes::look`), and the items none holds added to
+//! the newest stage; a single call's look and add the same way, through
+//! lanes the handle keeps (`KeptLanes`).
 //!
 //! Item by item, over the stages as `Lanes`: every stage of a filter has
 //! its layout, so one layout's code (`with_probe!` once per batch) walks an
@@ -22,6 +24,7 @@ use super::grown::{Seen, Stages};
 use super::*;
 use crate::math::growth::MAX_STAGES;
 use crate::math::hashing::hash_item;
+use crate::probe::{Block128, StandardStage, Word64};
 
 /// Items of a grown batch hashed and looked for at a time: one reading of
 /// the stage count (and, for an add, of the epoch) per chunk; its hashes
@@ -117,6 +120,30 @@ impl<'a, P: Probe> Lanes<'a, P> {
     }
 }
 
+/// The lanes of a handle's first `n` stages, in the layout they have,
+/// made once per `n` and kept while the handle lives (`Filter::with_lanes`),
+/// so that a single call walks the stages as a batch does without making
+/// them again: made per call, they cost more than the walk they saved.
+// Each is kept boxed (`Stages::kept`): the sizes of the variants matter
+// nowhere.
+#[allow(clippy::large_enum_variant)]
+pub(in crate::filter) enum KeptLanes {
+    Standard(Lanes<'static, StandardStage>),
+    Word64(Lanes<'static, Word64>),
+    Block128(Lanes<'static, Block128>),
+}
+
+/// `$body` with `$l` the lanes a `KeptLanes` holds, of their layout.
+macro_rules! with_kept {
+    ($kept:expr, $l:ident => $body:expr) => {
+        match $kept {
+            KeptLanes::Standard($l) => $body,
+            KeptLanes::Word64($l) => $body,
+            KeptLanes::Block128($l) => $body,
+        }
+    };
+}
+
 /// One chunk of a batch: the items' hashes, whether a stage holds each and
 /// each one's place in the newest stage.
 struct Chunk<P: Probe> {
@@ -187,6 +214,62 @@ impl Filter {
         }))
     }
 
+    /// `f` of the lanes of the first `n` stages, kept in `s` once every one
+    /// of them has bits (mapped: `stages_now`), else made for this call;
+    /// None when none has bits (as when `n` is 0): no stage holds an item.
+    #[inline]
+    fn with_lanes<R>(&self, s: &Stages, n: u32, f: impl FnOnce(&KeptLanes) -> R) -> Option<R> {
+        let cell = (n as usize).checked_sub(1).and_then(|i| s.kept.get(i))?;
+        if let Some(k) = cell.get() {
+            return Some(f(k));
+        }
+        let made = match &s.all[0].probing {
+            Probing::StandardStage(_) => self.lanes(s, n).map(|l| KeptLanes::Standard(forever(l))),
+            Probing::Word64(_) => self.lanes(s, n).map(|l| KeptLanes::Word64(forever(l))),
+            Probing::Block128(_) => self.lanes(s, n).map(|l| KeptLanes::Block128(forever(l))),
+            // Never: these layouts do not grow.
+            Probing::Standard(_) | Probing::DataSketches(_) => None,
+        }?;
+        if with_kept!(&made, l => l.len) != n as usize {
+            return Some(f(&made));
+        }
+        Some(f(cell.get_or_init(|| Box::new(made))))
+    }
+
+    /// Whether one of the first `n` stages holds the item (`Lanes::look`).
+    pub(in crate::filter) fn some_stage_holds(&self, s: &Stages, n: u32, h: &ItemHash) -> bool {
+        self.with_lanes(s, n, |k| with_kept!(k, l => l.look(h, &mut Default::default()).0))
+            .unwrap_or(false)
+    }
+
+    /// A grown filter's add (§8 N1, N7): present in a published stage, not
+    /// new; else, under the item's stripe (standard) or the slot mark
+    /// (blocked), into the newest stage unless it is full, in which case a
+    /// stage is added (`grow`) and the add starts over.
+    pub(in crate::filter) fn grown_add(&self, s: &Stages, item: &[u8], c: Claim) -> Result<bool> {
+        let h = hash_item(self.seed, item);
+        let n = self.stages_now(s)?;
+        self.with_lanes(s, n, |k| with_kept!(k, l => self.grown_add_in(l, s, n, &h, c)))
+            .unwrap_or_else(|| self.add_absent(s, &h, None, c))
+    }
+
+    #[inline(always)]
+    fn grown_add_in<P: Probe>(&self, lanes: &Lanes<'_, P>, s: &Stages, n: u32, h: &ItemHash, c: Claim) -> Result<bool> {
+        // Not new if a stage holds it, read as a seqlock reader (A1): an
+        // odd epoch (a growth or another exclusive operation) sends the add
+        // the long way, as do lanes that miss a stage (one not mapped).
+        let mut look = None;
+        let seen = self
+            .look_stood(|| look = Some(lanes.look(h, &mut Default::default())))
+            .filter(|_| lanes.len == n as usize)
+            .map(|epoch| Seen { epoch, stages: n });
+        match look {
+            Some((true, _)) if seen.is_some() => Ok(false),
+            Some((_, at)) => self.add_seen::<P>(s, h, &at, seen, c),
+            None => self.add_absent(s, h, None, c),
+        }
+    }
+
     /// A grown filter's `contains_many` (§8 N8): each chunk's answers are
     /// those of the stages published when it began (a stage published
     /// later only holds items added during the call). A stage that cannot
@@ -214,11 +297,9 @@ impl Filter {
             match self.stages_now(s) {
                 Ok(n) => match self.lanes::<P>(s, n) {
                     Some(lanes) => ch.look(&lanes, false),
-                    None => {
-                        for i in 0..ch.len {
-                            ch.found[i] = self.some_stage_holds(s, n, &ch.hashes[i]);
-                        }
-                    }
+                    // No stage has bits: none holds an item (as
+                    // `some_stage_holds`).
+                    None => ch.found[..ch.len].fill(false),
                 },
                 Err(_) => ch.found[..ch.len].fill(true),
             }
@@ -352,6 +433,16 @@ impl Filter {
         }
         Ok(())
     }
+}
+
+/// Lanes to keep in the handle's `Stages` (`Filter::with_lanes`).
+fn forever<P>(l: Lanes<'_, P>) -> Lanes<'static, P> {
+    // SAFETY: only the lifetime changes. The lanes' bits are the stage 0
+    // bit array of the handle's mapping and the stages' own mappings, all
+    // kept while the handle lives (`Stages::maps`); the lanes are kept in
+    // the handle's `Stages` and only lent out for a borrow of the handle,
+    // or dropped within the call that made them.
+    unsafe { std::mem::transmute::<Lanes<'_, P>, Lanes<'static, P>>(l) }
 }
 
 /// An add's error at item `i` of a batch: the items before it are in; say

@@ -425,7 +425,7 @@ impl Filter {
             Win { w, gen_words, gens }
         });
         Filter {
-            grown: grown::Stages::of(&h, l.stripes).map(Box::new),
+            grown: grown::Stages::of(&h, l.stripes, Some((bits, h.geometry.words()))).map(Box::new),
             geometry: h.geometry,
             seed: h.seed,
             probing: Probing::new(&h.geometry, l.stripes),

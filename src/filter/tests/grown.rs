@@ -153,6 +153,45 @@ fn handles_of_a_file_see_its_stages() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A handle's single calls look through lanes it keeps for each stage
+/// count (`KeptLanes`): one that asked at every count while another handle
+/// grew the filter finds each item as soon as it is added, in every
+/// stage, both layouts; after a clear and a new growth it finds the new
+/// items and not the cleared ones.
+#[test]
+fn single_calls_keep_up_with_every_stage() {
+    for layout in [L::Standard, L::Blocked] {
+        let dir = crate::shm::region::scratch_dir("grown-lanes");
+        let path = dir.join("f.bloom");
+        let a = Filter::open_file(&path, 200, 0.01, grown(layout, 2, None)).unwrap();
+        let b = Filter::open_file(&path, 200, 0.01, Options::default()).unwrap();
+        let mut counts = Vec::new();
+        for i in 0..6000u64 {
+            assert!(a.add(&item(i)).unwrap() || b.contains(&item(i)), "{layout:?}: item {i}");
+            assert!(b.contains(&item(i)), "{layout:?}: item {i} at {} stages", b.stages());
+            if counts.last() != Some(&b.stages()) {
+                counts.push(b.stages());
+            }
+        }
+        assert_eq!(counts, [1, 2, 3, 4, 5], "{layout:?}: the stage counts b asked at");
+        assert!((0..6000u64).all(|i| !b.add(&item(i)).unwrap()), "{layout:?}");
+        // Absent items within the rate (0.01; 100 expected of 10 000).
+        let fp = (1_000_000..1_010_000u64).filter(|&i| b.contains(&item(i))).count();
+        assert!(fp < 200, "{layout:?}: {fp} of 10000 absent items found");
+        a.clear().unwrap();
+        assert_eq!(b.stages(), 1);
+        for i in 10_000..13_000u64 {
+            a.add(&item(i)).unwrap();
+        }
+        assert_eq!(b.stages(), 4);
+        assert!((10_000..13_000u64).all(|i| b.contains(&item(i))), "{layout:?}");
+        let back = (0..6000u64).filter(|&i| b.contains(&item(i))).count();
+        assert!(back < 120, "{layout:?}: {back} cleared items back");
+        drop((a, b));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
 /// The batches answer as single calls, item by item: `add_many` on one
 /// filter and `add` on a twin tell the same items new (duplicates within
 /// a batch and items already in older stages among them), with a results
