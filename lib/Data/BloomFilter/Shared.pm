@@ -1776,20 +1776,22 @@ times the bits of a plain filter sized for all those items (the table is
 in F<README.pod> and F<bench/RESULTS.md>); right after a stage is added the
 ratio is higher (about 5 times at 100x with C<< grow => 4 >>: the new stage
 is mostly empty). A query that finds nothing looks at every stage, some
-13 to 15 ns more per stage on the machine of F<bench/RESULTS.md>;
+5 to 10 ns more per stage on the machine of F<bench/RESULTS.md>;
 C<bench/grow.pl> measures it. Batches on a filter that grows are hashed
 once and each item looked for in every stage in turn, the larger stages'
-words fetched ahead. Grown 100 times with C<< grow => 4 >>, against a
-plain filter sized for the same items, four runs on that machine, idle,
-measured queries and adds of present items, single or in batches, at 1.0
-to 1.75 times its time, queries that find nothing at 1.5 to 2.25 times,
-and adds of new items at 1.7 to 2.8 times (once 3.3; the single calls vary most
-from run to run; a new item costs most in the standard layout, whose
-newest stage has more bits an item than the plain filter). Against a
-plain filter of the grown filter's size in bits, which outgrows the
-processor's caches as the stages do, the same runs measured at most 1.5
-times for queries and adds of present items and 1.9 for the rest
-(F<bench/RESULTS.md>).
+words fetched ahead; single calls walk the stages the same way. Grown 100
+times with C<< grow => 4 >>, against a plain filter of the same final
+size (as many bits, or for the standard layout the power of two below),
+which outgrows the processor's caches as the stages do, four runs on
+that machine measured queries and adds of present items, single or in
+batches, at 0.7 to 1.35 times its time, and queries that find nothing
+and adds of new items at 1.0 to 1.85 times. A plain filter sized for
+just the items added has fewer bits and stays in the caches: against it
+the same runs measured present items at 0.9 to 1.8 times, absent and new
+ones at 1.5 to 2.3 times (the blocked batch of new items once 2.6), and
+the standard layout's batches of new items at 2.5 to 3.2 times: its
+newest stage has more bits an item (11 against 7 at 0.01), each an
+atomic update (F<bench/RESULTS.md>).
 
 =item *
 
