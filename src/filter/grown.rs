@@ -340,7 +340,7 @@ impl Filter {
         let bits = self.stage_bits(s, newest);
         // The item's place in the newest stage, worked out once for the
         // look and the update.
-        let new = with_probe!(&st.probing, p => {
+        let (new, room) = with_probe!(&st.probing, p => {
             let at = p.locate(h);
             if p.contains(bits, &at) {
                 return Ok(Under::Done(false));
@@ -350,10 +350,10 @@ impl Filter {
             };
             (p.set(bits, &at), room)
         });
-        if new.0 {
-            self.count_into(s, newest, new.1);
+        if new {
+            self.count_into(s, newest, room);
         }
-        Ok(Under::Done(new.0))
+        Ok(Under::Done(new))
     }
 
     /// Whether stage `i` has room for a new item: its fill word and this
