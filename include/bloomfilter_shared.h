@@ -804,7 +804,7 @@ BfsStatus bfs_remote_reply(const uint8_t *buf, size_t len, uint32_t per_item, co
 BfsStatus bfs_new_from_bits(const char *path, uint64_t capacity, double fp_rate, const struct BfsOptions *opts, const char *layout, const uint8_t *bits, size_t len, struct BfsFilter **out, char *err);
 
 #ifdef __cplusplus
-}  // extern "C"
-#endif  // __cplusplus
+} // extern "C"
+#endif // __cplusplus
 
-#endif  /* BLOOMFILTER_SHARED_H */
+#endif /* BLOOMFILTER_SHARED_H */
