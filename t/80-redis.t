@@ -631,4 +631,21 @@ for my $case (['standard', 0.001], ['blocked', 0.01], ['blocked', 0.001]) {
     cmp_ok scalar keys %told, '>=', @same * (1 - 10 * $rate), "$layout $rate: nearly every item was told new once";
 }
 
+# --- every layout the POD of new names works here ---------------------------------------------
+{
+    my $pm = "$FindBin::Bin/../lib/Data/BloomFilter/Shared/Redis.pm";
+    open(my $fh, '<', $pm) or die "$pm: $!";
+    my $pod = do { local $/; <$fh> };
+    my ($opts) = $pod =~ /^Options: (.*?)\n\n/ms or BAIL_OUT('no Options paragraph under new');
+    my ($layouts) = $opts =~ /C<layout> \((.*?):/s or BAIL_OUT('no layout in the options of new');
+    my @named = $layouts =~ /C<(\w+)>/g;
+    is("@named", join(' ', Data::BloomFilter::Shared::Args::layout_names()),
+        "the POD of new names every layout (@named)");
+    for my $layout (@named) {
+        my $r = $R->new($srv->address, "doc-$layout", 1000, 0.01, { layout => $layout });
+        is $r->layout, $layout, "layout $layout as documented: the filter reports it";
+        is $r->add('x') . $r->add('x') . $r->contains('x') . $r->contains('y'), '1010', '... and adds and answers';
+    }
+}
+
 done_testing;

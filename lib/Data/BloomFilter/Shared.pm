@@ -788,7 +788,8 @@ L<dup|POSIX/dup> it).
 
 =head3 layout
 
-C<'standard'> or C<'blocked'>: the layout the filter was created with.
+C<'standard'>, C<'blocked'> or C<'datasketches'>: the layout the filter was
+created with (see L</LAYOUTS>).
 
 =head3 window
 

@@ -1262,11 +1262,12 @@ exists, its stored geometry wins (the arguments are still range-checked), as
 when a local file is reopened.
 
 Options: C<seed> (a secret 64-bit hash seed, as locally; default 0, which is
-C<bloom.h>-compatible), C<layout> (C<standard>, the default, or C<blocked>:
-the local filter's layouts, with the same geometry, bits and C<count> and
-C<estimated_fpp> estimators as a local filter of that layout; a C<blocked>
-filter keeps all of an item's bits in one 64-bit word or, at low fp rates,
-one 128-bit block), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
+C<bloom.h>-compatible), C<layout> (C<standard>, the default, C<blocked> or
+C<datasketches>: the local filter's layouts, with the same geometry, bits and
+C<count> and C<estimated_fpp> estimators as a local filter of that layout; a
+C<blocked> filter keeps all of an item's bits in one 64-bit word or, at low
+fp rates, one 128-bit block; a C<datasketches> filter's default seed is
+DataSketches' 9001, as locally), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
 connected client, used for the other nodes of a cluster; default: a
 L<Redis::Fast> connection to C<host:port>). An explicit C<seed>, C<layout> or
 C<shards> that differs from the stored one croaks.
