@@ -539,8 +539,59 @@ bfs_downgrade(pTHX_ CV *cv, const char *p, STRLEN *lenp, SSize_t idx)
     return (const char *)copy;
 }
 
+/*
+ * A reference given as an item is taken as Perl stringifies it, as the
+ * original module took it: without overloading that is its address
+ * ("HASH(0x...)"), a different item in every process and run, so almost
+ * always a mistake (add($event) for add($event->{id})). Said once per call,
+ * in this module's warnings category, by warnings::warnif called from
+ * Shared.pm (so that the caller's lexical warnings decide, and FATAL makes
+ * it a croak before anything is added). Only the slow paths test for a
+ * reference: plain strings never get here.
+ */
+
+/* Whether Perl takes the string of reference rv from its overloading ("",
+   or failing that 0+ or bool, as amagic_call does) rather than its address. */
+static bool
+bfs_overloads_string(pTHX_ SV *rv)
+{
+    HV *stash;
+    if (!SvAMAGIC(rv))
+        return FALSE;
+    stash = SvSTASH(SvRV(rv));
+    return gv_handler(stash, string_amg) || gv_handler(stash, numer_amg)
+        || gv_handler(stash, bool__amg);
+}
+
+/* The warning for the reference item sv (idx < 0: of a single-item method;
+   else the first of refs references in a batch). May run Perl code (a
+   __WARN__ handler) and may die (FATAL warnings). */
+static void
+bfs_warn_reference(pTHX_ CV *cv, SV *shown, SSize_t idx, SSize_t refs)
+{
+    dSP;
+    SV *msg = newSVpvf(BFS_CLASS "->%s: item", bfs_method(aTHX_ cv));
+    sv_2mortal(msg);
+    if (idx >= 0)
+        sv_catpvf(msg, " at index %" IVdf, (IV)idx);
+    sv_catpvf(msg, " is %" SVf ", taken as its address string (give a string, such as one of its fields",
+        SVfARG(shown));
+    if (refs > 1)
+        sv_catpvf(msg, "; %" IVdf " items of this batch are references", (IV)refs);
+    sv_catpvs(msg, ")");
+    ENTER;
+    SAVETMPS;
+    PUSHMARK(SP);
+    XPUSHs(msg);
+    PUTBACK;
+    call_pv(BFS_CLASS "::_warn_reference_item", G_DISCARD);
+    FREETMPS;
+    LEAVE;
+}
+
 /* One item that is not a plain byte string: magic, overloading, numbers,
-   UTF-8. May run Perl code; the caller re-checks its handle afterwards. */
+   UTF-8, references. May run Perl code; the caller re-checks its handle
+   afterwards. */
 static const char *
 bfs_item_slow(pTHX_ CV *cv, SV *sv, STRLEN *lenp)
 {
@@ -551,6 +602,11 @@ bfs_item_slow(pTHX_ CV *cv, SV *sv, STRLEN *lenp)
     p = SvPV_nomg(sv, *lenp);
     if (SvUTF8(sv))
         p = bfs_downgrade(aTHX_ cv, p, lenp, -1);
+    /* After the bytes are taken: a reference's string is a buffer of its
+       own (freed at scope exit) or an overload's mortal result, which the
+       warning's handler cannot reach. */
+    if (UNLIKELY(SvROK(sv)) && !bfs_overloads_string(aTHX_ sv))
+        bfs_warn_reference(aTHX_ cv, bfs_shown(aTHX_ sv), -1, 1);
     return p;
 }
 
@@ -580,6 +636,8 @@ bfs_items(pTHX_ CV *cv, SV *arg, BfsSlice **slicesp, bool *ran_perl)
     SSize_t n, i, cap;
     BfsSlice *slices;
     SV *buf, *sbuf;
+    SV *first_ref = NULL; /* how the first reference item is shown */
+    SSize_t first_ref_at = 0, refs = 0;
     const char *base;
 
     if (SvGMAGICAL(arg)) {
@@ -648,6 +706,10 @@ slow:
         SvGETMAGIC(e);
         if (!SvOK(e))
             bfs_croak_item(aTHX_ cv, "undefined item", i);
+        if (SvROK(e) && !bfs_overloads_string(aTHX_ e) && refs++ == 0) {
+            first_ref = bfs_shown(aTHX_ e);
+            first_ref_at = i;
+        }
         p = SvPV_nomg(e, len);
         off = SvCUR(buf);
         sv_catpvn_nomg(buf, p, len);
@@ -662,6 +724,10 @@ slow:
         slices[i].ptr = (const uint8_t *)(uintptr_t)off;
         slices[i].len = len;
     }
+    /* Every item is checked and its bytes are in buf, which no Perl code
+       can reach: the warning may run some now. */
+    if (refs)
+        bfs_warn_reference(aTHX_ cv, first_ref, first_ref_at, refs);
     base = SvPVX(buf);
     for (i = 0; i < n; i++)
         slices[i].ptr = (const uint8_t *)base + (uintptr_t)slices[i].ptr;

@@ -54,4 +54,18 @@ is($large->{mmap_size} - $large->{bits} / 8, 2 * 1024 * 1024,
 is($C->new(undef, 1_661_000, 0.01)->bits, 2**24, '1.66e6 items at 0.01 still fit 2**24 bits');
 ok(!eval { $C->new(undef, 2.73e10, 0.01); 1 }, 'beyond 2.7e10 items at 0.01: too large');
 
+# The layout accessor's POD names every layout this build makes, and each
+# name it gives is one a filter created with it reports.
+{
+    my ($doc) = $pod =~ /^=head3 layout\n\n(.*?)\n\n/ms or BAIL_OUT('no =head3 layout');
+    my @named = $doc =~ /C<'(\w+)'>/g;
+    is("@named", join(' ', Data::BloomFilter::Shared::Args::layout_names()),
+        "the layout accessor's POD names every layout (@named)");
+    for my $layout (@named) {
+        my $f = $C->new(undef, 1000, 0.01, { layout => $layout });
+        is($f->layout, $layout, "layout '$layout' as documented: the accessor reports it");
+        ok($f->add('x') && $f->contains('x'), "... and the filter works");
+    }
+}
+
 done_testing;

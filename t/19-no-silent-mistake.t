@@ -99,4 +99,114 @@ for my $mode (0660, 0600, 0777, 0, 0400) {
     ok($C->new($path, 1000)->contains('x'), 'the file is as it was');
 }
 
+# Reopening a file with another mode, given explicitly: the file's is kept,
+# and one warning in the module's own category says so, as for capacity.
+{
+    my $path = "$dir/mode-reopen.bf";
+    $C->new($path, 1000, 0.01, 0640)->add('x');
+    my @w;
+    local $SIG{__WARN__} = sub { push @w, $_[0] };
+    my $line = __LINE__ + 1;
+    my $f = $C->new($path, 1000, 0.01, 0660);
+    is((stat $path)[2] & 07777, 0640, "another mode: the file's is kept");
+    is(scalar @w, 1, '... with one warning');
+    like($w[0] // '', qr/\A\Q$C\E->new: the file's mode 0640 is kept, not the mode 0660 asked for \(an existing file keeps its mode\) at \Q${\ __FILE__}\E line $line\.$/,
+        "... naming both and the caller's line");
+    @w = ();
+    $C->new($path, 1000, 0.01, { mode => 0600 });
+    is(scalar @w, 1, 'a mode in the options: the same warning');
+    like($w[0] // '', qr/->new: the file's mode 0640 is kept, not the mode 0600 asked for/, '... naming both');
+    @w = ();
+    $C->new($path, 1000, 0.01);
+    $C->new($path, 1000, 0.01, undef);
+    $C->new($path, 1000, 0.01, { seed => 0 });
+    $C->new($path, 1000, 0.01, 0640);
+    $C->new($path, 1000, 0.01, { mode => 0640 });
+    is(scalar @w, 0, 'no mode given, or the same one: no warning') or diag(@w);
+    {
+        no warnings 'Data::BloomFilter::Shared';
+        $C->new($path, 1000, 0.01, 0600);
+    }
+    is(scalar @w, 0, "no warnings 'Data::BloomFilter::Shared' silences it");
+    ok(!eval { use warnings FATAL => 'Data::BloomFilter::Shared'; $C->new($path, 1000, 0.01, 0600); 1 },
+        "use warnings FATAL => 'Data::BloomFilter::Shared' makes it fatal");
+    like($@, qr/->new: the file's mode 0640 is kept/, '... with the same message');
+    is((stat $path)[2] & 07777, 0640, 'the mode is as it was');
+}
+
+# A reference given as an item is taken as its address string (as the
+# original took it), which is almost never meant: add($event) for
+# add($event->{id}). One warning per call, in the module's category; an
+# object whose overloading gives a string is taken as that string, quietly.
+{
+    package Local::Str { use overload '""' => sub { $_[0]{id} }, fallback => 1 }
+    package Local::Num { use overload '0+' => sub { 42 }, fallback => 1 }
+    package Local::Bool { use overload 'bool' => sub { 1 }, fallback => 1 }
+    package Local::Plain { }
+    my $f = $C->new(undef, 1000, 0.01);
+    my @w;
+    local $SIG{__WARN__} = sub { push @w, $_[0] };
+    my $h = { id => 'event-1' };
+    my $line = __LINE__ + 1;
+    is($f->add($h), 1, 'add of a hash reference adds');
+    is(scalar @w, 1, '... with one warning');
+    like($w[0] // '', qr/\A\Q$C\E->add: item is a HASH reference, taken as its address string \(give a string, such as one of its fields\) at \Q${\ __FILE__}\E line $line\.$/,
+        "... naming the method, the reference's kind and the caller's line");
+    ok($f->contains("$h") && !$f->contains('event-1'), '... as its address string, as before');
+    for my $call (
+        [contains => sub { $f->contains([1]) }, qr/->contains: item is an ARRAY reference, taken as its address string/],
+        [add_many => sub { $f->add_many(['a', { id => 2 }, 'b', [3], bless({}, 'Local::Plain')]) },
+            qr/->add_many: item at index 1 is a HASH reference, taken as its address string \(give a string, such as one of its fields; 3 items of this batch are references\)/],
+        [contains_many => sub { $f->contains_many(['a', \'b']) },
+            qr/->contains_many: item at index 1 is a SCALAR reference, taken as its address string \(give a string, such as one of its fields\)/],
+        ['an object without overloading' => sub { $f->add(bless {}, 'Local::Plain') },
+            qr/->add: item is a Local::Plain object, taken as its address string/],
+        ['a tied scalar that gives a reference' => sub { tie my $t, 'Local::TiedRef'; $f->add($t) },
+            qr/->add: item is a HASH reference, taken as its address string/],
+      )
+    {
+        my ($name, $code, $re) = @$call;
+        @w = ();
+        $code->();
+        is(scalar @w, 1, "$name: one warning");
+        like($w[0] // '', $re, '... saying what the item is');
+    }
+    @w = ();
+    $f->add(bless { id => 'event-2' }, 'Local::Str');
+    $f->add_many([bless({ id => 'event-3' }, 'Local::Str'), bless({}, 'Local::Num')]);
+    $f->add(bless {}, 'Local::Bool');
+    $f->add('plain');
+    $f->add(17);
+    $f->add_many(['a', 1, 2.5]);
+    $f->contains_many(['event-2', 'event-3']);
+    is(scalar @w, 0, 'objects that stringify by overloading, strings and numbers: no warning') or diag(@w);
+    ok($f->contains('event-2') && $f->contains('event-3') && $f->contains('42'),
+        '... and they are taken as their strings (0+ when "" is not overloaded)');
+    {
+        no warnings 'Data::BloomFilter::Shared';
+        $f->add({});
+        $f->add_many([[]]);
+    }
+    is(scalar @w, 0, "no warnings 'Data::BloomFilter::Shared' silences it");
+    my $before = $f->count;
+    ok(!eval { use warnings FATAL => 'Data::BloomFilter::Shared'; $f->add_many(['new-1', 'new-2', []]); 1 },
+        "use warnings FATAL => 'Data::BloomFilter::Shared' makes it a croak");
+    like($@, qr/\A\Q$C\E->add_many: item at index 2 is an ARRAY reference/, '... with the same message');
+    ok(!$f->contains('new-1') && !$f->contains('new-2'), '... before anything of the batch is added');
+    ok(!eval { use warnings FATAL => 'Data::BloomFilter::Shared'; $f->add([]); 1 }, '... and of a single add');
+    is($f->count, $before, '... which adds nothing');
+    # A handler that drops the filter: the call croaks, as when an item's
+    # own code does that.
+    my $g = $C->new(undef, 1000, 0.01);
+    local $SIG{__WARN__} = sub { undef $g };
+    my $ok = eval { $g->add({}); 1 };
+    like($ok ? '' : $@, qr/->add: destroyed handle/, 'a warning handler that drops the filter: a croak, not a crash');
+}
+
+{
+    package Local::TiedRef;
+    sub TIESCALAR { bless {}, shift }
+    sub FETCH { { fetched => 1 } }
+}
+
 done_testing;

@@ -72,6 +72,23 @@ SKIP: {
     like($out, qr/^4 workers handled \d+ events once each/m, '... and four workers handled each event once');
 }
 
+# TRY IT's commands write a new Makefile, without INSTALL's INSTALL_BASE:
+# a make install after them would go to the system's directories. Its text
+# says so before the commands (and Makefile.PL when it drops one:
+# t/15-newcomer.t).
+{
+    my ($intro) = $pod =~ /^=head1 TRY IT\n\n(.*?)\n\n/ms;
+    my $drops = $try->{code} =~ /^perl Makefile\.PL(?! INSTALL_BASE)/m
+        && $pod =~ /^    perl Makefile\.PL INSTALL_BASE=/m;
+    if ($drops) {
+        like($intro // '', qr/\bINSTALL_BASE\b.*\brun INSTALL's line again before any later C<make install>/s,
+            "TRY IT says that its perl Makefile.PL drops INSTALL's INSTALL_BASE");
+    }
+    else {
+        pass("TRY IT's commands keep INSTALL's INSTALL_BASE");
+    }
+}
+
 # --- Perl snippets --------------------------------------------------------------------------------
 # Run each in a child perl against the built module, in a temporary
 # directory, with /dev/shm/ taken as that directory. What each prints is

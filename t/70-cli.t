@@ -133,7 +133,7 @@ sub json_info {
         'mode not octal');
     fails_ok('bloomfilter-shared create x.bf -n 10 --seed -1', qr/--seed must be/, 'negative seed');
     fails_ok('bloomfilter-shared create x.bf -n 10 --seed 18446744073709551616',
-        qr/x\.bf: seed must be/, 'seed beyond 64 bits (the module says so)');
+        qr/x\.bf: --seed must be an integer between 0 and 2\*\*64-1, got a number above/, "seed beyond 64 bits (the module says so, in the tool's words)");
     fails_ok('bloomfilter-shared create x.bf -n 1e12 -p 1e-9', qr/x\.bf: .*too large/,
         'a filter too large');
     fails_ok('bloomfilter-shared create x.bf --capacity 1e21', qr/--capacity 1e21 is too large/,

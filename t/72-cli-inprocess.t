@@ -118,4 +118,50 @@ my @a = ('-ab');
 Getopt::Long::GetOptionsFromArray(\@a, 'ab' => \my $ab);
 ok($ab, "run() leaves Getopt::Long's configuration as it found it");
 
+# The library's messages that a command passes on speak the tool's options,
+# never the Perl API's (an option as name => value, an argument as fp_rate,
+# a method). Each case makes one such message.
+{
+    my $ds = "$dir/words-ds.bf";
+    cli('', 'create', $ds, '--capacity', '1000', '--layout', 'datasketches');
+    cli('', 'export', $ds, '--format', 'datasketches', '-o', "$dir/words.ds");
+    my $gr = "$dir/words-grow.bf";
+    cli('', 'create', $gr, '--capacity', '10', '--grow', '2', '--max-capacity', '20');
+    cli('', 'export', $gr, '-o', "$dir/words-grow.bytes");
+    cli('', 'create', "$dir/words-wds.bf", '--capacity', '1000', '--window', '1h', '--layout', 'datasketches');
+    my $n = 0;
+    for my $case (
+        [['export', $f, '--format', 'datasketches', '-o', "$dir/no.ds"],
+            qr/--format datasketches needs a filter of layout datasketches \(this one is standard\): create it with --layout datasketches$/],
+        [['export', "$dir/words-wds.bf", '--format', 'datasketches', '-o', "$dir/no.ds"],
+            qr/--format datasketches holds one bit array, not a windowed filter's generations$/],
+        [['create', "$dir/no.bf", '--capacity', '1e12', '--fp-rate', '1e-9'],
+            qr/--capacity and --fp-rate need more than 2\^38 bits \(32 GiB\); use a larger --fp-rate or several filters$/],
+        [['create', "$dir/no.bf", '--capacity', '1e12', '--fp-rate', '1e-9', '--layout', 'datasketches'],
+            qr/--capacity and --fp-rate need more bits than a DataSketches image holds .*; use a larger --fp-rate/],
+        [['create', "$dir/no.bf", '--capacity', '1000', '--grow', '2', '--max-capacity', '10'],
+            qr/: --max-capacity 10 is below --capacity 1000$/],
+        [['create', "$dir/no.bf", '--capacity', '1000', '--grow', '2', '--max-capacity', '1e18'],
+            qr/: --max-capacity 1000000000000000000 is out of reach: \d+ stages hold at most \d+ items at this --capacity, --fp-rate and --grow$/],
+        [['create', "$dir/no.bf", '--capacity', '1000', '--grow', '2', '--window', '1h'],
+            qr/: --grow and --window do not go together: a windowed filter forgets old items instead of growing$/],
+        [['create', "$dir/no.bf", '--capacity', '1000', '--seed', '99999999999999999999999'],
+            qr/: --seed must be an integer between 0 and 2\*\*64-1, got a number above 2\*\*64-1 \(not shown: a seed is a secret\)$/],
+        [['import', "$dir/no.bf", '-i', "$dir/words.ds", '--window', '1h'],
+            qr/: a DataSketches image makes a plain filter: --window and --generations do not apply to it$/],
+        [['import', "$dir/no.bf", '-i', "$dir/words-grow.bytes", '--window', '1h'],
+            qr/: --window does not go with these bytes: they are of a filter that grows$/],
+        [['add', $gr], qr/: the filter is full: it holds its --max-capacity of 20 items; /, join('', map {"$_\n"} 1 .. 100)],
+      )
+    {
+        my ($args, $want, $stdin) = @$case;
+        ($st, $out, $err) = cli($stdin // '', @$args);
+        is($st, 2, "@$args[0 .. 1] ...: exit 2");
+        like($err, qr/\Abloomfilter-shared: [^\n]*$want[^\n]*\n\z/, "... in the tool's words") or diag($err);
+        unlike($err, qr/=>|->|\b(?:fp_rate|max_capacity|new_\w+|serialize|deserialize|oct|hex)\b|\$|\boptions?\b/,
+            '... with no word of the Perl API');
+        ok(!-e "$dir/no.bf" && !-e "$dir/no.ds", '... and no file made');
+    }
+}
+
 done_testing;

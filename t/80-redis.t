@@ -631,4 +631,63 @@ for my $case (['standard', 0.001], ['blocked', 0.01], ['blocked', 0.001]) {
     cmp_ok scalar keys %told, '>=', @same * (1 - 10 * $rate), "$layout $rate: nearly every item was told new once";
 }
 
+# --- every layout the POD of new names works here ---------------------------------------------
+{
+    my $pm = "$FindBin::Bin/../lib/Data/BloomFilter/Shared/Redis.pm";
+    open(my $fh, '<', $pm) or die "$pm: $!";
+    my $pod = do { local $/; <$fh> };
+    my ($opts) = $pod =~ /^Options: (.*?)\n\n/ms or BAIL_OUT('no Options paragraph under new');
+    my ($layouts) = $opts =~ /C<layout> \((.*?):/s or BAIL_OUT('no layout in the options of new');
+    my @named = $layouts =~ /C<(\w+)>/g;
+    is("@named", join(' ', Data::BloomFilter::Shared::Args::layout_names()),
+        "the POD of new names every layout (@named)");
+    for my $layout (@named) {
+        my $r = $R->new($srv->address, "doc-$layout", 1000, 0.01, { layout => $layout });
+        is $r->layout, $layout, "layout $layout as documented: the filter reports it";
+        is $r->add('x') . $r->add('x') . $r->contains('x') . $r->contains('y'), '1010', '... and adds and answers';
+    }
+}
+
+# --- a reference item: its address string, with the local filter's warning ----------------------
+{
+    package Local::RStr { use overload '""' => sub { $_[0]{id} }, fallback => 1 }
+    my @w;
+    local $SIG{__WARN__} = sub { push @w, $_[0] };
+    for my $shards (1, 3) {
+        my $r = $R->new($srv->address, "refs-$shards", 1000, 0.01, { layout => 'blocked', shards => $shards });
+        my $h = { id => 'event-1' };
+        @w = ();
+        my $line = __LINE__ + 1;
+        is $r->add($h), 1, "shards $shards: add of a hash reference adds";
+        is scalar @w, 1, '... with one warning';
+        like $w[0] // '', qr/\A\Q$R\E->add: item is a HASH reference, taken as its address string \(give a string, such as one of its fields\) at \Q${\ __FILE__}\E line $line\.$/,
+            "... as a local filter's, at the caller's line";
+        ok $r->contains("$h") && !$r->contains('event-1'), '... as its address string';
+        @w = ();
+        $r->contains([]);
+        $r->add_many(['a', [1], { 2 => 3 }]);
+        $r->contains_many([\'x']);
+        is scalar @w, 3, 'contains, add_many, contains_many: one warning each';
+        like $w[0] // '', qr/->contains: item is an ARRAY reference/, '... contains';
+        like $w[1] // '', qr/->add_many: item at index 1 is an ARRAY reference, taken as its address string \(give a string, such as one of its fields; 2 items of this batch are references\)/,
+            '... add_many names the first and counts them';
+        like $w[2] // '', qr/->contains_many: item at index 0 is a SCALAR reference/, '... contains_many';
+        @w = ();
+        $r->add(bless { id => 'event-2' }, 'Local::RStr');
+        $r->add_many(['b', 5, bless({ id => 'event-3' }, 'Local::RStr')]);
+        is scalar @w, 0, 'strings, numbers and objects that overload "": no warning' or diag @w;
+        ok $r->contains('event-2') && $r->contains('event-3'), '... and the objects are their strings';
+        {
+            no warnings 'Data::BloomFilter::Shared';
+            $r->add({});
+            $r->add_many([[]]);
+        }
+        is scalar @w, 0, "no warnings 'Data::BloomFilter::Shared' silences it";
+        ok !eval { use warnings FATAL => 'Data::BloomFilter::Shared'; $r->add_many(['fatal-1', []]); 1 },
+            'FATAL makes it a croak';
+        like $@, qr/\A\Q$R\E->add_many: item at index 1 is an ARRAY reference/, '... with the same message';
+        ok !$r->contains('fatal-1'), '... before anything is sent';
+    }
+}
+
 done_testing;

@@ -77,11 +77,12 @@ sub new {
 
     my ($mode, $seed, $layout, $generations, $window) = (undef, undef, undef, 0, 0);
     my ($bits, $hashes, $grow, $max_capacity) = (0, 0, 0, 0);
-    my $seed_given = 0;
+    my ($seed_given, $mode_given) = (0, 0);
     if (ref $last eq 'HASH') {
         my $opts = _options('new', $last,
             qw(mode seed layout window generations bits hashes grow max_capacity));
         ($mode, $seed, $layout) = @$opts{qw(mode seed layout)};
+        $mode_given = defined $mode;
         $seed_given = exists $opts->{seed};
         ($generations, $window) = _window('new', $opts);
         ($grow, $max_capacity) = _grow('new', $opts);
@@ -93,6 +94,7 @@ sub new {
     }
     else {
         $mode = $last;
+        $mode_given = defined $mode;
     }
 
     $path = _bytes_string('new', 'path', $path) if defined $path;
@@ -118,7 +120,20 @@ sub new {
             . " (a filter's seed cannot change)")
         if $explicit_seed && $self->seed ne $seed;
     _warn_geometry($self, $capacity, $fp_rate_given ? $fp_rate : undef);
+    _warn_mode($path, $mode) if $mode_given && defined $path;
     return $self;
+}
+
+# An existing file keeps its mode (only a new file gets the one asked for):
+# when a mode given explicitly differs, say so, as _warn_geometry does. The
+# file's mode is read by its name just after it was opened.
+sub _warn_mode {
+    my ($path, $mode) = @_;
+    my @st = stat $path or return;
+    my $has = $st[2] & 07777;
+    return if $has == $mode;
+    warnings::warnif(__PACKAGE__, sprintf(__PACKAGE__ . "->new: the file's mode %04o is kept, not the mode %04o"
+        . ' asked for (an existing file keeps its mode)', $has, $mode));
 }
 
 # An existing file keeps its capacity and fp_rate: when those asked for
@@ -143,6 +158,13 @@ sub _warn_geometry {
     warnings::warnif(__PACKAGE__, __PACKAGE__ . "->new: the file's " . join(' and ', @kept)
         . (@kept > 1 ? ' are' : ' is') . ' kept, not the ' . join(' and ', @asked)
         . ' asked for (an existing filter keeps its geometry)');
+}
+
+# A reference given as an item is taken as its address string (as the
+# original module took it): the XS calls this, once per call given one, with
+# the whole message. The category is this module's own, as _warn_geometry's.
+sub _warn_reference_item {
+    warnings::warnif(__PACKAGE__, $_[0]);
 }
 
 sub new_memfd {
@@ -302,8 +324,9 @@ Items are byte strings. A string with characters above 0xFF croaks
 (C<Wide character: encode first (e.g. Encode::encode_utf8)>); a string of characters up to 0xFF is taken as those
 bytes, whatever its internal encoding. An undefined item croaks. An object
 with overloaded stringification is taken as its string; any other reference
-is taken as Perl stringifies it (C<HASH(0x...)>), which is rarely what you
-want. Tied and other magical scalars are fetched exactly once per call.
+is taken as Perl stringifies it (C<HASH(0x...)>, its address), as the
+original took it, and warns (C<add($event)> for C<add($event-E<gt>{id})>; see
+L</DIAGNOSTICS>). Tied and other magical scalars are fetched exactly once per call.
 
 =head1 METHODS
 
@@ -389,7 +412,8 @@ C<oct()>. A mode from L<stat|perlfunc/stat> (C<(stat $file)[2]>, which
 carries the file type too) is taken as its permission bits. A mode with
 bits outside C<0777> (set-user-ID, set-group-ID or sticky) croaks: it is
 nearly always a mode written in decimal (C<660> is C<01224>), and the
-message says to write it in octal. C<seed> is a
+message says to write it in octal. The mode is a new file's: an existing
+file keeps its own, and an explicit mode that differs from it warns. C<seed> is a
 non-negative integer below 2**64 (a decimal string is accepted for values
 beyond Perl's integers); a non-zero seed makes probe positions unpredictable
 to whoever chooses the items. A C<seed> option that is undef croaks (an
@@ -788,7 +812,8 @@ L<dup|POSIX/dup> it).
 
 =head3 layout
 
-C<'standard'> or C<'blocked'>: the layout the filter was created with.
+C<'standard'>, C<'blocked'> or C<'datasketches'>: the layout the filter was
+created with (see L</LAYOUTS>).
 
 =head3 window
 
@@ -2170,6 +2195,24 @@ L</contains_many>) is undef, or the array has a hole there.
 An item has a character above 0xFF, so is not a byte string. Encode it first
 (for instance with C<Encode::encode_utf8> or C<utf8::encode>).
 
+=item item is %s, taken as its address string (give a string, such as one of its fields)
+
+=item item at index %d is %s, taken as its address string (give a string, such as one of its fields)
+
+=item item at index %d is %s, taken as its address string (give a string, such as one of its fields; %d items of this batch are references)
+
+A warning, not a croak: an item was a reference (C<a HASH reference>, C<a
+Foo object>) that Perl stringifies as its address, C<HASH(0x...)>, a
+different item in every process: usually a mistake such as C<add($event)>
+for C<add($event-E<gt>{id})>. The item is taken as that string, as the
+original and earlier releases took it. One warning per call, naming the
+first such item of a batch. An object whose overloading gives a string
+(C<"">, or C<0+> or C<bool> failing that) is taken as that string and does
+not warn. The warning is in the category C<Data::BloomFilter::Shared>:
+C<no warnings 'Data::BloomFilter::Shared'> silences it, and with
+C<use warnings FATAL =E<gt> 'Data::BloomFilter::Shared'> the call croaks
+before anything of it is added.
+
 =item argument is not an array reference, got %s (give \@items)
 
 L</add_many> and L</contains_many> take an array reference of items.
@@ -2235,6 +2278,14 @@ before 0.06, which said nothing. The warning is in the category
 C<Data::BloomFilter::Shared>, so that it can be silenced or made fatal
 (C<use warnings FATAL =E<gt> 'Data::BloomFilter::Shared'>); C<$fp_rate>
 is compared only when given.
+
+=item the file's mode %04o is kept, not the mode %04o asked for (an existing file keeps its mode)
+
+A warning, as the one above: L</new> opened an existing file whose
+permissions differ from the mode given explicitly (as the last argument or
+the C<mode> option; a mode left out says nothing). Only a new file gets the
+mode asked for; change an existing one's with C<chmod>. In the category
+C<Data::BloomFilter::Shared>, as above.
 
 =item the file's seed differs from the seed option (a filter's seed cannot change)
 

@@ -94,6 +94,39 @@ sub library_message {
     $msg =~ s/\A\Q$C\E->\w+: //;
     $msg =~ s/ at \S+ line \d+\.?\n?\z//;
     $msg =~ s/\s+\z//;
+    return cli_words($msg);
+}
+
+# The library's words that name its Perl API (an option as `layout =>
+# 'datasketches'`, an argument as fp_rate, a method), and what the tool
+# says instead: its own options. Every message of the library that a
+# command can pass on and that speaks Perl is here; t/72-cli-inprocess.t
+# makes each one (but a copy that races a stage being added: serialize it
+# again) and checks that no Perl is left.
+my @CLI_WORDS = (
+    [qr/\bcreate it with layout => '(\w+)'/,           sub {"create it with --layout $1"}],
+    [qr/\bformat '(\w+)' needs a filter of layout '(\w+)'/, sub {"--format $1 needs a filter of layout $2"}],
+    [qr/\bformat '(\w+)'/,                              sub {"--format $1"}],
+    [qr/\bcapacity and fp_rate need\b/,                 sub {'--capacity and --fp-rate need'}],
+    [qr/\buse a larger fp_rate\b/,                      sub {'use a larger --fp-rate'}],
+    [qr/\bmax_capacity (\d+) is below the capacity (\d+)/, sub {"--max-capacity $1 is below --capacity $2"}],
+    [qr/\bmax_capacity (\d+) is out of reach\b/,        sub {"--max-capacity $1 is out of reach"}],
+    [qr/\bat this capacity, fp_rate and grow\b/,        sub {'at this --capacity, --fp-rate and --grow'}],
+    [qr/\bits max_capacity of\b/,                       sub {'its --max-capacity of'}],
+    [qr/\bgrow and window do not go together: the bytes/, sub {'--window does not go with these bytes: they'}],
+    [qr/\bgrow and window do not go together\b/,        sub {'--grow and --window do not go together'}],
+    [qr/\bthe window options do not apply to it\b/,     sub {'--window and --generations do not apply to it'}],
+    [qr/\bserialize it again\b/,                        sub {'export it again'}],
+    [qr/\bseed must be a non-negative integer that fits in 64 bits, got (.*?) \(not shown: .*\)\z/s,
+        sub {"--seed must be an integer between 0 and 2**64-1, got $1 (not shown: a seed is a secret)"}],
+);
+
+sub cli_words {
+    my ($msg) = @_;
+    for my $w (@CLI_WORDS) {
+        my ($re, $words) = @$w;
+        $msg =~ s/$re/$words->()/e;
+    }
     return $msg;
 }
 

@@ -809,7 +809,7 @@ sub _batch {
     # used as they are; anything else is copied once, as a string, so that
     # each element's magic or overloading runs once (an undefined one stays
     # undefined, for the check to refuse).
-    my $plain = _xs_plain($items) ? $items : [map { defined ? "$_" : $_ } @$items];
+    my $plain = _xs_plain($items) ? $items : _strings($method, $items);
     my $n = @$plain;
     my $fields = $self->_fields($verb);
     my ($count, $known, $refused) = (0, 0, 0);
@@ -888,6 +888,39 @@ sub _batch {
     return $count;
 }
 
+# A batch's elements as strings, each read once (an undefined one stays
+# undefined, for the check to refuse); references are said as _address_item
+# says.
+sub _strings {
+    my ($method, $items) = @_;
+    my ($i, $refs, $first) = (-1, 0);
+    my @s = map {
+        my $v = $_;
+        $i++;
+        $first //= [$i, _given($v)] if _address_item($v) && !$refs++;
+        defined $v ? "$v" : $v;
+    } @$items;
+    _warn_address($method, @$first, $refs) if $refs;
+    return \@s;
+}
+
+# A reference given as an item is taken as its address string, as a local
+# filter takes it (an object whose overloading gives a string, as its
+# string), and said as a local filter says it: once per call, in
+# Data::BloomFilter::Shared's warnings category.
+sub _address_item {
+    my ($v) = @_;
+    return ref $v && !grep { overload::Method($v, $_) } '""', '0+', 'bool';
+}
+
+sub _warn_address {
+    my ($method, $index, $shown, $refs) = @_;
+    warnings::warnif('Data::BloomFilter::Shared', __PACKAGE__ . "->$method: item"
+        . (defined $index ? " at index $index" : '')
+        . " is $shown, taken as its address string (give a string, such as one of its fields"
+        . ($refs > 1 ? "; $refs items of this batch are references" : '') . ')');
+}
+
 sub _batch_failed {
     my ($self, $method, $verb, $n, $out, $each, $known, $refused) = @_;
     return sub {
@@ -918,6 +951,8 @@ sub _out_array {
 # it; the command did not run. Any other failure croaks as a batch's would.
 sub _single {
     my ($self, $method, $verb, $item) = @_;
+    _warn_address($method, undef, _given($item), 1) if _address_item($item);
+    $item = "$item" if ref $item;    # once: a plain string from here on
     return $self->_batch($method, $verb, [$item])
         if $self->{shards} > 1 || %{ $self->{slot_node} };
     my $conn = $self->{conns}{''} // $self->_conn_for($method, undef);
@@ -1262,11 +1297,12 @@ exists, its stored geometry wins (the arguments are still range-checked), as
 when a local file is reopened.
 
 Options: C<seed> (a secret 64-bit hash seed, as locally; default 0, which is
-C<bloom.h>-compatible), C<layout> (C<standard>, the default, or C<blocked>:
-the local filter's layouts, with the same geometry, bits and C<count> and
-C<estimated_fpp> estimators as a local filter of that layout; a C<blocked>
-filter keeps all of an item's bits in one 64-bit word or, at low fp rates,
-one 128-bit block), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
+C<bloom.h>-compatible), C<layout> (C<standard>, the default, C<blocked> or
+C<datasketches>: the local filter's layouts, with the same geometry, bits and
+C<count> and C<estimated_fpp> estimators as a local filter of that layout; a
+C<blocked> filter keeps all of an item's bits in one 64-bit word or, at low
+fp rates, one 128-bit block; a C<datasketches> filter's default seed is
+DataSketches' 9001, as locally), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
 connected client, used for the other nodes of a cluster; default: a
 L<Redis::Fast> connection to C<host:port>). An explicit C<seed>, C<layout> or
 C<shards> that differs from the stored one croaks.
@@ -1419,6 +1455,15 @@ A croak about an argument shows the value given after its leading words
 L<Data::BloomFilter::Shared/DIAGNOSTICS>; match on the leading words.
 
 =over
+
+=item item is %s, taken as its address string (give a string, such as one of its fields)
+
+=item item at index %d is %s, taken as its address string (give a string, such as one of its fields; %d items of this batch are references)
+
+A warning, as a local filter's (see L<Data::BloomFilter::Shared/DIAGNOSTICS>):
+a reference without overloading given as an item is taken as its address
+string, C<HASH(0x...)>. In the category C<Data::BloomFilter::Shared>; made
+fatal, it croaks before anything of the call is sent.
 
 =item the grow and max_capacity options are not supported here: a filter in Redis does not grow (size it for the most items it will hold)
 
