@@ -129,8 +129,10 @@ sub new {
 sub _warn_geometry {
     my ($self, $capacity, $fp_rate) = @_;
     my (@kept, @asked);
-    # A filter that grows was made with its first stage's capacity.
-    my $made = $self->grow ? $self->stats->{stage_info}[0]{capacity} : $self->capacity;
+    # A filter that grows was made with its first stage's capacity, which
+    # its header gives: never stats, whose bits_set reads every stage (an
+    # open reads nothing proportional to the filter).
+    my $made = $self->grow ? $self->_first_capacity : $self->capacity;
     if ($made ne $capacity) {
         push @kept, "capacity $made";
         push @asked, "capacity $capacity";
