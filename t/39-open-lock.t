@@ -114,6 +114,33 @@ for my $ofd (0, 1) {
     reap($pid, 30);
 }
 
+# Nor does a writer's OFD write lock: a file that is not empty is opened
+# under no lock; neither new_from_fd nor new_readonly takes one.
+{
+    my ($pid, $let_go, $got) = holder('writer', $live, 1);
+    is($got, 'ofd-write', 'a writer holds an OFD write lock on the live filter');
+    my ($said) = open_in_child($live);
+    is($said, 'opened and used', "... and the owner's new() opens it at once");
+    my $r = in_child(sub {
+        open(my $fh, '+<', $live) or die "open: $!";
+        my $f = $C->new_from_fd($fh);
+        $f->contains('x') ? 'found' : 'lost';
+    }, 60);
+    is($r->{timed_out} ? 'hung' : $r->{out}, 'found', '... and new_from_fd');
+    close $let_go;
+    reap($pid, 30);
+    my $frozen = "$dir/frozen.bf";
+    my $f = $C->new($frozen, 1000, 0.01, 0644);
+    $f->add('x');
+    $f->freeze;
+    undef $f;
+    ($pid, $let_go, $got) = holder('writer', $frozen, 1);
+    $r = in_child(sub { $C->new_readonly($frozen)->contains('x') ? 'found' : 'lost' }, 60);
+    is($r->{timed_out} ? 'hung' : $r->{out}, 'found', '... and new_readonly of a frozen file');
+    close $let_go;
+    reap($pid, 30);
+}
+
 # An empty file (0644, the owner's): new() adopts it under the creation
 # lock. A reader's flock does not touch that lock; its OFD read lock holds
 # new() up for the bound only.

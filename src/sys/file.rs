@@ -322,6 +322,13 @@ mod tests {
     }
 
     #[test]
+    fn the_creation_wait_is_30_s_unless_set() {
+        if std::env::var_os("BLOOMFILTER_SHARED_LOCK_WAIT").is_none() {
+            assert_eq!(creation_wait(), Duration::from_secs(30));
+        }
+    }
+
+    #[test]
     fn a_read_only_descriptor_cannot_hold_it_and_a_read_lock_delays_it() {
         let p = scratch_file("ofd-ro");
         let ro = open(&p, false);
