@@ -1172,13 +1172,15 @@ capacity(h, ...)
     grow = 16
     stages = 17
     max_capacity = 18
+    _first_capacity = 19
   PREINIT:
     BfsInfo info;
+    BfsStage st;
     dXSTARG;
   PPCODE:
     if (items != 1)
         bfs_croak(aTHX_ cv, "takes no arguments");
-    if (ix <= 7 || ix >= 10)
+    if (ix <= 7 || (ix >= 10 && ix <= 18))
         bfs_info(h, &info);
     switch (ix) {
     case 0: PUSHu((UV)info.capacity); break;
@@ -1224,6 +1226,11 @@ capacity(h, ...)
             PUSHu((UV)info.max_capacity);
         else
             PUSHs(&PL_sv_undef);
+        break;
+    /* Stage 0's capacity, from the header alone: what the filter was
+       made with, read without touching a bit (new's reopen warning) */
+    case 19:
+        PUSHu(bfs_stage(h, 0, &st) ? (UV)st.capacity : 0);
         break;
     default: PUSHi(bfs_is_empty(h) != 0); break;
     }

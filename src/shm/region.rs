@@ -29,7 +29,7 @@ use crate::shm::format::{self, Header, Layout, FLAG_FROZEN, IMMUTABLE_LEN, OFF_F
 use crate::shm::journal::{map_range, JournalMap, JournalStore};
 use crate::sys::file::{
     cstr, errno_name, fsize_limit, fstat, ident, lstat, open_nofollow, pread_full, random_u64, require_regular, seals,
-    shown, Flock,
+    shown, WriteLock,
 };
 use crate::sys::keeper::ShadowMap;
 
@@ -780,28 +780,30 @@ fn file_region(map: ShadowMap, h: &Header, path: &CStr, st: &libc::stat, fd: Own
 
 /// Map an existing filter file read-write (adopting an empty one).
 /// `Ok(None)`: there is no file at `path` (any more), try again.
+///
+/// A file that is not empty is complete (created and renamed whole, §5),
+/// so it is validated and mapped under no lock: nothing another process
+/// holds can make this wait. Only an empty file is adopted under the
+/// creation lock (`WriteLock::creation`), which a process without write
+/// access cannot hold and which is waited for a bounded time.
 fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>> {
     let Some(fd) = open_nofollow(path, libc::O_RDWR, shown)? else {
         return Ok(None);
     };
-    let st = fstat(fd.as_raw_fd(), shown)?;
-    require_regular(&st, shown)?;
-    // Shared lock while validating: an adopter of an empty file holds the
-    // exclusive lock until it has renamed its filter over it.
-    let mut lock = Flock::take(&fd, libc::LOCK_SH)?;
     let mut st = fstat(fd.as_raw_fd(), shown)?;
+    require_regular(&st, shown)?;
     if st.st_size == 0 {
-        drop(lock);
-        lock = Flock::take(&fd, libc::LOCK_EX)?;
+        let _lock = WriteLock::creation(&fd, shown)?;
         st = fstat(fd.as_raw_fd(), shown)?;
         if st.st_size == 0 {
             return adopt(path, shown, h, &st);
         }
+        // Written in place by something else while we waited: validated
+        // below as any file.
     }
     let header = read_header(&fd, st.st_size as u64, Some(shown))
         .map_err(|e| Error::new(e.kind, format!("{shown}: {}", e.msg)))?;
     let m = map(&fd, header.layout().total, false)?;
-    drop(lock);
     let r = Region {
         map: Arc::new(m),
         header,
@@ -819,7 +821,7 @@ fn open_existing(path: &CStr, shown: &str, h: &Header) -> Result<Option<Region>>
     Ok(Some(r))
 }
 
-/// Turn the empty file `st` at `path` (locked exclusively by the caller)
+/// Turn the empty file `st` at `path` (under the caller's creation lock)
 /// into a filter: only a file of our own effective uid, and by renaming a
 /// complete filter over it, keeping its mode and group.
 fn adopt(path: &CStr, shown: &str, h: &Header, st: &libc::stat) -> Result<Option<Region>> {

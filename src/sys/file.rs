@@ -1,11 +1,12 @@
 //! File syscalls behind small functions: open without following links,
-//! stat, read whole ranges, flock, rlimits and seals, random bytes; and the
-//! names of their errors for messages.
+//! stat, read whole ranges, flock and open file description locks, rlimits
+//! and seals, random bytes; and the names of their errors for messages.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// The name of the errnos a journal's storage can fail with, for messages
 /// that must say which it was.
@@ -162,28 +163,191 @@ pub fn lstat(path: &CStr) -> Option<libc::stat> {
     (unsafe { libc::lstat(path.as_ptr(), &mut st) } == 0).then_some(st)
 }
 
+/// A `flock` taken by the caller, released on drop (the conversion of an
+/// original module's file refuses a file another process has locked).
 pub struct Flock<'a>(&'a OwnedFd);
 impl<'a> Flock<'a> {
     /// A lock already taken on `fd` (released on drop).
     pub fn adopt(fd: &'a OwnedFd) -> Flock<'a> {
         Flock(fd)
     }
-    pub fn take(fd: &'a OwnedFd, op: libc::c_int) -> Result<Flock<'a>> {
-        loop {
-            // SAFETY: plain flock on a descriptor we own.
-            if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
-                return Ok(Flock(fd));
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(Error::io("flock", e));
-            }
-        }
-    }
 }
 impl Drop for Flock<'_> {
     fn drop(&mut self) {
         // SAFETY: plain flock on a descriptor we own.
         unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// An open file description lock (`F_OFD_SETLK`) for writing on the whole
+/// of a file, released on drop. Only a descriptor open for writing can
+/// take one (`EBADF` otherwise), so a process that may only read the file
+/// can never hold it; a reader's read lock (or any lock of another
+/// process) makes `within` wait, and only for its bound. `flock`
+/// locks do not conflict with it (Linux keeps the two apart).
+pub struct WriteLock<'a>(&'a OwnedFd);
+
+/// The whole file, from offset 0 to whatever it grows to.
+fn whole_file(kind: libc::c_int) -> libc::flock {
+    // SAFETY: an all-zero flock is a valid value (OFD locks need l_pid 0).
+    let mut l: libc::flock = unsafe { std::mem::zeroed() };
+    l.l_type = kind as libc::c_short;
+    l.l_whence = libc::SEEK_SET as libc::c_short;
+    l
+}
+
+impl<'a> WriteLock<'a> {
+    /// Take the lock without waiting: `Ok(None)` while another open file
+    /// description holds a lock on the file.
+    pub fn try_take(fd: &'a OwnedFd) -> std::io::Result<Option<WriteLock<'a>>> {
+        let l = whole_file(libc::F_WRLCK);
+        loop {
+            // SAFETY: `l` is a valid flock; plain fcntl on a descriptor we hold.
+            if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_SETLK, &l) } == 0 {
+                return Ok(Some(WriteLock(fd)));
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN | libc::EACCES) => return Ok(None),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    /// Take the lock, trying again after 1, 2, 4 ... 64 ms until `bound`
+    /// has passed (a blocking `F_OFD_SETLKW` would wait as long as the
+    /// holder likes): `Ok(None)` when it was still held then. A zero
+    /// bound tries once.
+    pub fn within(fd: &'a OwnedFd, bound: Duration) -> std::io::Result<Option<WriteLock<'a>>> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if let Some(l) = Self::try_take(fd)? {
+                return Ok(Some(l));
+            }
+            let spent = start.elapsed();
+            if spent >= bound {
+                return Ok(None);
+            }
+            std::thread::sleep(pause.min(bound - spent));
+            pause = (pause * 2).min(Duration::from_millis(64));
+        }
+    }
+
+    /// The creation lock of the empty file `fd` (named `shown` in
+    /// messages), waited for at most `creation_wait()`; an error of kind
+    /// `Busy` naming the file and the bound when it is still held then.
+    pub fn creation(fd: &'a OwnedFd, shown: &str) -> Result<WriteLock<'a>> {
+        Self::bounded(fd, shown, creation_wait())
+    }
+
+    fn bounded(fd: &'a OwnedFd, shown: &str, bound: Duration) -> Result<WriteLock<'a>> {
+        Self::within(fd, bound)
+            .map_err(|e| Error::io(format!("lock {shown}"), e))?
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "{shown}: the empty file's creation lock is still held after {} s (another process \
+                         holds a lock on the file; BLOOMFILTER_SHARED_LOCK_WAIT sets the wait)",
+                        (bound.as_secs_f64() * 1000.0).round() / 1000.0
+                    ),
+                )
+            })
+    }
+}
+
+/// The creation lock's default wait: an adopter holds it while it builds
+/// and renames a filter, which reserves the filter's space and writes
+/// only its header (the largest filters: a few seconds).
+const CREATION_WAIT_DEFAULT: Duration = Duration::from_secs(30);
+/// The longest wait `BLOOMFILTER_SHARED_LOCK_WAIT` may ask for (a day);
+/// a larger, negative or malformed value is ignored.
+const CREATION_WAIT_MAX: f64 = 86_400.0;
+
+/// How long an opener of an empty file waits for its creation lock:
+/// `BLOOMFILTER_SHARED_LOCK_WAIT` seconds (a decimal number; 0 tries
+/// once), else `CREATION_WAIT_DEFAULT`. Read at each wait.
+fn creation_wait() -> Duration {
+    std::env::var("BLOOMFILTER_SHARED_LOCK_WAIT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && (0.0..=CREATION_WAIT_MAX).contains(s))
+        .map_or(CREATION_WAIT_DEFAULT, Duration::from_secs_f64)
+}
+
+impl Drop for WriteLock<'_> {
+    fn drop(&mut self) {
+        let l = whole_file(libc::F_UNLCK);
+        // SAFETY: `l` is a valid flock; plain fcntl on a descriptor we hold.
+        // Closing the last descriptor of the description would release it too.
+        unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_OFD_SETLK, &l) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch_file(name: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("bfs-{name}-{}-{:x}", std::process::id(), random_u64()));
+        std::fs::write(&p, b"").unwrap();
+        p
+    }
+
+    fn open(p: &std::path::Path, write: bool) -> OwnedFd {
+        OwnedFd::from(std::fs::OpenOptions::new().read(true).write(write).open(p).unwrap())
+    }
+
+    #[test]
+    fn a_write_lock_is_waited_for_its_bound_only() {
+        let p = scratch_file("ofd");
+        let (a, b) = (open(&p, true), open(&p, true));
+        let held = WriteLock::try_take(&a).unwrap().expect("a free file");
+        // Another open file description of the same process conflicts.
+        let t = Instant::now();
+        assert!(WriteLock::within(&b, Duration::from_millis(50)).unwrap().is_none());
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        assert!(
+            WriteLock::within(&b, Duration::ZERO).unwrap().is_none(),
+            "a zero bound tries once"
+        );
+        drop(held);
+        assert!(
+            WriteLock::within(&b, Duration::from_secs(60)).unwrap().is_some(),
+            "let go: taken"
+        );
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn the_creation_wait_is_30_s_unless_set() {
+        if std::env::var_os("BLOOMFILTER_SHARED_LOCK_WAIT").is_none() {
+            assert_eq!(creation_wait(), Duration::from_secs(30));
+        }
+    }
+
+    #[test]
+    fn a_read_only_descriptor_cannot_hold_it_and_a_read_lock_delays_it() {
+        let p = scratch_file("ofd-ro");
+        let ro = open(&p, false);
+        let e = WriteLock::try_take(&ro).err().expect("EBADF");
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
+        let l = whole_file(libc::F_RDLCK);
+        // SAFETY: `l` is a valid flock; plain fcntl on our descriptor.
+        assert_eq!(unsafe { libc::fcntl(ro.as_raw_fd(), libc::F_OFD_SETLK, &l) }, 0);
+        let rw = open(&p, true);
+        assert!(WriteLock::within(&rw, Duration::from_millis(20)).unwrap().is_none());
+        let err = WriteLock::bounded(&rw, "x.bf", Duration::from_millis(250))
+            .err()
+            .expect("held");
+        assert_eq!(err.kind, ErrorKind::Busy);
+        assert!(err
+            .msg
+            .starts_with("x.bf: the empty file's creation lock is still held after 0.25 s"));
+        drop(ro);
+        assert!(WriteLock::try_take(&rw).unwrap().is_some());
+        std::fs::remove_file(&p).unwrap();
     }
 }
