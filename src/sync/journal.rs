@@ -223,19 +223,18 @@ impl Exclusive<'_> {
     }
 }
 
-/// Held while the journal is in use; gives its space back, then the word,
-/// when dropped (so an early return never leaves either behind).
+/// Held while the journal is in use; gives the word back when dropped (so
+/// an early return never leaves it behind). The journal's space stays
+/// (`shm::journal`: a forged word must never make anyone take pages from
+/// under a live user).
 pub struct JournalLock<'a> {
     sh: Shared<'a>,
 }
 
 impl Drop for JournalLock<'_> {
     fn drop(&mut self) {
-        if let Some(s) = self.sh.journal {
-            s.free_journal(self.sh.journal_stages());
-        }
         let word = &self.sh.ctl.journal;
-        // Release: the journal's freeing (and nothing pending) before the
+        // Release: the journal's writes (and nothing pending) before the
         // word is free (pairs with lock_journal's Acquire).
         if word.swap(0, Ordering::Release) & WAITERS != 0 {
             futex_wake(word);
