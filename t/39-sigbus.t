@@ -13,6 +13,7 @@ use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
 use BFTest qw(perl5lib run_sh);
+use POSIX ();
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -212,7 +213,7 @@ PERL
         if ($forged) {
             my @as = $cross ? ('setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups') : ();
             my $pid = fork // die "fork: $!";
-            if (!$pid) { exec @as, $^X, '-e', $forger, $path; POSIX::_exit(127) }
+            if (!$pid) { { exec @as, $^X, '-e', $forger, $path } POSIX::_exit(127) }
             @forger = ($pid);
         }
         my $cpid = open(my $cph, '-|', $^X, '-e', $clearer, $path, $done) or die "clearer: $!";
