@@ -164,6 +164,40 @@ PERL
     is(line($out, 'another filter'), 'ok 1', 'another handle works on');
 }
 
+# --- $SIG{BUS}: Perl installs its own handler -----------------------------------------------------
+# Set before the first filter: kept, and handed every SIGBUS that is not a
+# filter's. Set after: it replaces the module's, and a lost page goes to it
+# (run at once, inside the call: it must end the process); the module puts
+# its own back, in front of it, when it next maps a filter.
+{
+    my $script = $prelude . <<'PERL';
+use POSIX ();
+my ($path, $case) = @ARGV;
+my $h = sub { print "user handler\n"; POSIX::_exit(42) if $case eq 'after' };
+$SIG{BUS} = $h if $case eq 'before';
+my $f = $C->new($path, 100_000, 0.01);
+$f->add("item $_") for 1 .. 100;
+$SIG{BUS} = $h if $case ne 'before';
+$C->new(undef, 1000, 0.01) if $case eq 'again';
+kill 'BUS', $$ unless $case eq 'after';
+system('truncate', '-s', '0', $path) == 0 or die "truncate: $?";
+try_('contains', sub { $f->contains('item 5') });
+print "alive\n";
+PERL
+    my ($out, $status) = run_script($script, "$dir/sig-before.bf", 'before');
+    lives_ok_status($out, $status, '$SIG{BUS} set before the first filter');
+    like($out, qr/^user handler$/m, '... it runs for a SIGBUS sent with kill');
+    like(line($out, 'contains'), qr/^\Q$C\E->contains: .*\Q$MSG\E at /, '... and a lost page croaks');
+    ($out, $status) = run_script($script, "$dir/sig-after.bf", 'after');
+    is($status >> 8, 42, '$SIG{BUS} set after: a lost page goes to it, inside the call')
+        or diag("status $status\n$out");
+    like($out, qr/^user handler$/m, '... it ran');
+    ($out, $status) = run_script($script, "$dir/sig-again.bf", 'again');
+    lives_ok_status($out, $status, '$SIG{BUS} set after, then a filter made');
+    like($out, qr/^user handler$/m, '... it runs for a SIGBUS sent with kill');
+    like(line($out, 'contains'), qr/^\Q$C\E->contains: .*\Q$MSG\E at /, '... and a lost page croaks again');
+}
+
 # --- (c) a forged journal word, a clear loop and a merger ---------------------------------------
 # Another writer of the file rewrites the journal word (control line, offset
 # 152) with a token whose slot does not exist, over and over: the journal
