@@ -203,8 +203,8 @@ impl Region {
     /// filter's storage can never hold a journal (a memfd sealed against
     /// growing, as memfds made by earlier versions are): the caller runs
     /// without one. A file system without room, a quota or the file size
-    /// limit give an error naming it, and leave the filter as it was (the
-    /// caller's journal lock frees whatever was reserved).
+    /// limit give an error naming it, and leave the filter as it was
+    /// (whatever was reserved stays, as a journal's space does).
     pub fn prepare_journal(&self, stages: u32) -> Result<Option<JournalMap>> {
         let (Some(fd), Some((off, len))) = (self.store_fd(), self.journal_range(stages)) else {
             return Ok(None);
