@@ -865,7 +865,10 @@ fn killed_mid_merge_or_intersect() {
                     }
                 }
                 if let Some((size, alloc)) = backing_size(&f, store, &path) {
-                    assert!(size >= total + len, "{what}: the journal's space is kept ({size} bytes)");
+                    assert!(
+                        size >= total + len,
+                        "{what}: the journal's space is kept ({size} bytes)"
+                    );
                     assert!(
                         alloc >= total + len,
                         "{what}: the journal's space is kept ({alloc} bytes held)"
