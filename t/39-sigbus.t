@@ -177,9 +177,9 @@ my $h = sub { print "user handler\n"; POSIX::_exit(42) if $case eq 'after' };
 $SIG{BUS} = $h if $case eq 'before';
 my $f = $C->new($path, 100_000, 0.01);
 $f->add("item $_") for 1 .. 100;
-$SIG{BUS} = $h if $case ne 'before';
+$SIG{BUS} = $case eq 'default' ? 'DEFAULT' : $case eq 'ignore' ? 'IGNORE' : $h if $case ne 'before';
 $C->new(undef, 1000, 0.01) if $case eq 'again';
-kill 'BUS', $$ unless $case eq 'after';
+kill 'BUS', $$ if $case eq 'before' || $case eq 'again';
 system('truncate', '-s', '0', $path) == 0 or die "truncate: $?";
 try_('contains', sub { $f->contains('item 5') });
 print "alive\n";
@@ -196,6 +196,34 @@ PERL
     lives_ok_status($out, $status, '$SIG{BUS} set after, then a filter made');
     like($out, qr/^user handler$/m, '... it runs for a SIGBUS sent with kill');
     like(line($out, 'contains'), qr/^\Q$C\E->contains: .*\Q$MSG\E at /, '... and a lost page croaks again');
+    for my $how (qw(default ignore)) {
+        ($out, $status) = run_script($script, "$dir/sig-$how.bf", $how);
+        is($status & 127, 7, "\$SIG{BUS} = '\U$how\E' after the filter: a lost page ends the process with SIGBUS")
+            or diag("status $status\n$out");
+    }
+}
+
+# --- a handle in another thread -----------------------------------------------------------------
+SKIP: {
+    require Config;
+    skip 'perl without ithreads', 3 unless $Config::Config{useithreads};
+    my $script = $prelude . <<'PERL';
+use threads;
+my ($path) = @ARGV;
+my $got = threads->create(sub {
+    my $f = $C->new($path, 100_000, 0.01);
+    $f->add('item');
+    system('truncate', '-s', '0', $path) == 0 or die "truncate: $?";
+    my $e = eval { $f->contains('item'); 'no croak' } // $@;
+    $e =~ s/\n//g;
+    return $e;
+})->join;
+print "thread: $got\n";
+print "alive\n";
+PERL
+    my ($out, $status) = run_script($script, "$dir/thread.bf");
+    lives_ok_status($out, $status, 'a handle in another thread');
+    like(line($out, 'thread'), qr/^\Q$C\E->contains: .*\Q$MSG\E at /, '... its lost page croaks there');
 }
 
 # --- (c) a forged journal word, a clear loop and a merger ---------------------------------------
@@ -261,8 +289,9 @@ PERL
         my $what = $forged ? 'with the journal word forged' . ($cross ? ' (by uid nobody)' : ' (same uid)')
                            : 'control run, no forger';
         lives_ok_status($out, $status, "$what: the merger");
-        is(line($out, 'merges'), $forged ? line($out, 'merges') : $MERGES, "$what: merges done")
-            if $status == 0;
+        # With the word forged a merge may croak (the journal taken over
+        # under it): counted, not judged; the process must live.
+        is(line($out, 'merges'), $MERGES, "$what: every merge done") unless $forged;
         lives_ok_status($cout, $cstatus, "$what: the clearer");
         note("$what: " . line($out, 'merges') . " merges, " . line($cout, 'clears') . ' clears');
     }

@@ -611,7 +611,8 @@ filter, a memfd inside) grows by that much at the first merge or intersect
 and keeps that space, which the next one reuses. It is never given back: who
 uses it is known only from a word in the file, which any writer of the file
 can forge, and giving it back under a process still using it would take its
-memory away (see L</"Lost pages and $SIG{BUS}">). To reach the journal from any process, a process keeps one
+memory away (see L</"Lost pages and $SIG{BUS}">). To reach the journal from
+any process, a process keeps one
 descriptor of a filter file open while it has handles of it (one, however
 many handles: close-on-exec), and each anonymous filter keeps its memfd's.
 Where that space is missing (a full file system, a quota, the
@@ -642,8 +643,8 @@ C<$other> (each reserved as an C<add> would reserve it; where the space is
 missing it croaks naming the reason, and the stages already added stay,
 empty), then ORs each stage of C<$other> into the same stage of this one,
 all stages in one crash-atomic pass: its journal is as large as all of this
-filter's stages together, and lies past them (a file keeps its size after;
-its pages are given back). Every item of either filter is then in. A
+filter's stages together, and lies past them (its space is kept, as a
+plain filter's journal is). Every item of either filter is then in. A
 merged stage can hold more than its capacity (as a plain merge can
 overfill a filter): each stage's fill count (L</stats>' C<stage_info>)
 becomes at least the items its bits hold, so a newest stage merged past
