@@ -81,8 +81,8 @@ pub fn map_stage(fd: RawFd, off: u64, len: u64, readonly: bool, lost: &Arc<Lost>
 /// neither may take pages from under it (doc/DESIGN.md, §6 Journal). Any
 /// failure (no room, a quota, the file size limit, a memfd sealed against
 /// growing) is an error naming it, with the range as it was; a page of it
-/// lost meanwhile is the handle's `lost` error. The published stages are
-/// untouched either way.
+/// lost meanwhile sets `lost`, and the handle's call fails. The published
+/// stages are untouched either way.
 pub fn reserve_stage(fd: RawFd, off: u64, len: u64, lost: &Arc<Lost>) -> Result<()> {
     let end = off.saturating_add(len);
     let failed = |why: String| {
@@ -123,9 +123,15 @@ pub fn reserve_stage(fd: RawFd, off: u64, len: u64, lost: &Arc<Lost>) -> Result<
         let m = map_stage(fd, off, zero, false, lost)?;
         for w in 0..m.words() {
             // SAFETY: within the mapping; shared words are only ever used
-            // as atomics. Relaxed: the stage is published later (N6,
-            // Release), after these stores.
-            unsafe { (*m.as_ptr().add(w)).store(0, std::sync::atomic::Ordering::Relaxed) };
+            // as atomics.
+            let word = unsafe { &*m.as_ptr().add(w) };
+            // Only words that are not zero are written, so that pages
+            // already zero are not dirtied (a file's are written back).
+            // Relaxed: the stage is published later (N6, Release), after
+            // these stores.
+            if word.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+                word.store(0, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
     Ok(())
