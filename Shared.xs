@@ -198,6 +198,11 @@ bfs_croak_status(pTHX_ CV *cv, BfsStatus st, char *err)
             bfs_croak_status(aTHX_ cv, bfs_st_, bfs_err); \
     } STMT_END
 
+/* After a Rust call that answers with a value: croak when the handle lost
+   pages meanwhile, or before (another process truncated the file), its
+   answer being void then. */
+#define BFS_CHECK(h) BFS_CALL(bfs_check((h), bfs_err))
+
 /* As BFS_CALL, also failing when it gave no handle in h. */
 #define BFS_MAKE(call, h, fallback) \
     STMT_START { \
@@ -1039,7 +1044,9 @@ contains(h, ...)
         p = bfs_item_slow(aTHX_ cv, item, &len);
         h = bfs_recheck(aTHX_ ST(0), cv);
     }
-    RETVAL = bfs_contains(h, (const uint8_t *)p, len) != 0;
+    RETVAL = bfs_contains(h, (const uint8_t *)p, len);
+    if (UNLIKELY(RETVAL < 0))
+        BFS_CHECK(h);
   OUTPUT:
     RETVAL
 
@@ -1086,6 +1093,7 @@ add_many(h, ...)
     }
     else {
         count = bfs_contains_many(h, slices, (size_t)n, results);
+        BFS_CHECK(h);
     }
     if (out) {
         /* No lock is held any more: a tied array's CLEAR and STORE may run. */
@@ -1133,6 +1141,8 @@ is_compatible(h, ...)
     other = bfs_other(aTHX_ ST(1), cv);
     h = bfs_recheck(aTHX_ ST(0), cv);
     RETVAL = bfs_is_compatible(h, other) != 0;
+    BFS_CHECK(h);
+    BFS_CHECK(other);
   OUTPUT:
     RETVAL
 
@@ -1234,6 +1244,7 @@ capacity(h, ...)
         break;
     default: PUSHi(bfs_is_empty(h) != 0); break;
     }
+    BFS_CHECK(h);
 
 SV *
 path(h, ...)
@@ -1244,6 +1255,7 @@ path(h, ...)
     if (items != 1)
         bfs_croak(aTHX_ cv, "takes no arguments");
     p = bfs_path(h);
+    BFS_CHECK(h);
     RETVAL = p ? newSVpv(p, 0) : &PL_sv_undef;
   OUTPUT:
     RETVAL
@@ -1275,6 +1287,7 @@ stats(h, ...)
     (void)hv_stores(hv, "fill_ratio", newSVnv(fill));
     (void)hv_stores(hv, "estimated_fpp", newSVnv((NV)bfs_fpp_for_bits_set(h, set)));
     (void)hv_stores(hv, "ops", newSVuv((UV)bfs_ops(h)));
+    sv_2mortal(RETVAL); /* freed by a croak of BFS_CHECK below */
     (void)hv_stores(hv, "mmap_size", newSVuv((UV)info.mmap_size));
     (void)hv_stores(hv, "frozen", newSViv(info.frozen != 0));
     (void)hv_stores(hv, "readonly", newSViv(info.readonly != 0));
@@ -1308,6 +1321,8 @@ stats(h, ...)
         (void)hv_stores(hv, "stages", newSVuv((UV)info.stages));
         (void)hv_stores(hv, "stage_info", newRV_noinc((SV *)av));
     }
+    BFS_CHECK(h);
+    SvREFCNT_inc_simple_void_NN(RETVAL); /* OUTPUT mortalises it again */
   OUTPUT:
     RETVAL
 
@@ -1400,6 +1415,7 @@ unlink(self, ...)
         if (items != 1)
             bfs_croak_usage(aTHX_ cv, "$filter->unlink or " BFS_CLASS "->unlink($path)");
         p = bfs_path(h);
+        BFS_CHECK(h);
         if (!p)
             XSRETURN_IV(0);
     }

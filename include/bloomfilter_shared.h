@@ -422,8 +422,8 @@ BfsStatus bfs_add(struct BfsFilter *h, const uint8_t *item, size_t len, uint8_t 
  * waits): 1 if the item was probably new, 0 if it was present, and -1,
  * with nothing added, when `bfs_add`
  * would have failed (a NULL handle, a frozen or read-only filter, no free
- * slot): `bfs_add` then says why, or adds the item if what failed has
- * passed (a slot given back meanwhile).
+ * slot, lost pages): `bfs_add` then says why, or adds the item if what
+ * failed has passed (a slot given back meanwhile).
  *
  * # Safety
  * `h`: NULL or a live handle. `item`: valid for `len` bytes.
@@ -441,8 +441,9 @@ int bfs_try_add(struct BfsFilter *h, const uint8_t *item, size_t len);
 BfsStatus bfs_add_many(struct BfsFilter *h, const struct BfsSlice *items, size_t n, uint8_t *results, uint64_t *new_count, char *err);
 
 /**
- * 1 if the item is probably present, 0 if certainly absent. Takes no lock
- * and writes no shared memory.
+ * 1 if the item is probably present, 0 if certainly absent; -1 when a
+ * page of the handle's mappings was lost, now or before (`bfs_check` says
+ * why). Takes no lock and writes no shared memory.
  *
  * # Safety
  * `h`: live handle. `item`: valid for `len` bytes.
@@ -451,7 +452,8 @@ int bfs_contains(const struct BfsFilter *h, const uint8_t *item, size_t len);
 
 /**
  * Query `n` items; `results`, if not NULL, gets one 0/1 per item. Returns
- * how many are present.
+ * how many are present. Ask `bfs_check` after it: the answer is void when
+ * the handle lost pages.
  *
  * # Safety
  * `h`: live handle. `items`: `n` valid slices. `results`: NULL or `n` bytes.
@@ -603,6 +605,18 @@ const char *bfs_path(const struct BfsFilter *h);
  * `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN bytes.
  */
 BfsStatus bfs_sync(const struct BfsFilter *h, char *err);
+
+/**
+ * `BFS_OK`, or the error every call on `h` gives once a page of its
+ * mappings was lost (another process truncated the file, or removed its
+ * pages): the functions that answer with a value (`bfs_info`,
+ * `bfs_count`, `bfs_contains_many`, ...) are asked it after them, and
+ * their answer is void when it fails.
+ *
+ * # Safety
+ * `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_check(const struct BfsFilter *h, char *err);
 
 /**
  * Remove a filter file by path. `*removed` (if not NULL) = 1 when a file

@@ -157,6 +157,9 @@ for my $variant (['new', $good], ['new_readonly', $frozen]) {
         poke($path, $off, chr(ord(substr($image, $off, 1)) ^ 0xFF));
         my $verdict = exercise($ctor, $path);
         poke($path, 0, $image);    # the handle may have changed bits and slots
+        # and its merge left a journal's space, which the file keeps: the
+        # handle is gone, nothing maps it.
+        truncate($path, length $image) or die "truncate: $!";
         return $verdict;
     }, 0 .. $FLIP_BYTES - 1);
     is(scalar @$crashed, 0, "$ctor, a byte flipped: no opener crashed or hung")

@@ -785,7 +785,7 @@ fn killed_inside(f: &Filter, op: &str, done: Option<usize>, other: impl FnOnce()
 /// touches the filter finds it as before (killed before the journal was
 /// applied) or exactly as after (killed while applying: finished from the
 /// journal, redoing only the chunks not done), and the journal's space is
-/// given back.
+/// kept for the next one (no process gives back pages another may map).
 fn killed_mid_merge_or_intersect() {
     const CAP: u64 = 1_000_000;
     let dir = std::env::temp_dir();
@@ -852,8 +852,8 @@ fn killed_mid_merge_or_intersect() {
                     None => {
                         assert!(now == before, "{what}: not as before");
                         assert_eq!(redone, 0);
-                        // The next exclusive operation gives the space
-                        // back; the next merge reuses the journal.
+                        // The next exclusive operation frees the journal
+                        // word; the next merge reuses the journal.
                         f.invert().unwrap();
                         f.invert().unwrap();
                         assert!(words(&f) == before);
@@ -865,15 +865,16 @@ fn killed_mid_merge_or_intersect() {
                     }
                 }
                 if let Some((size, alloc)) = backing_size(&f, store, &path) {
-                    if store == Store::File {
-                        assert_eq!(size, total, "{what}: the file is cut back");
-                    }
                     assert!(
-                        alloc < total + len / 2,
-                        "{what}: the journal's space is freed ({alloc} bytes held)"
+                        size >= total + len,
+                        "{what}: the journal's space is kept ({size} bytes)"
+                    );
+                    assert!(
+                        alloc >= total + len,
+                        "{what}: the journal's space is kept ({alloc} bytes held)"
                     );
                 }
-                // The operation works again, and leaves the journal freed.
+                // The operation works again, in the same space.
                 let r = if op == "merge" {
                     f.merge(&operand)
                 } else {
@@ -882,10 +883,7 @@ fn killed_mid_merge_or_intersect() {
                 r.unwrap();
                 assert!(words(&f) == after, "{what}: redone from here");
                 if let Some((size, alloc)) = backing_size(&f, store, &path) {
-                    if store == Store::File {
-                        assert_eq!(size, total);
-                    }
-                    assert!(alloc < total + len / 2);
+                    assert!(size >= total + len && alloc >= total + len);
                 }
                 println!("# {what}: touched after {d:?}, {redone} chunks redone");
             }

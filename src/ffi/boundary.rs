@@ -54,15 +54,38 @@ pub(super) fn guard_value<T>(dflt: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(dflt)
 }
 
-/// All pointer-to-reference casts happen in these helpers.
+/// All pointer-to-reference casts happen in these helpers. A handle that
+/// lost pages (`Filter::lost`) gives its error here, so that every later
+/// call fails at once.
 ///
 /// # Safety
 /// `h` must be NULL or a live handle from a `bfs_new*` call.
 pub(super) unsafe fn handle<'a>(h: *const BfsFilter) -> Result<&'a Filter, Error> {
     // SAFETY: per the contract above.
+    let f = unsafe { handle_unchecked(h) }?;
+    f.intact()?;
+    Ok(f)
+}
+
+/// As `handle`, without the check for lost pages: for the per-item calls,
+/// which check once, after their work (`checked`, `Filter::lost`).
+///
+/// # Safety
+/// As `handle`.
+pub(super) unsafe fn handle_unchecked<'a>(h: *const BfsFilter) -> Result<&'a Filter, Error> {
+    // SAFETY: per the contract above.
     unsafe { h.as_ref() }
         .map(|b| &b.inner)
         .ok_or_else(|| Error::arg("null handle"))
+}
+
+/// The answer of a call on `f`, or, when a page of its mappings was lost
+/// during the call, the handle's error instead (whatever the call made of
+/// the zeros it read there: `sys::sigbus`).
+#[inline(always)]
+pub(super) fn checked<T>(f: &Filter, r: Result<T, Error>) -> Result<T, Error> {
+    f.intact()?;
+    r
 }
 
 /// # Safety
@@ -168,7 +191,8 @@ pub(super) fn publish(out: *mut *mut BfsFilter, f: Filter) -> Result<(), Error> 
     if out.is_null() {
         return Err(Error::arg("null output pointer"));
     }
-    // SAFETY: out is a valid pointer to write the new handle into.
+    f.intact()?; // a file truncated while it was being opened
+                 // SAFETY: out is a valid pointer to write the new handle into.
     unsafe { *out = Box::into_raw(Box::new(BfsFilter { inner: f })) };
     Ok(())
 }

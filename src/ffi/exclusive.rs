@@ -11,7 +11,13 @@ use super::*;
 #[no_mangle]
 pub unsafe extern "C" fn bfs_merge(h: *mut BfsFilter, other: *const BfsFilter, err: *mut c_char) -> BfsStatus {
     // SAFETY: per the function's contract.
-    guard(err, || unsafe { handle(h)?.merge(handle(other)?) })
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let (f, o) = unsafe { (handle(h)?, handle(other)?) };
+        let r = f.merge(o);
+        o.intact()?;
+        checked(f, r)
+    })
 }
 
 /// Intersection: AND `other`'s bits into `h`.
@@ -21,7 +27,13 @@ pub unsafe extern "C" fn bfs_merge(h: *mut BfsFilter, other: *const BfsFilter, e
 #[no_mangle]
 pub unsafe extern "C" fn bfs_intersect(h: *mut BfsFilter, other: *const BfsFilter, err: *mut c_char) -> BfsStatus {
     // SAFETY: per the function's contract.
-    guard(err, || unsafe { handle(h)?.intersect(handle(other)?) })
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let (f, o) = unsafe { (handle(h)?, handle(other)?) };
+        let r = f.intersect(o);
+        o.intact()?;
+        checked(f, r)
+    })
 }
 
 /// Flip every bit.
@@ -31,7 +43,11 @@ pub unsafe extern "C" fn bfs_intersect(h: *mut BfsFilter, other: *const BfsFilte
 #[no_mangle]
 pub unsafe extern "C" fn bfs_invert(h: *mut BfsFilter, err: *mut c_char) -> BfsStatus {
     // SAFETY: per the function's contract.
-    guard(err, || unsafe { handle(h) }?.invert())
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let f = unsafe { handle(h) }?;
+        checked(f, f.invert())
+    })
 }
 
 /// Reset to empty.
@@ -41,7 +57,11 @@ pub unsafe extern "C" fn bfs_invert(h: *mut BfsFilter, err: *mut c_char) -> BfsS
 #[no_mangle]
 pub unsafe extern "C" fn bfs_clear(h: *mut BfsFilter, err: *mut c_char) -> BfsStatus {
     // SAFETY: per the function's contract.
-    guard(err, || unsafe { handle(h) }?.clear())
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let f = unsafe { handle(h) }?;
+        checked(f, f.clear())
+    })
 }
 
 /// Seal for good (and flush a file).
@@ -51,7 +71,11 @@ pub unsafe extern "C" fn bfs_clear(h: *mut BfsFilter, err: *mut c_char) -> BfsSt
 #[no_mangle]
 pub unsafe extern "C" fn bfs_freeze(h: *mut BfsFilter, err: *mut c_char) -> BfsStatus {
     // SAFETY: per the function's contract.
-    guard(err, || unsafe { handle(h) }?.freeze())
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let f = unsafe { handle(h) }?;
+        checked(f, f.freeze())
+    })
 }
 
 /// 1 if the two filters can be merged / intersected.

@@ -154,5 +154,23 @@ pub unsafe extern "C" fn bfs_path(h: *const BfsFilter) -> *const c_char {
 #[no_mangle]
 pub unsafe extern "C" fn bfs_sync(h: *const BfsFilter, err: *mut c_char) -> BfsStatus {
     // SAFETY: per the function's contract.
-    guard(err, || unsafe { handle(h) }?.sync())
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let f = unsafe { handle(h) }?;
+        checked(f, f.sync())
+    })
+}
+
+/// `BFS_OK`, or the error every call on `h` gives once a page of its
+/// mappings was lost (another process truncated the file, or removed its
+/// pages): the functions that answer with a value (`bfs_info`,
+/// `bfs_count`, `bfs_contains_many`, ...) are asked it after them, and
+/// their answer is void when it fails.
+///
+/// # Safety
+/// `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_check(h: *const BfsFilter, err: *mut c_char) -> BfsStatus {
+    // SAFETY: per the function's contract.
+    guard(err, || unsafe { handle(h) }.map(|_| ()))
 }

@@ -20,7 +20,7 @@ pub unsafe extern "C" fn bfs_add(
         // SAFETY: per the function's contract.
         let f = unsafe { handle(h) }?;
         // SAFETY: per the function's contract.
-        let n = f.add(unsafe { bytes(item, len) })?;
+        let n = checked(f, f.add(unsafe { bytes(item, len) }))?;
         if !was_new.is_null() {
             // SAFETY: valid per contract.
             unsafe { *was_new = n as u8 };
@@ -34,8 +34,8 @@ pub unsafe extern "C" fn bfs_add(
 /// waits): 1 if the item was probably new, 0 if it was present, and -1,
 /// with nothing added, when `bfs_add`
 /// would have failed (a NULL handle, a frozen or read-only filter, no free
-/// slot): `bfs_add` then says why, or adds the item if what failed has
-/// passed (a slot given back meanwhile).
+/// slot, lost pages): `bfs_add` then says why, or adds the item if what
+/// failed has passed (a slot given back meanwhile).
 ///
 /// # Safety
 /// `h`: NULL or a live handle. `item`: valid for `len` bytes.
@@ -43,9 +43,17 @@ pub unsafe extern "C" fn bfs_add(
 pub unsafe extern "C" fn bfs_try_add(h: *mut BfsFilter, item: *const u8, len: usize) -> c_int {
     guard_value(-1, || {
         // SAFETY: per the function's contract.
-        match unsafe { handle(h) } {
-            // SAFETY: per the function's contract.
-            Ok(f) => f.add(unsafe { bytes(item, len) }).map_or(-1, c_int::from),
+        match unsafe { handle_unchecked(h) } {
+            Ok(f) => {
+                // SAFETY: per the function's contract.
+                let r = f.add(unsafe { bytes(item, len) }).map_or(-1, c_int::from);
+                // Checked once, after the work (one load on the hot path).
+                if f.lost() {
+                    -1
+                } else {
+                    r
+                }
+            }
             Err(_) => -1,
         }
     })
@@ -69,7 +77,7 @@ pub unsafe extern "C" fn bfs_add_many(
     guard(err, || {
         // SAFETY: per the function's contract (all three).
         let (f, items, res) = unsafe { (handle(h)?, slices(items, n), out_bytes(results, n)) };
-        let c = f.add_many(&items, res)?;
+        let c = checked(f, f.add_many(&items, res))?;
         if !new_count.is_null() {
             // SAFETY: valid per contract.
             unsafe { *new_count = c };
@@ -78,8 +86,9 @@ pub unsafe extern "C" fn bfs_add_many(
     })
 }
 
-/// 1 if the item is probably present, 0 if certainly absent. Takes no lock
-/// and writes no shared memory.
+/// 1 if the item is probably present, 0 if certainly absent; -1 when a
+/// page of the handle's mappings was lost, now or before (`bfs_check` says
+/// why). Takes no lock and writes no shared memory.
 ///
 /// # Safety
 /// `h`: live handle. `item`: valid for `len` bytes.
@@ -87,16 +96,25 @@ pub unsafe extern "C" fn bfs_add_many(
 pub unsafe extern "C" fn bfs_contains(h: *const BfsFilter, item: *const u8, len: usize) -> c_int {
     guard_value(0, || {
         // SAFETY: per the function's contract.
-        match unsafe { handle(h) } {
-            // SAFETY: per the function's contract.
-            Ok(f) => f.contains(unsafe { bytes(item, len) }) as c_int,
+        match unsafe { handle_unchecked(h) } {
+            Ok(f) => {
+                // SAFETY: per the function's contract.
+                let r = f.contains(unsafe { bytes(item, len) }) as c_int;
+                // Checked once, after the work (one load on the hot path).
+                if f.lost() {
+                    -1
+                } else {
+                    r
+                }
+            }
             Err(_) => 0,
         }
     })
 }
 
 /// Query `n` items; `results`, if not NULL, gets one 0/1 per item. Returns
-/// how many are present.
+/// how many are present. Ask `bfs_check` after it: the answer is void when
+/// the handle lost pages.
 ///
 /// # Safety
 /// `h`: live handle. `items`: `n` valid slices. `results`: NULL or `n` bytes.

@@ -33,7 +33,7 @@ pub unsafe extern "C" fn bfs_serialize(h: *const BfsFilter, buf: *mut u8, len: u
             return Err(Error::arg("serialize buffer has the wrong size"));
         }
         // SAFETY: buf is valid for len bytes per contract.
-        f.serialize_into(unsafe { std::slice::from_raw_parts_mut(buf, len) })
+        checked(f, f.serialize_into(unsafe { std::slice::from_raw_parts_mut(buf, len) }))
     })
 }
 
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn bfs_serialize_datasketches(
     guard(err, || {
         // SAFETY: per the function's contract.
         let f = unsafe { handle(h) }?;
-        let img = datasketches::write(f)?;
+        let img = checked(f, datasketches::write(f))?;
         if img.len() > len || buf.is_null() || written.is_null() {
             return Err(Error::arg("serialize buffer has the wrong size"));
         }

@@ -36,6 +36,7 @@ pub unsafe extern "C" fn bfs_parse_duration(text: *const c_char, ns: *mut u64, e
 pub unsafe extern "C" fn bfs_rotate(h: *mut BfsFilter, err: *mut c_char) -> BfsStatus {
     guard(err, || {
         // SAFETY: per the function's contract.
-        unsafe { handle(h) }?.rotate()
+        let f = unsafe { handle(h) }?;
+        checked(f, f.rotate())
     })
 }

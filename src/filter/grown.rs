@@ -165,7 +165,7 @@ impl Filter {
                 .store_fd()
                 .ok_or_else(|| Error::new(ErrorKind::Io, "no descriptor to map the filter's stages through"))?;
             let (off, len) = s.all[i].range;
-            let m = stages::map_stage(fd, off, len, self.region.readonly)?;
+            let m = stages::map_stage(fd, off, len, self.region.readonly, self.region.lost())?;
             s.bits[i].set((m.as_ptr(), m.words()));
             let _ = s.maps[i].set(m);
         }
@@ -457,7 +457,7 @@ impl Filter {
             .store_fd()
             .ok_or_else(|| Error::new(ErrorKind::Io, "no descriptor to add a stage through"))?;
         let (off, len) = s.all[n as usize].range;
-        stages::reserve_stage(fd, off, len)?;
+        stages::reserve_stage(fd, off, len, self.region.lost())?;
         self.map_stages(s, n + 1)?;
         // N6. Relaxed: published by the Release store below.
         self.fill_word(n).store(0, Ordering::Relaxed);
@@ -528,6 +528,9 @@ impl Filter {
         if n > stages.all.len() {
             return Err(Error::format("more stages than the filter can have"));
         }
+        // Nobody else reaches the new filter's storage yet: a page lost
+        // there cannot be this handle's, which does not exist yet.
+        let lost = crate::sys::sigbus::Lost::new();
         let put = |base: *mut u8, fd: std::os::fd::RawFd| -> Result<()> {
             let mut words = img.words();
             for (i, stage) in stages.all.iter().enumerate().take(n) {
@@ -535,8 +538,8 @@ impl Filter {
                 let map = if i == 0 {
                     None
                 } else {
-                    stages::reserve_stage(fd, off, len)?;
-                    Some(stages::map_stage(fd, off, len, false)?)
+                    stages::reserve_stage(fd, off, len, &lost)?;
+                    Some(stages::map_stage(fd, off, len, false, &lost)?)
                 };
                 let dst = match &map {
                     // SAFETY: stage 0 is the bit array of the new

@@ -35,6 +35,7 @@ use crate::sync::{
 };
 use crate::sys::clock::now_ns;
 use crate::sys::keeper::{self, Lease};
+use crate::sys::sigbus::Lost;
 use crate::sys::{fork, membarrier};
 
 pub use grown::StageStats;
@@ -120,6 +121,10 @@ fn pipelining() -> bool {
 /// lazily claims a process slot, see `claim`); open another handle per thread.
 pub struct Filter {
     region: Region,
+    /// Set when a page of one of this handle's mappings was lost (another
+    /// process truncated the file): every call answers with
+    /// `lost_error` from then on (`sys::sigbus`).
+    lost: Arc<Lost>,
     geometry: Geometry,
     seed: u64,
     /// Where items' bits are (the layout's strategy).
@@ -404,6 +409,36 @@ impl WindowOptions {
 }
 
 impl Filter {
+    /// Whether a page of this handle's mappings was lost (another process
+    /// truncated the file, or removed its pages): read after the accesses
+    /// a call answers for, one load.
+    #[inline(always)]
+    pub fn lost(&self) -> bool {
+        self.lost.is_set()
+    }
+
+    /// Ok, or the error every call of a handle that lost pages gives.
+    #[inline(always)]
+    pub fn intact(&self) -> Result<()> {
+        if self.lost() {
+            return Err(self.lost_error());
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lost_error(&self) -> Error {
+        let what = "the filter file was truncated or its pages were removed by another process";
+        Error::new(
+            ErrorKind::Io,
+            match self.region.path() {
+                Some(p) => format!("{}: {what}", crate::sys::file::shown(p.to_bytes())),
+                None => what.to_string(),
+            },
+        )
+    }
+
     fn from_region(region: Region) -> Filter {
         let h = region.header;
         let l = region.layout();
@@ -425,6 +460,7 @@ impl Filter {
             Win { w, gen_words, gens }
         });
         Filter {
+            lost: Arc::clone(region.lost()),
             grown: grown::Stages::of(&h, l.stripes, Some((bits, h.geometry.words()))).map(Box::new),
             geometry: h.geometry,
             seed: h.seed,

@@ -179,8 +179,8 @@ pub fn ring_layout(m: u64, ring: u32) -> Layout {
 
 /// Where a merge or an intersect keeps its copy of the operand's bits:
 /// `(offset, bytes)` in the filter's file or memfd, past the filter itself
-/// and page aligned, so it can be mapped on its own and given back with
-/// `ftruncate` or a punched hole. Every process derives it from the
+/// and page aligned, so it can be mapped on its own (its space is kept
+/// once allocated: `shm::journal`). Every process derives it from the
 /// validated geometry, so all agree on it. None for a windowed filter
 /// (no merge, no intersect).
 pub fn journal(h: &Header) -> Option<(u64, u64)> {

@@ -1,15 +1,29 @@
 //! The journal's storage: a shared mapping of the words past the filter's
 //! bytes that a merge or intersect copies its operand into (the protocol is
 //! `sync::lock_journal`'s).
+//!
+//! Its space is kept once allocated, never given back: neither `ftruncate`
+//! nor a punched hole. Who uses the journal is known only by the journal
+//! word, which any writer of the file can forge (a word that looks free,
+//! or names a dead process, while a live merger maps the journal); and
+//! taking pages from under another process's mapping ends it with
+//! `SIGBUS`, or, with `sys::sigbus`, fails its call. So the file keeps the
+//! journal's size after the first merge or intersect, and the next one
+//! reuses the allocated space (doc/DESIGN.md, §6 Journal, §8 M5).
 
 use std::os::fd::RawFd;
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
+
+use crate::sys::sigbus::{self, Lost, Watch};
 
 /// A mapping of the journal: `words` atomics, shared with every process
 /// that maps it.
 pub struct JournalMap {
+    /// Removed before the mapping goes (fields drop in order).
+    _watch: Option<Watch>,
     map: MmapRaw,
     words: usize,
 }
@@ -22,10 +36,12 @@ impl JournalMap {
     }
 }
 
-/// Map `len` bytes of `fd` at `off`, shared and writable.
-pub fn map_range(fd: RawFd, off: u64, len: u64) -> std::io::Result<JournalMap> {
+/// Map `len` bytes of `fd` at `off`, shared and writable, a lost page in
+/// it marking `lost` (`sys::sigbus`).
+pub fn map_range(fd: RawFd, off: u64, len: u64, lost: &Arc<Lost>) -> std::io::Result<JournalMap> {
     let map = MmapOptions::new().offset(off).len(len as usize).map_raw(fd)?;
     Ok(JournalMap {
+        _watch: sigbus::watch(map.as_ptr(), map.len(), false, lost),
         map,
         words: (len / 8) as usize,
     })
@@ -40,8 +56,4 @@ pub trait JournalStore: Sync {
     /// None when it cannot be reached (no descriptor, or a file too short
     /// to hold it: never a mapping past the end of the file).
     fn map_journal(&self, stages: u32) -> Option<JournalMap>;
-    /// Give the journal's space back, `stages` the published stages (best
-    /// effort: a tail left behind is accepted by every opener and reused
-    /// by the next journal user). Only the journal word's holder calls it.
-    fn free_journal(&self, stages: u32);
 }

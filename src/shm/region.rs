@@ -6,11 +6,12 @@
 //! The region is a `MAP_SHARED` mapping that other processes write. We never
 //! form Rust references to plain data inside it: the control structures and
 //! the bit words are atomics, and the immutable header is copied out once and
-//! validated (`format::decode`) before anything is derived from it. The one
-//! danger no check can remove is a process with write access to the file
-//! *truncating* it while we have it mapped: touching the lost pages raises
-//! `SIGBUS`. Memfds are sealed against shrinking; for files, write access is
-//! trust (doc/DESIGN.md, §5).
+//! validated (`format::decode`) before anything is derived from it. A
+//! process with write access to the file may *truncate* it while we have it
+//! mapped (memfds are sealed against shrinking): touching the lost pages
+//! raises `SIGBUS`, which `sys::sigbus` turns into the handle's error
+//! (`lost`), every mapping being registered there (doc/DESIGN.md, §5). No
+//! process of ours ever shrinks the file or punches a hole in it.
 //!
 //! Past the filter's own bytes, a file or memfd may hold a *journal* (see
 //! `format::journal` and `sync::lock_journal`): storage grown on demand
@@ -32,6 +33,7 @@ use crate::sys::file::{
     shown, WriteLock,
 };
 use crate::sys::keeper::ShadowMap;
+use crate::sys::sigbus::Lost;
 
 /// What backs a region.
 #[derive(Debug)]
@@ -112,6 +114,11 @@ impl Region {
     /// Device and inode of the mapped object.
     pub fn id(&self) -> (u64, u64) {
         self.id
+    }
+
+    /// The handle's mark for lost pages, shared by all its mappings.
+    pub fn lost(&self) -> &Arc<Lost> {
+        self.map.lost()
     }
 
     /// The mapping itself, to keep it alive.
@@ -196,8 +203,8 @@ impl Region {
     /// filter's storage can never hold a journal (a memfd sealed against
     /// growing, as memfds made by earlier versions are): the caller runs
     /// without one. A file system without room, a quota or the file size
-    /// limit give an error naming it, and leave the filter as it was (the
-    /// caller's journal lock frees whatever was reserved).
+    /// limit give an error naming it, and leave the filter as it was
+    /// (whatever was reserved stays, as a journal's space does).
     pub fn prepare_journal(&self, stages: u32) -> Result<Option<JournalMap>> {
         let (Some(fd), Some((off, len))) = (self.store_fd(), self.journal_range(stages)) else {
             return Ok(None);
@@ -236,7 +243,7 @@ impl Region {
                 }
             }
         }
-        map_range(fd, off, len)
+        map_range(fd, off, len, self.lost())
             .map(Some)
             .map_err(|e| Error::io("mmap of the journal", e))
     }
@@ -247,57 +254,12 @@ impl JournalStore for Region {
         let fd = self.store_fd()?;
         let (off, len) = self.journal_range(stages)?;
         // Never map past the end of the file: touching such a page would
-        // raise SIGBUS. (A file shrunk under us afterwards is the one danger
-        // no check removes; see the module's Safety.)
+        // raise SIGBUS. (A file shrunk under us afterwards: see the
+        // module's Safety.)
         if (fstat(fd, "journal").ok()?.st_size as u64) < off + len || self.readonly {
             return None;
         }
-        map_range(fd, off, len).ok()
-    }
-
-    fn free_journal(&self, stages: u32) {
-        let (Some(fd), Some((off, len))) = (self.store_fd(), self.journal_range(stages)) else {
-            return;
-        };
-        let Ok(st) = fstat(fd, "journal") else { return };
-        let size = st.st_size as u64;
-        let grown = self.header.growth.is_some();
-        // A grown filter's journal lies where its later stages go: other
-        // processes may map those ranges (a stage a clear dropped stays
-        // mapped), and a shrink would SIGBUS them. Its space is given back
-        // by a hole over everything past the published stages (whatever
-        // journal a user killed earlier left there too; nothing published
-        // lies there, and a stage added there later is zeroed first, §8
-        // N4); the file keeps its size.
-        let (from, keep) = if grown {
-            (off, true)
-        } else {
-            (self.header.layout().total, false)
-        };
-        if size <= from {
-            return;
-        }
-        // Best effort both ways: a tail left behind is accepted by every
-        // opener and reused by the next journal user.
-        // Not "is it a memfd": tmpfs files (/dev/shm) answer F_GET_SEALS too.
-        if keep || seals(fd).is_some_and(|s| s & libc::F_SEAL_SHRINK != 0) {
-            // A memfd sealed against shrinking (a shrink would SIGBUS other
-            // mappings), or a grown filter: keep the size, free the pages.
-            let (from, len) = if keep { (from, size - from) } else { (off, len) };
-            // SAFETY: plain syscall on our descriptor.
-            unsafe {
-                libc::fallocate(
-                    fd,
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    from as libc::off_t,
-                    len as libc::off_t,
-                )
-            };
-        } else {
-            // SAFETY: as above. Nobody maps past `total` but a journal
-            // user, and we hold the journal word.
-            unsafe { libc::ftruncate(fd, from as libc::off_t) };
-        }
+        map_range(fd, off, len, self.lost()).ok()
     }
 }
 

@@ -10,15 +10,19 @@
 
 use std::os::fd::RawFd;
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::sys::file::{errno_name, fsize_limit, fstat};
+use crate::sys::sigbus::{self, Lost, Watch};
 
 /// One process's mapping of one stage: `words` atomics, shared with every
 /// process that maps the stage.
 pub struct StageMap {
+    /// Removed before the mapping goes (fields drop in order).
+    _watch: Option<Watch>,
     map: MmapRaw,
     words: usize,
 }
@@ -44,8 +48,9 @@ pub fn short_message(size: u64, needs: u64) -> String {
 }
 
 /// Map `len` bytes of `fd` at `off` (a stage's range), shared, read-only
-/// when `readonly`; refused when the file does not cover the range.
-pub fn map_stage(fd: RawFd, off: u64, len: u64, readonly: bool) -> Result<StageMap> {
+/// when `readonly`; refused when the file does not cover the range. A lost
+/// page in it marks `lost`, the handle's flag (`sys::sigbus`).
+pub fn map_stage(fd: RawFd, off: u64, len: u64, readonly: bool, lost: &Arc<Lost>) -> Result<StageMap> {
     let size = fstat(fd, "stage")?.st_size as u64;
     let end = off.saturating_add(len);
     if size < end {
@@ -60,18 +65,25 @@ pub fn map_stage(fd: RawFd, off: u64, len: u64, readonly: bool) -> Result<StageM
         o.map_raw(fd)
     }
     .map_err(|e| Error::io("mmap of a stage", e))?;
-    Ok(StageMap { map, words: len / 8 })
+    Ok(StageMap {
+        _watch: sigbus::watch(map.as_ptr(), len, readonly, lost),
+        map,
+        words: len / 8,
+    })
 }
 
-/// Give a new stage its storage (§8 N4): the range `[off, off + len)` made
-/// zero (a grower or a merger killed earlier, or a clear, may have left
-/// bytes there) and allocated, so that no page of it can fail later with
-/// `SIGBUS`. Zeroed by punching a hole, never by shrinking the file:
-/// another process may still map the range from before a clear, and a
-/// hole only reads back as zeros where a shrink would kill it. Any failure
-/// (no room, a quota, the file size limit, a memfd sealed against growing)
-/// is an error naming it; the published stages are untouched either way.
-pub fn reserve_stage(fd: RawFd, off: u64, len: u64) -> Result<()> {
+/// Give a new stage its storage (§8 N4): the range `[off, off + len)`
+/// allocated, so that no page of it can fail later with `SIGBUS`, then
+/// made zero (a grower or a merger killed earlier, or a clear, may have
+/// left bytes there). Zeroed by writing zeros through a mapping of our
+/// own, never by shrinking the file or punching a hole: another process
+/// may still map the range (a stage a clear dropped, a journal), and
+/// neither may take pages from under it (doc/DESIGN.md, §6 Journal). Any
+/// failure (no room, a quota, the file size limit, a memfd sealed against
+/// growing) is an error naming it, with the range as it was; a page of it
+/// lost meanwhile sets `lost`, and the handle's call fails. The published
+/// stages are untouched either way.
+pub fn reserve_stage(fd: RawFd, off: u64, len: u64, lost: &Arc<Lost>) -> Result<()> {
     let end = off.saturating_add(len);
     let failed = |why: String| {
         Error::new(
@@ -89,33 +101,10 @@ pub fn reserve_stage(fd: RawFd, off: u64, len: u64) -> Result<()> {
         )));
     }
     let size = fstat(fd, "stage")?.st_size as u64;
-    if size > off {
-        let zero = size.min(end) - off;
-        // SAFETY: plain syscall on a descriptor the caller holds.
-        let r = unsafe {
-            libc::fallocate(
-                fd,
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                off as libc::off_t,
-                zero as libc::off_t,
-            )
-        };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-                return Err(failed(format!("{}: {e}", errno_name(&e))));
-            }
-            // A file system without holes: write the zeros.
-            let m = map_stage(fd, off, zero, false)?;
-            // SAFETY: the mapping is `zero` bytes, writable; nobody reads
-            // this range (it is past the published stages).
-            unsafe { std::ptr::write_bytes(m.as_ptr() as *mut u8, 0, zero as usize) };
-        }
-    }
     loop {
         // SAFETY: plain syscall on a descriptor the caller holds.
         match unsafe { libc::posix_fallocate(fd, off as libc::off_t, len as libc::off_t) } {
-            0 => return Ok(()),
+            0 => break,
             libc::EINTR => continue,
             e => {
                 let e = std::io::Error::from_raw_os_error(e);
@@ -128,4 +117,22 @@ pub fn reserve_stage(fd: RawFd, off: u64, len: u64) -> Result<()> {
             }
         }
     }
+    if size > off {
+        // Past the old end the file reads zeros already.
+        let zero = size.min(end) - off;
+        let m = map_stage(fd, off, zero, false, lost)?;
+        for w in 0..m.words() {
+            // SAFETY: within the mapping; shared words are only ever used
+            // as atomics.
+            let word = unsafe { &*m.as_ptr().add(w) };
+            // Only words that are not zero are written, so that pages
+            // already zero are not dirtied (a file's are written back).
+            // Relaxed: the stage is published later (N6, Release), after
+            // these stores.
+            if word.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+                word.store(0, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(())
 }

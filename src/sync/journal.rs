@@ -7,7 +7,9 @@
 //! reach. Then, exclusive, the journal is ORed or ANDed in chunk by chunk
 //! under `pending` and `cursor`, as clear and invert run. The journal word
 //! makes its users take turns: it is taken before the journal is written
-//! and given back after its space is freed. Order: journal word, then
+//! and given back after its use; the journal's space is kept
+//! (`shm::journal`: the word can be forged, so nobody takes pages another
+//! process may map on its word). Order: journal word, then
 //! excl; never the other way round except by a CAS that does not wait
 //! (`reclaim_journal`), so nothing deadlocks. No other filter's lock is
 //! held meanwhile.
@@ -46,7 +48,7 @@ impl<'a> Shared<'a> {
         let word = &self.ctl.journal;
         loop {
             // Acquire: pairs with the Release in JournalLock's drop; the
-            // last user's journal writes and its freeing come before ours.
+            // last user's journal writes come before ours.
             let cur = match word.compare_exchange(0, me.token, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => break,
                 Err(cur) => cur,
@@ -76,8 +78,9 @@ impl<'a> Shared<'a> {
     }
 
     /// Holding the exclusive lock: if the journal's user died, take its
-    /// word (a CAS: never waits, since we hold excl), free the space and
-    /// give the word back. Nothing is pending by now (resume ran).
+    /// word (a CAS: never waits, since we hold excl) and give it back, so
+    /// that the next merger need not take it over. The space stays.
+    /// Nothing is pending by now (resume ran).
     pub(super) fn reclaim_journal(&self, me: Claim) {
         let word = &self.ctl.journal;
         // Acquire: pairs with the Release of the word's last change.
@@ -86,7 +89,7 @@ impl<'a> Shared<'a> {
             return;
         }
         // AcqRel: as lock_journal's take-over. Losing means another
-        // process took it over: it frees the space when it is done.
+        // process took it over: it gives the word back when it is done.
         if word
             .compare_exchange(cur, me.token, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
@@ -223,19 +226,18 @@ impl Exclusive<'_> {
     }
 }
 
-/// Held while the journal is in use; gives its space back, then the word,
-/// when dropped (so an early return never leaves either behind).
+/// Held while the journal is in use; gives the word back when dropped (so
+/// an early return never leaves it behind). The journal's space stays
+/// (`shm::journal`: a forged word must never make anyone take pages from
+/// under a live user).
 pub struct JournalLock<'a> {
     sh: Shared<'a>,
 }
 
 impl Drop for JournalLock<'_> {
     fn drop(&mut self) {
-        if let Some(s) = self.sh.journal {
-            s.free_journal(self.sh.journal_stages());
-        }
         let word = &self.sh.ctl.journal;
-        // Release: the journal's freeing (and nothing pending) before the
+        // Release: the journal's writes (and nothing pending) before the
         // word is free (pairs with lock_journal's Acquire).
         if word.swap(0, Ordering::Release) & WAITERS != 0 {
             futex_wake(word);

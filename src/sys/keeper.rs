@@ -47,6 +47,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use crate::sys::futex::futex_wait;
+use crate::sys::sigbus::{self, Lost, Watch};
 
 /// The kernel's bits in a robust futex word (linux/futex.h).
 pub const OWNER_DIED: u32 = 0x4000_0000;
@@ -281,9 +282,10 @@ fn start_keeper() -> Option<&'static Keeper> {
     unsafe { k.as_ref() }
 }
 
-/// Start the keeper thread with every signal blocked (it inherits our
-/// mask, so no handler of the application ever runs on it), and wait
-/// until it has registered its list.
+/// Start the keeper thread with every signal blocked but `SIGBUS` (it
+/// inherits our mask, so no handler of the application ever runs on it;
+/// `sys::sigbus` handles a lost page it touches), and wait until it has
+/// registered its list.
 fn spawn_keeper() -> Option<&'static Keeper> {
     let k: &'static Keeper = Box::leak(Box::new(Keeper {
         tid: AtomicU32::new(0),
@@ -298,6 +300,11 @@ fn spawn_keeper() -> Option<&'static Keeper> {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
+        // But SIGBUS: a word it touches in a page another process removed
+        // faults as any access does, and the handler for lost pages
+        // (`sys::sigbus`) must run there rather than the kernel ending the
+        // process for a blocked fault.
+        libc::sigdelset(&mut all, libc::SIGBUS);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         old
     };
@@ -335,6 +342,7 @@ fn keeper_main(k: &'static Keeper, ready: std::sync::mpsc::SyncSender<bool>) {
     // Relaxed: published to other threads by start_keeper's Release store
     // of KEEPER, which happens after our send.
     k.tid.store(gettid(), Ordering::Relaxed);
+    crate::sys::sigbus::set_keeper(gettid());
     let _ = ready.send(true);
     let tid = k.tid.load(Ordering::Relaxed);
     let mut leases: Vec<(usize, u64, Arc<Lease>)> = Vec::new();
@@ -660,6 +668,10 @@ pub unsafe fn lease(word: &AtomicU32, key: u64) -> Arc<Lease> {
 pub struct ShadowMap {
     base: *mut u8,
     len: usize,
+    /// The shared bytes' registration for lost pages (`sys::sigbus`),
+    /// removed before they are unmapped.
+    watch: Option<Watch>,
+    lost: Arc<Lost>,
 }
 
 // SAFETY: the mapping is plain memory; its users synchronise through atomics.
@@ -717,9 +729,11 @@ impl ShadowMap {
                 libc::munmap((start + len) as *mut libc::c_void, res + total - start - len);
             }
         }
-        let m = ShadowMap {
+        let mut m = ShadowMap {
             base: base as *mut u8,
             len,
+            watch: None,
+            lost: Lost::new(),
         };
         let (flags, fd) = match fd {
             Some(fd) => (libc::MAP_SHARED | libc::MAP_FIXED, fd),
@@ -736,6 +750,7 @@ impl ShadowMap {
         if shared == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error()); // Drop unmaps it all
         }
+        m.watch = sigbus::watch(start as *const u8, len, readonly, &m.lost);
         Ok(m)
     }
 
@@ -743,6 +758,12 @@ impl ShadowMap {
     pub fn as_ptr(&self) -> *mut u8 {
         // SAFETY: within the reservation.
         unsafe { self.base.add(SHADOW) }
+    }
+
+    /// The mark set when a page of the shared bytes is lost: the flag of
+    /// the handle, which its other mappings share (`sys::sigbus`).
+    pub fn lost(&self) -> &Arc<Lost> {
+        &self.lost
     }
 
     /// The length of the shared bytes.
@@ -803,7 +824,8 @@ impl ShadowMap {
 
 impl Drop for ShadowMap {
     fn drop(&mut self) {
-        // SAFETY: our own reservation, shadow and shared bytes together.
+        self.watch = None; // unregistered before unmapped
+                           // SAFETY: our own reservation, shadow and shared bytes together.
         unsafe { libc::munmap(self.base as *mut libc::c_void, SHADOW + self.len) };
     }
 }

@@ -647,10 +647,13 @@ filter as before or as after it, once any other process touches it (see
 L</CONCURRENCY AND CRASH SAFETY>). For that it first copies C<$other>'s bits
 into a I<journal> beside this filter, then ORs them in with the filter held
 exclusively (adds wait for that pass over the bits). The journal takes one
-bit array's bytes (L</bits> / 8) more, for as long as the merge runs: a file
-grows by that much and is cut back after; a memfd (and an anonymous filter,
-a memfd inside) grows by that much and keeps the size, but its pages are
-given back. To reach the journal from any process, a process keeps one
+bit array's bytes (L</bits> / 8) more: a file, a memfd (and an anonymous
+filter, a memfd inside) grows by that much at the first merge or intersect
+and keeps that space, which the next one reuses. It is never given back: who
+uses it is known only from a word in the file, which any writer of the file
+can forge, and giving it back under a process still using it would take its
+memory away (see L</"Lost pages and $SIG{BUS}">). To reach the journal from
+any process, a process keeps one
 descriptor of a filter file open while it has handles of it (one, however
 many handles: close-on-exec), and each anonymous filter keeps its memfd's.
 Where that space is missing (a full file system, a quota, the
@@ -681,8 +684,8 @@ C<$other> (each reserved as an C<add> would reserve it; where the space is
 missing it croaks naming the reason, and the stages already added stay,
 empty), then ORs each stage of C<$other> into the same stage of this one,
 all stages in one crash-atomic pass: its journal is as large as all of this
-filter's stages together, and lies past them (a file keeps its size after;
-its pages are given back). Every item of either filter is then in. A
+filter's stages together, and lies past them (its space is kept, as a
+plain filter's journal is). Every item of either filter is then in. A
 merged stage can hold more than its capacity (as a plain merge can
 overfill a filter): each stage's fill count (L</stats>' C<stage_info>)
 becomes at least the items its bits hold, so a newest stage merged past
@@ -1918,10 +1921,9 @@ filter is as before); killed while applying, the next process that writes
 ORs or ANDs the rest of the journal in, from the chunk it was at: it waits
 for the death to be noticed (at most 20 ms) plus at most one pass over the
 bits (F<t/51-crash-exclusive.t> checks and prints the wait for a 64 MiB bit
-array, and how long one whole operation takes). The space is given
-back by whoever finishes, or else by the next exclusive operation or merge:
-until then a file stays longer by up to the journal, which every opener
-accepts and ignores. A file whose control words claim an operation with no
+array, and how long one whole operation takes). The journal's space
+stays (see L</merge>): a file longer by the journal is accepted and its tail
+ignored by every opener. A file whose control words claim an operation with no
 journal behind it (damaged) has the claim dropped and no bit changed.
 
 Limits: a killed C<add_many> has added a prefix of its items; a C<merge>
@@ -1962,8 +1964,7 @@ L</new_from_fd>. Every field of the header is checked against what this
 module would have written for the stored geometry, with a checksum over the
 immutable ones, and the file's size must be the size the header implies,
 or longer by at most one bit array from the next page boundary (the journal
-of a merge or an intersect under way, or of one whose process was killed;
-the mapping never covers it): a truncated, grown, corrupted or foreign file
+of a merge or an intersect, kept once made; the mapping never covers it): a truncated, grown, corrupted or foreign file
 croaks and is left as it was. The geometry is read once, when the handle is made, and kept in
 the process: a peer that rewrites the header later cannot make this process
 read or write outside its mapping.
@@ -1999,9 +2000,10 @@ when the process's effective uid owns it, so that nobody can plant an empty
 C<0666> file where a privileged process will create its filter and then
 share it. See L</new>.
 
-Whoever can write a filter file can change its bits, freeze it, or hold its
-locks, and truncating a file while it is mapped makes every process that
-touches the lost pages die with C<SIGBUS>.
+Whoever can write a filter file can change its bits, freeze it, hold its
+locks, or truncate it. Truncation takes the pages from under every process
+that maps the file: their calls on it croak from then on, and the processes
+live (L</"Lost pages and $SIG{BUS}">).
 
 What a writer can do to other processes is what it can do through the
 filter's contents: make their answers false (set or clear bits), make their
@@ -2016,11 +2018,61 @@ its geometry, its seed, its counts, and the thread ids of the processes
 writing it, never where they keep anything in memory.
 
 Writing to a filter is still a trust relation for its answers and its
-availability, and truncation can kill. So give write access only to
-processes you trust, and keep the filters of privileged processes in
+availability: a truncation no longer kills, but it fails every handle of the
+file, in every process (open it again once it is whole). So give write
+access only to processes you trust, and keep the filters of privileged processes in
 directories that only trusted users can write (not in F</tmp>). Memfds are
 sealed against shrinking, so a receiver of one cannot truncate it (not
 against growing, which harms no mapping: a merge's journal grows them).
+
+=head2 Lost pages and $SIG{BUS}
+
+A page of a filter's mapping is lost when another process truncates the
+file, or punches a hole in it on a full file system (a full tmpfs, say).
+Touching a lost page raises C<SIGBUS>, whose default action ends the process.
+The module installs a handler for C<SIGBUS> when it maps its first filter. A
+fault in one of its own mappings (a filter, a later stage of a filter that
+grows, a merge's journal) maps zeros over that page, in this process only,
+and the call that touched it croaks "the filter file was truncated or its
+pages were removed by another process", naming the file; every later call on
+that handle croaks the same (destroying it is fine). Nothing else of the
+process changes: its other handles, of other filters or opened anew, work.
+Any other C<SIGBUS> (a fault elsewhere, one sent with C<kill>) goes to the
+handler that was in place before the module's, or ends the process as it
+would have. The module itself never shrinks a filter file nor punches a hole
+in it: a merge's journal keeps its space (L</merge>), so a forged word in the
+file cannot make one process take pages another still uses.
+
+C<$SIG{BUS}> is Perl's own handler, installed in the module's place:
+
+=over 4
+
+=item *
+
+Set before the module maps its first filter, it stays: the module's handler
+hands it every C<SIGBUS> that is not a filter's (C<kill BUS =E<gt> $$>
+included).
+
+=item *
+
+Set after, it replaces the module's: a lost page of a filter goes to your
+handler, which Perl runs at once, inside the call (as for C<SIGSEGV>, not
+deferred as most signals). When it returns, the access faults again and it
+runs again, so it must end the process (C<POSIX::_exit>); C<'DEFAULT'> and
+C<'IGNORE'> end the process with C<SIGBUS>.
+
+=item *
+
+The module installs its handler again, in front of yours, whenever it maps a
+filter's memory (a constructor, a new stage of a filter that grows, a
+merge's journal): make a filter (any) after setting C<$SIG{BUS}> to have the
+croak back, with yours still called for the rest.
+
+=back
+
+The handler needs no alternate signal stack (it uses a few hundred bytes),
+and works in every thread. F<t/39-sigbus.t> checks each case with real
+processes: a truncated file, a hole on a full tmpfs, a forged journal word.
 
 =head2 Crafted items
 
@@ -2193,6 +2245,18 @@ The invocant is not an object of this class (or of a subclass).
 =item other filter is not a Data::BloomFilter::Shared object
 
 The argument of L</merge>, L</intersect> or L</is_compatible> is not a filter.
+
+=item %s: the filter file was truncated or its pages were removed by another process
+
+=item the filter file was truncated or its pages were removed by another process
+
+Another process truncated the filter's file (or punched a hole in it on a
+full file system) while this handle mapped it, and this call touched a lost
+page, or an earlier one did: the handle croaks on every call from then on
+(the file's path first; a handle from L</new_from_fd> has none). For
+L</merge> and L</intersect> it may be the other filter's. The process and
+its other handles are unharmed; open the filter again once its file is
+whole. See L</"Lost pages and $SIG{BUS}">.
 
 =item destroyed handle
 
