@@ -32,6 +32,7 @@ use crate::sys::file::{
     shown, Flock,
 };
 use crate::sys::keeper::ShadowMap;
+use crate::sys::memory::{check_room, Store};
 
 /// What backs a region.
 #[derive(Debug)]
@@ -499,6 +500,7 @@ fn memfd(name: &[u8], l: &Layout) -> Result<(OwnedFd, (u64, u64), ShadowMap)> {
         name
     };
     let cname = cstr(&name[..name.len().min(MEMFD_NAME_MAX)])?;
+    check_room(l.total, Store::Memory, "the filter", "nothing was created")?;
     // SAFETY: cname is NUL-terminated.
     let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if fd < 0 {
@@ -719,6 +721,12 @@ fn create_file(
             return Err(Error::last_os(format!("chown {shown}")));
         }
     }
+    check_room(
+        l.total,
+        Store::File(fd.as_raw_fd()),
+        &format!("{shown}: the filter"),
+        "nothing was created",
+    )?;
     reserve(&fd, l.total, shown)?;
     let m = map(&fd, l.total, false)?;
     write_header(&m, h);

@@ -1,6 +1,7 @@
 //! Syscalls and OS mechanisms, each behind a few small functions: the clock,
 //! file syscalls, the fork hooks, the futex, `membarrier(2)` and robust futex words
-//! with their keeper thread. Nothing above this layer calls `libc` for them.
+//! with their keeper thread; the room a new mapping has (`memory`). Nothing above
+//! this layer calls `libc` for them.
 
 pub mod clock;
 pub mod file;
@@ -8,3 +9,4 @@ pub mod fork;
 pub mod futex;
 pub mod keeper;
 pub mod membarrier;
+pub mod memory;

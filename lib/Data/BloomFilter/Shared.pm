@@ -215,7 +215,7 @@ sub deserialize {
     # $_[1] goes to the XS untouched: no copy of a large string, and its get
     # magic runs once, there.
     my $opts = _options('deserialize', $_[2],
-        qw(path memfd mode layout window generations grow max_capacity));
+        qw(path memfd mode layout window generations grow max_capacity max_bytes));
     _croak('deserialize', 'the path and memfd options exclude each other')
         if defined $opts->{path} && defined $opts->{memfd};
     my ($generations, $window) = _window('deserialize', $opts);
@@ -226,8 +226,9 @@ sub deserialize {
     my $mode = _mode('deserialize', $opts->{mode});
     my $layout = _layout('deserialize', $opts->{layout});
     my ($grow, $max_capacity) = _grow('deserialize', $opts);
+    my $max_bytes = Data::BloomFilter::Shared::Args::max_bytes(__PACKAGE__, 'deserialize', $opts);
     return _made('deserialize', _xs_deserialize($class, $_[1], $path, $mode, $layout,
-            $generations, $window, $to_memfd, $grow, $max_capacity));
+            $generations, $window, $to_memfd, $grow, $max_capacity, $max_bytes));
 }
 
 # Storable would copy the handle's pointer and free it twice.
