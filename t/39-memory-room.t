@@ -34,12 +34,15 @@ if (-e '/sys/fs/cgroup/cgroup.controllers') {    # v2
 my @made;
 END { rmdir $_ for reverse @made }
 
-# A new memory cgroup limited to $bytes (no swap on v2); its directory.
+# A new memory cgroup limited to $bytes (no swap on v2), under $parent
+# (a directory this made) if given; its directory. Without $bytes, no limit
+# of its own.
 sub cgroup {
-    my ($bytes) = @_;
-    my $dir = "$root/bfs-room-$$-" . scalar @made;
+    my ($bytes, $parent) = @_;
+    my $dir = ($parent // $root) . "/bfs-room-$$-" . scalar @made;
     mkdir $dir or plan skip_all => "cannot make a cgroup: $!";
     push @made, $dir;
+    return $dir if !defined $bytes;
     eval { spew("$dir/$limit_file", "$bytes\n"); 1 } or plan skip_all => "cannot set a memory limit: $@";
     eval { spew("$dir/memory.swap.max", "0\n") } if $limit_file eq 'memory.max';
     return $dir;
@@ -81,6 +84,35 @@ for my $ctor (qw(new new_memfd)) {
     });
     lives_ok($r, "$ctor of a 16 MiB filter under the same limit");
     is($r->{out}, 'ok 1 134217728', '... is created and works');
+}
+
+# The limit of an ancestor counts: a cgroup without one of its own, under
+# one of 64 MiB.
+my $cg64 = cgroup(64 * $MIB);
+my $nested = cgroup(undef, $cg64);
+for my $size (2e8, 1e6) {
+    my $r = in_cgroup($nested, sub {
+        my $f = eval { $C->new(undef, $size, 0.01) };
+        return $f ? 'created ' . $f->add('x') : "croaked: $@";
+    });
+    lives_ok($r, "new of a filter for $size items in a cgroup under one of 64 MiB");
+    like($r->{out}, $size > 1e6 ? qr/^croaked: .*, but the memory cgroup allows [\d.]+ MiB more/ : qr/^created 1$/,
+        $size > 1e6 ? '... 258 MiB croaks, naming the cgroup above' : '... 2 MiB is created and works');
+}
+
+# The address space (ulimit -v) counts too.
+{
+    local $ENV{PERL5LIB} = perl5lib();
+    my ($out, $status) = run_sh('ulimit -v 1048576 && exec "$@" 2>&1', qq{
+        use $C;
+        my \$f = eval { $C->new(undef, 1e9, 0.01) };
+        print \$f ? "created\n" : "croaked: \$@";
+        print 'small: ', $C->new(undef, 1e6, 0.01)->add('x'), "\n";
+    });
+    is($status, 0, 'new of a 2 GiB filter under a 1 GiB address space limit: the process lives') or diag $out;
+    like($out, qr/^croaked: \Q$C\E->new: the filter needs 2149580800 bytes \(2 GiB\), but the address space limit leaves [\d.]+ MiB \(RLIMIT_AS less VmSize, \d+ bytes\); nothing was created at /m,
+        '... croaks naming RLIMIT_AS') or diag $out;
+    like($out, qr/^small: 1$/m, '... and a 2 MiB one is created and works');
 }
 
 # ---------------------------------------------------------------- deserialize
@@ -132,7 +164,6 @@ for my $bad (0, -1, 'x', 1.5, []) {
 
 # Mutated images, seeded: each child tries its share under a 64 MiB limit;
 # none may be killed, whatever the bytes ask for.
-my $cg64 = cgroup(64 * $MIB);
 my @bases = (image(1 << 10), $bytes, $C->new(undef, 1000, 0.01)->serialize,
     $C->new(undef, 1000, 0.01, { grow => 2 })->serialize);
 my ($children, $per_child) = (6, 60);
@@ -195,7 +226,7 @@ is($r->{out}, 'stages 2 1 absent', '... grows and works');
 
 SKIP: {
     my ($unshare) = grep { -x } map {"$_/unshare"} split /:/, $ENV{PATH} // '';
-    skip 'no unshare(1)', 9 if !$unshare;
+    skip 'no unshare(1)', 11 if !$unshare;
     my $mnt = tempdir(CLEANUP => 1);
     local $ENV{PERL5LIB} = perl5lib();
     # perl -e $script in cgroup $dir, in a mount namespace of its own with
@@ -206,7 +237,17 @@ SKIP: {
         return run_sh($prelude, "use $C; my \$mnt = '$mnt'; $script", $unshare, '-m');
     };
     my ($probe, $st) = $on_tmpfs->($cg512, '1m', 'print "mounted\n"');
-    skip "cannot mount a tmpfs in a mount namespace: $probe", 9 if $st || $probe ne "mounted\n";
+    skip "cannot mount a tmpfs in a mount namespace: $probe", 11 if $st || $probe ne "mounted\n";
+
+    # Without /proc (an empty tmpfs over it, in this namespace only): the
+    # sources it holds are unknown and skipped; filters are made as before.
+    my ($out, $status) = run_sh(
+        qq{echo \$\$ > $cg512/cgroup.procs && mount -t tmpfs tmpfs /proc && exec "\$@" 2>&1},
+        "use $C; print -e '/proc/self/status' ? 'proc' : 'no proc', ' ', $C->new(undef, 1e6, 0.01)->add('x'),"
+            . " ' ', $C->new_memfd('m', 1e6, 0.01)->add('x'), qq{\\n};",
+        $unshare, '-m');
+    is($status, 0, 'without /proc: the process lives') or diag $out;
+    is($out, "no proc 1 1\n", '... and new and new_memfd make filters that work');
 
     my $script = q{
         my $f = eval { Data::BloomFilter::Shared->new("$mnt/big.bf", 1e8, 0.01) };
@@ -216,7 +257,7 @@ SKIP: {
         $g->add('x');
         print 'small: ', $g->contains('x'), ' ', -s "$mnt/small.bf" > 1e6 ? 'sized' : 'short', "\n";
     };
-    my ($out, $status) = $on_tmpfs->($cg512, '32m', $script);
+    ($out, $status) = $on_tmpfs->($cg512, '32m', $script);
     is($status & 127, 0, 'a 130 MiB file filter on a 32 MiB tmpfs: the process lives') or diag $out;
     like($out, qr/^croaked: \Q$C\E->new: \Q$mnt\E\/big\.bf: the filter needs 136314880 bytes \(130 MiB\), but the file system has 32 MiB free \(free space on the file system, 33554432 bytes; ENOSPC: No space left on device\); nothing was created at /m,
         '... croaks naming the free space on the file system') or diag $out;
