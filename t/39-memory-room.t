@@ -6,29 +6,81 @@
 # at most 64 times their length, at least 16 MiB, unless `max_bytes` says
 # otherwise), mutated images included. Beside each, a size that fits works.
 # Real memory cgroups (v1 or v2, root only), real tmpfs mounts in a mount
-# namespace of their own (`unshare -m`), children in them.
+# namespace of their own (`unshare -m`), children in them; the ceiling's
+# own checks (max_bytes, the command line's --max-bytes) need neither.
 use strict;
 use warnings;
 use Test::More;
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child child_status_text spew run_sh perl5lib);
+use BFTest qw(in_child child_status_text spew run_sh run_cli perl5lib);
 use Data::BloomFilter::Shared;
 use File::Temp qw(tempdir);
 use POSIX ();
 
-plan skip_all => 'needs root (a memory cgroup)' if $> != 0;
+my $C = 'Data::BloomFilter::Shared';
+my $MIB = 1 << 20;
+
+# An empty DataSketches image (24 bytes: the size without the data)
+# declaring $longs words.
+sub image {
+    my ($longs) = @_;
+    return pack('C4 v v Q< l< L<', 3, 1, 21, 4, 3, 0, 9001, $longs, 0);
+}
+
+# ---------------------------------------------------------------- the ceiling
+
+my $e = eval { $C->deserialize(image(1 << 16), { max_bytes => 1000 }); 1 } ? '' : $@;
+like($e, qr/^\Q$C\E->deserialize: the bytes ask for a filter of \d+ bytes \([\d.]+ KiB\), more than max_bytes allows \(1000 bytes\); nothing was created at /,
+    'max_bytes also caps lower than the default');
+my $full = $C->new(undef, 1000, 0.01, { layout => 'datasketches' });
+$full->add($_) for 1 .. 100;
+my $bytes = $full->serialize(format => 'datasketches');
+ok(eval { $C->deserialize($bytes, { max_bytes => 1 << 20 }) }, 'an image of its size fits under max_bytes 1 MiB')
+    or diag $@;
+for my $bad (0, -1, 'x', 1.5, []) {
+    my $err = eval { $C->deserialize($bytes, { max_bytes => $bad }); 1 } ? '' : $@;
+    like($err, qr/^\Q$C\E->deserialize: max_bytes must be a positive integer /, "max_bytes => " . (ref $bad ? 'a reference' : "'$bad'") . ' croaks');
+}
+
+# The command line's import: the same ceiling, --max-bytes for max_bytes.
+{
+    my $dir = tempdir(CLEANUP => 1);
+    spew("$dir/in", image(1 << 21));    # 16 MiB of words, 18 MiB of filter
+    my ($st, $out) = run_cli('import', "$dir/a.bf", '-i', "$dir/in");
+    is($st, 2, 'import of a 24-byte image declaring 18 MiB fails');
+    like($out, qr/: the bytes ask for a filter of 18874368 bytes \(18 MiB\), more than the 16777216 bytes .*: pass --max-bytes to allow more; nothing was created/,
+        '... naming both figures and --max-bytes');
+    ok(!-e "$dir/a.bf", '... and writes no file');
+    ($st, $out) = run_cli('import', "$dir/a.bf", '-i', "$dir/in", '--max-bytes', 20_000_000);
+    is($st, 0, '... with --max-bytes 20000000 it is imported') or diag $out;
+    is(-s "$dir/a.bf", 18874368, '... as a file of that size');
+    ($st, $out) = run_cli('import', "$dir/b.bf", '-i', "$dir/in", '--max-bytes', 'lots');
+    like($out, qr/--max-bytes must be a positive integer .*, got lots \(see /, '--max-bytes lots is a usage error');
+}
+
+# ---------------------------------------------------------------- cgroups
+
+# The rest needs a memory cgroup: without one (or root), it is skipped.
+sub no_cgroup {
+    my ($why) = @_;
+    SKIP: { skip $why, 1 }
+    done_testing;
+    exit 0;
+}
+
+no_cgroup('needs root (a memory cgroup)') if $> != 0;
 
 my ($root, $limit_file);
 if (-e '/sys/fs/cgroup/cgroup.controllers') {    # v2
     $root = '/sys/fs/cgroup';
-    plan skip_all => 'cgroup v2 without the memory controller'
+    no_cgroup('cgroup v2 without the memory controller')
         if do { open my $fh, '<', "$root/cgroup.controllers" or die; local $/; <$fh> } !~ /\bmemory\b/;
     $limit_file = 'memory.max';
 } elsif (-d '/sys/fs/cgroup/memory') {            # v1
     ($root, $limit_file) = ('/sys/fs/cgroup/memory', 'memory.limit_in_bytes');
 } else {
-    plan skip_all => 'no memory cgroup';
+    no_cgroup('no memory cgroup');
 }
 
 my @made;
@@ -40,10 +92,10 @@ END { rmdir $_ for reverse @made }
 sub cgroup {
     my ($bytes, $parent) = @_;
     my $dir = ($parent // $root) . "/bfs-room-$$-" . scalar @made;
-    mkdir $dir or plan skip_all => "cannot make a cgroup: $!";
+    mkdir $dir or no_cgroup("cannot make a cgroup: $!");
     push @made, $dir;
     return $dir if !defined $bytes;
-    eval { spew("$dir/$limit_file", "$bytes\n"); 1 } or plan skip_all => "cannot set a memory limit: $@";
+    eval { spew("$dir/$limit_file", "$bytes\n"); 1 } or no_cgroup("cannot set a memory limit: $@");
     eval { spew("$dir/memory.swap.max", "0\n") } if $limit_file eq 'memory.max';
     return $dir;
 }
@@ -59,9 +111,6 @@ sub lives_ok {
     ok(!$r->{signal} && !$r->{timed_out} && $r->{exit} == 0, "$name: the process lives")
         or diag child_status_text($r);
 }
-
-my $C = 'Data::BloomFilter::Shared';
-my $MIB = 1 << 20;
 
 # ---------------------------------------------------------------- memory
 
@@ -117,13 +166,6 @@ for my $size (2e8, 1e6) {
 
 # ---------------------------------------------------------------- deserialize
 
-# An empty DataSketches image (24 bytes: the size without the data)
-# declaring $longs words.
-sub image {
-    my ($longs) = @_;
-    return pack('C4 v v Q< l< L<', 3, 1, 21, 4, 3, 0, 9001, $longs, 0);
-}
-
 my $r = in_cgroup($cg512, sub {
     my $f = eval { $C->deserialize(image(1 << 28)) };
     return $f ? 'created' : "croaked: $@";
@@ -148,19 +190,6 @@ $r = in_cgroup($cg512, sub {
 });
 lives_ok($r, 'images declaring 512 KiB (no option) and 64 MiB (max_bytes => 80 MiB)');
 is($r->{out}, 'ok 4194304 0 536870912 1', '... are made and work');
-
-my $e = eval { $C->deserialize(image(1 << 16), { max_bytes => 1000 }); 1 } ? '' : $@;
-like($e, qr/^\Q$C\E->deserialize: the bytes ask for a filter of \d+ bytes \([\d.]+ KiB\), more than max_bytes allows \(1000 bytes\); nothing was created at /,
-    'max_bytes also caps lower than the default');
-my $full = $C->new(undef, 1000, 0.01, { layout => 'datasketches' });
-$full->add($_) for 1 .. 100;
-my $bytes = $full->serialize(format => 'datasketches');
-ok(eval { $C->deserialize($bytes, { max_bytes => 1 << 20 }) }, 'an image of its size fits under max_bytes 1 MiB')
-    or diag $@;
-for my $bad (0, -1, 'x', 1.5, []) {
-    my $err = eval { $C->deserialize($bytes, { max_bytes => $bad }); 1 } ? '' : $@;
-    like($err, qr/^\Q$C\E->deserialize: max_bytes must be a positive integer /, "max_bytes => " . (ref $bad ? 'a reference' : "'$bad'") . ' croaks');
-}
 
 # Mutated images, seeded: each child tries its share under a 64 MiB limit;
 # none may be killed, whatever the bytes ask for.

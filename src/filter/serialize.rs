@@ -21,7 +21,7 @@ pub const CEILING_FLOOR: u64 = 16 << 20;
 
 /// The most memory a filter made from `input` bytes may need: `max_bytes`
 /// when given (lower or higher), else `CEILING_FACTOR` times the input,
-/// at least `CEILING_FLOOR` (doc/DESIGN.md, §7 "Ceiling").
+/// at least `CEILING_FLOOR` (doc/DESIGN.md, §5 Ceiling).
 pub fn ceiling(input: usize, max_bytes: Option<u64>) -> u64 {
     max_bytes.unwrap_or_else(|| (input as u64).saturating_mul(CEILING_FACTOR).max(CEILING_FLOOR))
 }

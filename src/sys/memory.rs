@@ -2,7 +2,7 @@
 //! the system (`MemAvailable`) leave for memory, the free space of the file
 //! system a file lies on, and the address space `RLIMIT_AS` leaves. A filter
 //! is refused before anything is created when it needs more than the
-//! tightest of these (doc/DESIGN.md, §5 "Room"): shared memory taken past a
+//! tightest of these (doc/DESIGN.md, §5 Room): shared memory taken past a
 //! memory cgroup's limit is not an error the call can see, but the OOM
 //! killer, which ends this process or another.
 //!
