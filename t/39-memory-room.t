@@ -2,7 +2,7 @@
 # memory cgroup leaves (or a tmpfs's free space) croaks in the call that
 # would make it, naming what was asked and what is available, and the
 # process lives: `new` and `new_memfd` in memory, a file on tmpfs, the next
-# stage of a filter that grows, and `deserialize` (whose bytes may ask for
+# stage of a filter that grows, the journal of a merge, and `deserialize` (whose bytes may ask for
 # at most 64 times their length, at least 16 MiB, unless `max_bytes` says
 # otherwise), mutated images included. Beside each, a size that fits works.
 # Real memory cgroups (v1 or v2, root only), real tmpfs mounts in a mount
@@ -147,6 +147,31 @@ for my $size (2e8, 1e6) {
     lives_ok($r, "new of a filter for $size items in a cgroup under one of 64 MiB");
     like($r->{out}, $size > 1e6 ? qr/^croaked: .*, but the memory cgroup allows [\d.]+ MiB more/ : qr/^created 1$/,
         $size > 1e6 ? '... 258 MiB croaks, naming the cgroup above' : '... 2 MiB is created and works');
+}
+
+# merge and intersect copy the other filter into a journal first: under
+# 80 MiB, two filters of 32 MiB leave no room for a third; under 160 MiB
+# they do.
+for my $limit (80, 160) {
+    my $cg = cgroup($limit * $MIB);
+    my $r = in_cgroup($cg, sub {
+        my ($x, $y) = map { $C->new(undef, 1.5e7, 0.01) } 1, 2;
+        $x->add('x');
+        $y->add('y');
+        return join "\n", map {
+            my $op = $_;
+            eval { $x->$op($y); 1 } ? "$op: done" : "$op: $@";
+        } qw(merge intersect);
+    });
+    lives_ok($r, "merge and intersect of two 32 MiB filters under $limit MiB");
+    if ($limit == 80) {
+        for my $op (qw(merge intersect)) {
+            like($r->{out}, qr/^$op: \Q$C\E->$op: cannot reserve 33554432 bytes for the journal \(a copy of the other filter, 32 MiB\): the memory cgroup allows [\d.]+ MiB more \(\d+ bytes\); nothing was changed at /m,
+                "... $op croaks naming the cgroup");
+        }
+    } else {
+        is($r->{out}, "merge: done\nintersect: done", '... both run');
+    }
 }
 
 # The address space (ulimit -v) counts too.

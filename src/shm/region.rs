@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::shm::format::{self, Header, Layout, FLAG_FROZEN, IMMUTABLE_LEN, OFF_FLAGS};
-use crate::shm::journal::{map_range, JournalMap, JournalStore};
+use crate::shm::journal::{self, map_range, JournalMap, JournalStore};
 use crate::sys::file::{
     cstr, errno_name, fsize_limit, fstat, ident, lstat, open_nofollow, pread_full, random_u64, require_regular, seals,
     shown, Flock,
@@ -219,6 +219,7 @@ impl Region {
                 ),
             ));
         }
+        journal::check_room(fd, len)?;
         loop {
             // SAFETY: plain syscall on our descriptor.
             match unsafe { libc::posix_fallocate(fd, off as libc::off_t, len as libc::off_t) } {

@@ -636,7 +636,8 @@ given back. To reach the journal from any process, a process keeps one
 descriptor of a filter file open while it has handles of it (one, however
 many handles: close-on-exec), and each anonymous filter keeps its memfd's.
 Where that space is missing (a full file system, a quota, the
-file size limit) the merge croaks naming the reason (C<ENOSPC>, ...) and
+file size limit, or memory: checked first, see L</Memory and space the
+host cannot hold>) the merge croaks naming the reason (C<ENOSPC>, ...) and
 changes nothing. A memfd sealed against growing (made by an earlier
 version, or by another program) cannot hold a journal: there the merge ORs
 in place, one word at a time, as earlier versions did, and a process killed
@@ -1993,8 +1994,9 @@ against growing, which harms no mapping: a merge's journal grows them).
 =head2 Memory and space the host cannot hold
 
 Every filter's memory is checked before it is created or mapped: by
-L</new>, L</new_memfd>, L</deserialize>, L</upgrade>, and the next stage of
-a L<filter that grows|/FILTERS THAT GROW>. The rule is simple, with no
+L</new>, L</new_memfd>, L</deserialize>, L</upgrade>, the next stage of
+a L<filter that grows|/FILTERS THAT GROW>, and the copy of the other filter
+L</merge> and L</intersect> make first. The rule is simple, with no
 headroom beyond it: a size larger than what is available croaks, naming
 both figures and which limit said so, and creates nothing. What is
 available is the least of:
@@ -2084,6 +2086,13 @@ L</rotate> found the filter's shared step words holding what no step
 writes.
 
 =item rotate needs a windowed filter
+
+=item cannot reserve %d bytes for the journal (a copy of the other filter, %s): LIMIT; nothing was changed
+
+L</merge> or L</intersect>: the copy of the other filter they make first
+(see L</merge>) is larger than the memory or free space available, which
+LIMIT names as in C<the filter needs %d bytes ...> (see L</Memory and space
+the host cannot hold>). Both filters are unchanged.
 
 =item cannot reserve %d bytes for the journal (a copy of the other filter): %s: %s; nothing was changed
 
