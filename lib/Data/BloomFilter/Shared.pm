@@ -2018,7 +2018,9 @@ leaves above the process's C<VmSize>.
 
 A source that cannot be read (no F</proc>, no F</sys/fs/cgroup>) is
 skipped: the module works without them, and then only the kernel's own
-checks remain. A grown filter's next stage that does not fit croaks on the
+checks remain. The check is made once, just before the memory is
+reserved: it is not a reservation, and memory other processes take in
+between is not counted. A grown filter's next stage that does not fit croaks on the
 add that needs it, which adds nothing; the filter goes on in its stages.
 Bytes given to L</deserialize> may ask for at most 64 times their length
 (at least 16 MiB) unless C<max_bytes> says otherwise.
