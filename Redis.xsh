@@ -350,6 +350,7 @@ _xs_from_bits(klass, path, capacity, fp_rate, mode, seed, layout, bytes)
     opts.hashes = 0;
     opts.grow = 0;
     opts.max_capacity = 0;
+    opts.max_bytes = 0;
     BFS_MAKE(bfs_new_from_bits(p, (uint64_t)capacity, (double)fp_rate, &opts, layout,
                            (const uint8_t *)b, len, &h, bfs_err), h, "cannot build the filter");
     BFS_RETURN_OBJECT(klass, h);

@@ -840,6 +840,7 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
     opts.hashes = hashes > UINT32_MAX ? UINT32_MAX : (uint32_t)hashes;
     opts.grow = grow > 16 ? UINT32_MAX : (uint32_t)grow;
     opts.max_capacity = (uint64_t)max_capacity;
+    opts.max_bytes = 0;
     BFS_MAKE(ix == 1 ? bfs_new_memfd(p, capacity, fp_rate, &opts, &h, bfs_err)
                  : bfs_new(p, capacity, fp_rate, &opts, &h, bfs_err), h, "cannot create the filter");
     BFS_RETURN_OBJECT(klass, h);
@@ -887,7 +888,7 @@ _xs_new_readonly(klass, path)
     BFS_RETURN_OBJECT(klass, h);
 
 void
-_xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 0, to_memfd = 0, grow = 0, max_capacity = 0)
+_xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 0, to_memfd = 0, grow = 0, max_capacity = 0, max_bytes = 0)
     SV *klass
     SV *bytes
     SV *path
@@ -898,6 +899,7 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
     IV to_memfd
     UV grow
     UV max_capacity
+    UV max_bytes
   PREINIT:
     const char *p, *bad, *b;
     STRLEN len;
@@ -937,6 +939,7 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
     /* the growth travels in the bytes; one asked for must match it */
     opts.grow = grow > 16 ? UINT32_MAX : (uint32_t)grow;
     opts.max_capacity = (uint64_t)max_capacity;
+    opts.max_bytes = (uint64_t)max_bytes; /* 0: the default ceiling */
     /* to_memfd: path is the new memfd's name */
     BFS_MAKE(to_memfd ? bfs_deserialize_memfd((const uint8_t *)b, len, p, &opts, &h, bfs_err)
                       : bfs_deserialize((const uint8_t *)b, len, p, &opts, &h, bfs_err),

@@ -128,6 +128,12 @@ typedef struct BfsOptions {
    * With `grow`: the most items the filter may take, or 0 for no bound.
    */
   uint64_t max_capacity;
+  /**
+   * `bfs_deserialize*`: the most bytes of memory the new filter may
+   * need, or 0 for the default ceiling (64 times the bytes' length, at
+   * least 16 MiB; doc/DESIGN.md, §7). Ignored elsewhere.
+   */
+  uint64_t max_bytes;
 } BfsOptions;
 
 /**
@@ -383,7 +389,9 @@ BfsStatus bfs_new_readonly(const char *path, struct BfsFilter **out, char *err);
  * Windowed bytes give a windowed filter; `opts->generations` (with
  * `opts->window`) other than 0 must then match theirs. Plain bytes with
  * `opts->generations` give a windowed filter whose current generation
- * holds their bits.
+ * holds their bits. Bytes whose filter would need more memory than
+ * `opts->max_bytes` (0: 64 times `len`, at least 16 MiB) are refused
+ * before anything is made.
  *
  * # Safety
  * `bytes`: valid for `len` bytes. Others as `bfs_new`.

@@ -25,7 +25,7 @@
 //! has those `math::datasketches::implied` gives its m and k.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::filter::{Filter, Target, WindowOptions};
+use crate::filter::{within_ceiling, Filter, Target, WindowOptions};
 use crate::math::datasketches::{implied, MAX_BITS, MAX_K};
 use crate::math::geometry::Geometry;
 use crate::math::scheme::{Layout, Scheme};
@@ -221,11 +221,27 @@ pub fn write(f: &Filter) -> Result<Vec<u8>> {
 /// A new filter of the `datasketches` layout at `to` from an image. An
 /// explicit `layout` other than it is refused ("layout mismatch"), as is a
 /// `window` (an image is one bit array).
+// The C API calls `deserialize_limited`; the tests and fuzz oracles this.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 pub fn deserialize_to(
     bytes: &[u8],
     to: Target<'_>,
     layout: Option<Layout>,
     window: Option<WindowOptions>,
+) -> Result<Filter> {
+    deserialize_limited(bytes, to, layout, window, None)
+}
+
+/// `deserialize_to`, the filter's memory at most `max_bytes` (None: the
+/// default ceiling, `Filter::deserialize_limited`'s): an empty image
+/// declares up to 16 GiB in 24 bytes, refused here before anything is
+/// allocated.
+pub fn deserialize_limited(
+    bytes: &[u8],
+    to: Target<'_>,
+    layout: Option<Layout>,
+    window: Option<WindowOptions>,
+    max_bytes: Option<u64>,
 ) -> Result<Filter> {
     let img = parse(bytes).map_err(|e| Error::format(e.to_string()))?;
     if let Some(l) = layout {
@@ -245,6 +261,7 @@ pub fn deserialize_to(
         ));
     }
     let h = region::new_header(img.geometry, img.seed);
+    within_ceiling(h.layout().total, bytes.len(), max_bytes)?;
     Filter::with_state(h, to, None, &|put| {
         for (i, w) in img.words().enumerate() {
             put(i, w);
@@ -341,6 +358,36 @@ mod tests {
         let mut b = good.clone();
         b[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(parse(&b).is_ok());
+    }
+
+    /// An empty image declares its size without its words: past the
+    /// ceiling (64 times its 24 bytes, at least 16 MiB) it is refused
+    /// before anything is allocated, unless `max_bytes` allows it.
+    #[test]
+    fn an_empty_image_is_held_to_the_ceiling() {
+        let empty = |longs: i32| {
+            let mut b = write(&ds(100, 0.01, 9001)).unwrap();
+            b[16..20].copy_from_slice(&longs.to_le_bytes());
+            b
+        };
+        let huge = empty(1 << 28);
+        assert!(parse(&huge).is_ok(), "a valid image");
+        let e = deserialize_limited(&huge, Target::Anonymous, None, None, None)
+            .err()
+            .unwrap();
+        assert_eq!(e.kind, ErrorKind::Arg);
+        assert!(e.msg.contains("(2 GiB), more than the 16777216 bytes"), "{}", e.msg);
+        let fits = empty(1 << 20); // 8 MiB of words
+        let f = deserialize_limited(&fits, Target::Anonymous, None, None, None).unwrap();
+        assert_eq!(f.geometry().m, 1 << 26);
+        let e = deserialize_limited(&fits, Target::Anonymous, None, None, Some(8 << 20))
+            .err()
+            .unwrap();
+        assert!(
+            e.msg.contains("more than max_bytes allows (8388608 bytes)"),
+            "{}",
+            e.msg
+        );
     }
 
     #[test]

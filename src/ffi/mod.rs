@@ -81,6 +81,10 @@ pub struct BfsOptions {
     pub grow: u32,
     /// With `grow`: the most items the filter may take, or 0 for no bound.
     pub max_capacity: u64,
+    /// `bfs_deserialize*`: the most bytes of memory the new filter may
+    /// need, or 0 for the default ceiling (64 times the bytes' length, at
+    /// least 16 MiB; doc/DESIGN.md, §7). Ignored elsewhere.
+    pub max_bytes: u64,
 }
 
 /// No layout asked for: standard for a new filter, the stored one otherwise.

@@ -87,7 +87,9 @@ pub unsafe extern "C" fn bfs_new_readonly(
 /// Windowed bytes give a windowed filter; `opts->generations` (with
 /// `opts->window`) other than 0 must then match theirs. Plain bytes with
 /// `opts->generations` give a windowed filter whose current generation
-/// holds their bits.
+/// holds their bits. Bytes whose filter would need more memory than
+/// `opts->max_bytes` (0: 64 times `len`, at least 16 MiB) are refused
+/// before anything is made.
 ///
 /// # Safety
 /// `bytes`: valid for `len` bytes. Others as `bfs_new`.
@@ -152,6 +154,8 @@ unsafe fn deserialize_as<'a>(
         // SAFETY: per the function's contract.
         let b = unsafe { bytes(bytes_ptr, len) };
         let o = options(opts)?;
+        // SAFETY: the caller passes NULL or a valid BfsOptions.
+        let max_bytes = unsafe { opts.as_ref() }.and_then(|o| (o.max_bytes != 0).then_some(o.max_bytes));
         let to = target(&o)?;
         // DataSketches' bytes are told by their family byte (ours begin
         // with a magic string).
@@ -159,10 +163,13 @@ unsafe fn deserialize_as<'a>(
             if o.grow.is_some() {
                 return Err(Error::arg("the datasketches layout does not grow"));
             }
-            return publish(out, datasketches::deserialize_to(b, to, o.layout, o.window)?);
+            return publish(
+                out,
+                datasketches::deserialize_limited(b, to, o.layout, o.window, max_bytes)?,
+            );
         }
         Filter::check_bytes_growth(b, o.grow)?;
-        publish(out, Filter::deserialize_to(b, to, o.layout, o.window)?)
+        publish(out, Filter::deserialize_limited(b, to, o.layout, o.window, max_bytes)?)
     })
 }
 

@@ -39,6 +39,7 @@ use crate::sys::sigbus::Lost;
 use crate::sys::{fork, membarrier};
 
 pub use grown::StageStats;
+pub(crate) use serialize::within_ceiling;
 
 /// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
 /// 256 MiB filter, mostly absent items, 2-core AMD EPYC VM: with huge pages,

@@ -7,8 +7,45 @@ use crate::math::geometry::Geometry;
 use crate::math::scheme::{Layout, Scheme};
 use crate::math::window::Window;
 use crate::probe::cas128_available;
-use crate::shm::{region, serial};
+use crate::shm::{format, region, serial};
 use crate::sys::clock::now_ns;
+use crate::sys::memory::human;
+
+/// A filter made from bytes may need at most this many times their length
+/// in memory, unless the caller says otherwise (`max_bytes`)...
+pub const CEILING_FACTOR: u64 = 64;
+/// ... and at least this much: an empty DataSketches image declares its
+/// size in 24 bytes, and a small filter's control area alone is larger
+/// than its bytes.
+pub const CEILING_FLOOR: u64 = 16 << 20;
+
+/// The most memory a filter made from `input` bytes may need: `max_bytes`
+/// when given (lower or higher), else `CEILING_FACTOR` times the input,
+/// at least `CEILING_FLOOR` (doc/DESIGN.md, §5 Ceiling).
+pub fn ceiling(input: usize, max_bytes: Option<u64>) -> u64 {
+    max_bytes.unwrap_or_else(|| (input as u64).saturating_mul(CEILING_FACTOR).max(CEILING_FLOOR))
+}
+
+/// Refuse bytes whose filter needs more than `ceiling` allows, before
+/// anything is allocated; the message names both figures.
+pub(crate) fn within_ceiling(need: u64, input: usize, max_bytes: Option<u64>) -> Result<()> {
+    let most = ceiling(input, max_bytes);
+    if need <= most {
+        return Ok(());
+    }
+    let asked = format!("the bytes ask for a filter of {need} bytes ({})", human(need));
+    let msg = match max_bytes {
+        Some(_) => format!("{asked}, more than max_bytes allows ({most} bytes); nothing was created"),
+        None => format!(
+            "{asked}, more than the {most} bytes ({}) that {input} bytes of input may ask for \
+             ({CEILING_FACTOR} times their length, at least {}): pass max_bytes to allow more; \
+             nothing was created",
+            human(most),
+            human(CEILING_FLOOR)
+        ),
+    };
+    Err(Error::new(ErrorKind::Arg, msg))
+}
 
 impl Filter {
     /// The length of the filter's portable bytes: `serial::serialized_len`,
@@ -92,6 +129,18 @@ impl Filter {
         layout: Option<Layout>,
         window: Option<WindowOptions>,
     ) -> Result<Filter> {
+        Filter::deserialize_limited(bytes, to, layout, window, None)
+    }
+
+    /// `deserialize_to`, the filter's memory at most `max_bytes` (None:
+    /// the default ceiling, `ceiling`).
+    pub fn deserialize_limited(
+        bytes: &[u8],
+        to: Target<'_>,
+        layout: Option<Layout>,
+        window: Option<WindowOptions>,
+        max_bytes: Option<u64>,
+    ) -> Result<Filter> {
         let img = serial::parse(bytes).map_err(|e| Error::format(e.to_string()))?;
         if img.grown.is_some() && window.is_some() {
             return Err(Error::arg(
@@ -142,6 +191,11 @@ impl Filter {
         let mut h = region::new_header(img.geometry, img.seed);
         if let Some(st) = &img.grown {
             h.growth = Some(st.growth);
+            // Every stage carried is reserved: up to the end of the last.
+            let need = format::stage_ranges(&h, st.fills.len() as u32)
+                .and_then(|r| r.last().map(|&(off, len)| off.saturating_add(len)))
+                .unwrap_or(u64::MAX);
+            within_ceiling(need, bytes.len(), max_bytes)?;
             return Filter::with_grown(h, to, &img);
         }
         let state = match (&img.window, asked) {
@@ -161,6 +215,7 @@ impl Filter {
             }
         };
         h.window = state.as_ref().map(|st| st.window);
+        within_ceiling(h.layout().total, bytes.len(), max_bytes)?;
         Filter::with_state(h, to, state.as_ref(), &|put| {
             for (i, w) in img.words().enumerate() {
                 put(i, w);
@@ -307,6 +362,78 @@ mod tests {
         assert!(d.add(b"b").unwrap());
         assert!(!f.contains(b"b"));
         assert!(d.merge(&f).is_ok(), "same geometry and seed: compatible");
+    }
+
+    #[test]
+    fn the_ceiling_is_64_times_the_input_at_least_16_mib_or_max_bytes() {
+        assert_eq!(ceiling(0, None), 16 << 20);
+        assert_eq!(ceiling(24, None), 16 << 20);
+        assert_eq!(ceiling(256 << 10, None), 16 << 20);
+        assert_eq!(ceiling((256 << 10) + 1, None), (16 << 20) + 64);
+        assert_eq!(ceiling(1 << 30, None), 64 << 30);
+        assert_eq!(ceiling(usize::MAX, None), u64::MAX);
+        assert_eq!(ceiling(1 << 30, Some(1000)), 1000, "max_bytes caps lower");
+        assert_eq!(ceiling(24, Some(1 << 40)), 1 << 40, "and allows more");
+        assert!(within_ceiling(16 << 20, 24, None).is_ok());
+        let e = within_ceiling((16 << 20) + 1, 24, None).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Arg);
+        assert!(
+            e.msg.starts_with(
+                "the bytes ask for a filter of 16777217 bytes (16 MiB), more than the 16777216 bytes \
+                 (16 MiB) that 24 bytes of input may ask for (64 times their length, at least 16 MiB): \
+                 pass max_bytes to allow more"
+            ),
+            "{}",
+            e.msg
+        );
+        let e = within_ceiling(1001, 24, Some(1000)).unwrap_err();
+        assert!(
+            e.msg
+                .contains("more than max_bytes allows (1000 bytes); nothing was created"),
+            "{}",
+            e.msg
+        );
+    }
+
+    /// Every kind of bytes is held to the ceiling: plain, windowed (and
+    /// plain bytes made windowed, whose filter holds more arrays than the
+    /// bytes), grown (every stage carried counts).
+    #[test]
+    fn deserialize_holds_every_kind_of_bytes_to_the_ceiling() {
+        let plain = Filter::new_anonymous(100, 0.01, Options::default()).unwrap();
+        let b = plain.serialize().unwrap();
+        let total = plain.region.header.layout().total;
+        assert!(Filter::deserialize_limited(&b, Target::Anonymous, None, None, Some(total)).is_ok());
+        let e = Filter::deserialize_limited(&b, Target::Anonymous, None, None, Some(total - 1))
+            .err()
+            .unwrap();
+        assert!(e.msg.contains(&format!("a filter of {total} bytes")), "{}", e.msg);
+        let w = WindowOptions::from_secs(0.0, Some(16)).unwrap();
+        let e = Filter::deserialize_limited(&b, Target::Anonymous, None, Some(w), Some(total))
+            .err()
+            .unwrap();
+        assert!(e.msg.contains("more than max_bytes allows"), "{}", e.msg);
+        let go = GrowOptions::new(2, None).unwrap();
+        let g = Filter::new_anonymous(
+            100,
+            0.01,
+            Options {
+                grow: Some(go),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        for i in 0..1000u32 {
+            g.add(&i.to_le_bytes()).unwrap();
+        }
+        assert!(g.stages() > 1);
+        let gb = g.serialize().unwrap();
+        let e = Filter::deserialize_limited(&gb, Target::Anonymous, None, None, Some(total))
+            .err()
+            .unwrap();
+        assert!(e.msg.contains("more than max_bytes allows"), "{}", e.msg);
+        let d = Filter::deserialize_limited(&gb, Target::Anonymous, None, None, None).unwrap();
+        assert_eq!(d.stages(), g.stages());
     }
 
     #[test]

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use crate::error::{Error, ErrorKind, Result};
+use crate::sys::memory::{human, shortfall, Store};
 use crate::sys::sigbus::{self, Lost, Watch};
 
 /// A mapping of the journal: `words` atomics, shared with every process
@@ -33,6 +35,22 @@ impl JournalMap {
         // SAFETY: the mapping is `words` * 8 bytes (map_range asked for
         // exactly that), page aligned, and only ever accessed atomically.
         unsafe { std::slice::from_raw_parts(self.map.as_mut_ptr() as *const AtomicU64, self.words) }
+    }
+}
+
+/// Refuse a journal of `len` bytes that the memory (a memfd, tmpfs) or
+/// the file system behind `fd` has no room for, before any is reserved:
+/// past a memory cgroup's limit the reservation would be the OOM killer's.
+pub fn check_room(fd: RawFd, len: u64) -> Result<()> {
+    match shortfall(len, Store::File(fd)) {
+        None => Ok(()),
+        Some(limit) => Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "cannot reserve {len} bytes for the journal (a copy of the other filter, {}): {limit}; nothing was changed",
+                human(len)
+            ),
+        )),
     }
 }
 

@@ -27,12 +27,13 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::shm::format::{self, Header, Layout, FLAG_FROZEN, IMMUTABLE_LEN, OFF_FLAGS};
-use crate::shm::journal::{map_range, JournalMap, JournalStore};
+use crate::shm::journal::{self, map_range, JournalMap, JournalStore};
 use crate::sys::file::{
     cstr, errno_name, fsize_limit, fstat, ident, lstat, open_nofollow, pread_full, random_u64, require_regular, seals,
     shown, WriteLock,
 };
 use crate::sys::keeper::ShadowMap;
+use crate::sys::memory::{check_room, Store};
 use crate::sys::sigbus::Lost;
 
 /// What backs a region.
@@ -225,6 +226,7 @@ impl Region {
                 ),
             ));
         }
+        journal::check_room(fd, len)?;
         loop {
             // SAFETY: plain syscall on our descriptor.
             match unsafe { libc::posix_fallocate(fd, off as libc::off_t, len as libc::off_t) } {
@@ -461,6 +463,7 @@ fn memfd(name: &[u8], l: &Layout) -> Result<(OwnedFd, (u64, u64), ShadowMap)> {
         name
     };
     let cname = cstr(&name[..name.len().min(MEMFD_NAME_MAX)])?;
+    check_room(l.total, Store::Memory, "the filter", "nothing was created")?;
     // SAFETY: cname is NUL-terminated.
     let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if fd < 0 {
@@ -681,6 +684,12 @@ fn create_file(
             return Err(Error::last_os(format!("chown {shown}")));
         }
     }
+    check_room(
+        l.total,
+        Store::File(fd.as_raw_fd()),
+        &format!("{shown}: the filter"),
+        "nothing was created",
+    )?;
     reserve(&fd, l.total, shown)?;
     let m = map(&fd, l.total, false)?;
     write_header(&m, h);

@@ -16,6 +16,7 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::sys::file::{errno_name, fsize_limit, fstat};
+use crate::sys::memory::{human, shortfall, Store};
 use crate::sys::sigbus::{self, Lost, Watch};
 
 /// One process's mapping of one stage: `words` atomics, shared with every
@@ -98,6 +99,14 @@ pub fn reserve_stage(fd: RawFd, off: u64, len: u64, lost: &Arc<Lost>) -> Result<
     if let Some(lim) = fsize_limit().filter(|&l| end > l) {
         return Err(failed(format!(
             "more than the file size limit (RLIMIT_FSIZE, {lim} bytes)"
+        )));
+    }
+    // Past the memory there is (a memfd, tmpfs), the reservation would be
+    // the OOM killer's, not an error: ask first (the free space too).
+    if let Some(limit) = shortfall(len, Store::File(fd)) {
+        return Err(failed(format!(
+            "the stage is {len} bytes ({}), but {limit}",
+            human(len)
         )));
     }
     let size = fstat(fd, "stage")?.st_size as u64;

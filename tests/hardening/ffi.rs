@@ -133,6 +133,7 @@ fn a_whole_life_through_the_c_api() {
             hashes: 0,
             grow: 0,
             max_capacity: 0,
+            max_bytes: 0,
         };
         assert_eq!(bfs_new(null(), 1000, 0.01, &opts, &mut other, null_mut()), BFS_OK);
         assert_eq!(bfs_is_compatible(h, other), 0);
@@ -213,6 +214,7 @@ fn constructors_refuse_what_they_must() {
             hashes: 0,
             grow: 0,
             max_capacity: 0,
+            max_bytes: 0,
         };
         let p = tmp("constructors", "mode.bf");
         assert_eq!(
@@ -298,6 +300,7 @@ fn files_through_the_c_api() {
             hashes: 0,
             grow: 0,
             max_capacity: 0,
+            max_bytes: 0,
         };
         assert_eq!(
             bfs_deserialize(buf.as_ptr(), buf.len(), q.as_ptr(), &opts, &mut d, err.as_mut_ptr()),
@@ -444,6 +447,7 @@ fn blocked_options() -> BfsOptions {
         hashes: 0,
         grow: 0,
         max_capacity: 0,
+        max_bytes: 0,
     }
 }
 
@@ -517,6 +521,7 @@ fn windows_through_the_c_api() {
             hashes: 0,
             grow: 0,
             max_capacity: 0,
+            max_bytes: 0,
         };
         let mut h = null_mut();
         assert_eq!(bfs_new(null(), 1000, 0.01, &manual, &mut h, err.as_mut_ptr()), BFS_OK);

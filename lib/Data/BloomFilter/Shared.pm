@@ -239,7 +239,7 @@ sub deserialize {
     # $_[1] goes to the XS untouched: no copy of a large string, and its get
     # magic runs once, there.
     my $opts = _options('deserialize', $_[2],
-        qw(path memfd mode layout window generations grow max_capacity));
+        qw(path memfd mode layout window generations grow max_capacity max_bytes));
     _croak('deserialize', 'the path and memfd options exclude each other')
         if defined $opts->{path} && defined $opts->{memfd};
     my ($generations, $window) = _window('deserialize', $opts);
@@ -250,8 +250,9 @@ sub deserialize {
     my $mode = _mode('deserialize', $opts->{mode});
     my $layout = _layout('deserialize', $opts->{layout});
     my ($grow, $max_capacity) = _grow('deserialize', $opts);
+    my $max_bytes = Data::BloomFilter::Shared::Args::max_bytes(__PACKAGE__, 'deserialize', $opts);
     return _made('deserialize', _xs_deserialize($class, $_[1], $path, $mode, $layout,
-            $generations, $window, $to_memfd, $grow, $max_capacity));
+            $generations, $window, $to_memfd, $grow, $max_capacity, $max_bytes));
 }
 
 # Storable would copy the handle's pointer and free it twice.
@@ -396,7 +397,11 @@ F</proc>. All of its space is reserved then (L<posix_fallocate(3)>): when
 the file system has no room for it, C<new> croaks with C<No space left on
 device>, and when it is larger than the file size limit (C<ulimit -f>,
 C<RLIMIT_FSIZE>) C<new> croaks naming the limit; either way no file is left
-behind, and no later access can die of C<SIGBUS> for want of space. When two
+behind, and no later access can die of C<SIGBUS> for want of space. Before
+that its size is checked against the file system's free space, and, for a
+file on a tmpfs (F</dev/shm>), against the memory the process can have as
+for L</new_memfd>: a filter larger croaks naming what it needs and what is
+available (see L</Memory and space the host cannot hold>). When two
 processes create the same file at once, one creates it and the other opens
 it.
 
@@ -482,11 +487,15 @@ default one; the kernel keeps its first 249 bytes). C<$fp_rate> defaults to
 to another process (over a UNIX socket, or to an C<exec>ed child) to share
 the filter. Its memory is reserved at once, as for a file (see L</new>),
 and so is an anonymous filter's: one larger than C<RLIMIT_FSIZE> croaks
-naming the limit. A memory limit is another matter: where the process's
-memory cgroup (a container's memory limit) has no room for the filter, the
-kernel's OOM killer ends the process while the memory is reserved, in
-C<new>, rather than letting the call fail (the same happens to any program
-that takes memory past that limit).
+naming the limit. Before anything is created, its size is checked against
+the memory the process can have: the room its memory cgroup (a container's
+memory limit) leaves, the system's C<MemAvailable>, and the address space
+C<RLIMIT_AS> leaves. A filter larger than the tightest of them croaks
+naming what it needs and what is available (C<the filter needs 2149580800
+bytes (2 GiB), but the memory cgroup allows 507.8 MiB more (532422656
+bytes); nothing was created>), where the kernel's OOM killer would
+otherwise end this process, or another, while the memory is reserved. See
+L</Memory and space the host cannot hold>.
 
 The descriptor is close-on-exec, like every descriptor this module opens, so
 an C<exec>ed program does not inherit it by itself. To hand it to a child
@@ -571,6 +580,20 @@ that grows give one with the same stages and items; an explicit C<grow> (or
 C<max_capacity>) must then be the bytes' own, and croaks with C<growth
 mismatch> on plain bytes. The result is an ordinary
 read-write filter; see L</PORTABLE FILTERS>.
+
+The filter the bytes describe may need at most 64 times their length in
+memory, and at least 16 MiB is always allowed: bytes that ask for more
+croak before anything is allocated (C<the bytes ask for a filter of ...
+bytes, more than the ... bytes that N bytes of input may ask for ...>).
+Our own bytes carry their bits, so their filter is about their size; an
+empty DataSketches image declares its size without its words, 2 GiB in 24
+bytes, and is the case this bounds. The option C<max_bytes>, a positive
+integer, sets that ceiling instead, higher or lower:
+
+    my $bf = Data::BloomFilter::Shared->deserialize($image, { max_bytes => 1 << 30 });
+
+Whatever the ceiling, the filter must also fit the memory or the file
+system it goes to, as for L</new>.
 
 =head2 Adding and testing
 
@@ -657,7 +680,8 @@ any process, a process keeps one
 descriptor of a filter file open while it has handles of it (one, however
 many handles: close-on-exec), and each anonymous filter keeps its memfd's.
 Where that space is missing (a full file system, a quota, the
-file size limit) the merge croaks naming the reason (C<ENOSPC>, ...) and
+file size limit, or memory: checked first, see L</Memory and space the
+host cannot hold>) the merge croaks naming the reason (C<ENOSPC>, ...) and
 changes nothing. A memfd sealed against growing (made by an earlier
 version, or by another program) cannot hold a journal: there the merge ORs
 in place, one word at a time, as earlier versions did, and a process killed
@@ -1806,10 +1830,12 @@ stage adds it. No completed add is lost.
 
 =item *
 
-B<Space.> A stage's storage is reserved when it is added. Where the file
-system is full, a quota or C<RLIMIT_FSIZE> stops the file, or a memfd is
-sealed against growing, the C<add> that needed the stage croaks naming the
-reason (C<the filter is full and its next stage needs the file to grow to
+B<Space.> A stage's storage is reserved when it is added, after checking
+that the memory (its memory cgroup, C<MemAvailable>) or the file system
+has room for it (see L</Memory and space the host cannot hold>). Where
+there is none, the file system is full, a quota or C<RLIMIT_FSIZE> stops
+the file, or a memfd is sealed against growing, the C<add> that needed the
+stage croaks naming the reason (C<the filter is full and its next stage needs the file to grow to
 N bytes: ENOSPC: ...; nothing was added>); the filter goes on in its
 stages, and grows when there is room.
 
@@ -2074,6 +2100,40 @@ The handler needs no alternate signal stack (it uses a few hundred bytes),
 and works in every thread. F<t/39-sigbus.t> checks each case with real
 processes: a truncated file, a hole on a full tmpfs, a forged journal word.
 
+=head2 Memory and space the host cannot hold
+
+Every filter's memory is checked before it is created or mapped: by
+L</new>, L</new_memfd>, L</deserialize>, L</upgrade>, the next stage of
+a L<filter that grows|/FILTERS THAT GROW>, and the copy of the other filter
+L</merge> and L</intersect> make first. The rule is simple, with no
+headroom beyond it: a size larger than what is available croaks, naming
+both figures and which limit said so, and creates nothing. What is
+available is the least of:
+
+=over 4
+
+=item * for memory (an anonymous filter, a memfd, a file on tmpfs): the
+room the process's memory cgroup leaves (v1 or v2; its limit less its
+usage, the inactive file cache counted as free, over the cgroup and each
+of its ancestors), and C<MemAvailable> of F</proc/meminfo>;
+
+=item * for a file: the free space of its file system (C<statvfs>:
+C<f_bavail> times C<f_frsize>; a tmpfs counts against memory too);
+
+=item * for any mapping: the address space C<RLIMIT_AS> (C<ulimit -v>)
+leaves above the process's C<VmSize>.
+
+=back
+
+A source that cannot be read (no F</proc>, no F</sys/fs/cgroup>) is
+skipped: the module works without them, and then only the kernel's own
+checks remain. The check is made once, just before the memory is
+reserved: it is not a reservation, and memory other processes take in
+between is not counted. A grown filter's next stage that does not fit croaks on the
+add that needs it, which adds nothing; the filter goes on in its stages.
+Bytes given to L</deserialize> may ask for at most 64 times their length
+(at least 16 MiB) unless C<max_bytes> says otherwise.
+
 =head2 Crafted items
 
 With the default seed 0 the probe positions are public (those of
@@ -2138,6 +2198,13 @@ writes.
 
 =item rotate needs a windowed filter
 
+=item cannot reserve %d bytes for the journal (a copy of the other filter, %s): LIMIT; nothing was changed
+
+L</merge> or L</intersect>: the copy of the other filter they make first
+(see L</merge>) is larger than the memory or free space available, which
+LIMIT names as in C<the filter needs %d bytes ...> (see L</Memory and space
+the host cannot hold>). Both filters are unchanged.
+
 =item cannot reserve %d bytes for the journal (a copy of the other filter): %s: %s; nothing was changed
 
 A L</merge> or L</intersect> found no room for its journal: the errno's name
@@ -2196,9 +2263,14 @@ adds of those still return 0.
 
 =item the filter is full and its next stage needs the file to grow to %d bytes: %s: %s; nothing was added
 
+=item the filter is full and its next stage needs the file to grow to %d bytes: the stage is %d bytes (%s), but LIMIT; nothing was added
+
 The stage a new item needs has no storage: C<ENOSPC> (a full file system),
 C<EDQUOT> (a quota), the file size limit (C<RLIMIT_FSIZE>), or C<EPERM> (a
-memfd sealed against growing). The filter goes on in its stages.
+memfd sealed against growing); or, checked first, it is larger than the
+memory or free space available, which LIMIT names as in C<the filter needs
+%d bytes ...> below (see L</Memory and space the host cannot hold>). The
+filter goes on in its stages.
 
 =item ...; the first %d items of this batch were added, none after
 
@@ -2647,6 +2719,33 @@ target yourself if you trust it.
 
 A system call failed; its message says why (permissions, a missing
 directory, too many open files, a bad descriptor...).
+
+=item the filter needs %d bytes (%s), but the memory cgroup allows %s more (%d bytes); nothing was created
+
+=item the filter needs %d bytes (%s), but the system has %s available (MemAvailable, %d bytes); nothing was created
+
+=item the filter needs %d bytes (%s), but the address space limit leaves %s (RLIMIT_AS less VmSize, %d bytes); nothing was created
+
+=item PATH: the filter needs %d bytes (%s), but the file system has %s free (free space on the file system, %d bytes; ENOSPC: No space left on device); nothing was created
+
+The filter is larger than what the host can hold for it (see L</Memory and
+space the host cannot hold>): the room the process's memory cgroup leaves,
+the system's available memory, the address space C<RLIMIT_AS> leaves, or
+the free space of the file system (a file on tmpfs is memory too and may
+name any of them). Nothing was created. Make the filter smaller, or give
+the process (its container) more memory or the file system more room.
+
+=item the bytes ask for a filter of %d bytes (%s), more than the %d bytes (%s) that %d bytes of input may ask for (64 times their length, at least 16 MiB): pass max_bytes to allow more; nothing was created
+
+=item the bytes ask for a filter of %d bytes (%s), more than max_bytes allows (%d bytes); nothing was created
+
+L</deserialize>: the bytes declare a filter larger than the ceiling
+(typically an empty DataSketches image of a large filter). Nothing was
+allocated. Pass a C<max_bytes> that allows it if the bytes are trusted.
+
+=item max_bytes must be a positive integer (the most bytes of memory the new filter may need), got %s
+
+L</deserialize>'s option, when given, is an integer of at least 1.
 
 =item PATH: cannot reserve %d bytes: No space left on device
 

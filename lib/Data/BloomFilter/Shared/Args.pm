@@ -360,6 +360,19 @@ sub grow {
     return (0 + $n, $m);
 }
 
+# deserialize's max_bytes: the most memory the new filter may need, a
+# positive integer; 0 (the XS's "not given") when absent.
+sub max_bytes {
+    my ($who, $method, $opts) = @_;
+    my $v = $opts->{max_bytes};
+    return 0 if !defined $v;
+    my $n = uint64($v);
+    fail($who, $method, 'max_bytes must be a positive integer (the most bytes of memory the new filter may need), got '
+            . shown($v))
+        if !defined $n || $n eq '0';
+    return $n;
+}
+
 # A count as the command line tool takes it: 1000, 1_000_000, 1e6, 10k, 5M,
 # 2G (k, M, G: powers of 1000). The number, or undef for anything else.
 sub count_text {

@@ -461,6 +461,7 @@ sub make_filter_file {
         # Whatever the library's words for a filter beyond its largest
         # size, say "too large".
         $msg = "too large: $msg" if $msg =~ /2\^38/ && $msg !~ /too large/;
+        $msg =~ s/\bpass max_bytes\b/pass --max-bytes/;    # deserialize's option, import's words
         fail(index($msg, $tmp) >= 0 || !defined $subject
             ? about($tmp, $msg, $path) : "$subject: $msg");
     }
@@ -812,11 +813,19 @@ sub cmd_export {
 
 sub cmd_import {
     my ($args) = @_;
-    my $o = options($args, 'input|i=s', 'mode=s', 'force|f', 'window=s', 'generations=s');
+    my $o = options($args, 'input|i=s', 'mode=s', 'force|f', 'window=s', 'generations=s', 'max-bytes=s');
     want_args('import', $args, 1, 1, 'FILE');
     my ($file) = @$args;
     my $mode = defined $o->{mode} ? mode_arg($o->{mode}) : $Data::BloomFilter::Shared::Args::DEFAULT_MODE;
     my %window = window_opts($o);
+    my $max = $o->{'max-bytes'};
+    if (defined $max) {
+        my $n = Data::BloomFilter::Shared::Args::uint64($max);
+        usage_error('--max-bytes must be a positive integer (the most bytes the new filter may need), got '
+                . show($max))
+            if !defined $n || $n eq '0';
+        $window{max_bytes} = $n;
+    }
     check_output($file, $o->{force});    # before reading anything
     my $in = \*STDIN;
     my $from = 'standard input';
