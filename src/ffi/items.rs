@@ -3,6 +3,16 @@
 use super::boundary::*;
 use super::*;
 
+use std::cell::RefCell;
+
+thread_local! {
+    /// The error of this thread's last `bfs_try_add` whose wait reached
+    /// its bound (`crate::error::Error::waited`), with its handle: the
+    /// `bfs_add` that follows to say why reports it rather than wait as
+    /// long again.
+    static WAITED: RefCell<Option<(usize, crate::error::Error)>> = const { RefCell::new(None) };
+}
+
 /// Add an item; `*was_new` = 1 when it was probably new, else 0.
 ///
 /// # Safety
@@ -17,6 +27,12 @@ pub unsafe extern "C" fn bfs_add(
     err: *mut c_char,
 ) -> BfsStatus {
     guard(err, || {
+        if let Some(e) = WAITED
+            .with(|w| w.borrow_mut().take())
+            .and_then(|(wh, e)| (wh == h as usize).then_some(e))
+        {
+            return Err(e);
+        }
         // SAFETY: per the function's contract.
         let f = unsafe { handle(h) }?;
         // SAFETY: per the function's contract.
@@ -45,7 +61,15 @@ pub unsafe extern "C" fn bfs_try_add(h: *mut BfsFilter, item: *const u8, len: us
         // SAFETY: per the function's contract.
         match unsafe { handle(h) } {
             // SAFETY: per the function's contract.
-            Ok(f) => f.add(unsafe { bytes(item, len) }).map_or(-1, c_int::from),
+            Ok(f) => match f.add(unsafe { bytes(item, len) }) {
+                Ok(n) => c_int::from(n),
+                Err(e) => {
+                    if e.waited() {
+                        WAITED.with(|w| *w.borrow_mut() = Some((h as usize, e)));
+                    }
+                    -1
+                }
+            },
             Err(_) => -1,
         }
     })

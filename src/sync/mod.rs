@@ -71,7 +71,7 @@ mod journal;
 
 pub use journal::StageSet;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::shm::format::SLOTS;
 use crate::shm::journal::JournalStore;
 pub use crate::shm::slots::{Control, Slot, Stripe};
@@ -289,11 +289,7 @@ impl Slot {
 
 /// The error of a wait that reached `wait_limit`, for `what`.
 fn stuck(what: String) -> Error {
-    let t = wait_limit().as_secs_f64();
-    Error::new(
-        ErrorKind::Busy,
-        format!("waited {t} s for {what}; another process may have forged it, or its holder is stopped"),
-    )
+    Error::waited_for(what, wait_limit())
 }
 
 /// Mark a lock word (holding `cur`) as waited on, so its releaser wakes
@@ -677,6 +673,25 @@ impl<'a> Shared<'a> {
     /// error (holding nothing) when a wait reached `wait_limit`.
     #[inline]
     pub fn begin_add(&self, s: usize, c: Claim) -> Result<bool, Error> {
+        let stripe = &self.stripes[s].word;
+        // SeqCst, both: the Dekker pair with lock_exclusive, as below.
+        if stripe
+            .compare_exchange(0, c.token, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            if self.ctl.excl.load(Ordering::SeqCst) == 0 && !self.frozen() {
+                return Ok(true);
+            }
+            self.end_add(s);
+        }
+        self.begin_add_contended(s, c)
+    }
+
+    /// `begin_add` when the stripe is held, an exclusive operation runs
+    /// or the filter is frozen: the waits, out of the adds' common path.
+    #[cold]
+    #[inline(never)]
+    fn begin_add_contended(&self, s: usize, c: Claim) -> Result<bool, Error> {
         let stripe = &self.stripes[s].word;
         loop {
             // SeqCst: the Dekker pair with lock_exclusive (our stripe store

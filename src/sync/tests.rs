@@ -244,7 +244,11 @@ fn a_waiter_takes_its_own_token_on_a_word_as_forged() {
     stripes[0].word.store(me.token, Ordering::Relaxed);
     let g = sh.lock_exclusive(me).expect("the exclusive word is taken over");
     assert_eq!(slots[9].busy.load(Ordering::Relaxed), 0, "the forged mark is cleared");
-    assert_eq!(stripes[0].word.load(Ordering::Relaxed), 0, "the forged stripe is cleared");
+    assert_eq!(
+        stripes[0].word.load(Ordering::Relaxed),
+        0,
+        "the forged stripe is cleared"
+    );
     drop(g);
     assert_eq!(ctl.excl.load(Ordering::Relaxed), 0);
     ctl.journal.store(me.token, Ordering::Relaxed);

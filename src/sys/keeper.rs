@@ -264,7 +264,10 @@ impl std::fmt::Display for NoKeeper {
                 // EAGAIN is also the system's thread limits' and a cgroup's
                 // pids.max; RLIMIT_NPROC is named when it binds this
                 // process (not root, a finite limit).
-                let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                let mut r = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
                 // SAFETY: geteuid cannot fail; getrlimit writes `r` only.
                 let bound = unsafe {
                     libc::geteuid() != 0

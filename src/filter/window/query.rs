@@ -328,7 +328,12 @@ impl Filter {
         // The cleaner word's holder and the view: while neither moves, the
         // wait is for one holder, at most sync::wait_limit.
         // Relaxed, both: progress hints only.
-        let seen = || (self.cleaner_word().load(Ordering::Relaxed), self.view_word().load(Ordering::Relaxed));
+        let seen = || {
+            (
+                self.cleaner_word().load(Ordering::Relaxed),
+                self.view_word().load(Ordering::Relaxed),
+            )
+        };
         let (mut was, mut since) = (seen(), std::time::Instant::now());
         loop {
             if self.spare_dirty(&win.w) {
