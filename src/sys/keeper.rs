@@ -275,7 +275,8 @@ impl std::fmt::Display for NoKeeper {
                         && r.rlim_cur != libc::RLIM_INFINITY
                 };
                 if e.raw_os_error() == Some(libc::EAGAIN) && bound {
-                    write!(f, " (RLIMIT_NPROC, {} processes)", r.rlim_cur)?;
+                    let n = r.rlim_cur;
+                    write!(f, " (RLIMIT_NPROC, {n} process{})", if n == 1 { "" } else { "es" })?;
                 }
                 Ok(())
             }
