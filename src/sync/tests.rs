@@ -261,3 +261,10 @@ fn a_waiter_takes_its_own_token_on_a_word_as_forged() {
     sh.release_slot(t2);
     sh.release_slot(t);
 }
+
+#[test]
+fn a_wait_is_bounded_by_ten_seconds_unless_told_otherwise() {
+    if std::env::var_os("BLOOMFILTER_SHARED_WAIT_LIMIT").is_none() {
+        assert_eq!(wait_limit(), Duration::from_secs(10));
+    }
+}
