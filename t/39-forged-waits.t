@@ -110,8 +110,8 @@ sub victim_slot {
 }
 
 # Run a victim on a new file: open it, add once when $claim (so that the
-# forger can name its token), let $forge_sub forge, then add, clear and
-# merge, each timed. While it waits before exiting, $check runs. Returns
+# forger can name its token), wait while $forge_sub forges, then add,
+# clear and merge, each timed. While it waits before exiting, $check runs. Returns
 # [op, 'ok' or the croak, seconds] per call, or 'waited'.
 sub run_case {
     my (%a) = @_;
@@ -132,8 +132,9 @@ sub run_case {
                 $f->add('claimed');
                 open(my $t, '>', "$path.ready") or die;
                 close $t;
-                sleep 0.01 until -e "$path.go";
             }
+            # No write before the forger's.
+            sleep 0.01 until -e "$path.go";
             for my $op (
                 [add   => sub { $f->add("new-$_") for 1 .. 20 }],
                 [clear => sub { $f->clear }],
