@@ -116,7 +116,8 @@ sub victim_slot {
 sub run_case {
     my (%a) = @_;
     $path = "$dir/f" . ++$case . '.bf';
-    $C->new($path, 10_000, 0.01, { mode => 0660 });
+    my %opts = %{ $a{opts} // {} };
+    $C->new($path, 10_000, 0.01, { %opts, mode => 0660 });
     chown $VICTIM, $GID, $path or die "chown: $!";
     my $out = "$path.out";
     $a{before}->() if $a{before};
@@ -125,7 +126,7 @@ sub run_case {
         eval { become($VICTIM); 1 } or _exit(9);
         my @r;
         eval {
-            my $f = $C->new($path, 10_000, 0.01);
+            my $f = $C->new($path, 10_000, 0.01, \%opts);
             my $other = $C->new(undef, 10_000, 0.01);
             $other->add("o$_") for 1 .. 10;
             if ($a{claim}) {
@@ -135,11 +136,13 @@ sub run_case {
             }
             # No write before the forger's.
             sleep 0.01 until -e "$path.go";
-            for my $op (
-                [add   => sub { $f->add("new-$_") for 1 .. 20 }],
-                [clear => sub { $f->clear }],
-                [merge => sub { $f->merge($other) }])
-            {
+            my %ops = (
+                add    => sub { $f->add("new-$_") for 1 .. 20 },
+                clear  => sub { $f->clear },
+                merge  => sub { $f->merge($other) },
+                rotate => sub { $f->rotate },
+            );
+            for my $op (map { [$_ => $ops{$_}] } @{ $a{ops} // [qw(add clear merge)] }) {
                 my $t0 = time;
                 my $ok = eval { $op->[1]->(); 1 };
                 my $msg = $ok ? 'ok' : $@;
@@ -256,6 +259,24 @@ SKIP: {
     }
     like($res->[0][1], qr/^Data::BloomFilter::Shared->add: waited 1 s for a slot: every one is held, the last, shared one by slot 1023 \(word 0x[0-9a-f]+\) of thread $gone, which does not answer; another process may have forged it/,
         'every slot word naming a reaped process: add croaks after the bound, naming the last slot and its thread');
+}
+
+# 6. A windowed filter's cleaner word naming a live holder's token: a
+# rotate steps (its spare was clean) but cannot clear the next spare, and
+# the next rotate, which needs it cleared, croaks after the bound, naming
+# the cleaner word.
+$res = run_case(opts => { window => 60, generations => 4 }, ops => [qw(rotate rotate)], forge => sub {
+    my ($gen) = (words_at($SLOTS_OFF + 64 * $S + 4, 1));
+    forge([$SLOTS_OFF + 64 * $S, $$], [264, token($S, $gen)]);
+});
+SKIP: {
+    if (!ref $res) {
+        fail('a live holder of the cleaner word: rotate returned (it waited past the guard)');
+        skip 'the victim waited', 2;
+    }
+    is($res->[0][1], 'ok', 'a live holder of the cleaner word: a rotate with a clean spare steps');
+    like($res->[1][1], qr/^Data::BloomFilter::Shared->rotate: waited 1 s for the cleaner word, held by slot $S \(word 0x[0-9a-f]+\) of thread $$, which is alive but does not let go/,
+        '... and the next, which needs the spare cleared, croaks after the bound, naming the cleaner word');
 }
 
 done_testing;

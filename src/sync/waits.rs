@@ -76,11 +76,12 @@ impl<'a> Shared<'a> {
     #[cold]
     #[inline(never)]
     pub fn stuck(&self, what: &str, tok: u32) -> Error {
-        let held = match untoken(tok) {
-            Some((idx, _)) => self.holder(idx),
-            None => format!("{tok:#x}"),
-        };
-        stuck(format!("{what}, held by {held}"))
+        match untoken(tok) {
+            Some((idx, _)) => stuck(format!("{what}, held by {}", self.holder(idx))),
+            // 0: a caller that waited for no one word (`rotate`).
+            None if tok == 0 => stuck(what.to_string()),
+            None => stuck(format!("{what}, held by {tok:#x}")),
+        }
     }
 
     /// Slot `idx`, its word, and whether the thread the word names answers

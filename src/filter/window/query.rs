@@ -371,7 +371,10 @@ impl Filter {
                 if now != was {
                     (was, since) = (now, std::time::Instant::now());
                 } else if since.elapsed() >= sync::wait_limit() {
-                    let what = "the cleaner word, or a lock-free add's mark";
+                    let what = match now.0 {
+                        0 => "a lock-free add's mark to clear",
+                        _ => "the cleaner word",
+                    };
                     return Err(self.shared().stuck(what, now.0));
                 }
                 std::thread::sleep(std::time::Duration::from_micros(200));
