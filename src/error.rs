@@ -54,6 +54,19 @@ impl Error {
     pub fn readonly() -> Error {
         Error::new(ErrorKind::ReadOnly, "filter handle is read-only")
     }
+    /// A wait for another process that reached its bound (`sync::wait_limit`).
+    pub fn waited_for(what: impl fmt::Display, limit: std::time::Duration) -> Error {
+        let t = limit.as_secs_f64();
+        Error::new(
+            ErrorKind::Busy,
+            format!("{WAITED}{t} s for {what}; another process may have forged it, or its holder is stopped"),
+        )
+    }
+    /// Whether this is `waited_for`'s error: the wait took its bound, and
+    /// trying again waits as long.
+    pub fn waited(&self) -> bool {
+        self.kind == ErrorKind::Busy && self.msg.starts_with(WAITED)
+    }
 }
 
 impl fmt::Display for Error {
@@ -65,3 +78,6 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// How `Error::waited_for`'s message begins.
+const WAITED: &str = "waited ";

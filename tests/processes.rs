@@ -328,8 +328,8 @@ fn waits_until_killed(k: libc::pid_t, op: impl FnOnce(), what: &str) -> Duration
 }
 
 /// A stopped owner (SIGSTOP, a debugger, a frozen cgroup) is alive: the
-/// adder of its item waits for it, however long; once it is killed, the
-/// adder goes on within the crash bound.
+/// adder of its item waits for it (up to `sync::wait_limit`, 10 s); once
+/// it is killed, the adder goes on within the crash bound.
 fn stopped_holder_is_alive() {
     let f = anon(1000);
     let k = child_holding_victims_stripe(&f);

@@ -3,6 +3,16 @@
 use super::boundary::*;
 use super::*;
 
+use std::cell::RefCell;
+
+thread_local! {
+    /// The error of this thread's last `bfs_try_add` whose wait reached
+    /// its bound (`crate::error::Error::waited`), with its handle: the
+    /// `bfs_add` that follows to say why reports it rather than wait as
+    /// long again.
+    static WAITED: RefCell<Option<(usize, crate::error::Error)>> = const { RefCell::new(None) };
+}
+
 /// Add an item; `*was_new` = 1 when it was probably new, else 0.
 ///
 /// # Safety
@@ -17,6 +27,12 @@ pub unsafe extern "C" fn bfs_add(
     err: *mut c_char,
 ) -> BfsStatus {
     guard(err, || {
+        if let Some(e) = WAITED
+            .with(|w| w.borrow_mut().take())
+            .and_then(|(wh, e)| (wh == h as usize).then_some(e))
+        {
+            return Err(e);
+        }
         // SAFETY: per the function's contract.
         let f = unsafe { handle(h) }?;
         // SAFETY: per the function's contract.
@@ -46,7 +62,15 @@ pub unsafe extern "C" fn bfs_try_add(h: *mut BfsFilter, item: *const u8, len: us
         match unsafe { handle_unchecked(h) } {
             Ok(f) => {
                 // SAFETY: per the function's contract.
-                let r = f.add(unsafe { bytes(item, len) }).map_or(-1, c_int::from);
+                let r = match f.add(unsafe { bytes(item, len) }) {
+                    Ok(n) => c_int::from(n),
+                    Err(e) => {
+                        if e.waited() {
+                            WAITED.with(|w| *w.borrow_mut() = Some((h as usize, e)));
+                        }
+                        -1
+                    }
+                };
                 // Checked once, after the work (one load on the hot path).
                 if f.lost() {
                     -1

@@ -32,7 +32,7 @@ impl Filter {
         match stripe {
             // Adders of this item serialize on its stripe (doc/DESIGN.md, C2).
             Some(s) => {
-                if !sh.begin_add(s, c) {
+                if !sh.begin_add(s, c)? {
                     return Err(Error::frozen());
                 }
                 let new = p.set(bits, loc);
@@ -42,7 +42,7 @@ impl Filter {
             // One atomic update decides among adders of this item; the
             // slot mark only keeps exclusive operations out (doc/DESIGN.md, C9).
             None => {
-                if !sh.begin_lockfree_add(c) {
+                if !sh.begin_lockfree_add(c)? {
                     return Err(Error::frozen());
                 }
                 let new = p.set(bits, loc);
@@ -262,7 +262,7 @@ impl Filter {
                 self.add_at(p, l, c)?
             } else {
                 if marked == 0 {
-                    if !sh.begin_lockfree_add(c) {
+                    if !sh.begin_lockfree_add(c)? {
                         return Err(Error::frozen());
                     }
                     marked = MARK_ITEMS;

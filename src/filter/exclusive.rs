@@ -147,7 +147,7 @@ impl Filter {
     /// growing); nothing was done.
     fn journaled(&self, other: &Filter, op: u32, c: Claim) -> Result<bool> {
         let sh = self.shared();
-        let lock = sh.lock_journal(c);
+        let lock = sh.lock_journal(c)?;
         let Some(j) = self.region.prepare_journal(1)? else {
             return Ok(false); // `lock` drops: the word is given back
         };
@@ -216,7 +216,7 @@ impl Filter {
                 return Err(Self::intersect_grown(want));
             }
             self.grow_to(s, want, c)?;
-            let lock = sh.lock_journal(c);
+            let lock = sh.lock_journal(c)?;
             let n = self.stages_now(s)?;
             let theirs = other.stages_now(so)?;
             if op == PENDING_INTERSECT && theirs > 1 {
@@ -306,7 +306,7 @@ impl Filter {
         // No journal possible (a memfd sealed against growing, as earlier
         // versions made them): OR in place, lock-free, one word at a time,
         // as those versions did; a kill leaves a part merged.
-        if !sh.begin_merge(c) {
+        if !sh.begin_merge(c)? {
             return Err(Error::frozen());
         }
         for i in 0..self.words {

@@ -227,7 +227,7 @@ impl Filter {
         };
         let sh = self.shared();
         let stripe = p.stripe(at);
-        if !sh.begin_item_add(stripe, c) {
+        if !sh.begin_item_add(stripe, c)? {
             return Err(Error::frozen());
         }
         let put = self.put_seen(s, v, p, at);
@@ -290,7 +290,7 @@ impl Filter {
         // Every stage has the same stripes and stripe rule.
         let stripe = with_probe!(&s.all[0].probing, p => p.stripe(&p.locate(h)));
         loop {
-            if !sh.begin_item_add(stripe, c) {
+            if !sh.begin_item_add(stripe, c)? {
                 return Err(Error::frozen());
             }
             let r = self.add_under(s, h, seen);
@@ -441,7 +441,7 @@ impl Filter {
         // N2: the journal word first (order: journal word, then excl),
         // then excl, which drains every add between its reading of the
         // stage count and its update.
-        let lock = sh.lock_journal(c);
+        let lock = sh.lock_journal(c)?;
         let g = sh.lock_exclusive(c).map_err(no_fence)?;
         if sh.frozen() {
             return Err(Error::frozen()); // g, then lock, drop: released

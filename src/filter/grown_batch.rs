@@ -402,7 +402,7 @@ impl Filter {
                 continue;
             };
             let stripe = p.stripe(&ch.at[i]);
-            if !sh.begin_item_add(stripe, c) {
+            if !sh.begin_item_add(stripe, c).map_err(|e| (i, e))? {
                 return Err((i, Error::frozen()));
             }
             // One item under a stripe, the rest of the chunk under a mark.

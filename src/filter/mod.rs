@@ -294,8 +294,12 @@ thread_local! {
 unsafe impl Send for Filter {}
 
 /// The error of an exclusive operation `lock_exclusive` refused (and of a
-/// `rotate` that cannot fence lock-free adds).
-fn no_fence(_: sync::SyncError) -> Error {
+/// `rotate` that cannot fence lock-free adds): a wait that reached
+/// `sync::wait_limit` says so itself.
+fn no_fence(e: sync::SyncError) -> Error {
+    if let sync::SyncError::Stuck(e) = e {
+        return e;
+    }
     Error::new(
         ErrorKind::Busy,
         "another process adds to this filter with membarrier(2) fences, which this process cannot use \
@@ -947,11 +951,8 @@ impl Filter {
     #[allow(clippy::type_complexity)]
     fn claim_new(&self, id: claims::Id, gen: u32) -> Result<(std::result::Result<Claim, Taken>, Option<Arc<Lease>>)> {
         let sh = self.shared();
-        if !keeper::available() {
-            return Err(Error::new(
-                ErrorKind::Busy,
-                "this system has no robust futexes (the kernel's robust list is needed to write)",
-            ));
+        if let Err(e) = keeper::available() {
+            return Err(Error::new(ErrorKind::Busy, e.to_string()));
         }
         // A full table stays full for a while: look again at most every
         // FULL_RETRY rather than look at every slot's word on every claim.
@@ -974,6 +975,7 @@ impl Filter {
                         ErrorKind::Busy,
                         "this process holds slots of too many filters at once (at most 2047)",
                     ),
+                    sync::SyncError::Stuck(e) => e,
                     _ => Error::new(ErrorKind::Busy, "the slot table is corrupt: no slot can be taken"),
                 })?;
                 (c, Some(l)) // entered for this call

@@ -9,7 +9,7 @@ pub fn hold_stripe(f: &Filter, item: &[u8]) {
     let c = f.claim().expect("slot").c;
     let s = with_probe!(&f.probing, p => p.stripe(&p.locate(&p.hash(f.seed, item))));
     let s = s.expect("only the standard and DataSketches layouts have stripes");
-    assert!(f.shared().begin_add(s, c));
+    assert_eq!(f.shared().begin_add(s, c), Ok(true));
 }
 
 /// Take the exclusive lock, run `op` (`PENDING_CLEAR`, `PENDING_INVERT`)
@@ -56,7 +56,7 @@ pub fn thread_pointer() -> usize {
 /// adder stopped or killed between its slot mark and its update).
 pub fn hold_lockfree_add(f: &Filter) {
     let c = f.claim().expect("slot").c;
-    assert!(f.shared().begin_lockfree_add(c));
+    assert_eq!(f.shared().begin_lockfree_add(c), Ok(true));
 }
 
 thread_local! {
@@ -112,7 +112,7 @@ pub fn journal_range(f: &Filter) -> Option<(u64, u64)> {
 /// Mark this handle's slot busy (a merge killed midway).
 pub fn hold_merge(f: &Filter) {
     let c = f.claim().expect("slot").c;
-    assert!(f.shared().begin_merge(c));
+    assert_eq!(f.shared().begin_merge(c), Ok(true));
 }
 
 /// Run `during` holding the exclusive lock, then release it as an

@@ -43,38 +43,54 @@ impl<'a> Shared<'a> {
     /// Take the journal word for `me`, waiting for a live user and taking
     /// it over from a dead one. Whatever a dead user left pending is
     /// finished (by `lock_exclusive`'s resume) before the caller may write
-    /// the journal.
-    pub fn lock_journal(&self, me: Claim) -> JournalLock<'a> {
+    /// the journal. An error, nothing held, when a wait reached
+    /// `wait_limit` (the journal word and the pending work left as found).
+    pub fn lock_journal(&self, me: Claim) -> Result<JournalLock<'a>, Error> {
         let word = &self.ctl.journal;
-        loop {
+        let mut waited: Option<Waited> = None;
+        let was = loop {
             // Acquire: pairs with the Release in JournalLock's drop; the
             // last user's journal writes come before ours.
             let cur = match word.compare_exchange(0, me.token, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => break,
+                Ok(_) => break 0,
                 Err(cur) => cur,
             };
-            if self.owner_dead(cur) {
+            if self.gone(cur, me) {
                 // AcqRel: Acquire as above (from whatever the dead user
                 // published); Release hands on the word with our token.
                 if word
                     .compare_exchange(cur, me.token, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
-                    break;
+                    break cur & !WAITERS;
                 }
                 continue;
             }
+            // A user copying its operand moves nothing shared: only another
+            // user restarts the time.
+            if waited.get_or_insert_with(|| Waited::new((cur, 0))).over((cur, 0)) {
+                return Err(self.stuck("the journal word", cur));
+            }
             sleep_on(word, cur);
-        }
+        };
         // Acquire: pairs with `begin`'s Release store of pending.
         if journaled(self.ctl.pending.load(Ordering::Acquire)) {
             // A dead user's operation; only the journal word's holder sets
             // it, so it cannot be anyone else's. Taking the exclusive lock
             // finishes it from the journal, which we now keep unchanged
             // until that is done.
-            drop(self.take_exclusive(me));
+            if let Err(e) = self.take_exclusive(me) {
+                // The journal stays as the dead user left it, for whoever
+                // comes next (our own token, forged, is nobody's: free).
+                let back = if was == me.token { 0 } else { was };
+                // Release: as JournalLock's drop, without freeing anything.
+                if word.swap(back, Ordering::Release) & WAITERS != 0 {
+                    futex_wake(word);
+                }
+                return Err(e);
+            }
         }
-        JournalLock { sh: *self }
+        Ok(JournalLock { sh: *self })
     }
 
     /// Holding the exclusive lock: if the journal's user died, take its

@@ -47,7 +47,14 @@
 //! live in a `MAP_SHARED` mapping used by several processes); stripe
 //! waiters, whose owners hold a stripe for about a hundred nanoseconds, spin
 //! and then poll. Both re-check the owner's liveness every `WAIT_SLICE`,
-//! which bounds the stall a `SIGKILL`ed owner causes.
+//! which bounds the stall a `SIGKILL`ed owner causes. No wait lasts longer
+//! than `wait_limit` for one holder: a live holder that keeps a word that
+//! long is stopped, or the word was forged (a process that can write the
+//! file can name a thread that exists), and the waiter fails naming the
+//! word and its holder (`Shared::stuck`), holding nothing. Two forgeries
+//! are seen at once and taken over as a dead owner's words: a slot word
+//! naming a TID no thread can have (`keeper::state`), and the waiter's own
+//! token on a word it waits for (`Shared::gone`).
 //!
 //! The last slot is the *overflow* slot: a process that finds every other
 //! slot taken claims it and keeps it leased (`claim_overflow`): its keeper
@@ -57,13 +64,18 @@
 //! per call.
 
 use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub mod claims;
 mod journal;
+mod waits;
+
+pub use waits::wait_limit;
+use waits::{stuck, Waited};
 
 pub use journal::StageSet;
 
+use crate::error::Error;
 use crate::shm::format::SLOTS;
 use crate::shm::journal::JournalStore;
 pub use crate::shm::slots::{Control, Slot, Stripe};
@@ -181,11 +193,12 @@ impl Slot {
         unsafe { keeper::try_lock(&self.owner, key) }
     }
 
-    /// Take the slot's word, waiting for its holder (the overflow slot).
+    /// Take the slot's word, waiting for its holder (the overflow slot),
+    /// at most `wait_limit` for one holder (`Held` then).
     pub fn own_blocking(&self, key: u64) -> Try {
         // SAFETY: as in try_own; this thread does not hold it (a thread
         // holds at most one claim of a filter, `claims`).
-        unsafe { keeper::lock(&self.owner, key) }
+        unsafe { keeper::lock(&self.owner, key, wait_limit()) }
     }
 
     /// Start a new claim of a slot whose word we hold: every older token
@@ -260,6 +273,8 @@ pub enum SyncError {
     /// This process takes no more words: it holds `keeper`'s limit, or the
     /// kernel refused it a robust list.
     Refused,
+    /// A wait reached `wait_limit` (the error says for what); nothing held.
+    Stuck(Error),
 }
 
 /// The shared control structures of one mapping. Cheap to copy; valid while
@@ -522,7 +537,11 @@ impl<'a> Shared<'a> {
                 Ok((c, unsafe { keeper::lease(&slot.owner, key) }))
             }
             Try::Refused => Err(SyncError::Refused),
-            Try::Held => Err(SyncError::SlotsFull),
+            // Held past wait_limit by one holder.
+            Try::Held => Err(SyncError::Stuck(stuck(format!(
+                "a slot: every one is held, the last, shared one by {}",
+                self.holder(OVERFLOW)
+            )))),
         }
     }
 
@@ -564,9 +583,29 @@ impl<'a> Shared<'a> {
     // ------------------------------------------------------------ adders
 
     /// Take stripe `s` for an add, having made sure no exclusive operation
-    /// runs. Returns false (holding nothing) if the filter is frozen.
+    /// runs. Returns false (holding nothing) if the filter is frozen; an
+    /// error (holding nothing) when a wait reached `wait_limit`.
     #[inline]
-    pub fn begin_add(&self, s: usize, c: Claim) -> bool {
+    pub fn begin_add(&self, s: usize, c: Claim) -> Result<bool, Error> {
+        let stripe = &self.stripes[s].word;
+        // SeqCst, both: the Dekker pair with lock_exclusive, as below.
+        if stripe
+            .compare_exchange(0, c.token, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            if self.ctl.excl.load(Ordering::SeqCst) == 0 && !self.frozen() {
+                return Ok(true);
+            }
+            self.end_add(s);
+        }
+        self.begin_add_contended(s, c)
+    }
+
+    /// `begin_add` when the stripe is held, an exclusive operation runs
+    /// or the filter is frozen: the waits, out of the adds' common path.
+    #[cold]
+    #[inline(never)]
+    fn begin_add_contended(&self, s: usize, c: Claim) -> Result<bool, Error> {
         let stripe = &self.stripes[s].word;
         loop {
             // SeqCst: the Dekker pair with lock_exclusive (our stripe store
@@ -574,12 +613,12 @@ impl<'a> Shared<'a> {
             match stripe.compare_exchange(0, c.token, Ordering::SeqCst, Ordering::Relaxed) {
                 Ok(_) => {}
                 Err(held) => {
-                    self.wait_word(stripe, held);
+                    self.wait_word(stripe, held, c, s)?;
                     continue;
                 }
             }
-            if let Some(go) = self.admitted(c, || self.end_add(s)) {
-                return go;
+            if let Some(go) = self.admitted(c, || self.end_add(s))? {
+                return Ok(go);
             }
         }
     }
@@ -588,9 +627,10 @@ impl<'a> Shared<'a> {
     /// its stripe or mark (a SeqCst store): `Some(true)` to go on,
     /// `Some(false)` when the filter is frozen and `None` when an exclusive
     /// operation runs (waited for: take it again), both after `release`
-    /// gave the stripe or mark back.
+    /// gave the stripe or mark back; an error (after `release`) when the
+    /// wait reached `wait_limit`.
     #[inline(always)]
-    fn admitted(&self, c: Claim, release: impl Fn()) -> Option<bool> {
+    fn admitted(&self, c: Claim, release: impl Fn()) -> Result<Option<bool>, Error> {
         // SeqCst: the second half of the Dekker pair with lock_exclusive
         // (our stripe or mark store before this load; its excl store
         // before its drain's load).
@@ -598,13 +638,13 @@ impl<'a> Shared<'a> {
         if x == 0 {
             if self.frozen() {
                 release();
-                return Some(false);
+                return Ok(Some(false));
             }
-            return Some(true);
+            return Ok(Some(true));
         }
         release();
-        self.wait_exclusive(x, c);
-        None
+        self.wait_exclusive(x, c)?;
+        Ok(None)
     }
 
     /// Release stripe `s`: a plain store, no read-modify-write. Stripe
@@ -617,14 +657,15 @@ impl<'a> Shared<'a> {
         self.stripes[s].word.store(0, Ordering::Release);
     }
 
-    /// Mark this slot busy for a merge (all words, no stripe). False if frozen.
-    pub fn begin_merge(&self, c: Claim) -> bool {
+    /// Mark this slot busy for a merge (all words, no stripe). False if
+    /// frozen; an error (unmarked) when a wait reached `wait_limit`.
+    pub fn begin_merge(&self, c: Claim) -> Result<bool, Error> {
         let busy = &self.slots[c.idx as usize].busy;
         loop {
             // SeqCst: the same Dekker pair as begin_add.
             busy.store(c.token, Ordering::SeqCst);
-            if let Some(go) = self.admitted(c, || self.end_merge(c)) {
-                return go;
+            if let Some(go) = self.admitted(c, || self.end_merge(c))? {
+                return Ok(go);
             }
         }
     }
@@ -644,15 +685,19 @@ impl<'a> Shared<'a> {
     /// `membarrier(2)` between its `excl` store and its drain
     /// (`fence_light_adders`): the mark is a plain store, and the add's
     /// only locked instruction is its update of the item's word. Adds are
-    /// millions a second, exclusive operations rare.
+    /// millions a second, exclusive operations rare. An error (unmarked)
+    /// when a wait reached `wait_limit`.
     #[inline]
-    pub fn begin_lockfree_add(&self, c: Claim) -> bool {
-        self.owned(c).mark() || self.lockfree_add_contended(c)
+    pub fn begin_lockfree_add(&self, c: Claim) -> Result<bool, Error> {
+        if self.owned(c).mark() {
+            return Ok(true);
+        }
+        self.lockfree_add_contended(c)
     }
 
     #[cold]
     #[inline(never)]
-    fn lockfree_add_contended(&self, c: Claim) -> bool {
+    fn lockfree_add_contended(&self, c: Claim) -> Result<bool, Error> {
         self.end_merge(c);
         self.begin_merge(c)
     }
@@ -667,7 +712,7 @@ impl<'a> Shared<'a> {
     /// Begin an add of one item: under its stripe (`begin_add`), or, for
     /// a layout without stripes (None), lock-free (`begin_lockfree_add`).
     #[inline(always)]
-    pub fn begin_item_add(&self, stripe: Option<usize>, c: Claim) -> bool {
+    pub fn begin_item_add(&self, stripe: Option<usize>, c: Claim) -> Result<bool, Error> {
         match stripe {
             Some(s) => self.begin_add(s, c),
             None => self.begin_lockfree_add(c),
@@ -726,107 +771,15 @@ impl<'a> Shared<'a> {
         })
     }
 
-    /// Poll until `word` no longer holds `held` (true), clearing it if its
-    /// owner died, or until `limit` from `start` has passed (false).
-    fn wait_changed(&self, word: &AtomicU32, held: u32, start: std::time::Instant, limit: Duration) -> bool {
-        let mut i = 0u32;
-        let mut checked = start;
-        // Relaxed: a changed word is all we wait for; what its holder wrote
-        // is published by the holder's Release and read under our callers'
-        // own Acquire (the clean mark, the view).
-        while word.load(Ordering::Relaxed) == held {
-            i += 1;
-            if i < 100 {
-                std::hint::spin_loop();
-                continue;
-            }
-            if i < 200 {
-                std::thread::yield_now();
-                continue;
-            }
-            if checked.elapsed() >= WAIT_SLICE || i == 200 {
-                checked = std::time::Instant::now();
-                if self.owner_dead(held) {
-                    // AcqRel: as wait_word's take-over.
-                    let _ = word.compare_exchange(held, 0, Ordering::AcqRel, Ordering::Relaxed);
-                    return true;
-                }
-            }
-            if start.elapsed() >= limit {
-                return false;
-            }
-            std::thread::sleep(POLL);
-        }
-        true
-    }
-
-    /// Wait until a stripe no longer holds `held`; clear it if its owner
-    /// died. Polls: releasers store 0 without looking for waiters.
-    #[cold]
-    #[inline(never)]
-    fn wait_word(&self, word: &AtomicU32, held: u32) {
-        // A stripe is held for a few hundred nanoseconds: spin first, then
-        // yield (the owner may be preempted), then poll with short sleeps,
-        // checking the owner's liveness every WAIT_SLICE.
-        for i in 0..200u32 {
-            if i < 100 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-            if word.load(Ordering::Relaxed) != held {
-                return;
-            }
-        }
-        loop {
-            if self.owner_dead(held) {
-                // AcqRel: Acquire pairs with whatever the dead owner managed
-                // to publish; Release hands the cleared word to the next taker.
-                let _ = word.compare_exchange(held, 0, Ordering::AcqRel, Ordering::Relaxed);
-                return;
-            }
-            let polls = (WAIT_SLICE.as_micros() / POLL.as_micros()) as u32;
-            for _ in 0..polls {
-                std::thread::sleep(POLL);
-                if word.load(Ordering::Relaxed) != held {
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Wait for the exclusive operation of `tok` to end; recover it if its
-    /// owner died.
-    #[cold]
-    #[inline(never)]
-    fn wait_exclusive(&self, tok: u32, me: Claim) {
-        let excl = &self.ctl.excl;
-        let mut cur = tok;
-        loop {
-            if cur == 0 {
-                return;
-            }
-            if self.owner_dead(cur) {
-                // Take the dead owner's lock and finish its work, so that
-                // the epoch and any pending clear are left consistent.
-                if let Some(g) = self.steal_exclusive(cur, me) {
-                    drop(g);
-                }
-                return;
-            }
-            sleep_on(&self.ctl.excl, cur);
-            cur = excl.load(Ordering::Acquire);
-        }
-    }
-
     // ------------------------------------------------------------ exclusive
 
     /// Take the exclusive lock and drain every adder and merger.
     /// `SyncError::NoFence` (the lock given back, after finishing what a
     /// dead owner left) when a live process adds with light marks and this
-    /// one cannot fence them (`fence_light_adders`).
+    /// one cannot fence them (`fence_light_adders`); `SyncError::Stuck`
+    /// (nothing held) when a wait reached `wait_limit`.
     pub fn lock_exclusive(&self, me: Claim) -> Result<Exclusive<'a>, SyncError> {
-        let g = self.take_exclusive(me);
+        let g = self.take_exclusive(me).map_err(SyncError::Stuck)?;
         if g.fenced {
             Ok(g)
         } else {
@@ -835,20 +788,26 @@ impl<'a> Shared<'a> {
     }
 
     /// Take the exclusive lock, finish what a dead owner left and drain;
-    /// the result says whether light marks were fenced too.
-    fn take_exclusive(&self, me: Claim) -> Exclusive<'a> {
+    /// the result says whether light marks were fenced too. An error,
+    /// nothing held, when a wait reached `wait_limit`.
+    fn take_exclusive(&self, me: Claim) -> Result<Exclusive<'a>, Error> {
         let excl = &self.ctl.excl;
+        let mut waited: Option<Waited> = None;
         loop {
             // SeqCst: the Dekker pair with begin_add / begin_merge, and with
             // claim_slot's store of a light fence.
             match excl.compare_exchange(0, me.token, Ordering::SeqCst, Ordering::Relaxed) {
-                Ok(_) => return self.enter_exclusive(me),
+                Ok(_) => return self.enter_exclusive(me, 0),
                 Err(cur) => {
-                    if self.owner_dead(cur) {
-                        if let Some(g) = self.steal_exclusive(cur, me) {
-                            return g;
+                    if self.gone(cur, me) {
+                        if let Some(g) = self.steal_exclusive(cur, me)? {
+                            return Ok(g);
                         }
                         continue;
+                    }
+                    let seen = self.progress(cur);
+                    if waited.get_or_insert_with(|| Waited::new(seen)).over(seen) {
+                        return Err(self.stuck("the exclusive word", cur));
                     }
                     sleep_on(&self.ctl.excl, cur);
                 }
@@ -856,18 +815,27 @@ impl<'a> Shared<'a> {
         }
     }
 
-    /// Replace a dead owner's exclusive lock with ours.
-    fn steal_exclusive(&self, dead: u32, me: Claim) -> Option<Exclusive<'a>> {
+    /// Replace a dead owner's exclusive lock with ours; None when another
+    /// process replaced it first.
+    fn steal_exclusive(&self, dead: u32, me: Claim) -> Result<Option<Exclusive<'a>>, Error> {
         // SeqCst: we become the exclusive owner; same pairing as the CAS in
         // lock_exclusive.
-        self.ctl
+        if self
+            .ctl
             .excl
             .compare_exchange(dead, me.token, Ordering::SeqCst, Ordering::Relaxed)
-            .ok()
-            .map(|_| self.enter_exclusive(me))
+            .is_err()
+        {
+            return Ok(None);
+        }
+        self.enter_exclusive(me, dead).map(Some)
     }
 
-    fn enter_exclusive(&self, me: Claim) -> Exclusive<'a> {
+    /// Enter the exclusive operation whose word we just took from `was` (0,
+    /// or a dead owner's token). A drain that reached `wait_limit` leaves
+    /// the epoch and the word as we found them (a dead owner's work is
+    /// then left to whoever takes the word next) and fails.
+    fn enter_exclusive(&self, me: Claim, was: u32) -> Result<Exclusive<'a>, Error> {
         // A dead predecessor may have left the epoch odd: keep it odd then.
         let e = self.ctl.epoch.load(Ordering::Relaxed);
         if e & 1 == 0 {
@@ -877,7 +845,20 @@ impl<'a> Shared<'a> {
         // (seqlock writer; pairs with the Acquire fence in the add fast path).
         fence(Ordering::Release);
         let fenced = self.fence_light_adders(me);
-        self.drain(me);
+        if let Err(err) = self.drain(me) {
+            if e & 1 == 0 {
+                // Release: even again, and moved on, so that an add's fast
+                // path that read the odd epoch looks again (no bit changed).
+                self.ctl.epoch.store(e.wrapping_add(2), Ordering::Release);
+            }
+            // Our own token, forged, is nobody's work to finish: free.
+            let back = if was & !WAITERS == me.token { 0 } else { was & !WAITERS };
+            // Release: pairs with the Acquire loads of excl, as Exclusive's drop.
+            if self.ctl.excl.swap(back, Ordering::Release) & WAITERS != 0 {
+                futex_wake(&self.ctl.excl);
+            }
+            return Err(err);
+        }
         // An operation whose owner died part-way: finish it, so that the
         // filter is as after it, never a mix. This is safe even when light
         // marks could not be fenced: the owner set `pending` only after its
@@ -886,7 +867,7 @@ impl<'a> Shared<'a> {
         // A journal whose user died (before or after its operation ran):
         // give its space back.
         self.reclaim_journal(me);
-        Exclusive { sh: *self, fenced }
+        Ok(Exclusive { sh: *self, fenced })
     }
 
     /// Run resumable operation `op` over the words from chunk `from` on.
@@ -980,12 +961,14 @@ impl<'a> Shared<'a> {
         })
     }
 
-    fn drain(&self, me: Claim) {
-        for s in self.stripes {
+    /// Wait until no stripe and no other slot's mark is held (X4), taking
+    /// over dead owners' words; an error after `wait_limit` for one holder.
+    fn drain(&self, me: Claim) -> Result<(), Error> {
+        for (i, s) in self.stripes.iter().enumerate() {
             // SeqCst: the Dekker pair (see begin_add).
             let mut v = s.word.load(Ordering::SeqCst);
             while v != 0 {
-                self.wait_word(&s.word, v);
+                self.wait_word(&s.word, v, me, i)?;
                 v = s.word.load(Ordering::SeqCst);
             }
         }
@@ -993,19 +976,24 @@ impl<'a> Shared<'a> {
             if i as u32 == me.idx {
                 continue;
             }
+            let mut waited: Option<Waited> = None;
             loop {
                 let v = slot.busy.load(Ordering::SeqCst);
                 if v == 0 {
                     break;
                 }
-                if self.owner_dead(v) {
+                if self.gone(v, me) {
                     let _ = slot.busy.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed);
                     break;
+                }
+                if waited.get_or_insert_with(|| Waited::new((v, 0))).over((v, 0)) {
+                    return Err(self.stuck(&format!("the mark of slot {i}"), v));
                 }
                 // Mergers wake the excl word when they finish.
                 futex_wait(&self.ctl.excl, self.ctl.excl.load(Ordering::Relaxed), WAIT_SLICE);
             }
         }
+        Ok(())
     }
 }
 

@@ -179,7 +179,7 @@ fn a_rewritten_word_is_only_compared() {
     let sh = shared(slots, &ctl);
     let w = &slots[5].owner;
     // Held by a TID that is not ours: skipped, its owner alive.
-    w.store(0x0101_0101, Ordering::Relaxed);
+    w.store(0x0001_0101, Ordering::Relaxed);
     assert_eq!(slots[5].try_own(keeper::new_key()), Try::Held);
     assert!(!sh.owner_dead(token(5, 0)));
     let c = sh.claim_slot(5, false).unwrap();
@@ -211,4 +211,60 @@ fn a_rewritten_word_is_only_compared() {
     assert_eq!(c.idx, 5);
     sh.release_slot(c);
     assert_eq!(keeper::state(w.load(Ordering::Relaxed)), State::Free);
+    // A TID no thread can have: nobody's, taken over as a dead owner's.
+    w.store(0x3fff_fff0, Ordering::Relaxed);
+    let gen = slots[5].gen.load(Ordering::Relaxed);
+    assert!(sh.owner_dead(token(5, gen)));
+    let c = sh.claim_slot(5, false).unwrap();
+    assert_eq!(c.idx, 5, "a slot naming an impossible thread is claimed");
+    sh.release_slot(c);
+    assert_eq!(keeper::state(w.load(Ordering::Relaxed)), State::Free);
+}
+
+#[test]
+fn a_waiter_takes_its_own_token_on_a_word_as_forged() {
+    let (m, ctl) = table();
+    let slots = slots_of(&m);
+    // SAFETY: Stripe is a plain atomic, for which all-zero bytes are valid.
+    let stripes: [Stripe; 2] = unsafe { std::mem::zeroed() };
+    let sh = Shared {
+        stripes: &stripes,
+        ..shared(slots, &ctl)
+    };
+    let t = sh.claim_slot(3, false).unwrap();
+    let me = t.claim();
+    // Our token, alive (we hold the slot), copied into a stripe, the
+    // exclusive word and another slot's mark: nobody holds them.
+    stripes[1].word.store(me.token, Ordering::Relaxed);
+    assert_eq!(sh.begin_add(1, me), Ok(true), "the stripe is taken over");
+    assert_eq!(stripes[1].word.load(Ordering::Relaxed), me.token);
+    sh.end_add(1);
+    ctl.excl.store(me.token | WAITERS, Ordering::Relaxed);
+    slots[9].busy.store(me.token, Ordering::Relaxed);
+    stripes[0].word.store(me.token, Ordering::Relaxed);
+    let g = sh.lock_exclusive(me).expect("the exclusive word is taken over");
+    assert_eq!(slots[9].busy.load(Ordering::Relaxed), 0, "the forged mark is cleared");
+    assert_eq!(
+        stripes[0].word.load(Ordering::Relaxed),
+        0,
+        "the forged stripe is cleared"
+    );
+    drop(g);
+    assert_eq!(ctl.excl.load(Ordering::Relaxed), 0);
+    ctl.journal.store(me.token, Ordering::Relaxed);
+    drop(sh.lock_journal(me).expect("the journal word is taken over"));
+    assert_eq!(ctl.journal.load(Ordering::Relaxed), 0);
+    // Another live token (a slot we hold, another generation's claim is
+    // dead; so a second claim of ours) is waited for, not taken.
+    let t2 = sh.claim_slot(20, false).unwrap();
+    assert!(!sh.gone(t2.token, me));
+    sh.release_slot(t2);
+    sh.release_slot(t);
+}
+
+#[test]
+fn a_wait_is_bounded_by_ten_seconds_unless_told_otherwise() {
+    if std::env::var_os("BLOOMFILTER_SHARED_WAIT_LIMIT").is_none() {
+        assert_eq!(wait_limit(), Duration::from_secs(10));
+    }
 }

@@ -53,6 +53,10 @@ use crate::sys::sigbus::{self, Lost, Watch};
 pub const OWNER_DIED: u32 = 0x4000_0000;
 pub const WAITERS: u32 = 0x8000_0000;
 pub const TID_MASK: u32 = 0x3fff_ffff;
+/// The kernel's `PID_MAX_LIMIT` on 64-bit Linux: no thread of any PID
+/// namespace has this TID or a greater one (`pid_max` cannot be set
+/// higher), so a word naming one was written by no keeper.
+pub const TID_LIMIT: u32 = 1 << 22;
 
 /// The distance from a word's entry (in the shadow) up to the word: the
 /// robust list's `futex_offset`. Page-aligned, and at least as long as the
@@ -88,14 +92,16 @@ pub enum State {
     /// Held by the thread with this TID (alive: the kernel would have
     /// marked the word otherwise).
     Held(u32),
-    /// Its holder died holding it.
+    /// Its holder died holding it, or it names a TID no thread can have
+    /// (`TID_LIMIT`): nobody will ever give it back, as after a death.
     Died,
 }
 
 /// Classify a word's value. Every `u32` is one of the three: a word another
-/// user rewrote is at worst a wrong answer, never a fault.
+/// user rewrote is at worst a wrong answer, never a fault, and never a wait
+/// for a thread that cannot exist.
 pub fn state(v: u32) -> State {
-    if v & OWNER_DIED != 0 {
+    if v & OWNER_DIED != 0 || v & TID_MASK >= TID_LIMIT {
         State::Died
     } else if v & TID_MASK == 0 {
         State::Free
@@ -239,6 +245,46 @@ fn gettid() -> u32 {
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
 
+/// Why this process has no keeper.
+#[derive(Debug)]
+pub enum NoKeeper {
+    /// The kernel refused the keeper a robust list.
+    NoRobustList,
+    /// The keeper thread could not be made (`pthread_create`'s error).
+    Thread(std::io::Error),
+}
+
+impl std::fmt::Display for NoKeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoKeeper::NoRobustList => {
+                f.write_str("this system has no robust futexes (the kernel's robust list is needed to write)")
+            }
+            NoKeeper::Thread(e) => {
+                write!(f, "cannot start the filter's keeper thread: {e}")?;
+                // EAGAIN is also the system's thread limits' and a cgroup's
+                // pids.max; RLIMIT_NPROC is named when it binds this
+                // process (not root, a finite limit).
+                let mut r = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                // SAFETY: geteuid cannot fail; getrlimit writes `r` only.
+                let bound = unsafe {
+                    libc::geteuid() != 0
+                        && libc::getrlimit(libc::RLIMIT_NPROC, &mut r) == 0
+                        && r.rlim_cur != libc::RLIM_INFINITY
+                };
+                if e.raw_os_error() == Some(libc::EAGAIN) && bound {
+                    let n = r.rlim_cur;
+                    write!(f, " (RLIMIT_NPROC, {n} process{})", if n == 1 { "" } else { "es" })?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// This process's keeper, started on first use; None where the kernel
 /// refuses a robust list (ENOSYS) or no thread can be made.
 fn keeper() -> Option<&'static Keeper> {
@@ -249,12 +295,12 @@ fn keeper() -> Option<&'static Keeper> {
         // SAFETY: keepers are leaked, never freed.
         return Some(unsafe { &*k });
     }
-    start_keeper()
+    start_keeper().ok()
 }
 
 #[cold]
 #[inline(never)]
-fn start_keeper() -> Option<&'static Keeper> {
+fn start_keeper() -> Result<&'static Keeper, NoKeeper> {
     ATFORK.call_once(|| {
         // SAFETY: registering a plain extern "C" fn with no captured state.
         unsafe { libc::pthread_atfork(None, None, Some(on_fork_child)) };
@@ -268,25 +314,27 @@ fn start_keeper() -> Option<&'static Keeper> {
         std::thread::yield_now();
     }
     // Acquire: as in keeper().
-    let mut k = KEEPER.load(Ordering::Acquire);
-    if k.is_null() {
-        if let Some(new) = spawn_keeper() {
-            k = new as *const Keeper as *mut Keeper;
+    let k = KEEPER.load(Ordering::Acquire);
+    let r = if k.is_null() {
+        spawn_keeper().map(|new| {
             // Release: pairs with keeper()'s Acquire load.
-            KEEPER.store(k, Ordering::Release);
-        }
-    }
+            KEEPER.store(new as *const Keeper as *mut Keeper, Ordering::Release);
+            new
+        })
+    } else {
+        // SAFETY: a leaked keeper, never freed.
+        Ok(unsafe { &*k })
+    };
     // Release: pairs with the Acquire CAS above.
     STARTING.store(0, Ordering::Release);
-    // SAFETY: null or a leaked keeper.
-    unsafe { k.as_ref() }
+    r
 }
 
 /// Start the keeper thread with every signal blocked but `SIGBUS` (it
 /// inherits our mask, so no handler of the application ever runs on it;
 /// `sys::sigbus` handles a lost page it touches), and wait until it has
 /// registered its list.
-fn spawn_keeper() -> Option<&'static Keeper> {
+fn spawn_keeper() -> Result<&'static Keeper, NoKeeper> {
     let k: &'static Keeper = Box::leak(Box::new(Keeper {
         tid: AtomicU32::new(0),
         turn: Mutex::new(()),
@@ -314,9 +362,12 @@ fn spawn_keeper() -> Option<&'static Keeper> {
         .spawn(move || keeper_main(k, tx));
     // SAFETY: restores the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, ptr::null_mut()) };
-    spawned.ok()?;
+    spawned.map_err(NoKeeper::Thread)?;
     // false: the kernel refused the list; the thread has ended.
-    rx.recv().ok().filter(|&ok| ok).map(|_| k)
+    match rx.recv() {
+        Ok(true) => Ok(k),
+        _ => Err(NoKeeper::NoRobustList),
+    }
 }
 
 /// The keeper thread: register the list, then serve requests forever.
@@ -605,17 +656,27 @@ pub unsafe fn try_lock(word: &AtomicU32, key: u64) -> Try {
 
 /// Take `word`, waiting for a live holder (sleeping on the word; the
 /// kernel wakes a waiter when a holder dies), another thread of this
-/// process included.
+/// process included, for at most `limit` while the word names one holder
+/// (another holder starts the time again): `Held` after that.
 ///
 /// # Safety
-/// As `try_lock`; and this thread does not hold the word (it would wait
-/// for ever).
-pub unsafe fn lock(word: &AtomicU32, key: u64) -> Try {
+/// As `try_lock`; and this thread does not hold the word.
+pub unsafe fn lock(word: &AtomicU32, key: u64, limit: Duration) -> Try {
+    let mut since = std::time::Instant::now();
+    // Relaxed: only compared, to see another holder come.
+    let mut holder = word.load(Ordering::Relaxed) & TID_MASK;
     loop {
         // SAFETY: the caller's promise.
         match unsafe { try_lock(word, key) } {
             Try::Held => {}
             r => return r,
+        }
+        // Relaxed: as above.
+        let now = word.load(Ordering::Relaxed) & TID_MASK;
+        if now != holder {
+            (holder, since) = (now, std::time::Instant::now());
+        } else if since.elapsed() >= limit {
+            return Try::Held;
         }
         let v = word.load(Ordering::Relaxed);
         if let State::Held(_) = state(v) {
@@ -855,9 +916,14 @@ pub fn address_space_has_room(len: usize) -> bool {
     true
 }
 
-/// Whether this process can take words (it has, or can start, a keeper).
-pub fn available() -> bool {
-    keeper().is_some()
+/// Whether this process can take words: it has, or can start, a keeper;
+/// else why not.
+pub fn available() -> Result<(), NoKeeper> {
+    // Acquire: as in keeper().
+    if !KEEPER.load(Ordering::Acquire).is_null() {
+        return Ok(());
+    }
+    start_keeper().map(|_| ())
 }
 
 #[cfg(test)]

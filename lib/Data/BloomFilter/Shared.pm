@@ -1927,7 +1927,24 @@ it exclusively: adds wait for that one pass over the bits. Mergers and
 intersecters of one filter take turns at the journal: each waits for those
 before it to finish both passes. A process that is stopped (SIGSTOP, a
 debugger, a frozen cgroup) is alive: whoever needs what it holds waits until
-it runs again or dies. Queries never wait.
+it runs again or dies, for at most 10 s. Queries never wait.
+
+Every wait for another process has that bound: a write that has waited
+10 s for one holder of a lock word (a stripe, the exclusive word, the
+journal, another process's mark, the shared last slot) croaks, naming the
+word, the holder's slot, its thread id and whether that thread exists
+here, and holds nothing after; the forged or stopped holder's word is left
+as it was. A holder that moves on (another holder, each chunk of a
+C<clear> or of a C<merge>'s application) starts the 10 s again; an
+operation that holds a word longer without moving (the copy of a merge's
+operand of many GiB) makes its waiters croak: set
+C<BLOOMFILTER_SHARED_WAIT_LIMIT> to a number of seconds (above 0, at most
+86400; read once per process, when a wait first needs it) to wait longer
+or shorter. Two forgeries
+are recognised at once and taken over as a dead process's words: a slot
+word naming a thread id no thread can have (2^22 or more, past the
+kernel's C<PID_MAX_LIMIT>), and a process's own token copied into a word
+it waits for.
 
 A C<clear> or C<invert> interrupted by a crash is finished by the next
 process that writes (an add, a merge, any exclusive operation): before each
@@ -1958,7 +1975,9 @@ crash-atomic. Nothing another process completed is lost.
 
 Liveness needs a kernel with robust futexes (every Linux since 2.6.17, but
 not some emulators and sandboxes): where they are missing, writes croak
-saying so and queries work. The kernel follows at most 2048 entries of a
+saying so and queries work. So they do where the keeper thread (below)
+cannot be started, with the system's reason (a process at its
+C<RLIMIT_NPROC>, say). The kernel follows at most 2048 entries of a
 process's list of held words when it dies, so a process holds the slots of
 at most 2047 filters (over all its threads) at once; a write that would need
 one more croaks.
@@ -2033,8 +2052,9 @@ live (L</"Lost pages and $SIG{BUS}">).
 
 What a writer can do to other processes is what it can do through the
 filter's contents: make their answers false (set or clear bits), make their
-writes croak (a damaged header, a frozen flag) or wait (a lock word naming a
-live process's slot, a slot word naming a live thread id). It cannot make
+writes croak (a damaged header, a frozen flag) or wait, at most 10 s per
+call and word before they croak (a lock word naming a live process's slot,
+a slot word naming a thread id; see L</CONCURRENCY AND CRASH SAFETY>). It cannot make
 another process write to or read from memory of its choosing: the shared
 file holds no address, and every word another process reads from it is
 compared or bounded before use, never followed (a slot's word holds a
@@ -2815,6 +2835,40 @@ of a read-only descriptor.
 
 A write on a system whose kernel refuses a robust futex list (see
 L</CONCURRENCY AND CRASH SAFETY>); queries still work.
+
+=item cannot start the filter's keeper thread: %s
+
+=item cannot start the filter's keeper thread: Resource temporarily unavailable (RLIMIT_NPROC, %d processes)
+
+A process's first write could not start the thread that holds its slot
+words (see L</CONCURRENCY AND CRASH SAFETY>), for the system's reason
+given; a process (not root) of a user at its C<RLIMIT_NPROC> is told the
+limit. Queries still work; raise the limit, or write from a process that
+can start a thread.
+
+=item waited %s s for stripe %d, held by slot %d (word %#x) of thread %d, which does not answer; another process may have forged it, or its holder is stopped
+
+=item waited %s s for the exclusive word, held by ...
+
+=item waited %s s for the journal word, held by ...
+
+=item waited %s s for the mark of slot %d, held by ...
+
+=item waited %s s for the cleaner word, held by ...
+
+=item waited %s s for a lock-free add's mark to clear; ...
+
+=item waited %s s for a slot: every one is held, the last, shared one by slot 1023 (word %#x) of thread %d, which ...
+
+A write waited the bound (10 s, or C<BLOOMFILTER_SHARED_WAIT_LIMIT>) for
+one holder of a lock word, and changed nothing (see L</CONCURRENCY AND
+CRASH SAFETY>). The holder is named by its slot, that slot's word and the
+thread id in it, which "does not answer" (no such thread in this PID
+namespace: a forged word, or a process of another namespace) or "is alive
+but does not let go" (a stopped process, or a forged word naming a thread
+that exists). Another process that can write the file may have forged the
+word; or a process sharing the filter is stopped. Trying again waits as
+long again while the word stays.
 
 =item this process holds slots of too many filters at once (at most 2047)
 

@@ -275,7 +275,7 @@ fn windowed_blocked_steps_close_and_open_the_view_word() {
     f.view_word().fetch_or(View::CLOSED, Ordering::SeqCst);
     let c = f.claim().unwrap().c;
     let s = f.window_stripe(&crate::math::hashing::hash_item(f.seed, b"held"));
-    assert!(f.shared().begin_add(s, c));
+    assert_eq!(f.shared().begin_add(s, c), Ok(true));
     assert!(!f.add(b"a").unwrap(), "present");
     assert!(closed(), "still closed");
     for i in 0..100u32 {
@@ -340,7 +340,11 @@ fn windowed_stopped_adder_holds_up_no_adder() {
     let f = windowed(None, 3, None);
     let c = f.claim().unwrap().c;
     let s = f.window_stripe(&crate::math::hashing::hash_item(f.seed, b"held"));
-    assert!(f.shared().begin_add(s, c), "a stripe held as by a stopped adder");
+    assert_eq!(
+        f.shared().begin_add(s, c),
+        Ok(true),
+        "a stripe held as by a stopped adder"
+    );
     // The first step publishes the clean spare at once; clearing the
     // next one gives up on the held stripe.
     let t_rotate = std::time::Instant::now();
@@ -530,7 +534,11 @@ fn windowed_present_add_takes_no_stripe_and_rotate_waits_for_a_stopped_adder() {
     f.add(b"held").unwrap();
     let c = f.claim().unwrap().c;
     let s = f.window_stripe(&crate::math::hashing::hash_item(f.seed, b"held"));
-    assert!(f.shared().begin_add(s, c), "the stripe held as by a stopped adder");
+    assert_eq!(
+        f.shared().begin_add(s, c),
+        Ok(true),
+        "the stripe held as by a stopped adder"
+    );
     // Minutes, not seconds, for an answer (a loaded machine), yet a wait
     // for the held stripe (for ever) still fails.
     let r = other(|g| g.add(b"held")).recv_timeout(std::time::Duration::from_secs(60));

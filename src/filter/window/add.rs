@@ -8,7 +8,7 @@ impl Filter {
     fn window_add_at<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, s: usize, c: Claim, now: u64) -> Result<bool> {
         let w = &win.w;
         let sh = self.shared();
-        if !sh.begin_add(s, c) {
+        if !sh.begin_add(s, c)? {
             return Err(Error::frozen());
         }
         let write = |v: View| self.window_write(win, p, loc, v, now);

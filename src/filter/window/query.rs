@@ -325,6 +325,16 @@ impl Filter {
         self.writable()?;
         let held = self.claim()?;
         let c = held.c;
+        // The cleaner word's holder and the view: while neither moves, the
+        // wait is for one holder, at most sync::wait_limit.
+        // Relaxed, both: progress hints only.
+        let seen = || {
+            (
+                self.cleaner_word().load(Ordering::Relaxed),
+                self.view_word().load(Ordering::Relaxed),
+            )
+        };
+        let (mut was, mut since) = (seen(), std::time::Instant::now());
         loop {
             if self.spare_dirty(&win.w) {
                 self.clean_spare(&win, c, None);
@@ -357,6 +367,16 @@ impl Filter {
                 // Another live process is clearing the spare or holds
                 // the cleaner word, or a stopped one holds a lock-free
                 // add's mark.
+                let now = seen();
+                if now != was {
+                    (was, since) = (now, std::time::Instant::now());
+                } else if since.elapsed() >= sync::wait_limit() {
+                    let what = match now.0 {
+                        0 => "a lock-free add's mark to clear",
+                        _ => "the cleaner word",
+                    };
+                    return Err(self.shared().stuck(what, now.0));
+                }
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
         }

@@ -73,6 +73,37 @@ fn states_cover_every_value() {
     assert_eq!(state(42 | WAITERS), State::Held(42));
     assert_eq!(state(OWNER_DIED), State::Died);
     assert_eq!(state(u32::MAX), State::Died);
+    // A TID no thread can have (at or past PID_MAX_LIMIT) is nobody's.
+    assert_eq!(state(TID_LIMIT - 1), State::Held(TID_LIMIT - 1));
+    assert_eq!(state(TID_LIMIT), State::Died);
+    assert_eq!(state(0x3fff_fff0 | WAITERS), State::Died);
+}
+
+#[test]
+fn a_word_naming_an_impossible_thread_is_taken_over() {
+    let m = map();
+    let w = m.word(0);
+    w.store(0x3fff_fff0, Ordering::Relaxed);
+    // SAFETY: the word lies in a ShadowMap that outlives the take.
+    assert_eq!(unsafe { try_lock(w, KEY) }, Try::OwnerDied);
+    assert_eq!(state(w.load(Ordering::Relaxed)), State::Held(holder_tid().unwrap()));
+    // SAFETY: as above.
+    unsafe { unlock(w, KEY) };
+    assert_eq!(w.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_wait_for_a_holder_that_keeps_the_word_ends_at_its_limit() {
+    let m = map();
+    let w = m.word(0);
+    // A plausible TID that is not this process's keeper: held, for ever.
+    w.store(1, Ordering::Relaxed);
+    let t = Instant::now();
+    // SAFETY: the word lies in a ShadowMap that outlives the wait.
+    assert_eq!(unsafe { lock(w, KEY, Duration::from_millis(100)) }, Try::Held);
+    // At least the limit; the upper side is only a hang's (a busy host).
+    assert!(t.elapsed() >= Duration::from_millis(100));
+    assert_eq!(w.load(Ordering::Relaxed) & TID_MASK, 1, "the word is left as it was");
 }
 
 #[test]
@@ -150,7 +181,7 @@ fn a_leased_word_is_given_back_to_a_waiter_between_uses() {
         // under way: the keeper keeps it until the use ends.
         std::thread::scope(|s| {
             let t = s.spawn(|| {
-                let r = lock(w, 2);
+                let r = lock(w, 2, Duration::from_secs(3600));
                 unlock(w, 2);
                 r
             });
@@ -182,7 +213,7 @@ fn threads_of_one_process_take_turns() {
             assert_eq!(unsafe { try_lock(w, KEY) }, Try::Held, "another thread holds it");
             let t = Instant::now();
             // SAFETY: as above; this thread does not hold it.
-            assert_eq!(unsafe { lock(w, KEY) }, Try::Free);
+            assert_eq!(unsafe { lock(w, KEY, Duration::from_secs(3600)) }, Try::Free);
             let waited = t.elapsed();
             // SAFETY: as above.
             unsafe { unlock(w, KEY) };
@@ -281,7 +312,7 @@ fn a_stopped_holder_is_alive_and_its_death_wakes_a_waiter() {
         let waiter = s.spawn(|| {
             let t = Instant::now();
             // SAFETY: as above.
-            let r = unsafe { lock(w, KEY) };
+            let r = unsafe { lock(w, KEY, Duration::from_secs(3600)) };
             (r, t.elapsed())
         });
         std::thread::sleep(Duration::from_millis(100));
