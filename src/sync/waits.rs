@@ -29,30 +29,51 @@ pub fn wait_limit() -> Duration {
     })
 }
 
+/// How many times `wait_limit` one wait may last in all, whatever its
+/// holders do: a word that keeps naming new holders, or an exclusive
+/// operation that keeps moving, restarts the time for one holder, and a
+/// process that can write the file could do either for ever (two of its
+/// threads taking turns in a stripe's word, say).
+pub const WAIT_TOTAL: u32 = 6;
+
 /// The time one wait has waited for one holder: restarted whenever the
-/// word names another holder, or the holder shows progress.
+/// word names another holder, or the holder shows progress; and the time
+/// it has waited in all, never restarted (`WAIT_TOTAL`).
 pub(super) struct Waited {
     since: Instant,
+    first: Instant,
     seen: (u32, u64),
 }
 
 impl Waited {
     pub(super) fn new(seen: (u32, u64)) -> Waited {
+        let now = Instant::now();
         Waited {
-            since: Instant::now(),
+            since: now,
+            first: now,
             seen,
         }
     }
 
     /// True once `wait_limit` passed with `seen` (the holder's token,
-    /// `WAITERS` aside, and a progress word) unchanged.
+    /// `WAITERS` aside, and a progress word) unchanged, or `WAIT_TOTAL`
+    /// times it since the wait began.
     pub(super) fn over(&mut self, seen: (u32, u64)) -> bool {
+        self.over_at(seen, Instant::now(), wait_limit())
+    }
+
+    /// `over` at `now` with the limit `limit`.
+    fn over_at(&mut self, seen: (u32, u64), now: Instant, limit: Duration) -> bool {
+        if now.saturating_duration_since(self.first) >= limit * WAIT_TOTAL {
+            return true;
+        }
         let seen = (seen.0 & !WAITERS, seen.1);
         if seen != (self.seen.0 & !WAITERS, self.seen.1) {
-            *self = Waited::new(seen);
+            self.since = now;
+            self.seen = seen;
             return false;
         }
-        self.since.elapsed() >= wait_limit()
+        now.saturating_duration_since(self.since) >= limit
     }
 }
 
@@ -210,5 +231,44 @@ impl<'a> Shared<'a> {
     pub(super) fn progress(&self, cur: u32) -> (u32, u64) {
         // Relaxed: a hint that the holder moves on.
         (cur, self.ctl.cursor.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_ends_at_its_total_whatever_its_holders_do() {
+        let limit = Duration::from_secs(10);
+        let t0 = Instant::now();
+        let mut w = Waited::new((7, 0));
+        w.first = t0;
+        w.since = t0;
+        // One holder: over at the limit, not before.
+        assert!(!w.over_at((7, 0), t0 + limit / 2, limit));
+        assert!(w.over_at((7, 0), t0 + limit, limit));
+        // WAITERS is no new holder.
+        let mut w = Waited::new((7, 0));
+        w.first = t0;
+        w.since = t0;
+        assert!(w.over_at((7 | WAITERS, 0), t0 + limit, limit));
+        // Holders taking turns, or progress, each within the limit: the
+        // time restarts, until the total.
+        let mut w = Waited::new((7, 0));
+        w.first = t0;
+        w.since = t0;
+        let step = limit / 2;
+        let mut at = t0;
+        let mut turns = 0;
+        loop {
+            at += step;
+            turns += 1;
+            if w.over_at((7 + turns % 2, turns as u64), at, limit) {
+                break;
+            }
+            assert!(turns < 1000, "never over");
+        }
+        assert_eq!(at - t0, limit * WAIT_TOTAL);
     }
 }

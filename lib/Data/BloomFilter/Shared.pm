@@ -1927,7 +1927,7 @@ it exclusively: adds wait for that one pass over the bits. Mergers and
 intersecters of one filter take turns at the journal: each waits for those
 before it to finish both passes. A process that is stopped (SIGSTOP, a
 debugger, a frozen cgroup) is alive: whoever needs what it holds waits until
-it runs again or dies, for at most 10 s. Queries never wait.
+it runs again or dies, for at most 10 s (60 s in all; below). Queries never wait.
 
 Every wait for another process has that bound: a write that has waited
 10 s for one holder of a lock word (a stripe, the exclusive word, the
@@ -1935,7 +1935,9 @@ journal, another process's mark, the shared last slot) croaks, naming the
 word, the holder's slot, its thread id and whether that thread exists
 here, and holds nothing after; the forged or stopped holder's word is left
 as it was. A holder that moves on (another holder, each chunk of a
-C<clear> or of a C<merge>'s application) starts the 10 s again; an
+C<clear> or of a C<merge>'s application) starts the 10 s again, up to 60 s
+in all (six times the bound: holders that keep taking turns, as a writer of
+the file could make them, end the wait there too); an
 operation that holds a word longer without moving (the copy of a merge's
 operand of many GiB) makes its waiters croak: set
 C<BLOOMFILTER_SHARED_WAIT_LIMIT> to a number of seconds (above 0, at most
@@ -2052,8 +2054,7 @@ live (L</"Lost pages and $SIG{BUS}">).
 
 What a writer can do to other processes is what it can do through the
 filter's contents: make their answers false (set or clear bits), make their
-writes croak (a damaged header, a frozen flag) or wait, at most 10 s per
-call and word before they croak (a lock word naming a live process's slot,
+writes croak (a damaged header, a frozen flag) or wait, at most 10 s for one holder of a word and 60 s for one wait before they croak (a lock word naming a live process's slot,
 a slot word naming a thread id; see L</CONCURRENCY AND CRASH SAFETY>). It cannot make
 another process write to or read from memory of its choosing: the shared
 file holds no address, and every word another process reads from it is
