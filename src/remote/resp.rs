@@ -110,9 +110,9 @@ fn line(buf: &[u8]) -> Result<Option<(&[u8], usize)>> {
     let head = &buf[..buf.len().min(MAX_LINE + 2)];
     match head.windows(2).position(|w| w == b"\r\n") {
         Some(end) => Ok(Some((&buf[..end], end + 2))),
-        None if head.len() == MAX_LINE + 2 => Err(Error::format(format!(
-            "a protocol line longer than {MAX_LINE} bytes"
-        ))),
+        None if head.len() == MAX_LINE + 2 => {
+            Err(Error::format(format!("a protocol line longer than {MAX_LINE} bytes")))
+        }
         None => Ok(None),
     }
 }
