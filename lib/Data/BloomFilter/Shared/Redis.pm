@@ -690,8 +690,8 @@ sub _exchange {
                 $stop = 1;
             }
         };
-        for my $t (@todo) {
-            my ($c, $ask) = @$t;
+        for my $j (0 .. $#todo) {
+            my ($c, $ask) = @{ $todo[$j] };
             if ($stop) {    # never sent: not run
                 $c->{lost}->($c) if $c->{lost};
                 next;
@@ -726,7 +726,8 @@ sub _exchange {
             }
             # At most $FLUSH commands unanswered per connection: that bounds
             # what a broken connection leaves in doubt, and a client's queue.
-            $take->($link, $FLUSH - 1) if !$link->{failed};
+            # (After the last command, the wait below takes them all.)
+            $take->($link, $FLUSH - 1) if !$link->{failed} && $j < $#todo;
         }
         for my $node (keys %links) {
             my $link = $links{$node} or next;

@@ -157,14 +157,17 @@ sub reply {
             return ('broken', "unreadable reply from $self->{name}: $e");
         }
         return @r if @r;
+        if ($wait) {
+            # Waiting first: a reply is seldom there the moment it is asked for.
+            $deadline //= Time::HiRes::time() + $self->{t}{read_timeout};
+            return ('broken', "no reply from $self->{name} within read_timeout $self->{t}{read_timeout} s")
+                if !$self->_ready(0, $deadline);
+        }
         my $got = recv $self->{fh}, my $chunk, $READ, Socket::MSG_DONTWAIT();
         if (!defined $got) {
-            next if $!{EINTR};
+            next if $!{EINTR} || ($wait && ($!{EAGAIN} || $!{EWOULDBLOCK}));
             return ('broken', "$!") if !($!{EAGAIN} || $!{EWOULDBLOCK});
-            return if !$wait;
-            $deadline //= Time::HiRes::time() + $self->{t}{read_timeout};
-            next if $self->_ready(0, $deadline);
-            return ('broken', "no reply from $self->{name} within read_timeout $self->{t}{read_timeout} s");
+            return;
         }
         return ('broken', 'Server closed the connection') if !length $chunk;
         $self->{buf} .= $chunk;
