@@ -268,7 +268,7 @@ sub new {
         timeouts => \%timeouts,
     }, $class;
     # An address is connected to now: an unreachable one croaks here.
-    $self->_link('new', '') if defined $self->{address};
+    $self->{links}{''} = $self->_link('new', '') if defined $self->{address};
 
     # Validate the arguments as a creator would, even when the filter exists.
     my $want = {
@@ -508,7 +508,9 @@ sub _link {
         };
     }
     if ($client) {
-        my $l = Data::BloomFilter::Shared::Redis::Link->borrow($client, $self->{timeouts})
+        my $l = delete $self->{lent}{$node};
+        $l = undef if $l && !$l->still($client);
+        $l //= Data::BloomFilter::Shared::Redis::Link->borrow($client, $self->{timeouts})
             // return { client => $client, q => [] };
         return $l if $l->quiet;
         # Closed (by the server, or by us after a failure), or holding bytes
@@ -520,9 +522,10 @@ sub _link {
         return Data::BloomFilter::Shared::Redis::Link->borrow($client, $self->{timeouts})
             // { client => $client, q => [] };
     }
-    my $l = $self->{links}{$node};
+    # Taken out while in use: _end_round puts it back once every reply
+    # to it has been taken.
+    my $l = delete $self->{links}{$node};
     return $l if $l && $l->{pid} == $$ && $l->quiet;
-    delete $self->{links}{$node};
     my $address = $node eq '' ? $self->{address} : $node;
     my $a = _parse_address($method, $address);
     my ($link, $e) = Data::BloomFilter::Shared::Redis::Link->dial($a, _shown($address), $self->{timeouts});
@@ -541,7 +544,7 @@ sub _link {
             ? 'cannot AUTH at ' . _shown($address) . ": $r[1]"
             : "cannot select database $a->{db} at " . _shown($address) . ": $r[1]");
     }
-    return $self->{links}{$node} = $link;
+    return $link;
 }
 
 # Where a command goes: piece $i's slot, or "slot:N"; undef for the first
@@ -650,58 +653,47 @@ sub _next_reply {
 # then the call croaks. A connection that failed is not used again.
 sub _exchange {
     my ($self, $method, $cmds, $on_fail) = @_;
-    my @todo = map { [$_, undef] } @$cmds;
     $self->{failed} = 0;    # whether a connection failed (merge asks)
+    # The state of a round: its connections, the commands to send again
+    # (redirected), the first error, whether sending has stopped.
+    my $st = { links => {}, again => [], error => undef, stop => 0 };
+    my @todo = map { [$_, undef] } @$cmds;
+    # The usual single add or contains: one command on a socket kept from
+    # the last call, without the pipeline's bookkeeping. Its outcome is
+    # settled as any other's.
+    if (@todo == 1 && !%{ $self->{slot_node} } && ($self->{links}{''} || $self->{lent}{''})) {
+        my $c = $cmds->[0];
+        my $link = $st->{links}{''} = eval { $self->_link($method, '') };
+        if (!$link) {
+            $st->{error} = _strip($@);
+            $c->{lost}->($c) if $c->{lost};
+        }
+        elsif (!$link->{client}) {
+            my ($bytes, $take) = $self->_wire($c);
+            my $broke = $link->put($bytes);
+            $self->_settle($st, $link, { cmd => $c }, defined $broke ? ('broken', $broke) : $link->reply($take, 1));
+        }
+        if (!$link || !$link->{client}) {
+            return if !$self->_end_round($method, $st, $on_fail);
+            @todo = @{ $st->{again} };
+            $st = undef;
+        }
+        # (A client driven through its methods goes the usual way.)
+    }
     for my $round (0 .. $MAX_REDIRECTS) {
-        my (%links, @again, $error, $stop);
-        # Take the replies that have come on $link; wait for more while over
-        # $most are unanswered (undef: do not wait).
-        my $take = sub {
-            my ($link, $most) = @_;
-            while (@{ $link->{q} }) {
-                my @r = $self->_next_reply($link, defined $most && @{ $link->{q} } > $most);
-                return if !@r;
-                my $p = shift @{ $link->{q} };
-                my $kind = shift @r;
-                if ($kind eq 'broken') {
-                    # Sent and unanswered: unknown, neither run nor refused.
-                    ($link->{failed}, $stop) = (1, 1);
-                    $error //= $r[0];
-                    @{ $link->{q} } = ();
-                    return;
-                }
-                next if $p->{asking};    # its error, if any, is the command's too
-                my $c = $p->{cmd};
-                if ($kind eq 'ok') {
-                    $c->{ok}->($c, @r) if $c->{ok};
-                    next;
-                }
-                my ($what, $slot, $node) = _classify($r[0]);
-                if ($what eq 'moved' || $what eq 'ask') {
-                    $self->{slot_node}{$slot} = $node if $what eq 'moved';
-                    push @again, [$c, $what eq 'ask' ? $node : undef];
-                    next;
-                }
-                # Refused, not run (or an error of the client's that came
-                # as one): nothing more is sent.
-                $c->{lost}->($c) if $c->{lost} && $what eq 'refused';
-                $link->{failed} = 1 if $what eq 'broken';
-                $error //= $r[0];
-                $stop = 1;
-            }
-        };
+        $st = { links => {}, again => [], error => undef, stop => 0 } if $round || !$st;
         for my $j (0 .. $#todo) {
             my ($c, $ask) = @{ $todo[$j] };
-            if ($stop) {    # never sent: not run
+            if ($st->{stop}) {    # never sent: not run
                 $c->{lost}->($c) if $c->{lost};
                 next;
             }
             my $node = $ask // $self->_piece_node($c->{piece}) // '';
-            my $link = $links{$node} //= eval { $self->_link($method, $node) };
+            my $link = $st->{links}{$node} //= eval { $self->_link($method, $node) };
             if (!$link) {
-                $error //= _strip($@);
+                $st->{error} //= _strip($@);
                 $c->{lost}->($c) if $c->{lost};
-                $stop = 1;
+                $st->{stop} = 1;
                 next;
             }
             for my $p (($ask ? { asking => 1, cmd => { v => ['ASKING'] } } : ()), { cmd => $c }) {
@@ -718,39 +710,92 @@ sub _exchange {
                 # This command may have gone out whole: replies that came
                 # before the break are still counted, it and the rest are
                 # in doubt.
-                $take->($link, undef);
-                ($link->{failed}, $stop) = (1, 1);
-                $error //= $broke;
-                @{ $link->{q} } = ();
+                $self->_take($st, $link, undef);
+                $self->_settle($st, $link, undef, 'broken', $broke);
                 last;
             }
             # At most $FLUSH commands unanswered per connection: that bounds
             # what a broken connection leaves in doubt, and a client's queue.
             # (After the last command, the wait below takes them all.)
-            $take->($link, $FLUSH - 1) if !$link->{failed} && $j < $#todo;
+            $self->_take($st, $link, $FLUSH - 1) if !$link->{failed} && $j < $#todo;
         }
-        for my $node (keys %links) {
-            my $link = $links{$node} or next;
-            $take->($link, 0) if !$link->{failed};
-            next if !$link->{failed};
-            # Not used again: ours is closed and made afresh by the next
-            # call; a client's socket is shut (the client sees it closed).
-            # A client driven through its methods is the caller's.
-            $link->fail if !$link->{client};
-            $self->{failed} = 1;
-            delete $self->{links}{$node};
-            delete $self->{clients}{$node} if $node ne '';    # the connect option makes another
-        }
-        if (defined $error) {
-            # Redirected and not sent again: not run.
-            $_->[0]{lost} && $_->[0]{lost}->($_->[0]) for @again;
-            $on_fail->($error) if $on_fail;
-            _croak($method, $error);
-        }
-        return if !@again;
-        @todo = @again;
+        $self->_take($st, $_, 0) for grep { $_ && !$_->{failed} } values %{ $st->{links} };
+        return if !$self->_end_round($method, $st, $on_fail);
+        @todo = @{ $st->{again} };
     }
     _croak($method, "still redirected after $MAX_REDIRECTS redirections (the cluster is resharding?)");
+}
+
+# Take the replies that have come on $link; wait for more while over $most
+# are unanswered (undef: do not wait).
+sub _take {
+    my ($self, $st, $link, $most) = @_;
+    while (@{ $link->{q} } && !$link->{failed}) {
+        my @r = $self->_next_reply($link, defined $most && @{ $link->{q} } > $most);
+        return if !@r;
+        $self->_settle($st, $link, shift @{ $link->{q} }, @r);
+    }
+    return;
+}
+
+# What the outcome of a command ($p: { cmd }, or undef for the connection's
+# failure) means for the round.
+sub _settle {
+    my ($self, $st, $link, $p, $kind, @r) = @_;
+    if ($kind eq 'broken') {
+        # Sent and unanswered: unknown, neither run nor refused.
+        $link->{failed} = $st->{stop} = 1;
+        $st->{error} //= $r[0];
+        @{ $link->{q} } = ();
+        return;
+    }
+    return if $p->{asking};    # its error, if any, is the command's too
+    my $c = $p->{cmd};
+    if ($kind eq 'ok') {
+        $c->{ok}->($c, @r) if $c->{ok};
+        return;
+    }
+    my ($what, $slot, $node) = _classify($r[0]);
+    if ($what eq 'moved' || $what eq 'ask') {
+        $self->{slot_node}{$slot} = $node if $what eq 'moved';
+        push @{ $st->{again} }, [$c, $what eq 'ask' ? $node : undef];
+        return;
+    }
+    # Refused, not run (or an error of the client's that came as one):
+    # nothing more is sent.
+    $c->{lost}->($c) if $c->{lost} && $what eq 'refused';
+    $link->{failed} = 1 if $what eq 'broken';
+    $st->{error} //= $r[0];
+    $st->{stop} = 1;
+    return;
+}
+
+# The end of a round: the connections that failed are not used again (ours
+# closed and made afresh by the next call; a client's socket shut, so that
+# the client sees it closed; a client driven through its methods is the
+# caller's), the others kept; then a croak for the round's error, or
+# whether there are redirected commands to send again.
+sub _end_round {
+    my ($self, $method, $st, $on_fail) = @_;
+    for my $node (keys %{ $st->{links} }) {
+        my $link = $st->{links}{$node} or next;
+        if (!$link->{failed}) {
+            # Ours is kept only now: a call cut short (a die from a signal
+            # handler) leaves commands unanswered on it, and it is dropped.
+            ($link->{own} ? $self->{links} : $self->{lent})->{$node} = $link if !$link->{client};
+            next;
+        }
+        $link->fail if !$link->{client};
+        $self->{failed} = 1;
+        delete $self->{clients}{$node} if $node ne '';    # the connect option makes another
+    }
+    if (defined $st->{error}) {
+        # Redirected and not sent again: not run.
+        $_->[0]{lost} && $_->[0]{lost}->($_->[0]) for @{ $st->{again} };
+        $on_fail->($st->{error}) if $on_fail;
+        _croak($method, $st->{error});
+    }
+    return scalar @{ $st->{again} };
 }
 
 sub _strip_client_error {
@@ -784,8 +829,11 @@ sub _batch {
     # undefined, for the check to refuse).
     my $plain = _xs_plain($items) ? $items : [map { defined ? "$_" : $_ } @$items];
     my $n = @$plain;
-    my ($count, $known, $refused) = (0, 0, 0);
-    my @each;
+    # The batch's tallies: the count, the items known run (their replies
+    # came) and those known not run (refused, or never sent), and each
+    # item's 0/1 when an out array is given.
+    my $b = { method => $method, verb => $verb, n => $n, out => $out, count => 0, known => 0, refused => 0,
+        each => [] };
     # The items of each piece: [piece, the items, their indexes in the
     # batch (undef: the same)].
     my @groups;
@@ -797,21 +845,9 @@ sub _batch {
         @groups = map { $by[$_] ? [$_, [@$plain[@{ $by[$_] }]], $by[$_]] : () } 0 .. $#by;
     }
     else {
-        eval { _xs_items($plain) } // _croak($method, _strip($@));
+        eval { _xs_items($plain) } // _croak($method, $method =~ /_many\z/ ? _strip($@) : _strip($@) =~ s/ at index 0\z//r);
         @groups = ([0, $plain, undef]) if $n;
     }
-    # A command's reply, folded: $full of its $got items (@$flags, one per
-    # item) held every bit.
-    my $ok = sub {
-        my ($c, $full, $got, $flags) = @_;
-        $count += $verb ? $got - $full : $full;
-        $known += $got;
-        return if !$out;
-        my @r = $verb ? map { 1 - $_ } @$flags : @$flags;    # an add reports the items not there before
-        my ($s, $e, $ix) = @$c{qw(s e ix)};
-        if ($ix) { @each[@$ix[$s .. $e]] = @r } else { @each[$s .. $e] = @r }
-    };
-    my $lost = sub { $refused += $_[0]{e} - $_[0]{s} + 1 };
     my @cmds;
     for my $g (@groups) {
         my ($p, $list, $ix) = @$g;
@@ -819,30 +855,45 @@ sub _batch {
         for (my $s = 0; $s < @$list; $s += $CHUNK) {
             my $e = ($s + $CHUNK < @$list ? $s + $CHUNK : @$list) - 1;
             push @cmds, { piece => $p, bf => [$verb, $list, $s, $e - $s + 1, $key, $out], s => $s, e => $e,
-                ix => $ix, ok => $ok, lost => $lost };
+                ix => $ix, batch => $b, ok => \&_batch_ok, lost => \&_batch_lost };
         }
     }
-    $self->_exchange($method, \@cmds, $self->_batch_failed($method, $verb, $n, $out, \@each, \$known, \$refused))
-        if @cmds;
-    @$out = @each if $out;
-    return $count;
+    $self->_exchange($method, \@cmds, sub { _batch_failed($b, @_) }) if @cmds;
+    @$out = @{ $b->{each} } if $out;
+    return $b->{count};
 }
 
+# A command's reply, folded: $full of its $got items (@$flags, one per
+# item) held every bit.
+sub _batch_ok {
+    my ($c, $full, $got, $flags) = @_;
+    my $b = $c->{batch};
+    $b->{count} += $b->{verb} ? $got - $full : $full;
+    $b->{known} += $got;
+    return if !$b->{out};
+    my @r = $b->{verb} ? map { 1 - $_ } @$flags : @$flags;    # an add reports the items not there before
+    my ($s, $e, $ix) = @$c{qw(s e ix)};
+    if ($ix) { @{ $b->{each} }[@$ix[$s .. $e]] = @r } else { @{ $b->{each} }[$s .. $e] = @r }
+}
+
+# A command that did not run: its items are known not added.
+sub _batch_lost { $_[0]{batch}{refused} += $_[0]{e} - $_[0]{s} + 1 }
+
+# The croak of a batch that failed part-way ($e the first error): what is
+# known of its items; the out array gets undef for the items not known.
 sub _batch_failed {
-    my ($self, $method, $verb, $n, $out, $each, $known, $refused) = @_;
-    return sub {
-        my ($e) = @_;
-        my $what = $verb
-            ? "$$known of $n items known added; $$refused refused by the server or not sent (not added); the other "
-                . ($n - $$known - $$refused) . ' may or may not have been added'
-            : "$$known of $n items known checked";
-        if ($out) {
-            $#$each = $n - 1;
-            @$out = @$each;
-            $what .= ' (the results are undef for items not known added)' if $verb;
-        }
-        Carp::croak(__PACKAGE__ . "->$method: $e: $what");
-    };
+    my ($b, $e) = @_;
+    my ($n, $known, $refused) = @$b{qw(n known refused)};
+    my $what = $b->{verb}
+        ? "$known of $n items known added; $refused refused by the server or not sent (not added); the other "
+            . ($n - $known - $refused) . ' may or may not have been added'
+        : "$known of $n items known checked";
+    if (my $out = $b->{out}) {
+        $#{ $b->{each} } = $n - 1;
+        @$out = @{ $b->{each} };
+        $what .= ' (the results are undef for items not known added)' if $b->{verb};
+    }
+    Carp::croak(__PACKAGE__ . "->$b->{method}: $e: $what");
 }
 
 sub _out_array {

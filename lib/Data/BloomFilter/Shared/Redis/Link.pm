@@ -82,7 +82,19 @@ sub borrow {
         my $path = Socket::unpack_sockaddr_un($peer);
         $name = "unix:$path" if length $path;
     }
-    return bless { fh => $fh, name => $name, t => $t, pid => $$, own => 0, buf => '', q => [] }, $class;
+    return bless { fh => $fh, name => $name, t => $t, pid => $$, own => 0, buf => '', q => [], fd => $fd,
+        id => readlink("/proc/self/fd/$fd") }, $class;
+}
+
+# Whether a borrowed socket is still $client's: the same descriptor, naming
+# the same socket (a client that reconnected may have got the same number
+# for another), in the same process. Without /proc, never: the socket is
+# then borrowed afresh for each call.
+sub still {
+    my ($self, $client) = @_;
+    my $fd = eval { $client->__sock };
+    return $self->{pid} == $$ && defined $self->{id} && $fd && $fd eq $self->{fd}
+        && (readlink("/proc/self/fd/$fd") // '') eq $self->{id};
 }
 
 sub name { $_[0]{name} }
@@ -150,8 +162,8 @@ sub reply {
     my ($self, $take, $wait) = @_;
     my $deadline;
     while (1) {
-        my @r = eval { $take->(\$self->{buf}) };
-        if ($@) {
+        my @r;
+        if (length $self->{buf} && !eval { @r = $take->(\$self->{buf}); 1 }) {
             (my $e = $@) =~ s/ at \S+ line \d+\.?\n\z//;
             $e =~ s/\A\S+->\w+: //;
             return ('broken', "unreadable reply from $self->{name}: $e");
