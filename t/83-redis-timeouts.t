@@ -54,6 +54,8 @@ sub timed {
                 "$t => " . (ref $bad ? '[1]' : $bad) . ' croaks';
         }
     }
+    is_deeply $R->new($srv->address, 'opts', 1000, 0.01)->{timeouts},
+        { cnx_timeout => 5, read_timeout => 10, write_timeout => 10 }, 'the defaults: 5, 10 and 10 s';
     my $f = $R->new($srv->address, 'opts', 1000, 0.01, { %SMALL, read_timeout => 0.25 });
     is $f->add('x'), 1, 'timeouts of a fraction of a second are taken';
 }
@@ -111,6 +113,18 @@ sub timed {
     my ($unsent, $doubt) = $e =~ /; (\d+) refused .* the other (\d+) may/;
     cmp_ok $doubt // 1e9, '<=', 64 * 100, 'at most 64 commands of 100 items are in doubt';
     is $unsent + $doubt, 20_000, 'and the rest was not sent';
+    # A merge's upload (24 MiB in commands of 4 MiB) outgrows what the
+    # sockets hold: its writing stalls.
+    my $big = Data::BloomFilter::Shared->new(undef, 20_000_000, 0.01);
+    $big->add('m');
+    kill 'CONT', $srv->pid;
+    my $upload = $R->new($addr, 'upload', 20_000_000, 0.01, \%SMALL);
+    kill 'STOP', $srv->pid;
+    my ($took, $we) = timed(sub { $upload->merge($big) });
+    like $we, qr/\A\Q$R\E->merge: could not write to 127\.0\.0\.1:$port within write_timeout 0\.5 s\b/,
+        'a stalled write croaks naming write_timeout';
+    time_bound($took, $T + 0.5, 'within it');
+    undef $big;
     kill 'CONT', $srv->pid;
     for my $via (['an address', $ours], ['a Redis::Fast client', $theirs{add}[0]]) {
         my ($how, $f) = @$via;

@@ -1174,8 +1174,9 @@ before anything is sent on it and opened afresh.
 
 A L<Redis::Fast> client passed in (or returned by C<connect>) lends its
 socket: the module writes its commands and reads their replies there
-itself, between the client's own calls, so leave no reply of yours pending
-on the client when you call the filter. A client of another kind (anything
+itself (over a duplicate of the descriptor, kept while the client's still
+names the same socket), between the client's own calls, so leave no reply
+of yours pending on the client when you call the filter. A client of another kind (anything
 with the L<Redis> method API) is driven through its methods, pipelined with
 callbacks.
 
