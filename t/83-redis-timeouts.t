@@ -277,6 +277,29 @@ SKIP: {
     }
 }
 
+# --- the reader of other commands' replies, on bytes alone -----------------------------------------
+{
+    my $take = \&Data::BloomFilter::Shared::Redis::Link::take_value;
+    my $all = sub { my $b = $_[0]; my @r = eval { $take->(\$b) }; return ($@ ? "DIED $@" : \@r, $b) };
+    is_deeply [$all->("*3\r\n:1\r\n\$2\r\nab\r\n*2\r\n\$-1\r\n+OK\r\n+next")],
+        [['ok', [1, 'ab', [undef, 'OK']]], '+next'], 'a reply is taken whole, what follows kept';
+    is_deeply [$all->("-ERR no\r\n")], [['error', 'ERR no'], ''], 'an error reply';
+    for my $cut ("*2\r\n:1\r\n", "\$5\r\nabc", '+O', '') {
+        is_deeply [$all->($cut)], [[], $cut], 'a reply cut short waits: ' . ($cut =~ s/\r\n/ /gr);
+    }
+    my $line = '+' . ('x' x 65536);
+    is_deeply [$all->($line)], [[], $line], 'a line of 65536 bytes waits for its end';
+    like +($all->("$line" . 'x'))[0], qr/\ADIED a protocol line longer than 65536 bytes/, 'one byte more is refused';
+    like +($all->("*1\r\n$line" . 'x'))[0], qr/\ADIED a protocol line longer/, 'also inside an array';
+    like +($all->("\$4194305\r\n"))[0], qr/\ADIED a bulk reply of 4194305 bytes, past the 4194304/,
+        'a bulk past 4 MiB is refused on its header';
+    is_deeply [$all->("\$4194304\r\n")], [[], "\$4194304\r\n"], 'one of 4 MiB is waited for';
+    like +($all->("*1048577\r\n"))[0], qr/\ADIED a reply nested or sized past all bounds/, 'an array past 2^20 elements';
+    like +($all->("*1\r\n" x 9 . ":1\r\n"))[0], qr/\ADIED a reply nested or sized past all bounds/, 'nested past 8';
+    like +($all->("?\r\n"))[0], qr/\ADIED '\?' does not start a protocol reply/, 'garbage';
+    like +($all->("*x\r\n"))[0], qr/\ADIED 'x' is not a protocol integer/, 'a bad length';
+}
+
 # --- reopening with another geometry warns, as locally ---------------------------------------------
 {
     my $srv = RedisServer->new;
