@@ -13,7 +13,8 @@ use 5.022;
 use strict;
 use warnings;
 
-use Errno ();
+use POSIX ();
+use Errno qw(EAGAIN ECONNRESET EINTR EPIPE ETIMEDOUT EWOULDBLOCK);
 use Socket ();
 use Time::HiRes ();
 
@@ -52,7 +53,7 @@ sub dial {
             Timeout => $t->{cnx_timeout});
     if (!$sock) {
         my $e = "$!" || $@ || 'unknown error';
-        $e = "no connection within cnx_timeout $t->{cnx_timeout} s" if $!{ETIMEDOUT} || $e =~ /timed? ?out/i;
+        $e = "no connection within cnx_timeout $t->{cnx_timeout} s" if $! == ETIMEDOUT || $e =~ /timed? ?out/i;
         return (undef, $e);
     }
     setsockopt($sock, Socket::IPPROTO_TCP(), Socket::TCP_NODELAY(), 1) if !defined $a->{sock};
@@ -83,18 +84,23 @@ sub borrow {
         $name = "unix:$path" if length $path;
     }
     return bless { fh => $fh, name => $name, t => $t, pid => $$, own => 0, buf => '', q => [], fd => $fd,
-        id => readlink("/proc/self/fd/$fd") }, $class;
+        id => _socket_id($fd) }, $class;
+}
+
+# The device and inode of the socket behind descriptor $fd, or undef.
+sub _socket_id {
+    my @st = POSIX::fstat($_[0]) or return undef;
+    return "$st[0]:$st[1]";
 }
 
 # Whether a borrowed socket is still $client's: the same descriptor, naming
 # the same socket (a client that reconnected may have got the same number
-# for another), in the same process. Without /proc, never: the socket is
-# then borrowed afresh for each call.
+# for another), in the same process.
 sub still {
     my ($self, $client) = @_;
     my $fd = eval { $client->__sock };
     return $self->{pid} == $$ && defined $self->{id} && $fd && $fd eq $self->{fd}
-        && (readlink("/proc/self/fd/$fd") // '') eq $self->{id};
+        && (_socket_id($fd) // '') eq $self->{id};
 }
 
 sub name { $_[0]{name} }
@@ -105,7 +111,7 @@ sub name { $_[0]{name} }
 sub quiet {
     my ($self) = @_;
     my $got = recv $self->{fh}, my $peek, 1, Socket::MSG_PEEK() | Socket::MSG_DONTWAIT();
-    return !defined $got && ($!{EAGAIN} || $!{EWOULDBLOCK});
+    return !defined $got && ($! == EAGAIN || $! == EWOULDBLOCK);
 }
 
 # Wait until the socket can be read ($write false) or written, until
@@ -122,7 +128,7 @@ sub _ready {
         my $n = select $r, $w, undef, $left;
         return 1 if $n > 0;
         return 0 if $n == 0;
-        next if $!{EINTR};
+        next if $! == EINTR;
         return 1;    # an error on the descriptor: the read or write says which
     }
 }
@@ -139,9 +145,9 @@ sub put {
     while ($off < length $bytes) {
         my $w = send($self->{fh}, $off ? substr($bytes, $off) : $bytes, $flags);
         if (!defined $w) {
-            next if $!{EINTR};
-            return $!{EPIPE} || $!{ECONNRESET} ? 'Server closed the connection' : "write: $!"
-                if !($!{EAGAIN} || $!{EWOULDBLOCK});
+            next if $! == EINTR;
+            return $! == EPIPE || $! == ECONNRESET ? 'Server closed the connection' : "write: $!"
+                if !($! == EAGAIN || $! == EWOULDBLOCK);
             $deadline //= Time::HiRes::time() + $self->{t}{write_timeout};
             next if $self->_ready(1, $deadline);
             return "could not write to $self->{name} within write_timeout $self->{t}{write_timeout} s";
@@ -177,8 +183,8 @@ sub reply {
         }
         my $got = recv $self->{fh}, my $chunk, $READ, Socket::MSG_DONTWAIT();
         if (!defined $got) {
-            next if $!{EINTR} || ($wait && ($!{EAGAIN} || $!{EWOULDBLOCK}));
-            return ('broken', "$!") if !($!{EAGAIN} || $!{EWOULDBLOCK});
+            next if $! == EINTR || ($wait && ($! == EAGAIN || $! == EWOULDBLOCK));
+            return ('broken', "$!") if !($! == EAGAIN || $! == EWOULDBLOCK);
             return;
         }
         return ('broken', 'Server closed the connection') if !length $chunk;
