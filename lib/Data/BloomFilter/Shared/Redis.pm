@@ -7,9 +7,7 @@ use warnings;
 use Carp ();
 use Scalar::Util ();
 use POSIX ();
-use Socket ();
 use overload ();
-use warnings ();
 
 use Data::BloomFilter::Shared ();    # the XS: hashing and local filters
 use Data::BloomFilter::Shared::Args ();
