@@ -479,8 +479,9 @@ sub _strip {
 # wait bounded by the filter's timeouts and every reply by the sizes the
 # filter can ask for (Data::BloomFilter::Shared::Redis::Link). A filter made
 # from an address connects its own sockets; a Redis::Fast client given to it
-# (or returned by the connect option) lends its socket for each call; a
-# client of another kind is driven through its methods, pipelined with
+# (or returned by the connect option) lends its socket (a duplicate of its
+# descriptor, kept while the client's names the same socket); a client of
+# another kind is driven through its methods, pipelined with
 # callbacks. The BITFIELD commands of add and contains are encoded by the
 # core straight from the items' offsets and their replies folded there, so
 # that no argument or reply element becomes a Perl value.
@@ -1208,7 +1209,8 @@ from HOST:PORT within read_timeout 2 s>), and the connection is not used
 again: the module's own is closed and the next call opens another; a
 L<Redis::Fast> client's socket is shut (so that no late reply is ever read
 as the answer to another command), and the next call asks the client to
-answer a C<PING>, which reconnects a client made with C<reconnect>. A batch
+answer a C<PING> (a wait bound by the client's own timeouts), which
+reconnects a client made with C<reconnect>. A batch
 cut by a timeout croaks as one cut by a broken connection (L</FAILURES>):
 the items whose replies came are known added (or checked), those whose
 commands were sent and not answered may or may not be added (the server,
