@@ -656,11 +656,11 @@ sub _exchange {
     # The state of a round: its connections, the commands to send again
     # (redirected), the first error, whether sending has stopped.
     my $st = { links => {}, again => [], error => undef, stop => 0 };
-    my @todo = map { [$_, undef] } @$cmds;
+    my @todo;
     # The usual single add or contains: one command on a socket kept from
     # the last call, without the pipeline's bookkeeping. Its outcome is
     # settled as any other's.
-    if (@todo == 1 && !%{ $self->{slot_node} } && ($self->{links}{''} || $self->{lent}{''})) {
+    if (@$cmds == 1 && !%{ $self->{slot_node} } && ($self->{links}{''} || $self->{lent}{''})) {
         my $c = $cmds->[0];
         my $link = $st->{links}{''} = eval { $self->_link($method, '') };
         if (!$link) {
@@ -679,6 +679,7 @@ sub _exchange {
         }
         # (A client driven through its methods goes the usual way.)
     }
+    @todo = map { [$_, undef] } @$cmds if $st;
     for my $round (0 .. $MAX_REDIRECTS) {
         $st = { links => {}, again => [], error => undef, stop => 0 } if $round || !$st;
         for my $j (0 .. $#todo) {

@@ -139,9 +139,11 @@ sub _ready {
 # an error, not a SIGPIPE.
 sub put {
     my ($self, $bytes) = @_;
-    my $off = 0;
-    my $deadline;
     my $flags = Socket::MSG_NOSIGNAL() | Socket::MSG_DONTWAIT();
+    # Most commands go whole at once.
+    my $off = send($self->{fh}, $bytes, $flags) // 0;
+    return undef if $off == length $bytes;
+    my $deadline;
     while ($off < length $bytes) {
         my $w = send($self->{fh}, $off ? substr($bytes, $off) : $bytes, $flags);
         if (!defined $w) {
