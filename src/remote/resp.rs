@@ -95,11 +95,26 @@ pub fn encode_bitfield(out: &mut Vec<u8>, key: &[u8], set: bool, width: u64, off
     Ok(())
 }
 
+/// The longest protocol line taken, CRLF not counted. A reply to any
+/// command of ours is lines of a few dozen bytes (integers, an error's or a
+/// status's text); a line that has not ended by then is refused as soon as
+/// that many bytes are in, rather than buffered (and searched again) as it
+/// keeps coming. The Perl module's replies of other commands have the same
+/// bound (`$MAX_LINE` there).
+pub const MAX_LINE: usize = 1 << 16;
+
 /// The line at the start of `buf` (without its CRLF) and the bytes up to
-/// the end of its CRLF; None until the CRLF has arrived.
-fn line(buf: &[u8]) -> Option<(&[u8], usize)> {
-    let end = buf.windows(2).position(|w| w == b"\r\n")?;
-    Some((&buf[..end], end + 2))
+/// the end of its CRLF; None until the CRLF has arrived. Only the first
+/// `MAX_LINE + 2` bytes are looked at: one that is longer is an error.
+fn line(buf: &[u8]) -> Result<Option<(&[u8], usize)>> {
+    let head = &buf[..buf.len().min(MAX_LINE + 2)];
+    match head.windows(2).position(|w| w == b"\r\n") {
+        Some(end) => Ok(Some((&buf[..end], end + 2))),
+        None if head.len() == MAX_LINE + 2 => {
+            Err(Error::format(format!("a protocol line longer than {MAX_LINE} bytes")))
+        }
+        None => Ok(None),
+    }
 }
 
 /// A RESP integer: an optional '-' and 1 to 19 digits, within i64.
@@ -135,7 +150,7 @@ const MAX_BULK: i64 = 1 << 20;
 /// Skip one reply of any type at the start of `buf`: the bytes it takes,
 /// or None until all of it has arrived.
 fn skip(buf: &[u8], depth: usize) -> Result<Option<usize>> {
-    let Some((l, mut at)) = line(buf) else { return Ok(None) };
+    let Some((l, mut at)) = line(buf)? else { return Ok(None) };
     let Some((&kind, rest)) = l.split_first() else {
         return Err(Error::format("an empty protocol line"));
     };
@@ -184,7 +199,7 @@ fn skip(buf: &[u8], depth: usize) -> Result<Option<usize>> {
 /// Bytes that cannot be a reply are an error: the connection is then of
 /// no further use.
 pub fn parse_reply(buf: &[u8]) -> Result<Option<(usize, Reply)>> {
-    let Some((l, at)) = line(buf) else { return Ok(None) };
+    let Some((l, at)) = line(buf)? else { return Ok(None) };
     let Some((&kind, rest)) = l.split_first() else {
         return Err(Error::format("an empty protocol line"));
     };
@@ -199,7 +214,7 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(usize, Reply)>> {
             let mut ints = Vec::with_capacity(n.clamp(0, 1 << 16) as usize);
             let mut pos = at;
             for _ in 0..n.max(0) {
-                let Some((el, len)) = line(&buf[pos..]) else {
+                let Some((el, len)) = line(&buf[pos..])? else {
                     return Ok(None);
                 };
                 match el.split_first() {
@@ -325,6 +340,16 @@ mod tests {
             b"*1\r\n$2000000\r\n",
         ] {
             assert!(parse_reply(bad).is_err(), "{bad:?}");
+        }
+        // A line that never ends is refused once MAX_LINE + 2 bytes are in,
+        // whatever its type, also inside an array; one byte fewer waits.
+        for start in [&b"+"[..], b"-", b":", b"$", b"*", b"*1\r\n:", b"*2\r\n:1\r\n$"] {
+            let mut long = start.to_vec();
+            long.resize(MAX_LINE + 1, b'7');
+            assert_eq!(parse_reply(&long).unwrap(), None, "{:?} waits", &start);
+            let at = start.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+            long.resize(at + MAX_LINE + 2, b'7');
+            assert!(parse_reply(&long).is_err(), "{:?} is refused", &start);
         }
         let deep = "*1\r\n".repeat(MAX_DEPTH + 2) + ":1\r\n";
         assert!(parse_reply(deep.as_bytes()).is_err());

@@ -7,11 +7,11 @@ use warnings;
 use Carp ();
 use Scalar::Util ();
 use POSIX ();
-use Socket ();
 use overload ();
 
 use Data::BloomFilter::Shared ();    # the XS: hashing and local filters
 use Data::BloomFilter::Shared::Args ();
+use Data::BloomFilter::Shared::Redis::Link ();
 
 our $VERSION = $Data::BloomFilter::Shared::VERSION;
 
@@ -48,7 +48,15 @@ my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shar
 
 # The kinds of reply _xs_reply gives: the C API's BFS_REPLY_*.
 my %CONSTANT = %Data::BloomFilter::Shared::Args::CONSTANT;
-my ($REPLY_INTS, $REPLY_ERROR, $REPLY_STATUS) = @CONSTANT{qw(REPLY_INTS REPLY_ERROR REPLY_STATUS)};
+my ($REPLY_INTS, $REPLY_ERROR) = @CONSTANT{qw(REPLY_INTS REPLY_ERROR)};
+
+# The timeouts of the connections the module makes, in seconds, and their
+# defaults: a server that stops answering (stopped, overloaded, cut off by
+# the network) fails a call within them rather than holding it. Generous
+# against the slowest command the filter sends: creating or merging a
+# 512 MiB piece takes the server about a second.
+my %TIMEOUTS = (cnx_timeout => 5, read_timeout => 10, write_timeout => 10);
+my $MAX_TIMEOUT = 86400;
 
 sub _croak {
     my ($method, $message) = @_;
@@ -103,41 +111,10 @@ sub _parse_address {
     _croak($method, "cannot parse address '$address' (expected host:port, redis://host:port/db or unix:/path)");
 }
 
-sub _connect_address {
-    my ($method, $address) = @_;
-    require Redis::Fast;
-    my $a = _parse_address($method, $address);
-    my %args = (reconnect => 0);
-    if (defined $a->{sock}) {
-        $args{sock} = $a->{sock};
-    }
-    else {
-        $args{server} = "$a->{host}:$a->{port}";
-        $args{password} = $a->{pass} if defined $a->{pass};
-        $args{username} = $a->{user} if defined $a->{user};
-    }
-    my $r = _try_connect($method, $address, \%args);
-    if (defined $a->{db} && !eval { $r->select($a->{db}); 1 }) {
-        _croak($method, 'cannot select database ' . $a->{db} . ' at ' . _shown($address) . ': '
-                . _strip_client_error($@));
-    }
-    return $r;
-}
-
 # An address for messages: never the password.
 sub _shown {
     my ($address) = @_;
     return $address =~ s{\A(redis://[^:@/]*):[^@/]+@}{$1:***@}r;
-}
-
-sub _try_connect {
-    my ($method, $address, $args) = @_;
-    my $r = eval { Redis::Fast->new(%$args) };
-    if (!$r) {
-        (my $e = $@ // 'unknown error') =~ s/ at \S+ line \d+.*//s;
-        _croak($method, 'cannot connect to ' . _shown($address) . ": $e");
-    }
-    return $r;
 }
 
 sub _is_client {
@@ -246,9 +223,10 @@ sub new {
     _croak('new', 'the grow and max_capacity options are not supported here: a filter in Redis'
             . ' does not grow (size it for the most items it will hold)')
         if ref $opts eq 'HASH' && (exists $opts->{grow} || exists $opts->{max_capacity});
-    $opts = _options('new', $opts, qw(seed layout shards connect));
+    $opts = _options('new', $opts, qw(seed layout shards connect cnx_timeout read_timeout write_timeout));
     $name = _name('new', $name);
     my $capacity_given = $capacity;
+    my $fp_rate_given = defined $fp_rate;
     $capacity = _capacity('new', $capacity);
     $fp_rate = _fp_rate('new', $fp_rate, $capacity_given);
     my $seed = exists $opts->{seed} ? _seed('new', $opts->{seed}, 1) : undef;
@@ -265,26 +243,30 @@ sub new {
     my $connect = $opts->{connect};
     _croak('new', 'connect must be a code reference, got ' . _given($connect))
         if defined $connect && ref $connect ne 'CODE';
+    my %timeouts;
+    for my $t (sort keys %TIMEOUTS) {
+        my $v = $opts->{$t} // $TIMEOUTS{$t};
+        _croak('new', "$t must be a positive number of seconds, at most $MAX_TIMEOUT, got " . _given($v))
+            if ref $v || !Scalar::Util::looks_like_number($v) || !($v > 0 && $v <= $MAX_TIMEOUT);
+        $timeouts{$t} = 0 + $v;
+    }
     _croak('new', 'undefined redis client or address') if !defined $redis;
-
-    my $conn;
-    if (ref $redis) {
-        _croak('new', 'first argument must be a Redis client object or an address string, got '
-                . _given($redis) . ' (a client has the methods of Redis or Redis::Fast)')
-            if !_is_client($redis);
-        $conn = $redis;
-    }
-    else {
-        $conn = _connect_address('new', "$redis");
-    }
+    _croak('new', 'first argument must be a Redis client object or an address string, got '
+            . _given($redis) . ' (a client has the methods of Redis or Redis::Fast)')
+        if ref $redis && !_is_client($redis);
 
     my $self = bless {
         name => $name,
-        conns => { '' => $conn },    # '' is the client we were given (or made)
-        address => (ref($redis) ? undef : "$redis"),    # set when '' is ours to remake
+        client => (ref($redis) ? $redis : undef),       # the client given, or
+        address => (ref($redis) ? undef : "$redis"),    # the address to connect to
+        links => {},                  # node ('' the first) => our socket there
+        clients => {},                # node => the connect option's client there
         slot_node => {},              # slot => "host:port", learned from MOVED
         connect => $connect,
+        timeouts => \%timeouts,
     }, $class;
+    # An address is connected to now: an unreachable one croaks here.
+    $self->{links}{''} = $self->_link('new', '') if defined $self->{address};
 
     # Validate the arguments as a creator would, even when the filter exists.
     my $want = {
@@ -314,11 +296,34 @@ sub new {
     my $first = $self->_attach_piece(0, $want, { seed => $seed, layout => $layout, shards => $shards });
     if ($first) {
         $self->_set_geometry('new', $first);
+        _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef);
     }
     for my $i (1 .. $self->{shards} - 1) {
         $self->_attach_piece($i, $self->_meta_of_self, {});
     }
     return $self;
+}
+
+# An existing filter keeps its capacity and fp_rate: when those asked for
+# differ, say so once, naming both, as a local filter's reopening does
+# (Data::BloomFilter::Shared's _warn_geometry): the same category, so that
+# "no warnings 'Data::BloomFilter::Shared'" silences it and FATAL makes it
+# fatal.
+sub _warn_geometry {
+    my ($stored, $capacity, $fp_rate) = @_;
+    my (@kept, @asked);
+    if ($stored->{capacity} != $capacity) {
+        push @kept, "capacity $stored->{capacity}";
+        push @asked, "capacity $capacity";
+    }
+    if (defined $fp_rate && $stored->{fp_rate} != $fp_rate) {
+        push @kept, sprintf('fp_rate %.15g', $stored->{fp_rate});
+        push @asked, sprintf('fp_rate %.15g', $fp_rate);
+    }
+    return if !@kept;
+    warnings::warnif('Data::BloomFilter::Shared', __PACKAGE__ . "->new: the filter's " . join(' and ', @kept)
+        . (@kept > 1 ? ' are' : ' is') . ' kept, not the ' . join(' and ', @asked)
+        . ' asked for (an existing filter keeps its geometry)');
 }
 
 # The geometry arguments of the XS's remote calls, in their order.
@@ -467,317 +472,330 @@ sub _strip {
     return $e;
 }
 
-# ------------------------------------------------------------------ routing
+# ------------------------------------------------------------------ transport
 
-# The connection for piece $i (or for a node "host:port").
-sub _conn_for {
+# Every command goes one way (_exchange): written in the Redis protocol on a
+# connection's socket, its reply taken off what has been read, with every
+# wait bounded by the filter's timeouts and every reply by the sizes the
+# filter can ask for (Data::BloomFilter::Shared::Redis::Link). A filter made
+# from an address connects its own sockets; a Redis::Fast client given to it
+# (or returned by the connect option) lends its socket (a duplicate of its
+# descriptor, kept while the client's names the same socket); a client of
+# another kind is driven through its methods, pipelined with
+# callbacks. The BITFIELD commands of add and contains are encoded by the
+# core straight from the items' offsets and their replies folded there, so
+# that no argument or reply element becomes a Perl value.
+
+# The connection for commands to node $node ('' the first: the address
+# given, or the client), or a croak. A socket of our own is kept between
+# calls (a forked child opens its own); one the server closed meanwhile, or
+# that holds bytes nobody asked for, is replaced before anything is sent on
+# it.
+sub _link {
     my ($self, $method, $node) = @_;
-    return $self->{conns}{''} //= _connect_address($method, $self->{address}) if !defined $node;
-    return $self->{conns}{$node} //= do {
-        my ($host, $port) = $node =~ /\A(.*):(\d+)\z/;
-        my $c;
-        if ($self->{connect}) {
-            $c = eval { $self->{connect}->($host, $port) };
+    my $client;
+    if ($node eq '' && !defined $self->{address}) {
+        $client = $self->{client};
+    }
+    elsif ($node ne '' && $self->{connect}) {
+        $client = $self->{clients}{$node} //= do {
+            my ($host, $port) = $node =~ /\A(.*):(\d+)\z/;
+            my $c = eval { $self->{connect}->($host, $port) };
             _croak($method, "connect callback failed for $node: " . _strip($@ // '')) if !$c;
             _croak($method, "connect callback returned no client for $node") if !_is_client($c);
-        }
-        else {
-            $c = _connect_address($method, $node);
-        }
-        $c;
-    };
-}
-
-# Forget broken connections that are ours to remake (the ones made from an
-# address or with the connect option), so that the next call connects
-# afresh; nothing is ever sent again on its own. A client passed in is the
-# caller's: it is kept.
-sub _drop_broken {
-    my ($self, @nodes) = @_;
-    for my $node (@nodes) {
-        next if $node eq '' && !defined $self->{address};
-        delete $self->{conns}{$node};
+            $c;
+        };
     }
-    return;
-}
-
-# ------------------------------------------------------------ own socket
-
-# A filter made from an address sends its batches over a socket of its own,
-# beside the Redis::Fast connection that carries everything else: the core
-# encodes each command from the items' offsets and folds each reply, so no
-# argument or reply element becomes a Perl value, and each command is
-# written as soon as it is made, so the server works on one while the next
-# is encoded. Unsharded filters only, while their key is where the address
-# points: a redirection (the engine then learns the slot's node) sends the
-# filter's batches back to the engine. A forked child opens its own.
-sub _direct {
-    my ($self, $method) = @_;
-    return undef if !defined $self->{address} || $self->{shards} > 1 || defined $self->_piece_node(0);
-    my $d = $self->{direct};
-    return $d if $d && $d->{pid} == $$ && _direct_idle($d);
-    my $a = _parse_address($method, $self->{address});
-    require IO::Socket::IP;
-    require IO::Socket::UNIX;
-    my $sock = defined $a->{sock}
-        ? IO::Socket::UNIX->new(Peer => $a->{sock}, Type => Socket::SOCK_STREAM())
-        : IO::Socket::IP->new(PeerHost => $a->{host}, PeerPort => $a->{port}, Proto => 'tcp');
-    _croak($method, 'cannot connect to ' . _shown($self->{address}) . ": $!") if !$sock;
-    setsockopt($sock, Socket::IPPROTO_TCP(), Socket::TCP_NODELAY(), 1) if !defined $a->{sock};
-    $d = { sock => $sock, pid => $$, buf => '' };
+    if ($client) {
+        my $l = delete $self->{lent}{$node};
+        $l = undef if $l && !$l->still($client);
+        $l //= Data::BloomFilter::Shared::Redis::Link->borrow($client, $self->{timeouts})
+            // return { client => $client, q => [] };
+        return $l if $l->quiet;
+        # Closed (by the server, or by us after a failure), or holding bytes
+        # nobody asked for: shut, and the client asked to answer a PING,
+        # which makes a Redis::Fast client that may reconnect do so. If it
+        # cannot, the call fails on the closed socket, with nothing sent.
+        $l->fail;
+        eval { $client->ping };
+        return Data::BloomFilter::Shared::Redis::Link->borrow($client, $self->{timeouts})
+            // { client => $client, q => [] };
+    }
+    # Taken out while in use: _end_round puts it back once every reply
+    # to it has been taken.
+    my $l = delete $self->{links}{$node};
+    return $l if $l && $l->{pid} == $$ && $l->quiet;
+    my $address = $node eq '' ? $self->{address} : $node;
+    my $a = _parse_address($method, $address);
+    my ($link, $e) = Data::BloomFilter::Shared::Redis::Link->dial($a, _shown($address), $self->{timeouts});
+    _croak($method, 'cannot connect to ' . _shown($address) . ": $e") if !$link;
+    # Log in and select the database as the address says, one command at a
+    # time; a refusal croaks with nothing of the call sent.
     my @hello;
     push @hello, ['AUTH', (defined $a->{user} ? $a->{user} : ()), $a->{pass}] if defined $a->{pass};
     push @hello, ['SELECT', $a->{db}] if defined $a->{db};
     for my $cmd (@hello) {
-        my $e = _direct_send($d, join '', '*' . @$cmd . "\r\n", map { '$' . length($_) . "\r\n$_\r\n" } @$cmd);
-        my @r = defined $e ? () : _direct_reply($d, 1, undef, undef, \$e, 1);
-        $e //= $r[0] == $REPLY_STATUS ? undef : $r[0] == $REPLY_ERROR ? $r[1] : 'an unexpected reply';
-        _croak($method, "cannot $cmd->[0] at " . _shown($self->{address}) . ": $e") if defined $e;
+        my @r = ('broken', $link->put(Data::BloomFilter::Shared::Redis::Link->command(@$cmd)));
+        @r = $link->reply(\&Data::BloomFilter::Shared::Redis::Link::take_value, 1) if !defined $r[1];
+        next if $r[0] eq 'ok';
+        $link->fail;
+        _croak($method, $cmd->[0] eq 'AUTH'
+            ? 'cannot AUTH at ' . _shown($address) . ": $r[1]"
+            : "cannot select database $a->{db} at " . _shown($address) . ": $r[1]");
     }
-    return $self->{direct} = $d;
+    return $link;
 }
 
-# Whether a socket between batches is still open and quiet: a server that
-# closed it (its idle `timeout`, a restart) or sent something unasked makes
-# the next batch open another, before anything is sent on this one.
-sub _direct_idle {
-    my ($d) = @_;
-    my $got = recv $d->{sock}, my $peek, 1, Socket::MSG_PEEK() | Socket::MSG_DONTWAIT();
-    return !defined $got && ($!{EAGAIN} || $!{EWOULDBLOCK});
-}
-
-# Write all of $bytes; the error, or undef. MSG_NOSIGNAL: a closed
-# connection is an error, not a SIGPIPE.
-sub _direct_send {
-    my ($d, $bytes) = @_;
-    my $off = 0;
-    while ($off < length $bytes) {
-        my $w = send($d->{sock}, $off ? substr($bytes, $off) : $bytes, Socket::MSG_NOSIGNAL());
-        if (!defined $w) {
-            next if $!{EINTR};
-            return $!{EPIPE} || $!{ECONNRESET} ? 'Server closed the connection' : "write: $!";
-        }
-        $off += $w;
-    }
-    return undef;
-}
-
-# The next reply (as _xs_reply gives it): waiting for it when $wait, else
-# () when it has not all arrived. A broken connection or bytes that are no
-# reply set $$error and give ().
-sub _direct_reply {
-    my ($d, $fields, $masks, $out, $error, $wait) = @_;
-    while (1) {
-        my @r = eval { _xs_reply(\$d->{buf}, $fields, $masks, $out) };
-        if ($@) {    # bytes that are no reply, or a reply that does not answer the command
-            $$error = 'unreadable reply: ' . _strip($@);
-            return;
-        }
-        return @r if @r;
-        my $got = recv $d->{sock}, my $chunk, 1 << 20, $wait ? 0 : Socket::MSG_DONTWAIT();
-        if (!defined $got) {
-            next if $!{EINTR};
-            return if !$wait && ($!{EAGAIN} || $!{EWOULDBLOCK});    # nothing yet
-            $$error = "$!";
-            return;
-        }
-        if (!length $chunk) {
-            $$error = 'Server closed the connection';
-            return;
-        }
-        $d->{buf} .= $chunk;
-        $wait = 1;    # the rest of a reply that has begun to arrive
-    }
-}
-
-# A batch over the filter's own socket: commands of $CHUNK items, each
-# written as soon as it is encoded, replies taken as they come. Fills the
-# batch's tallies as the engine does; returns the chunks redirected (not
-# run), which the engine then sends.
-sub _direct_batch {
-    my ($self, $method, $d, $verb, $plain, $t) = @_;
-    # The socket is the batch's until it ends cleanly: one cut short (by a
-    # die from a signal handler, say) leaves commands or replies on it, so
-    # it is put back only at the end, and otherwise closed with $d.
-    delete $self->{direct};
-    my $n = @$plain;
-    my $fields = $self->_fields($verb);
-    my @geo = $self->_geo;
-    my (@sent, @redo, $error, $stop);
-    my $done = 0;
-    # Take the replies that have come; wait for more while over $most
-    # commands are unanswered (undef: do not wait).
-    my $take = sub {
-        my ($most) = @_;
-        while ($done < @sent) {
-            my ($s, $e, $masks) = @{ $sent[$done] };
-            my @full;
-            my $wait = defined $most && @sent - $done > $most;
-            my @r = _direct_reply($d, $fields, $masks, $t->{out} ? \@full : undef, \$error, $wait);
-            return if !@r;
-            $done++;
-            if ($r[0] == $REPLY_INTS && $r[2] == $e - $s + 1) {
-                $t->{reply}->($r[1], $r[2], \@full, undef, $s, $e);
-            }
-            elsif ($r[0] == $REPLY_ERROR && $r[1] =~ /\A(?:MOVED|ASK) /) {
-                push @redo, [$s, $e];
-            }
-            elsif ($r[0] == $REPLY_ERROR) {    # refused, not run; nothing more is sent
-                ${ $t->{refused} } += $e - $s + 1;
-                $t->{error} //= $r[1];
-                $stop = 1;
-            }
-            else {
-                $error = 'the server sent a reply of the wrong shape';
-                return;
-            }
-        }
-    };
-    for (my $from = 0; $from < $n && !$stop && !defined $error; $from += $CHUNK) {
-        my $count = $from + $CHUNK < $n ? $CHUNK : $n - $from;
-        my $masks;
-        my $cmd = eval { _xs_command($verb, @geo, $self->{bitskey}, $plain, $from, $count, \$masks) };
-        if (!defined $cmd) {    # the items were checked: a fault of ours, but the batch is told
-            $t->{error} //= _strip($@);
-            last;
-        }
-        push @sent, [$from, $from + $count - 1, $masks];
-        my $broke = _direct_send($d, $cmd);
-        if (defined $broke) {
-            # This command may have gone out whole; replies that came
-            # before the break are still counted.
-            $take->(undef);
-            $error = $broke;
-            last;
-        }
-        # At most $FLUSH commands unanswered, as through a client: that
-        # bounds what a broken connection leaves in doubt.
-        $take->($FLUSH - 1);
-    }
-    $take->(0) if !defined $error;
-    # Never sent: not added.
-    my $sent_items = @sent ? $sent[-1][1] + 1 : 0;
-    ${ $t->{refused} } += $n - $sent_items;
-    if (defined $error) {
-        # Sent and unanswered: unknown. The socket is closed; the next batch
-        # opens another.
-        $t->{error} //= $error;
-    }
-    else {
-        $self->{direct} = $d;
-    }
-    return @redo;
-}
-
-# Where a command goes: piece $i's slot, or "slot:N".
+# Where a command goes: piece $i's slot, or "slot:N"; undef for the first
+# connection.
 sub _piece_node {
     my ($self, $i) = @_;
     return $self->{slot_node}{ $i =~ /\Aslot:(\d+)\z/ ? $1 : $self->{slots}[$i] };
 }
 
-# Run commands, each [piece, method, args, on_reply, on_refused], pipelined per
-# connection; follow MOVED (remember the slot's node) and ASK (ASKING, then
-# the command, once) and send again what was redirected. A command that
-# failed otherwise, or a connection that broke, croaks after every reply
-# that did come has been handled; $on_fail (if any) is called first with
-# the error.
-sub _run {
+# The one reply classifier: what an error reply (or a client's error) means.
+# ('moved' or 'ask', slot, node): redirected, not run; ('refused'): an error
+# reply (an upper-case code: OOM, WRONGTYPE, ERR, ...), the server did not
+# run the command; ('broken'): the client's own error (a closed
+# connection), the command may have run.
+sub _classify {
+    my ($e) = @_;
+    return (lc $1, $2, $3) if $e =~ /\A(MOVED|ASK) (\d+) (\S+)\z/;
+    return ('refused') if $e =~ /\A[A-Z][A-Z_-]* /;
+    return ('broken');
+}
+
+# A command's bytes for a socket, and how its reply is taken.
+sub _wire {
+    my ($self, $c) = @_;
+    my $bf = $c->{bf} or return (Data::BloomFilter::Shared::Redis::Link->command(@{ $c->{v} }),
+        \&Data::BloomFilter::Shared::Redis::Link::take_value);
+    my ($verb, $list, $from, $count, $key, $out) = @$bf;
+    my $masks;
+    my $bytes = _xs_command($verb, $self->_geo, $key, $list, $from, $count, \$masks);
+    my $fields = $self->_fields($verb);
+    return ($bytes, sub {
+        my @full;
+        my @r = _xs_reply($_[0], $fields, $masks, $out ? \@full : undef) or return;
+        return ('ok', $r[1], $r[2], \@full) if $r[0] == $REPLY_INTS && $r[2] == $count;
+        return ('error', $r[1]) if $r[0] == $REPLY_ERROR;
+        die "a reply of the wrong shape\n";
+    });
+}
+
+# The same through a client's methods: the call is made now, with a
+# callback that leaves the outcome in $p->{done}.
+sub _call_client {
+    my ($self, $link, $p) = @_;
+    my $c = $p->{cmd};
+    my $client = $link->{client};
+    my ($m, @args, $fold);
+    if (my $bf = $c->{bf}) {
+        my ($verb, $list, $from, $count, $key, $out) = @$bf;
+        my $masks;
+        # Queries send BITFIELD with GETs only: the method APIs turn a
+        # method name's underscores into separate words.
+        ($m, @args) = ('bitfield', $key, _xs_args($verb, $self->_geo, [@$list[$from .. $from + $count - 1]], undef, \$masks));
+        my $fields = $self->_fields($verb);
+        $fold = sub {
+            my @full;
+            my $full = _xs_fold($_[0], $fields, $masks, $out ? \@full : undef);
+            die "a reply of the wrong shape\n" if @{ $_[0] } != $count * $fields;
+            return ('ok', $full, $count, \@full);
+        };
+    }
+    else {
+        ($m, @args) = @{ $c->{v} };
+        $m = lc $m;
+    }
+    my $sent = eval {
+        $client->$m(@args, sub {
+            my ($reply, $err) = @_;
+            if (defined $err) {
+                $err = _strip_client_error($err);
+                $p->{done} = [_classify($err) eq 'broken' ? 'broken' : 'error', $err];
+            }
+            else {
+                my @r = eval { $fold ? $fold->($reply) : ('ok', $reply) };
+                $p->{done} = @r ? \@r : ['broken', 'unreadable reply: ' . _strip($@)];
+            }
+        });
+        1;
+    };
+    return $sent ? undef : _strip_client_error($@);
+}
+
+# The next reply of a connection's oldest command: () while it has not
+# come (waiting for it when $wait), else the outcome: ('ok', ...),
+# ('error', text) or ('broken', text).
+sub _next_reply {
+    my ($self, $link, $wait) = @_;
+    my $p = $link->{q}[0];
+    if ($link->{client}) {
+        if (!$p->{done} && $wait) {
+            eval { $link->{client}->wait_all_responses; 1 }
+                or return ('broken', _strip_client_error($@));
+        }
+        return $p->{done} ? @{ $p->{done} } : $wait ? ('broken', 'no reply') : ();
+    }
+    return $link->reply($p->{take}, $wait);
+}
+
+# Run commands, each a hash: { piece => i or "slot:N", v => [command, args]
+# or bf => [verb, items, from, count, key, out] (a BITFIELD of items from ..
+# from + count - 1, one piece's), ok => the reply's handler, lost => called
+# when the command did not run (refused, or never sent) }. Pipelined per
+# connection, at most $FLUSH unanswered on each; MOVED (the slot's node
+# remembered) and ASK (ASKING, then the command, once) are followed and what
+# was redirected is sent again. The first failure stops the sending; every
+# reply that came is handled, $on_fail (if any) is called with the error,
+# then the call croaks. A connection that failed is not used again.
+sub _exchange {
     my ($self, $method, $cmds, $on_fail) = @_;
-    # [piece, method, args, on_reply, on_not_added, ASK target]
-    my @todo = map { [@$_[0 .. 4], undef] } @$cmds;
+    $self->{failed} = 0;    # whether a connection failed (merge asks)
+    # The state of a round: its connections, the commands to send again
+    # (redirected), the first error, whether sending has stopped.
+    my $st = { links => {}, again => [], error => undef, stop => 0 };
+    my @todo;
+    # The usual single add or contains: one command on a socket kept from
+    # the last call, without the pipeline's bookkeeping. Its outcome is
+    # settled as any other's.
+    if (@$cmds == 1 && !%{ $self->{slot_node} } && ($self->{links}{''} || $self->{lent}{''})) {
+        my $c = $cmds->[0];
+        my $link = $st->{links}{''} = eval { $self->_link($method, '') };
+        if (!$link) {
+            $st->{error} = _strip($@);
+            $c->{lost}->($c) if $c->{lost};
+        }
+        elsif (!$link->{client}) {
+            my ($bytes, $take) = $self->_wire($c);
+            my $broke = $link->put($bytes);
+            $self->_settle($st, $link, { cmd => $c }, defined $broke ? ('broken', $broke) : $link->reply($take, 1));
+        }
+        if (!$link || !$link->{client}) {
+            return if !$self->_end_round($method, $st, $on_fail);
+            @todo = @{ $st->{again} };
+            $st = undef;
+        }
+        # (A client driven through its methods goes the usual way.)
+    }
+    @todo = map { [$_, undef] } @$cmds if $st;
     for my $round (0 .. $MAX_REDIRECTS) {
-        my (%used, @again, $error, %broken, $stop);
-        my $queued = 0;
-        for my $c (@todo) {
-            my ($i, $cmd, $args, $cb, $refused, $ask) = @$c;
-            if ($stop) {    # never sent: not added
-                $refused->() if $refused;
+        $st = { links => {}, again => [], error => undef, stop => 0 } if $round || !$st;
+        for my $j (0 .. $#todo) {
+            my ($c, $ask) = @{ $todo[$j] };
+            if ($st->{stop}) {    # never sent: not run
+                $c->{lost}->($c) if $c->{lost};
                 next;
             }
-            my $node = $ask // $self->_piece_node($i);
-            my $conn = $self->_conn_for($method, $node);
-            $used{$node // ''} = $conn;
-            my $sent = eval {
-                $conn->asking(sub { }) if defined $ask;
-                my @send = $cmd eq 'bitfield_ro' ? _bitfield_ro($conn) : ($cmd);
-                my $m = shift @send;
-                # The XS's arguments go straight onto the call's stack:
-                # returned through a Perl sub, thousands of them would each
-                # be copied.
-                $conn->$m(@send, (ref $args eq 'HASH' ? ($args->{key}, _xs_args(@{ $args->{xs} })) : @$args), sub {
-                    my ($reply, $err) = @_;
-                    if (!defined $err) {
-                        $cb->($reply) if $cb;
-                    }
-                    elsif ($err =~ /\A(MOVED|ASK) (\d+) (\S+)\z/) {
-                        $self->{slot_node}{$2} = $3 if $1 eq 'MOVED';
-                        push @again, [$i, $cmd, $args, $cb, $refused, $1 eq 'ASK' ? $3 : undef];
-                    }
-                    else {
-                        # An error reply (an upper-case code: OOM, WRONGTYPE,
-                        # ERR, ...) means the server refused the command
-                        # without running it; anything else is the client's
-                        # (a closed connection): the command may have run.
-                        if ($err =~ /\A[A-Z][A-Z_-]* /) {
-                            $refused->() if $refused;
-                        }
-                        else {
-                            $broken{$node // ''} = 1;
-                        }
-                        $error //= $err;
-                    }
-                });
-                1;
-            };
-            if (!$sent) {
-                $error //= $@;
-                $broken{$node // ''} = 1;
-                $refused->() if $refused;
-                $stop = 1;
+            my $node = $ask // $self->_piece_node($c->{piece}) // '';
+            my $link = $st->{links}{$node} //= eval { $self->_link($method, $node) };
+            if (!$link) {
+                $st->{error} //= _strip($@);
+                $c->{lost}->($c) if $c->{lost};
+                $st->{stop} = 1;
                 next;
             }
-            # The client queues what it has not sent: collect the replies
-            # every $FLUSH commands, so that a large batch needs no more
-            # memory than that, and stop at the first error.
-            if (++$queued % $FLUSH == 0) {
-                $self->_wait_all(\%used, \$error, \%broken);
-                $stop = 1 if defined $error;
+            for my $p (($ask ? { asking => 1, cmd => { v => ['ASKING'] } } : ()), { cmd => $c }) {
+                push @{ $link->{q} }, $p;
+                my $broke;
+                if ($link->{client}) {
+                    $broke = $self->_call_client($link, $p);
+                }
+                else {
+                    (my $bytes, $p->{take}) = $self->_wire($p->{cmd});
+                    $broke = $link->put($bytes);
+                }
+                next if !defined $broke;
+                # This command may have gone out whole: replies that came
+                # before the break are still counted, it and the rest are
+                # in doubt.
+                $self->_take($st, $link, undef);
+                $self->_settle($st, $link, undef, 'broken', $broke);
+                last;
             }
+            # At most $FLUSH commands unanswered per connection: that bounds
+            # what a broken connection leaves in doubt, and a client's queue.
+            # (After the last command, the wait below takes them all.)
+            $self->_take($st, $link, $FLUSH - 1) if !$link->{failed} && $j < $#todo;
         }
-        $self->_wait_all(\%used, \$error, \%broken);
-        $self->_drop_broken(keys %broken);
-        if (defined $error) {
-            # Redirected and not sent again: not added.
-            $_->[4] && $_->[4]->() for @again;
-            $error = _strip_client_error($error);
-            $on_fail->($error) if $on_fail;
-            _croak($method, $error);
-        }
-        return if !@again;
-        @todo = @again;
+        $self->_take($st, $_, 0) for grep { $_ && !$_->{failed} } values %{ $st->{links} };
+        return if !$self->_end_round($method, $st, $on_fail);
+        @todo = @{ $st->{again} };
     }
     _croak($method, "still redirected after $MAX_REDIRECTS redirections (the cluster is resharding?)");
 }
 
-sub _wait_all {
-    my ($self, $used, $error, $broken) = @_;
-    for my $node (keys %$used) {
-        next if eval { $used->{$node}->wait_all_responses; 1 };
-        $$error //= $@;
-        $broken->{$node} = 1;
+# Take the replies that have come on $link; wait for more while over $most
+# are unanswered (undef: do not wait).
+sub _take {
+    my ($self, $st, $link, $most) = @_;
+    while (@{ $link->{q} } && !$link->{failed}) {
+        my @r = $self->_next_reply($link, defined $most && @{ $link->{q} } > $most);
+        return if !@r;
+        $self->_settle($st, $link, shift @{ $link->{q} }, @r);
     }
     return;
 }
 
-# Queries use BITFIELD_RO: read-only, so a full server (maxmemory) and a
-# read-only replica still answer them. The method APIs turn a method name's
-# underscores into separate words (bitfield_ro would send "BITFIELD RO"), so
-# Redis::Fast is given the command name through its own dispatcher; other
-# clients send BITFIELD with GETs only.
-sub _bitfield_ro {
-    my ($conn) = @_;
-    return ('__std_cmd', 'BITFIELD_RO') if $conn->isa('Redis::Fast') && $conn->can('__std_cmd');
-    return ('bitfield');
+# What the outcome of a command ($p: { cmd }, or undef for the connection's
+# failure) means for the round.
+sub _settle {
+    my ($self, $st, $link, $p, $kind, @r) = @_;
+    if ($kind eq 'broken') {
+        # Sent and unanswered: unknown, neither run nor refused.
+        $link->{failed} = $st->{stop} = 1;
+        $st->{error} //= $r[0];
+        @{ $link->{q} } = ();
+        return;
+    }
+    return if $p->{asking};    # its error, if any, is the command's too
+    my $c = $p->{cmd};
+    if ($kind eq 'ok') {
+        $c->{ok}->($c, @r) if $c->{ok};
+        return;
+    }
+    my ($what, $slot, $node) = _classify($r[0]);
+    if ($what eq 'moved' || $what eq 'ask') {
+        $self->{slot_node}{$slot} = $node if $what eq 'moved';
+        push @{ $st->{again} }, [$c, $what eq 'ask' ? $node : undef];
+        return;
+    }
+    # Refused, not run (or an error of the client's that came as one):
+    # nothing more is sent.
+    $c->{lost}->($c) if $c->{lost} && $what eq 'refused';
+    $link->{failed} = 1 if $what eq 'broken';
+    $st->{error} //= $r[0];
+    $st->{stop} = 1;
+    return;
+}
+
+# The end of a round: the connections that failed are not used again (ours
+# closed and made afresh by the next call; a client's socket shut, so that
+# the client sees it closed; a client driven through its methods is the
+# caller's), the others kept; then a croak for the round's error, or
+# whether there are redirected commands to send again.
+sub _end_round {
+    my ($self, $method, $st, $on_fail) = @_;
+    for my $node (keys %{ $st->{links} }) {
+        my $link = $st->{links}{$node} or next;
+        if (!$link->{failed}) {
+            # Ours is kept only now: a call cut short (a die from a signal
+            # handler) leaves commands unanswered on it, and it is dropped.
+            ($link->{own} ? $self->{links} : $self->{lent})->{$node} = $link if !$link->{client};
+            next;
+        }
+        $link->fail if !$link->{client};
+        $self->{failed} = 1;
+        delete $self->{clients}{$node} if $node ne '';    # the connect option makes another
+    }
+    if (defined $st->{error}) {
+        # Redirected and not sent again: not run.
+        $_->[0]{lost} && $_->[0]{lost}->($_->[0]) for @{ $st->{again} };
+        $on_fail->($st->{error}) if $on_fail;
+        _croak($method, $st->{error});
+    }
+    return scalar @{ $st->{again} };
 }
 
 sub _strip_client_error {
@@ -790,17 +808,17 @@ sub _strip_client_error {
 
 # One command, its reply.
 sub _call {
-    my ($self, $method, $i, $cmd, @args) = @_;
+    my ($self, $method, $i, @args) = @_;
     my $reply;
-    $self->_run($method, [[$i, $cmd, \@args, sub { $reply = $_[0] }]]);
+    $self->_exchange($method, [{ piece => $i, v => \@args, ok => sub { $reply = $_[1] } }]);
     return $reply;
 }
 
 # ------------------------------------------------------------------ items
 
-# The batch engine of add/add_many/contains/contains_many: BITFIELD per
-# chunk of $CHUNK items of one piece, pipelined. Returns the count; fills
-# @$out (when given) with one 0/1 per item.
+# The batches of add/add_many/contains/contains_many, a single item's too:
+# BITFIELD per chunk of $CHUNK items of one piece, through _exchange.
+# Returns the count; fills @$out (when given) with one 0/1 per item.
 sub _batch {
     my ($self, $method, $verb, $items, $out) = @_;
     _croak($method, 'argument is not an array reference, got ' . _given($items) . ' (give \@items)')
@@ -811,81 +829,38 @@ sub _batch {
     # undefined, for the check to refuse).
     my $plain = _xs_plain($items) ? $items : _strings($method, $items);
     my $n = @$plain;
-    my $fields = $self->_fields($verb);
-    my ($count, $known, $refused) = (0, 0, 0);
-    my @each;
-    # A command's reply, folded: $full of its $got items (@$flags, one per
-    # item) held every bit; the items are @$ix, or $s .. $e.
-    my $tally = sub {
-        my ($full, $got, $flags, $ix, $s, $e) = @_;
-        $count += $verb ? $got - $full : $full;
-        $known += $got;
-        return if !$out;
-        my @r = $verb ? map { 1 - $_ } @$flags : @$flags;    # an add reports the items not there before
-        if ($ix) { @each[@$ix] = @r } else { @each[$s .. $e] = @r }
-    };
-    my $failed = $self->_batch_failed($method, $verb, $n, $out, \@each, \$known, \$refused);
-    # One command of piece $p: the item indexes it covers (undef: $s .. $e),
-    # its arguments (an array, or { key, xs => _xs_args's arguments } to
-    # make them when sent) and, for a query, its masks (a string, or a
-    # reference to where _xs_args puts them).
-    my $command = sub {
-        my ($p, $ix, $s, $e, $args, $masks) = @_;
-        return [$p, $verb ? 'bitfield' : 'bitfield_ro', $args, sub {
-            my @r;
-            my $full = _xs_fold($_[0], $fields, ref $masks ? $$masks : $masks, $out ? \@r : undef);
-            $tally->($full, @{ $_[0] } / $fields, \@r, $ix, $s, $e);
-        }, sub { $refused += $ix ? @$ix : $e - $s + 1 }];
-    };
-    my @cmds;
+    # The batch's tallies: the count, the items known run (their replies
+    # came) and those known not run (refused, or never sent), and each
+    # item's 0/1 when an out array is given.
+    my $b = { method => $method, verb => $verb, n => $n, out => $out, count => 0, known => 0, refused => 0,
+        each => [] };
+    # The items of each piece: [piece, the items, their indexes in the
+    # batch (undef: the same)].
+    my @groups;
     if ($self->{shards} > 1) {
-        # The items grouped by piece; every item is checked first.
         my (@pieces, $masks);
-        my @args = eval { _xs_args($verb, $self->_geo, $plain, \@pieces, \$masks) };
-        _croak($method, _strip($@)) if $@;
-        my $per = ($verb ? 4 : 3) * $fields;
+        eval { _xs_args($verb, $self->_geo, $plain, \@pieces, \$masks); 1 } or _croak($method, _strip($@));
         my @by;
-        push @{ $by[$pieces[$_]] }, $_ for 0 .. $n - 1;
-        for my $p (0 .. $#by) {
-            my $idx = $by[$p] or next;
-            for (my $s = 0; $s < @$idx; $s += $CHUNK) {
-                my @ix = @$idx[$s .. ($s + $CHUNK < @$idx ? $s + $CHUNK : @$idx) - 1];
-                push @cmds, $command->($p, \@ix, 0, 0, ["{$self->{tags}[$p]}:bits",
-                    map { @args[$_ * $per .. ($_ + 1) * $per - 1] } @ix],
-                    $verb ? undef : join '', map { substr $masks, $_ * 8 * $fields, 8 * $fields } @ix);
-            }
-        }
+        push @{ $by[ $pieces[$_] ] }, $_ for 0 .. $n - 1;
+        @groups = map { $by[$_] ? [$_, [@$plain[@{ $by[$_] }]], $by[$_]] : () } 0 .. $#by;
     }
     else {
-        eval { _xs_items($plain) } // _croak($method, _strip($@));
-        my @geo = $self->_geo;
-        my @ranges;
-        if (my $d = $self->_direct($method)) {
-            my %t = (out => $out, refused => \$refused, reply => $tally);
-            @ranges = $self->_direct_batch($method, $d, $verb, $plain, \%t);
-            if (defined $t{error}) {
-                $refused += $_->[1] - $_->[0] + 1 for @ranges;    # redirected: not run
-                $failed->(_strip_client_error($t{error}));
-            }
-        }
-        else {
-            for (my $from = 0; $from < $n; $from += $CHUNK) {
-                push @ranges, [$from, ($from + $CHUNK < $n ? $from + $CHUNK : $n) - 1];
-            }
-        }
-        for my $r (@ranges) {
-            my ($s, $e) = @$r;    # per closure
-            # The arguments are made when sent (again if redirected), straight
-            # onto the stack: copying thousands of them costs more than sending.
-            my $masks;
-            push @cmds, $command->(0, undef, $s, $e,
-                { key => $self->{bitskey}, xs => [$verb, @geo, [@$plain[$s .. $e]], undef, \$masks] },
-                $verb ? undef : \$masks);
+        eval { _xs_items($plain) } // _croak($method, $method =~ /_many\z/ ? _strip($@) : _strip($@) =~ s/ at index 0\z//r);
+        @groups = ([0, $plain, undef]) if $n;
+    }
+    my @cmds;
+    for my $g (@groups) {
+        my ($p, $list, $ix) = @$g;
+        my $key = "{$self->{tags}[$p]}:bits";
+        for (my $s = 0; $s < @$list; $s += $CHUNK) {
+            my $e = ($s + $CHUNK < @$list ? $s + $CHUNK : @$list) - 1;
+            push @cmds, { piece => $p, bf => [$verb, $list, $s, $e - $s + 1, $key, $out], s => $s, e => $e,
+                ix => $ix, batch => $b, ok => \&_batch_ok, lost => \&_batch_lost };
         }
     }
-    $self->_run($method, \@cmds, $failed) if @cmds;
-    @$out = @each if $out;
-    return $count;
+    $self->_exchange($method, \@cmds, sub { _batch_failed($b, @_) }) if @cmds;
+    @$out = @{ $b->{each} } if $out;
+    return $b->{count};
 }
 
 # A batch's elements as strings, each read once (an undefined one stays
@@ -897,7 +872,8 @@ sub _strings {
     my @s = map {
         my $v = $_;
         $i++;
-        $first //= [$i, _given($v)] if _address_item($v) && !$refs++;
+        # A single item's warning names no index (add, contains).
+        $first //= [$method =~ /_many\z/ ? $i : undef, _given($v)] if _address_item($v) && !$refs++;
         defined $v ? "$v" : $v;
     } @$items;
     _warn_address($method, @$first, $refs) if $refs;
@@ -921,21 +897,37 @@ sub _warn_address {
         . ($refs > 1 ? "; $refs items of this batch are references" : '') . ')');
 }
 
+# A command's reply, folded: $full of its $got items (@$flags, one per
+# item) held every bit.
+sub _batch_ok {
+    my ($c, $full, $got, $flags) = @_;
+    my $b = $c->{batch};
+    $b->{count} += $b->{verb} ? $got - $full : $full;
+    $b->{known} += $got;
+    return if !$b->{out};
+    my @r = $b->{verb} ? map { 1 - $_ } @$flags : @$flags;    # an add reports the items not there before
+    my ($s, $e, $ix) = @$c{qw(s e ix)};
+    if ($ix) { @{ $b->{each} }[@$ix[$s .. $e]] = @r } else { @{ $b->{each} }[$s .. $e] = @r }
+}
+
+# A command that did not run: its items are known not added.
+sub _batch_lost { $_[0]{batch}{refused} += $_[0]{e} - $_[0]{s} + 1 }
+
+# The croak of a batch that failed part-way ($e the first error): what is
+# known of its items; the out array gets undef for the items not known.
 sub _batch_failed {
-    my ($self, $method, $verb, $n, $out, $each, $known, $refused) = @_;
-    return sub {
-        my ($e) = @_;
-        my $what = $verb
-            ? "$$known of $n items known added; $$refused refused by the server or not sent (not added); the other "
-                . ($n - $$known - $$refused) . ' may or may not have been added'
-            : "$$known of $n items known checked";
-        if ($out) {
-            $#$each = $n - 1;
-            @$out = @$each;
-            $what .= ' (the results are undef for items not known added)' if $verb;
-        }
-        Carp::croak(__PACKAGE__ . "->$method: $e: $what");
-    };
+    my ($b, $e) = @_;
+    my ($n, $known, $refused) = @$b{qw(n known refused)};
+    my $what = $b->{verb}
+        ? "$known of $n items known added; $refused refused by the server or not sent (not added); the other "
+            . ($n - $known - $refused) . ' may or may not have been added'
+        : "$known of $n items known checked";
+    if (my $out = $b->{out}) {
+        $#{ $b->{each} } = $n - 1;
+        @$out = @{ $b->{each} };
+        $what .= ' (the results are undef for items not known added)' if $b->{verb};
+    }
+    Carp::croak(__PACKAGE__ . "->$b->{method}: $e: $what");
 }
 
 sub _out_array {
@@ -945,59 +937,16 @@ sub _out_array {
     return $out;
 }
 
-# One item, one synchronous command: the common unsharded case skips the
-# batch engine's pipelining (a single add then costs little more than the
-# round trip). A redirection goes through the batch engine, which follows
-# it; the command did not run. Any other failure croaks as a batch's would.
-sub _single {
-    my ($self, $method, $verb, $item) = @_;
-    _warn_address($method, undef, _given($item), 1) if _address_item($item);
-    $item = "$item" if ref $item;    # once: a plain string from here on
-    return $self->_batch($method, $verb, [$item])
-        if $self->{shards} > 1 || %{ $self->{slot_node} };
-    my $conn = $self->{conns}{''} // $self->_conn_for($method, undef);
-    # Redis::Fast's own dispatcher takes the command name as given and
-    # returns (reply, error); other clients get the method call.
-    my $fast = $self->{fast}{$conn} //= $conn->isa('Redis::Fast') && $conn->can('__std_cmd') ? 1 : 0;
-    my ($reply, $err, $masks);
-    my @args = _xs_args($verb, $self->_geo, [$item], undef, \$masks);
-    if ($fast) {
-        ($reply, $err) = $conn->__std_cmd($verb ? 'BITFIELD' : 'BITFIELD_RO', $self->{bitskey}, @args);
-        $err //= 'no reply' if ref $reply ne 'ARRAY';
-    }
-    else {
-        $reply = eval { scalar $conn->bitfield($self->{bitskey}, @args) };
-        $err = $@ || 'no reply' if ref $reply ne 'ARRAY';
-    }
-    if (!defined $err) {
-        my $full = _xs_fold($reply, $self->_fields($verb), $masks, undef);
-        return $verb ? 1 - $full : $full;
-    }
-    my $e = _strip_client_error($err);
-    return $self->_batch($method, $verb, [$item]) if $e =~ /\A(?:MOVED|ASK) \d+ \S+\z/;
-    my $refused = $e =~ /\A[A-Z][A-Z_-]* / ? 1 : 0;
-    $self->_drop_broken('') if !$refused;
-    $self->_batch_failed($method, $verb, 1, undef, undef, \0, \$refused)->($e);
-}
-
 sub add {
     my $self = shift;
     _croak('add', 'usage: $filter->add($item)') if @_ != 1;
-    return eval { $self->_single('add', 1, $_[0]) } // _croak_item('add');
-}
-
-# A croak from the XS (a bad item) under the method's own name; our own
-# croaks pass through.
-sub _croak_item {
-    my ($method) = @_;
-    die $@ if $@ =~ /\A\Q${\ __PACKAGE__}\E->/;
-    _croak($method, _strip($@));
+    return $self->_batch('add', 1, [$_[0]]);
 }
 
 sub contains {
     my $self = shift;
     _croak('contains', 'usage: $filter->contains($item)') if @_ != 1;
-    return eval { $self->_single('contains', 0, $_[0]) } // _croak_item('contains');
+    return $self->_batch('contains', 0, [$_[0]]);
 }
 
 sub add_many {
@@ -1036,9 +985,8 @@ sub name     { $_[0]{name} }
 sub bits_set {
     my ($self) = @_;
     my $total = 0;
-    $self->_run('bits_set', [map {
-        my $i = $_;
-        [$i, 'bitcount', ["{$self->{tags}[$i]}:bits"], sub { $total += $_[0] }]
+    $self->_exchange('bits_set', [map {
+        { piece => $_, v => ['BITCOUNT', "{$self->{tags}[$_]}:bits"], ok => sub { $total += $_[1] } }
     } 0 .. $self->{shards} - 1]);
     return $total;
 }
@@ -1102,9 +1050,9 @@ sub _fetch_bits {
         for (my $o = 0, my $j = 0; $o < $bytes; $o += $XFER, $j++) {
             my $e = ($o + $XFER < $bytes ? $o + $XFER : $bytes) - 1;
             my $slot = $j;
-            push @cmds, [$i, 'getrange', [$key, $o, $e], sub { $parts[$slot] = $_[0] }];
+            push @cmds, { piece => $i, v => ['GETRANGE', $key, $o, $e], ok => sub { $parts[$slot] = $_[1] } };
         }
-        $self->_run($method, \@cmds);
+        $self->_exchange($method, \@cmds);
         my $piece = join '', map { $_ // '' } @parts;
         _croak($method, "key $key holds " . length($piece) . " bytes, expected $bytes (deleted or replaced?)")
             if length $piece != $bytes;
@@ -1186,12 +1134,14 @@ sub merge {
             my $slice = substr $part, $o, $XFER;
             # The first slice sets a time limit: an upload cut short by a
             # crash disappears on its own.
-            push @cmds, [$i, $o == 0 ? 'set' : 'append', [$tmp, $slice, $o == 0 ? ('PX', 600_000) : ()], undef];
+            push @cmds, { piece => $i, v => [$o == 0 ? 'SET' : 'APPEND', $tmp, $slice, $o == 0 ? ('PX', 600_000) : ()] };
         }
-        my $ok = eval { $self->_run('merge', \@cmds); 1 };
+        my $ok = eval { $self->_exchange('merge', \@cmds); 1 };
         if (!$ok) {
+            # A refused upload is dropped at once; one cut by a failed
+            # connection is not waited for again: it expires by itself.
             my $e = $@;
-            eval { $self->_call('merge', $i, 'del', $tmp) };
+            eval { $self->_call('merge', $i, 'del', $tmp) } if !$self->{failed};
             die $e;
         }
         $self->_piece_script('merge', $i, $MERGE_LUA, $tmp);
@@ -1216,7 +1166,7 @@ Data::BloomFilter::Shared::Redis - the same Bloom filter in plain Redis, for a f
 
     my $seen = Data::BloomFilter::Shared::Redis->new(
         'redis.internal:6379', 'events', 100_000_000, 0.001);
-    # or with your own connected client (auth, TLS, timeouts are yours):
+    # or with your own connected client (see Connections, Timeouts):
     #   Data::BloomFilter::Shared::Redis->new($redis_fast, 'events', ...);
 
     handle($event) if $seen->add($event->{id});        # exactly once, fleet-wide
@@ -1242,24 +1192,64 @@ against the item's bits in the client. Batches are pipelined, many items per
 command.
 
 It needs nothing beyond plain Redis 6.2 or later (no module): Debian 12's
-C<redis-server> 7.0 does. Connections are made with L<Redis::Fast> (Debian:
-C<libredis-fast-perl>); a client object passed in may be anything with the
-L<Redis>/L<Redis::Fast> method API.
+C<redis-server> 7.0 does. From an address the module connects by itself
+(L</Connections>); a client object passed in may be L<Redis::Fast> (Debian:
+C<libredis-fast-perl>) or anything with the L<Redis>/L<Redis::Fast> method
+API.
 
-=head2 Batches from an address
+=head2 Connections
 
-A filter made from an address (not from a client object) sends its
-C<add_many> and C<contains_many> over a socket of its own, opened on the
-first batch beside the L<Redis::Fast> connection (which carries everything
-else), with the same password and database. The core encodes each command
-straight from the items' offsets and folds each reply, so no argument or
-reply element becomes a Perl value, and each command is written as soon as
-it is made, so the server works on one while the next is made (F<bench/RESULTS.md>,
-"Redis", has the figures). It counts one more connection per filter object; a forked child
-opens its own. A filter whose key the server redirects (a cluster whose slot
-moved) and a sharded filter send their batches through the client instead.
-A broken socket croaks as a broken client does and is opened afresh on the
-next batch.
+A filter made from an address connects a socket of its own (in C<new>),
+logs in and selects the database as the address says, and sends every
+command over it; the other nodes of a cluster get one each the same way (or
+a client from the C<connect> option). A forked child opens its own. A
+socket the server closed while idle (its C<timeout>, a restart) is noticed
+before anything is sent on it and opened afresh.
+
+A L<Redis::Fast> client passed in (or returned by C<connect>) lends its
+socket: the module writes its commands and reads their replies there
+itself (over a duplicate of the descriptor, kept while the client's still
+names the same socket), between the client's own calls, so leave no reply
+of yours pending on the client when you call the filter. A client of another kind (anything
+with the L<Redis> method API) is driven through its methods, pipelined with
+callbacks.
+
+Either way the core encodes each C<BITFIELD> command straight from the
+items' offsets and folds each reply, so no argument or reply element
+becomes a Perl value, and each command is written as soon as it is made, so
+the server works on one while the next is made (F<bench/RESULTS.md>,
+"Redis", has the figures).
+
+=head2 Timeouts
+
+    my $f = Data::BloomFilter::Shared::Redis->new('redis.internal:6379', 'events',
+        100_000_000, 0.001, { read_timeout => 2 });
+
+C<cnx_timeout> (default 5), C<read_timeout> (default 10) and
+C<write_timeout> (default 10), in seconds (fractions allowed, at most 86400),
+as L<Redis::Fast> and L<Redis> name them: connecting may take at most
+C<cnx_timeout>, the wait for each reply (from when the module starts waiting
+for it until it has all come) at most C<read_timeout>, and each command's
+writing at most C<write_timeout> of stalls. The defaults leave room for the
+slowest command the filter sends (creating or merging a 512 MiB piece takes
+the server about a second). They apply to the sockets the module opens
+(from an address, and to the nodes of a cluster) and to the commands it
+sends over the socket of a L<Redis::Fast> client passed in. What such a
+client does itself (connecting, reconnecting, your own commands) is bound
+by the client's own timeouts: give it some. A client of another kind is
+driven through its methods, under its own timeouts only.
+
+A call past a timeout croaks naming the server and the timeout (C<no reply
+from HOST:PORT within read_timeout 2 s>), and the connection is not used
+again: the module's own is closed and the next call opens another; a
+L<Redis::Fast> client's socket is shut (so that no late reply is ever read
+as the answer to another command), and the next call asks the client to
+answer a C<PING> (a wait bound by the client's own timeouts), which
+reconnects a client made with C<reconnect>. A batch
+cut by a timeout croaks as one cut by a broken connection (L</FAILURES>):
+the items whose replies came are known added (or checked), those whose
+commands were sent and not answered may or may not be added (the server,
+once it answers again, may still run them), and the rest were not sent.
 
 =head2 Keys
 
@@ -1289,7 +1279,7 @@ nothing.
 
 C<$redis_or_address> is a connected client object (L<Redis::Fast> or
 anything with its method API and callbacks for pipelining), or an address
-from which the module connects with L<Redis::Fast>: C<host:port>,
+to which the module connects (see L</Connections>): C<host:port>,
 C<redis://[user:password@]host[:port][/db]> or C<unix:/path/to/socket>.
 C<$name> is a non-empty byte string without C<{> or C<}>. C<$capacity> and
 C<$fp_rate> (default 0.01) size the filter as locally. When the filter
@@ -1304,8 +1294,14 @@ C<blocked> filter keeps all of an item's bits in one 64-bit word or, at low
 fp rates, one 128-bit block; a C<datasketches> filter's default seed is
 DataSketches' 9001, as locally), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
 connected client, used for the other nodes of a cluster; default: a
-L<Redis::Fast> connection to C<host:port>). An explicit C<seed>, C<layout> or
-C<shards> that differs from the stored one croaks.
+socket of the module's own to C<host:port>), C<cnx_timeout>, C<read_timeout>
+and C<write_timeout> (see L</Timeouts>). An explicit C<seed>, C<layout> or
+C<shards> that differs from the stored one croaks. A C<capacity> or an
+C<fp_rate> that differs from the stored one warns, as a local filter's
+reopening does (L<Data::BloomFilter::Shared/new>): "the filter's capacity
+1000 is kept, not the capacity 2000 asked for (an existing filter keeps its
+geometry)", in the category C<Data::BloomFilter::Shared> (C<no warnings
+'Data::BloomFilter::Shared'> silences it; C<FATAL> makes it croak).
 
 =head2 add, contains
 
@@ -1408,13 +1404,25 @@ fails part-way (a dropped connection, a server error), the message says how
 many of its items are known to have been added (their replies arrived), how
 many the server refused (an error reply) or were not sent (the batch stops
 at its first error), and that the others may or may not have been; C<add_many>'s out array then holds 0/1 for the known
-items and undef for the others. A connection this module made (from an
-address, or with the C<connect> option) that broke is dropped and made
-afresh on the next call; nothing is sent again by itself. A client you pass
-in is yours: it is kept, whatever state it is in. A client that reconnects
-and re-sends by itself may report an item whose first attempt did set its
-bits as "seen" (0): the bits are never lost, but that item may then have
-been told "new" to nobody.
+items and undef for the others. A server that stops answering fails the
+call within the timeouts (L</Timeouts>), as a broken connection does. A
+connection this module made (from an address, or with the C<connect>
+option) that broke or timed out is dropped and made afresh on the next
+call; nothing is sent again by itself. A client you pass in is yours: it is
+kept, whatever state it is in (a L<Redis::Fast> client's socket shut, see
+L</Timeouts>). A client that reconnects and re-sends by itself may report
+an item whose first attempt did set its bits as "seen" (0): the bits are
+never lost, but that item may then have been told "new" to nobody.
+
+A reply is never buffered past what the filter can ask for: a protocol
+line (a status, an error, an integer) longer than 64 KiB, a bulk string
+longer than 4 MiB (the filter's largest, a slice of C<to_filter>), an array
+of more than 2^20 elements or nested deeper than 8 croaks (C<unreadable
+reply from HOST:PORT: ...>) as soon as that much has come, and the
+connection is not used again. So a broken or hostile server costs a call
+at most a few MiB of memory, whatever it sends. This holds for the module's
+own sockets and for a L<Redis::Fast> client's (whose own reader would
+buffer without bound); a client of another kind reads its replies itself.
 
 With C<appendonly yes> and C<appendfsync always>, every add acknowledged to a
 client survives a crash or restart of the server; with weaker persistence, an
@@ -1425,11 +1433,13 @@ later add of the same item is then told "new" again.
 
 Not for ithreads: L<Redis::Fast> connections cannot be shared with or
 copied into another thread; use processes, each with its own filter object.
-A batch from an address opens a new socket when the server has closed the
+A call from an address opens a new socket when the server has closed the
 last one meanwhile (its idle C<timeout>, a restart), since nothing of the
-batch has been sent then. Nothing has a timeout of its own: a server that stops answering holds a call
-until the connection breaks (a signal handler that dies gets out, and the
-interrupted batch's socket is not used again).
+call has been sent then. Every wait is bounded by the timeouts
+(L</Timeouts>); a signal handler that dies also gets out, and the
+interrupted call's socket is not used again (a L<Redis::Fast> client's
+then answers its next command with the late replies: do not reuse a client
+whose call into the filter died).
 
 A filter in Redis does not grow: C<new> refuses the C<grow> and
 C<max_capacity> options of L<Data::BloomFilter::Shared/FILTERS THAT GROW>.
@@ -1442,7 +1452,7 @@ the work on C<BITFIELD>'s arguments, in the client and the server: an add
 sends four per probe bit; a query of a C<standard> filter three per probe
 bit, of a C<blocked> filter three per 64-bit word of the item (one or two,
 whatever the number of probes), so blocked queries are several times
-faster. From an address (L</Batches from an address>) batches come close to
+faster. From an address (L</Connections>) batches come close to
 what the server allows (F<bench/RESULTS.md> has the figures); queries of a C<standard> filter with 10 probes
 (fp_rate 0.001) are then bound by the server at about 410 000 a second on a
 2-core machine. See C<bench/redis.pl> and F<bench/RESULTS.md> for measured numbers.
@@ -1487,15 +1497,41 @@ C<clear> with arguments.
 
 The address as given, but for a password (shown as C<***>).
 
-=item cannot select database %d at %s: %s
+=item cannot connect to %s: no connection within cnx_timeout %s s
 
 =item cannot AUTH at %s: %s
 
-=item cannot SELECT at %s: %s
+=item cannot select database %d at %s: %s
 
-A filter made from an address logs in and selects the database on the
-socket it opens for batches as on its first connection; a password changed
-since, or a database gone, refuses the batch (nothing of it was sent).
+A filter made from an address logs in and selects the database on every
+socket it opens (in C<new>, and afresh after one was closed); a password
+changed since, or a database gone, refuses the call (nothing of it was
+sent).
+
+=item no reply from %s within read_timeout %s s
+
+=item could not write to %s within write_timeout %s s
+
+The server (C<HOST:PORT>, the address, or C<the client's server>) did not
+answer, or take a command, in time; see L</Timeouts>. In a batch, followed
+by what is known of it (below).
+
+=item unreadable reply from %s: %s
+
+Bytes that are no reply, or a reply past what the filter can ask for: C<a
+protocol line longer than 65536 bytes>, C<a bulk reply of %d bytes, past
+the 4194304 the filter asks for at most> (or C<a bulk reply sized past all
+bounds> for a reply to C<BITFIELD>), C<a reply nested or sized past all
+bounds>. See L</FAILURES>.
+
+=item %s must be a positive number of seconds, at most 86400, got %s
+
+For C<cnx_timeout>, C<read_timeout> and C<write_timeout>.
+
+=item the filter's capacity %d is kept, not the capacity %d asked for (an existing filter keeps its geometry)
+
+A warning (category C<Data::BloomFilter::Shared>), also for C<fp_rate>, or
+both; see L</new>.
 
 =item connect callback failed for %s: %s
 
@@ -1505,7 +1541,7 @@ since, or a database gone, refuses the batch (nothing of it was sent).
 
 =item options must be a hash reference, got %s
 
-=item unknown option '%s' (the options are connect, layout, seed, shards)
+=item unknown option '%s' (the options are cnx_timeout, connect, layout, read_timeout, seed, shards, write_timeout)
 
 =item undefined name
 
