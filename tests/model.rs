@@ -403,19 +403,19 @@ impl Model for State {
 
 /// Adder program counters. The fast path (`F*`) is used by adder 1 only,
 /// so runs with and without it are both covered.
-const A_FAST_EPOCH: u8 = 0;
+const A_FAST_EPOCH: u8 = 0; // §8 A1: epoch, bits, epoch again
 const A_FAST_B0: u8 = 1;
 const A_FAST_B1: u8 = 2;
 const A_FAST_RECHECK: u8 = 3;
-const A_TAKE_STRIPE: u8 = 4;
-const A_LOAD_EXCL: u8 = 5;
-const A_SET_B0: u8 = 6;
+const A_TAKE_STRIPE: u8 = 4; // §8 A2; a dead holder's stripe taken over (S7)
+const A_LOAD_EXCL: u8 = 5; // §8 A3
+const A_SET_B0: u8 = 6; // §8 A4
 const A_SET_B1: u8 = 7;
-const A_RELEASE: u8 = 8;
+const A_RELEASE: u8 = 8; // §8 A5
 const A_BACKOFF: u8 = 9;
 const A_WAIT_EXCL: u8 = 10;
-// Taking over a dead exclusive owner (enter_exclusive + drop): the adder has
-// released its stripe, so the drain sees every stripe free but the dead's.
+// Taking over a dead exclusive owner (enter_exclusive + drop, §8 X2, X5,
+// X8): the adder has released its stripe, so the drain sees every stripe free but the dead's.
 const A_RECOVER_DRAIN: u8 = 11;
 const A_RECOVER_CLEAR: u8 = 12;
 const A_RECOVER_RELEASE: u8 = 13;
@@ -430,13 +430,13 @@ const A_GATHER_B0: u8 = 14;
 const A_GATHER_B1: u8 = 15;
 
 /// Clearer program counters (lock_exclusive, drain, clear, drop).
-const C_TAKE: u8 = 0;
-const C_EPOCH_ODD: u8 = 1;
-const C_DRAIN: u8 = 2;
+const C_TAKE: u8 = 0; // §8 X1
+const C_EPOCH_ODD: u8 = 1; // §8 X2
+const C_DRAIN: u8 = 2; // §8 X4
 const C_PENDING: u8 = 3;
-const C_ZERO_B0: u8 = 4;
+const C_ZERO_B0: u8 = 4; // §8 X7
 const C_ZERO_B1: u8 = 5;
-const C_RELEASE: u8 = 6;
+const C_RELEASE: u8 = 6; // §8 X8
 
 /// The state after one step of process `p` (None: blocked or done).
 fn step(s: &State, p: usize) -> Option<State> {
@@ -691,7 +691,7 @@ fn model_catches_a_clear_without_drain() {
 /// Checked: X never judges O dead while O still owns the slot (that would
 /// let two adders of an item both be told new); nobody changes a live
 /// owner's generation (which would make its tokens dead); no two live
-/// processes own the slot; every live process finishes.
+/// processes own the slot; every live process finishes (§8 S3, S4).
 mod liveness {
     const O: usize = 0;
     const X: usize = 1;
@@ -945,7 +945,7 @@ fn model_catches_a_keeper_that_changes_a_word_unannounced() {
 
 // ------------------------------------------------------------ the overflow slot's lease
 
-/// The overflow slot's lease (`keeper::Lease`, `Shared::claim_overflow`,
+/// The overflow slot's lease (§8 S5: `keeper::Lease`, `Shared::claim_overflow`,
 /// `Held`'s drop, a `claims` entry's drop), step by step: claimant A holds
 /// the slot's word through its keeper K between its calls, each call
 /// between `Lease::enter` (`users` up, then `revoked` loaded) and
@@ -1308,15 +1308,15 @@ mod lockfree {
         init: bool,
     }
 
-    const A_F_EPOCH: u8 = 0;
+    const A_F_EPOCH: u8 = 0; // §8 A7
     const A_F_LOAD: u8 = 1;
     const A_F_RECHECK: u8 = 2;
-    const A_MARK: u8 = 3;
+    const A_MARK: u8 = 3; // §8 A8
     const A_LOAD_EXCL: u8 = 4;
     const A_LOAD_FROZEN: u8 = 5;
     const A_LOAD_WORD: u8 = 6;
-    const A_FETCH_OR: u8 = 7;
-    const A_UNMARK: u8 = 8;
+    const A_FETCH_OR: u8 = 7; // §8 A9
+    const A_UNMARK: u8 = 8; // §8 A10
     const A_BACKOFF: u8 = 9;
     const A_WAIT_EXCL: u8 = 10;
     const A_REC_DRAIN: u8 = 11;
@@ -1339,7 +1339,7 @@ mod lockfree {
     const E_PENDING: u8 = 4;
     const E_OP: u8 = 5;
     const E_RELEASE: u8 = 6;
-    const E_FENCE: u8 = 7;
+    const E_FENCE: u8 = 7; // §8 X3
 
     impl Model for S {
         type Response = u8;
@@ -1771,26 +1771,26 @@ mod journal {
     }
 
     // The merger's program.
-    const J_TAKE: u8 = 0;
+    const J_TAKE: u8 = 0; // §8 M1
     const J_PENDING: u8 = 1;
     const J_FIN_RELEASE: u8 = 2;
-    const J_RESERVE: u8 = 3;
-    const J_COPY0: u8 = 4;
+    const J_RESERVE: u8 = 3; // §8 M2
+    const J_COPY0: u8 = 4; // §8 M3
     const J_COPY1: u8 = 5;
-    const J_BEGIN: u8 = 6;
+    const J_BEGIN: u8 = 6; // §8 M4
     const J_APPLY0: u8 = 7;
     const J_CURSOR0: u8 = 8;
     const J_APPLY1: u8 = 9;
     const J_CURSOR1: u8 = 10;
     const J_REL_PENDING: u8 = 11;
     const J_REL_EXCL: u8 = 12;
-    const J_FREE: u8 = 13;
+    const J_FREE: u8 = 13; // §8 M5
     const J_REL_JOURNAL: u8 = 14;
     // lock_exclusive: take (or steal), resume, reclaim; then `ret`.
     const X_TAKE: u8 = 20;
-    const X_RESUME: u8 = 21;
+    const X_RESUME: u8 = 21; // §8 X5
     const X_RESUME_CURSOR: u8 = 22;
-    const X_RECLAIM: u8 = 23;
+    const X_RECLAIM: u8 = 23; // §8 X6
     const X_RECLAIM_FREE: u8 = 24;
     const X_RECLAIM_RELEASE: u8 = 25;
     // The toucher, after its exclusive entry.

@@ -8,7 +8,7 @@
 //! * adder A0: add the item, then clear the spare if it is dirty;
 //! * adder A1: take a due step first, then add the item;
 //! * writer W: two steps (the clock is two periods ahead, or `rotate`
-//!   twice), clearing the spare after each;
+//!   twice, §8 W9), clearing the spare after each;
 //! * reader Q: one query (newest generation first, then a re-read of the
 //!   view: "absent" stands only if no step came meanwhile, "present" also
 //!   after one; otherwise it looks again).
@@ -119,6 +119,7 @@ fn program(c: &Cfg, p: usize) -> &'static [Phase] {
     match (p, c.lockfree) {
         (A0, false) => &[Add, Clean],
         (A0, true) => &[LfAdd, Clean],
+        // A due step before the add, its spare clean or cleared (§8 W5).
         (A1, false) => &[Step, Add],
         (A1, true) => &[Step, LfAdd],
         (W, _) => &[Step, Clean, Step, Clean],
@@ -326,11 +327,11 @@ impl State {
     }
 }
 
-// Step phase.
+// Step phase (§8 W2).
 const ST_VIEW: u8 = 0;
 const ST_CLEAN: u8 = 1;
 const ST_CAS: u8 = 2;
-// ... of a blocked filter (lock-free adds): under the cleaner claim, close,
+// ... of a blocked filter (lock-free adds, §8 W7): under the cleaner claim, close,
 // drain the marks, then the stripes, step, drain the stripes again, open;
 // or only the opening.
 const SL_CLAIM: u8 = 3;
@@ -342,7 +343,7 @@ const SL_STRIPES: u8 = 8;
 const SL_OPEN: u8 = 9;
 const SL_RELEASE: u8 = 10;
 const SL_BEFORE: u8 = 11;
-// Add phase.
+// Add phase (§8 W3).
 const AD_TAKE: u8 = 0;
 const AD_VIEW: u8 = 1;
 const AD_W1: u8 = 2;
@@ -350,7 +351,7 @@ const AD_REREAD: u8 = 3;
 const AD_W2: u8 = 4;
 const AD_GATHER: u8 = 5;
 const AD_RELEASE: u8 = 6;
-// Lock-free add phase; its striped fallback runs the add phase's steps at
+// Lock-free add phase (§8 W6); its striped fallback runs the add phase's steps at
 // FALLBACK + AD_*.
 const LF_MARK: u8 = 0;
 const LF_VIEW: u8 = 1;
@@ -359,7 +360,7 @@ const LF_W: u8 = 3;
 const LF_GATHER: u8 = 4;
 const LF_DONE: u8 = 5;
 const FALLBACK: u8 = 10;
-// Clean phase.
+// Clean phase (§8 W4).
 const K_CLAIM: u8 = 0;
 const K_VIEW: u8 = 1;
 const K_CHECK: u8 = 2;
@@ -367,7 +368,7 @@ const K_DRAIN: u8 = 3;
 const K_ZERO: u8 = 4;
 const K_MARK: u8 = 5;
 const K_RELEASE: u8 = 6;
-// Query phase.
+// Query phase (§8 W8).
 const Q_VIEW: u8 = 0;
 const Q_READ: u8 = 1;
 
