@@ -5,7 +5,8 @@ use Test::More;
 # The shape of the code, kept: the Rust core's top-level modules use each
 # other one way only (in the order of LAYERS: a module uses only modules
 # before it), no source file grows past MAX_LINES, the C header holds only
-# the C API's names, and the library Perl loads carries no test hook.
+# the C API's names, and the library Perl loads carries no test hook
+# (doc/DESIGN.md, G3).
 
 use File::Find ();
 use File::Spec;

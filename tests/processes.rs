@@ -228,6 +228,7 @@ fn same_items_never_new_twice() {
     }
 }
 
+/// A forked child's first write claims a slot of its own (§8 S6).
 fn child_and_grandchild_use_inherited_handle() {
     let f = anon(1000);
     f.add(b"parent").unwrap();
