@@ -318,6 +318,118 @@ _xs_reply(buf_ref, per_item, masks, out_ref)
     }
 
 void
+_xs_roundtrip(fd, cmd, buf_ref, write_timeout, read_timeout, per_item, masks, out_ref)
+    IV fd
+    SV *cmd
+    SV *buf_ref
+    NV write_timeout
+    NV read_timeout
+    UV per_item
+    SV *masks
+    SV *out_ref
+  PREINIT:
+    SV *buf;
+    AV *out = NULL;
+    const char *c;
+    STRLEN clen;
+    const uint64_t *m;
+    uint64_t count = 0;
+    size_t used = 0, items = 0, nm, cap;
+    uint32_t kind = BFS_REPLY_INCOMPLETE;
+    int broke, e = 0;
+    double deadline;
+    U8 *full = NULL;
+    char msg[BFS_ERRBUF_LEN], err[BFS_ERRBUF_LEN];
+  PPCODE:
+    /* One command of the core's (cmd, as _xs_command made it) written on
+       descriptor fd and its reply read onto $$buf_ref and taken off it, as
+       _xs_reply takes it: (1, full items, items), (2, text), (3, text) or
+       (4); or (0, how, detail) when the exchange broke: how a BFS_IO_*,
+       detail the errno, or the text of a reply that cannot be taken. */
+    if (!SvROK(buf_ref) || SvTYPE(SvRV(buf_ref)) > SVt_PVMG || SvREADONLY(SvRV(buf_ref)) || SvMAGICAL(SvRV(buf_ref)))
+        bfs_croak(aTHX_ cv, "buffer must be a scalar reference");
+    if (per_item < 1 || per_item > 32)
+        bfs_croak(aTHX_ cv, "fields per item %" UVuf " is out of range", per_item);
+    if (fd < 0 || fd > INT_MAX)
+        bfs_croak(aTHX_ cv, "descriptor %" IVdf " is out of range", fd);
+    if (SvROK(out_ref) && SvTYPE(SvRV(out_ref)) == SVt_PVAV)
+        out = (AV *)SvRV(out_ref);
+    buf = SvRV(buf_ref);
+    c = SvPVbyte(cmd, clen);
+    m = bfs_packed_u64s(aTHX_ masks, &nm);
+    if (!SvPOK(buf))
+        sv_setpvs(buf, "");
+    (void)SvPV_force_nolen(buf);
+    broke = bfs_io_put(aTHX_ (int)fd, c, clen, (double)write_timeout, &e);
+    deadline = bfs_io_now() + (double)read_timeout;
+    while (!broke) {
+        STRLEN len = SvCUR(buf);
+        if (len) {
+            BfsStatus st;
+            /* a reply of len bytes holds at most len / 4 integers, so at
+               most len / (4 * per_item) items */
+            cap = len / (4 * per_item) + 1;
+            Newx(full, cap, U8);
+            SAVEFREEPV(full);
+            msg[0] = err[0] = '\0';
+            st = bfs_remote_reply((const uint8_t *)SvPVX(buf), len, (uint32_t)per_item, m, nm, full, cap, &used,
+                                  &kind, &count, &items, msg, err);
+            if (st != BFS_OK) {
+                broke = BFS_IO_UNREADABLE;
+                break;
+            }
+            if (kind != BFS_REPLY_INCOMPLETE)
+                break;
+        }
+        broke = bfs_io_get(aTHX_ (int)fd, buf, deadline, &e);
+    }
+    if (broke) {
+        EXTEND(SP, 3);
+        mPUSHu(0);
+        mPUSHu((UV)broke);
+        if (broke == BFS_IO_UNREADABLE)
+            mPUSHp(err, strlen(err));
+        else
+            mPUSHi((IV)e);
+        XSRETURN(3);
+    }
+    if (used == SvCUR(buf))
+        SvCUR_set(buf, 0);
+    else
+        sv_chop(buf, SvPVX(buf) + used);
+    EXTEND(SP, 3);
+    mPUSHu((UV)kind);
+    if (kind == BFS_REPLY_INTS) {
+        mPUSHu((UV)count);
+        mPUSHu((UV)items);
+        if (out)
+            bfs_push_flags(aTHX_ out, full, items);
+    }
+    else if (kind == BFS_REPLY_ERROR || kind == BFS_REPLY_STATUS) {
+        mPUSHp(msg, strlen(msg));
+    }
+
+SV *
+_xs_fd_id(fd)
+    IV fd
+  CODE:
+    /* The device and inode of the socket behind descriptor fd, "dev:ino",
+       or undef (Link.pm's _socket_id). */
+    RETVAL = bfs_fd_id(aTHX_ fd);
+  OUTPUT:
+    RETVAL
+
+bool
+_xs_quiet(fd)
+    IV fd
+  CODE:
+    /* Whether the socket behind descriptor fd is open with nothing to
+       read (Link.pm's quiet). */
+    RETVAL = bfs_fd_quiet(fd);
+  OUTPUT:
+    RETVAL
+
+void
 _xs_from_bits(klass, path, capacity, fp_rate, mode, seed, layout, bytes)
     SV *klass
     SV *path

@@ -576,11 +576,39 @@ sub _wire {
     my $fields = $self->_fields($verb);
     return ($bytes, sub {
         my @full;
-        my @r = _xs_reply($_[0], $fields, $masks, $out ? \@full : undef) or return;
-        return ('ok', $r[1], $r[2], \@full) if $r[0] == $REPLY_INTS && $r[2] == $count;
-        return ('error', $r[1]) if $r[0] == $REPLY_ERROR;
-        die "a reply of the wrong shape\n";
+        return _bf_outcome($count, \@full, _xs_reply($_[0], $fields, $masks, $out ? \@full : undef));
     });
+}
+
+# What _xs_reply (or _xs_roundtrip) gave for a BITFIELD command of $count
+# items means: () not all come, ('ok', full, count, $full) or ('error',
+# text); a die for a reply of any other shape.
+sub _bf_outcome {
+    my ($count, $full, @r) = @_;
+    return if !@r;
+    return ('ok', $r[1], $r[2], $full) if $r[0] == $REPLY_INTS && $r[2] == $count;
+    return ('error', $r[1]) if $r[0] == $REPLY_ERROR;
+    die "a reply of the wrong shape\n";
+}
+
+# The single command $c on $link of our own, written and its reply read in
+# one call to C (Link.pm's roundtrip) when the core folds it (a BITFIELD
+# of add or contains); else as the pipeline sends one. The outcome, as
+# _next_reply gives it.
+sub _one {
+    my ($self, $link, $c) = @_;
+    if (my $bf = $c->{bf}) {
+        my ($verb, $list, $from, $count, $key, $out) = @$bf;
+        my (@full, $masks);
+        my $bytes = _xs_command($verb, $self->_geo, $key, $list, $from, $count, \$masks);
+        my @r = $link->roundtrip($bytes, $verb ? $self->{hashes} : $self->{fields}, $masks, $out ? \@full : undef);
+        return @r if $r[0] eq 'broken';
+        my @o = eval { _bf_outcome($count, \@full, @r) };
+        return @o ? @o : ('broken', "unreadable reply from $link->{name}: " . _strip($@));
+    }
+    my ($bytes, $take) = $self->_wire($c);
+    my $broke = $link->put($bytes);
+    return defined $broke ? ('broken', $broke) : $link->reply($take, 1);
 }
 
 # The same through a client's methods: the call is made now, with a
@@ -668,9 +696,7 @@ sub _exchange {
             $c->{lost}->($c) if $c->{lost};
         }
         elsif (!$link->{client}) {
-            my ($bytes, $take) = $self->_wire($c);
-            my $broke = $link->put($bytes);
-            $self->_settle($st, $link, { cmd => $c }, defined $broke ? ('broken', $broke) : $link->reply($take, 1));
+            $self->_settle($st, $link, { cmd => $c }, $self->_one($link, $c));
         }
         if (!$link || !$link->{client}) {
             return if !$self->_end_round($method, $st, $on_fail);

@@ -87,11 +87,9 @@ sub borrow {
         id => _socket_id($fd) }, $class;
 }
 
-# The device and inode of the socket behind descriptor $fd, or undef.
-sub _socket_id {
-    my @st = POSIX::fstat($_[0]) or return undef;
-    return "$st[0]:$st[1]";
-}
+# The device and inode of the socket behind descriptor $fd, or undef (in
+# C: POSIX::fstat opens a handle to ask, at each call of a single add).
+sub _socket_id { Data::BloomFilter::Shared::Redis::_xs_fd_id($_[0]) }
 
 # Whether a borrowed socket is still $client's: the same descriptor, naming
 # the same socket (a client that reconnected may have got the same number
@@ -100,7 +98,7 @@ sub still {
     my ($self, $client) = @_;
     my $fd = eval { $client->__sock };
     return $self->{pid} == $$ && defined $self->{id} && $fd && $fd eq $self->{fd}
-        && (_socket_id($fd) // '') eq $self->{id};
+        && (Data::BloomFilter::Shared::Redis::_xs_fd_id($fd) // '') eq $self->{id};
 }
 
 sub name { $_[0]{name} }
@@ -108,11 +106,8 @@ sub name { $_[0]{name} }
 # Whether the socket is open and quiet before anything is sent: a server
 # that closed it (its idle timeout, a restart) or bytes nobody asked for (a
 # reply of another user of a client's socket) make it unfit.
-sub quiet {
-    my ($self) = @_;
-    my $got = recv $self->{fh}, my $peek, 1, Socket::MSG_PEEK() | Socket::MSG_DONTWAIT();
-    return !defined $got && ($! == EAGAIN || $! == EWOULDBLOCK);
-}
+# (In C: it is asked before every single add.)
+sub quiet { Data::BloomFilter::Shared::Redis::_xs_quiet(fileno $_[0]{fh}) }
 
 # Wait until the socket can be read ($write false) or written, until
 # $deadline: 1 when it can, 0 when the time ran out. A signal's handler
@@ -193,6 +188,30 @@ sub reply {
         $self->{buf} .= $chunk;
         $wait = 1;    # the rest of a reply that has begun to arrive
     }
+}
+
+# One command of the core's (_xs_command's bytes) and its reply, in one
+# call to C (_xs_roundtrip): written within write_timeout, waited for up to
+# read_timeout, read and taken off the buffer with the bounds of the core's
+# reader (resp.rs), as put and reply would with _xs_reply as the taker, at
+# a fraction of their cost in Perl (a single add or contains is one such
+# exchange). ($fields, $masks, $out: _xs_reply's.) Returns _xs_reply's
+# list, or ('broken', error) as put and reply say it.
+sub roundtrip {
+    my ($self, $bytes, $fields, $masks, $out) = @_;
+    my @r = Data::BloomFilter::Shared::Redis::_xs_roundtrip(fileno $self->{fh}, $bytes, \$self->{buf},
+        $self->{t}{write_timeout}, $self->{t}{read_timeout}, $fields, $masks, $out);
+    return @r if $r[0];
+    # How it broke: redis_xs.h's BFS_IO_* numbers.
+    my ($how, $detail) = @r[1, 2];
+    local $! = $how == 4 || $how == 5 ? $detail : 0;
+    return ('broken',
+          $how == 1 ? "could not write to $self->{name} within write_timeout $self->{t}{write_timeout} s"
+        : $how == 2 ? "no reply from $self->{name} within read_timeout $self->{t}{read_timeout} s"
+        : $how == 3 ? 'Server closed the connection'
+        : $how == 4 ? "write: $!"
+        : $how == 5 ? "$!"
+        : "unreadable reply from $self->{name}: $detail");
 }
 
 # A connection that failed is not used again: ours is closed; a client's is
