@@ -576,19 +576,21 @@ sub _wire {
     my $fields = $self->_fields($verb);
     return ($bytes, sub {
         my @full;
-        return _bf_outcome($count, \@full, _xs_reply($_[0], $fields, $masks, $out ? \@full : undef));
+        my @o = _bf_outcome($count, \@full, _xs_reply($_[0], $fields, $masks, $out ? \@full : undef));
+        die "a reply of the wrong shape\n" if @o && $o[0] eq 'shape';
+        return @o;
     });
 }
 
 # What _xs_reply (or _xs_roundtrip) gave for a BITFIELD command of $count
-# items means: () not all come, ('ok', full, count, $full) or ('error',
-# text); a die for a reply of any other shape.
+# items means: () not all come, ('ok', full, count, $full), ('error',
+# text), or ('shape') for a reply of any other shape.
 sub _bf_outcome {
     my ($count, $full, @r) = @_;
     return if !@r;
     return ('ok', $r[1], $r[2], $full) if $r[0] == $REPLY_INTS && $r[2] == $count;
     return ('error', $r[1]) if $r[0] == $REPLY_ERROR;
-    die "a reply of the wrong shape\n";
+    return ('shape');
 }
 
 # The single command $c on $link of our own, written and its reply read in
@@ -600,11 +602,12 @@ sub _one {
     if (my $bf = $c->{bf}) {
         my ($verb, $list, $from, $count, $key, $out) = @$bf;
         my (@full, $masks);
-        my $bytes = _xs_command($verb, $self->_geo, $key, $list, $from, $count, \$masks);
+        my $bytes = _xs_command($verb, @$self{qw(layout seed bits hashes span piece)}, $key, $list, $from, $count,
+            \$masks);
         my @r = $link->roundtrip($bytes, $verb ? $self->{hashes} : $self->{fields}, $masks, $out ? \@full : undef);
         return @r if $r[0] eq 'broken';
-        my @o = eval { _bf_outcome($count, \@full, @r) };
-        return @o ? @o : ('broken', "unreadable reply from $link->{name}: " . _strip($@));
+        @r = _bf_outcome($count, \@full, @r);
+        return $r[0] eq 'shape' ? ('broken', "unreadable reply from $link->{name}: a reply of the wrong shape") : @r;
     }
     my ($bytes, $take) = $self->_wire($c);
     my $broke = $link->put($bytes);

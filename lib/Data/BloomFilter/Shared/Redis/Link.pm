@@ -199,8 +199,10 @@ sub reply {
 # list, or ('broken', error) as put and reply say it.
 sub roundtrip {
     my ($self, $bytes, $fields, $masks, $out) = @_;
+    $self->{owed} = 1;    # till it returns (see DESTROY)
     my @r = Data::BloomFilter::Shared::Redis::_xs_roundtrip(fileno $self->{fh}, $bytes, \$self->{buf},
         $self->{t}{write_timeout}, $self->{t}{read_timeout}, $fields, $masks, $out);
+    $self->{owed} = 0;
     return @r if $r[0];
     # How it broke: redis_xs.h's BFS_IO_* numbers.
     my ($how, $detail) = @r[1, 2];
@@ -212,6 +214,15 @@ sub roundtrip {
         : $how == 4 ? "write: $!"
         : $how == 5 ? "$!"
         : "unreadable reply from $self->{name}: $detail");
+}
+
+# A client's socket dropped with a command unanswered on it (the call cut
+# short by a die, from a signal's handler, in the middle of a round trip)
+# is shut as a failed one is: else its late reply would be read as the
+# answer to the next command sent on it.
+sub DESTROY {
+    my ($self) = @_;
+    shutdown $self->{fh}, 2 if $self->{owed} && $self->{fh} && !$self->{own};
 }
 
 # A connection that failed is not used again: ours is closed; a client's is
