@@ -92,9 +92,42 @@ bfs_remote_setup(pTHX_ CV *cv, BfsRemote *r, IV verb, const char *layout, UV see
     *per = (uint32_t)hashes;
     if (verb)
         return;
-    if (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out)))
+    /* (NULL: the caller keeps the masks itself.) */
+    if (masks_out && (!SvROK(masks_out) || SvTYPE(SvRV(masks_out)) > SVt_PVMG || SvREADONLY(SvRV(masks_out))))
         bfs_croak(aTHX_ cv, "masks must be a scalar reference");
     BFS_CALL(bfs_remote_query_shape(r, width, per, bfs_err));
+}
+
+/* One BITFIELD command in the Redis protocol, as a new mortal, for items
+   from .. from + count - 1 of items_ref (all in one piece) of filter r
+   (per fields per item, as bfs_remote_setup gave): verb 1 an add, 0 a
+   query, whose count * per field masks go to *masks (freed at scope exit;
+   NULL for an add). */
+static SV *
+bfs_bf_command(pTHX_ CV *cv, const BfsRemote *r, IV verb, uint32_t per, SV *key, SV *items_ref, UV from, UV count,
+               uint64_t **masks)
+{
+    BfsSlice *slices;
+    size_t cap = 0, len = 0;
+    const char *k;
+    STRLEN klen;
+    SV *cmd;
+    k = SvPVbyte(key, klen);
+    slices = bfs_items_range(aTHX_ cv, items_ref, from, count);
+    BFS_CALL(bfs_remote_command(r, verb ? 1 : 0, (const uint8_t *)k, klen, slices, (size_t)count, NULL, NULL, 0,
+                                &cap, bfs_err));
+    *masks = NULL;
+    if (!verb) {
+        Newx(*masks, (size_t)count * per + 1, uint64_t);
+        SAVEFREEPV(*masks);
+    }
+    cmd = sv_2mortal(newSV(cap + 1));
+    SvPOK_on(cmd);
+    BFS_CALL(bfs_remote_command(r, verb ? 1 : 0, (const uint8_t *)k, klen, slices, (size_t)count, *masks,
+                                (uint8_t *)SvPVX(cmd), cap, &len, bfs_err));
+    SvCUR_set(cmd, len);
+    *SvEND(cmd) = '\0';
+    return cmd;
 }
 
 /*

@@ -601,10 +601,9 @@ sub _one {
     my ($self, $link, $c) = @_;
     if (my $bf = $c->{bf}) {
         my ($verb, $list, $from, $count, $key, $out) = @$bf;
-        my (@full, $masks);
-        my $bytes = _xs_command($verb, @$self{qw(layout seed bits hashes span piece)}, $key, $list, $from, $count,
-            \$masks);
-        my @r = $link->roundtrip($bytes, $verb ? $self->{hashes} : $self->{fields}, $masks, $out ? \@full : undef);
+        my @full;
+        my @r = $link->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)}, $key, $list, $from, $count,
+            $out ? \@full : undef);
         return @r if $r[0] eq 'broken';
         @r = _bf_outcome($count, \@full, @r);
         return $r[0] eq 'shape' ? ('broken', "unreadable reply from $link->{name}: a reply of the wrong shape") : @r;
@@ -699,7 +698,16 @@ sub _exchange {
             $c->{lost}->($c) if $c->{lost};
         }
         elsif (!$link->{client}) {
-            $self->_settle($st, $link, { cmd => $c }, $self->_one($link, $c));
+            my @r = $self->_one($link, $c);
+            if ($r[0] eq 'ok') {
+                # What _settle and _end_round do with a reply that came,
+                # without their rounds' bookkeeping: handled, and the
+                # connection kept.
+                $c->{ok}->($c, @r[1 .. $#r]) if $c->{ok};
+                ($link->{own} ? $self->{links} : $self->{lent})->{''} = $link;
+                return;
+            }
+            $self->_settle($st, $link, { cmd => $c }, @r);
         }
         if (!$link || !$link->{client}) {
             return if !$self->_end_round($method, $st, $on_fail);

@@ -190,18 +190,18 @@ sub reply {
     }
 }
 
-# One command of the core's (_xs_command's bytes) and its reply, in one
-# call to C (_xs_roundtrip): written within write_timeout, waited for up to
-# read_timeout, read and taken off the buffer with the bounds of the core's
-# reader (resp.rs), as put and reply would with _xs_reply as the taker, at
-# a fraction of their cost in Perl (a single add or contains is one such
-# exchange). ($fields, $masks, $out: _xs_reply's.) Returns _xs_reply's
-# list, or ('broken', error) as put and reply say it.
+# One BITFIELD command of the core's and its reply, in one call to C
+# (_xs_roundtrip, which takes _xs_command's arguments but its masks): made,
+# written within write_timeout, waited for up to read_timeout, read and
+# taken off the buffer with the bounds of the core's reader (resp.rs), as
+# put and reply would with _xs_reply as the taker, at a fraction of their
+# cost in Perl (a single add or contains is one such exchange). Returns
+# _xs_reply's list, or ('broken', error) as put and reply say it.
 sub roundtrip {
-    my ($self, $bytes, $fields, $masks, $out) = @_;
+    my $self = shift;
     $self->{owed} = 1;    # till it returns (see DESTROY)
-    my @r = Data::BloomFilter::Shared::Redis::_xs_roundtrip(fileno $self->{fh}, $bytes, \$self->{buf},
-        $self->{t}{write_timeout}, $self->{t}{read_timeout}, $fields, $masks, $out);
+    my @r = Data::BloomFilter::Shared::Redis::_xs_roundtrip(fileno $self->{fh}, \$self->{buf},
+        $self->{t}{write_timeout}, $self->{t}{read_timeout}, @_);
     $self->{owed} = 0;
     return @r if $r[0];
     # How it broke: redis_xs.h's BFS_IO_* numbers.
