@@ -371,6 +371,7 @@ _xs_roundtrip(fd, buf_ref, write_timeout, read_timeout, verb, layout, seed, bits
         }
         broke = bfs_io_get(aTHX_ (int)fd, buf, deadline, &e);
     }
+    SP = PL_stack_base + ax - 1; /* the key's magic (Perl code) may have moved the stack */
     if (broke) {
         EXTEND(SP, 3);
         mPUSHu(0);
@@ -414,6 +415,22 @@ _xs_quiet(fd)
     /* Whether the socket behind descriptor fd is open with nothing to
        read (Link.pm's quiet). */
     RETVAL = bfs_fd_quiet(fd);
+  OUTPUT:
+    RETVAL
+
+bool
+_xs_fit(fd, id, ours)
+    IV fd
+    SV *id
+    IV ours
+  PREINIT:
+    SV *now;
+  CODE:
+    /* Whether descriptor fd still names the socket id names ("dev:ino",
+       _xs_fd_id's) and descriptor ours (its duplicate) is quiet, as
+       _xs_quiet says (Link.pm's fit). */
+    now = sv_2mortal(bfs_fd_id(aTHX_ fd));
+    RETVAL = SvOK(now) && sv_eq(now, id) && bfs_fd_quiet(ours);
   OUTPUT:
     RETVAL
 

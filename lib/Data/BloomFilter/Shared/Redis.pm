@@ -508,6 +508,7 @@ sub _link {
     }
     if ($client) {
         my $l = delete $self->{lent}{$node};
+        return $l if $l && $l->fit($client);
         $l = undef if $l && !$l->still($client);
         $l //= Data::BloomFilter::Shared::Redis::Link->borrow($client, $self->{timeouts})
             // return { client => $client, q => [] };
@@ -605,6 +606,7 @@ sub _one {
         my @r = $link->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)}, $key, $list, $from, $count,
             $out ? \@full : undef);
         return @r if $r[0] eq 'broken';
+        return ('ok', $r[1], $r[2], \@full) if $r[0] == $REPLY_INTS && $r[2] == $count;    # (the usual)
         @r = _bf_outcome($count, \@full, @r);
         return $r[0] eq 'shape' ? ('broken', "unreadable reply from $link->{name}: a reply of the wrong shape") : @r;
     }

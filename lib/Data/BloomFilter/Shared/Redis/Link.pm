@@ -101,13 +101,22 @@ sub still {
         && (Data::BloomFilter::Shared::Redis::_xs_fd_id($fd) // '') eq $self->{id};
 }
 
+# Both still($client) and quiet, in one call to C: the usual case, asked
+# before every single add through a client. False does not say which.
+sub fit {
+    my ($self, $client) = @_;
+    my $fd = eval { $client->__sock };
+    return $self->{pid} == $$ && defined $self->{id} && $fd && $fd eq $self->{fd}
+        && Data::BloomFilter::Shared::Redis::_xs_fit($fd, $self->{id}, fileno($self->{fh}) // -1);
+}
+
 sub name { $_[0]{name} }
 
 # Whether the socket is open and quiet before anything is sent: a server
 # that closed it (its idle timeout, a restart) or bytes nobody asked for (a
 # reply of another user of a client's socket) make it unfit.
 # (In C: it is asked before every single add.)
-sub quiet { Data::BloomFilter::Shared::Redis::_xs_quiet(fileno $_[0]{fh}) }
+sub quiet { Data::BloomFilter::Shared::Redis::_xs_quiet(fileno($_[0]{fh}) // -1) }
 
 # Wait until the socket can be read ($write false) or written, until
 # $deadline: 1 when it can, 0 when the time ran out. A signal's handler
@@ -200,7 +209,7 @@ sub reply {
 sub roundtrip {
     my $self = shift;
     $self->{owed} = 1;    # till it returns (see DESTROY)
-    my @r = Data::BloomFilter::Shared::Redis::_xs_roundtrip(fileno $self->{fh}, \$self->{buf},
+    my @r = Data::BloomFilter::Shared::Redis::_xs_roundtrip(fileno($self->{fh}) // -1, \$self->{buf},
         $self->{t}{write_timeout}, $self->{t}{read_timeout}, @_);
     $self->{owed} = 0;
     return @r if $r[0];
