@@ -176,6 +176,27 @@ for (filters({ %T, read_timeout => 10 }, 'late', 'plain')) {
     is eval { $f->contains('a') }, 1, "signals, through $via: the next call works" or diag $@;
 }
 
+# A batch (commands pipelined, their replies taken in Perl) cut the same way
+# through a client: the replies still owed are not read as the next call's.
+for (filters({ %T, read_timeout => 10 }, 'late', 'plain')) {
+    my ($via, $f) = @$_;
+    my $parent = $$;
+    my $kid = fork // die "fork: $!";
+    if (!$kid) {
+        sleep 0.2;
+        kill 'USR1', $parent;
+        POSIX::_exit(0);
+    }
+    my $e = eval {
+        local $SIG{USR1} = sub { die "interrupted\n" };
+        $f->add_many([1 .. 300]);
+        1;
+    } ? '' : $@;
+    waitpid $kid, 0;
+    is $e, "interrupted\n", "a batch cut by a signal's handler, through $via: ended";
+    is scalar $f->contains_many([1 .. 300]), 300, "a batch cut, through $via: the next call works";
+}
+
 # --- replies past the bounds, or of the wrong shape -------------------------------------------------
 for my $mode ('huge', 'short') {
     for (filters(\%T, $mode)) {

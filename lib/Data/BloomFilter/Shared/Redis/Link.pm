@@ -13,7 +13,6 @@ use 5.022;
 use strict;
 use warnings;
 
-use POSIX ();
 use Errno qw(EAGAIN ECONNRESET EINTR EPIPE ETIMEDOUT EWOULDBLOCK);
 use Socket ();
 use Time::HiRes ();
@@ -87,8 +86,7 @@ sub borrow {
         id => _socket_id($fd) }, $class;
 }
 
-# The device and inode of the socket behind descriptor $fd, or undef (in
-# C: POSIX::fstat opens a handle to ask, at each call of a single add).
+# The device and inode of the socket behind descriptor $fd, or undef.
 sub _socket_id { Data::BloomFilter::Shared::Redis::_xs_fd_id($_[0]) }
 
 # Whether a borrowed socket is still $client's: the same descriptor, naming
@@ -98,7 +96,7 @@ sub still {
     my ($self, $client) = @_;
     my $fd = eval { $client->__sock };
     return $self->{pid} == $$ && defined $self->{id} && $fd && $fd eq $self->{fd}
-        && (Data::BloomFilter::Shared::Redis::_xs_fd_id($fd) // '') eq $self->{id};
+        && (_socket_id($fd) // '') eq $self->{id};
 }
 
 # Both still($client) and quiet, in one call to C: the usual case, asked
@@ -115,7 +113,6 @@ sub name { $_[0]{name} }
 # Whether the socket is open and quiet before anything is sent: a server
 # that closed it (its idle timeout, a restart) or bytes nobody asked for (a
 # reply of another user of a client's socket) make it unfit.
-# (In C: it is asked before every single add.)
 sub quiet { Data::BloomFilter::Shared::Redis::_xs_quiet(fileno($_[0]{fh}) // -1) }
 
 # Wait until the socket can be read ($write false) or written, until
@@ -144,6 +141,7 @@ sub _ready {
 sub put {
     my ($self, $bytes) = @_;
     my $flags = Socket::MSG_NOSIGNAL() | Socket::MSG_DONTWAIT();
+    $self->{owed}++;    # (see DESTROY)
     # Most commands go whole at once.
     my $off = send($self->{fh}, $bytes, $flags) // 0;
     return undef if $off == length $bytes;
@@ -180,7 +178,10 @@ sub reply {
             $e =~ s/\A\S+->\w+: //;
             return ('broken', "unreadable reply from $self->{name}: $e");
         }
-        return @r if @r;
+        if (@r) {
+            $self->{owed}--;
+            return @r;
+        }
         if ($wait) {
             # Waiting first: a reply is seldom there the moment it is asked for.
             $deadline //= Time::HiRes::time() + $self->{t}{read_timeout};
@@ -208,10 +209,10 @@ sub reply {
 # _xs_reply's list, or ('broken', error) as put and reply say it.
 sub roundtrip {
     my $self = shift;
-    $self->{owed} = 1;    # till it returns (see DESTROY)
+    $self->{owed}++;    # till it returns (see DESTROY)
     my @r = Data::BloomFilter::Shared::Redis::_xs_roundtrip(fileno($self->{fh}) // -1, \$self->{buf},
         $self->{t}{write_timeout}, $self->{t}{read_timeout}, @_);
-    $self->{owed} = 0;
+    $self->{owed}--;
     return @r if $r[0];
     # How it broke: redis_xs.h's BFS_IO_* numbers.
     my ($how, $detail) = @r[1, 2];
@@ -225,10 +226,10 @@ sub roundtrip {
         : "unreadable reply from $self->{name}: $detail");
 }
 
-# A client's socket dropped with a command unanswered on it (the call cut
-# short by a die, from a signal's handler, in the middle of a round trip)
-# is shut as a failed one is: else its late reply would be read as the
-# answer to the next command sent on it.
+# A client's socket dropped with commands unanswered on it (owed: sent,
+# their replies not yet taken; the call cut short by a die, from a signal's
+# handler, while it waited) is shut as a failed one is: else their late
+# replies would be read as the answers to the next commands sent on it.
 sub DESTROY {
     my ($self) = @_;
     shutdown $self->{fh}, 2 if $self->{owed} && $self->{fh} && !$self->{own};
