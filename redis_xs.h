@@ -153,8 +153,11 @@ bfs_bf_command(pTHX_ CV *cv, const BfsRemote *r, IV verb, uint32_t per, SV *key,
 #define BFS_IO_READ_ERRNO 5    /* a read failed: errno */
 #define BFS_IO_UNREADABLE 6    /* bytes that are no reply, or a reply past the bounds */
 
-/* Bytes asked of the kernel per read, as Link.pm's $READ. */
+/* Bytes asked of the kernel per read: as Link.pm's $READ once a reply
+   has grown past the first read's; the first (all a usual reply needs)
+   less, so that a kept connection's buffer stays small. */
 #define BFS_IO_READ (1 << 20)
+#define BFS_IO_FIRST_READ (1 << 16)
 
 static double
 bfs_io_now(void)
@@ -230,12 +233,14 @@ bfs_io_get(pTHX_ int fd, SV *buf, double deadline, int *err)
 {
     for (;;) {
         STRLEN cur = SvCUR(buf);
+        size_t want;
         ssize_t got;
         /* Waiting first: a reply is seldom there the moment it is asked for. */
         if (!bfs_io_wait(aTHX_ fd, POLLIN, deadline))
             return BFS_IO_READ_TIMEOUT;
-        SvGROW(buf, cur + BFS_IO_READ + 1);
-        got = recv(fd, SvPVX(buf) + cur, BFS_IO_READ, MSG_DONTWAIT);
+        want = cur < BFS_IO_FIRST_READ ? BFS_IO_FIRST_READ : BFS_IO_READ;
+        SvGROW(buf, cur + want + 1);
+        got = recv(fd, SvPVX(buf) + cur, want, MSG_DONTWAIT);
         if (got < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
                 if (errno == EINTR)
