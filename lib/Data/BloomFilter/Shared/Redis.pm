@@ -508,6 +508,7 @@ sub _link {
     }
     if ($client) {
         my $l = delete $self->{lent}{$node};
+        return $l if $l && $l->fit($client);
         $l = undef if $l && !$l->still($client);
         $l //= Data::BloomFilter::Shared::Redis::Link->borrow($client, $self->{timeouts})
             // return { client => $client, q => [] };
@@ -576,11 +577,42 @@ sub _wire {
     my $fields = $self->_fields($verb);
     return ($bytes, sub {
         my @full;
-        my @r = _xs_reply($_[0], $fields, $masks, $out ? \@full : undef) or return;
-        return ('ok', $r[1], $r[2], \@full) if $r[0] == $REPLY_INTS && $r[2] == $count;
-        return ('error', $r[1]) if $r[0] == $REPLY_ERROR;
-        die "a reply of the wrong shape\n";
+        my @o = _bf_outcome($count, \@full, _xs_reply($_[0], $fields, $masks, $out ? \@full : undef));
+        die "a reply of the wrong shape\n" if @o && $o[0] eq 'shape';
+        return @o;
     });
+}
+
+# What _xs_reply (or _xs_roundtrip) gave for a BITFIELD command of $count
+# items means: () not all come, ('ok', full, count, $full), ('error',
+# text), or ('shape') for a reply of any other shape.
+sub _bf_outcome {
+    my ($count, $full, @r) = @_;
+    return if !@r;
+    return ('ok', $r[1], $r[2], $full) if $r[0] == $REPLY_INTS && $r[2] == $count;
+    return ('error', $r[1]) if $r[0] == $REPLY_ERROR;
+    return ('shape');
+}
+
+# The single command $c on $link of our own, written and its reply read in
+# one call to C (Link.pm's roundtrip) when the core folds it (a BITFIELD
+# of add or contains); else as the pipeline sends one. The outcome, as
+# _next_reply gives it.
+sub _one {
+    my ($self, $link, $c) = @_;
+    if (my $bf = $c->{bf}) {
+        my ($verb, $list, $from, $count, $key, $out) = @$bf;
+        my @full;
+        my @r = $link->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)}, $key, $list, $from, $count,
+            $out ? \@full : undef);
+        return @r if $r[0] eq 'broken';
+        return ('ok', $r[1], $r[2], \@full) if $r[0] == $REPLY_INTS && $r[2] == $count;    # (the usual)
+        @r = _bf_outcome($count, \@full, @r);
+        return $r[0] eq 'shape' ? ('broken', "unreadable reply from $link->{name}: a reply of the wrong shape") : @r;
+    }
+    my ($bytes, $take) = $self->_wire($c);
+    my $broke = $link->put($bytes);
+    return defined $broke ? ('broken', $broke) : $link->reply($take, 1);
 }
 
 # The same through a client's methods: the call is made now, with a
@@ -668,9 +700,16 @@ sub _exchange {
             $c->{lost}->($c) if $c->{lost};
         }
         elsif (!$link->{client}) {
-            my ($bytes, $take) = $self->_wire($c);
-            my $broke = $link->put($bytes);
-            $self->_settle($st, $link, { cmd => $c }, defined $broke ? ('broken', $broke) : $link->reply($take, 1));
+            my @r = $self->_one($link, $c);
+            if ($r[0] eq 'ok') {
+                # What _settle and _end_round do with a reply that came,
+                # without their rounds' bookkeeping: handled, and the
+                # connection kept.
+                $c->{ok}->($c, @r[1 .. $#r]) if $c->{ok};
+                ($link->{own} ? $self->{links} : $self->{lent})->{''} = $link;
+                return;
+            }
+            $self->_settle($st, $link, { cmd => $c }, @r);
         }
         if (!$link || !$link->{client}) {
             return if !$self->_end_round($method, $st, $on_fail);
