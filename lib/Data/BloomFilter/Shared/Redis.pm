@@ -8,6 +8,7 @@ use Carp ();
 use Scalar::Util ();
 use POSIX ();
 use overload ();
+use Digest::SHA ();
 
 use Data::BloomFilter::Shared ();    # the XS: hashing and local filters
 use Data::BloomFilter::Shared::Args ();
@@ -43,6 +44,10 @@ my $MAX_KEY_BITS = 4294967296;
 
 # The value of the metadata's `format` field: what owns the keys.
 my $FORMAT = 'Data::BloomFilter::Shared::Redis 1';
+
+# The metadata's `format` of a windowed filter: a plain filter's opener of
+# an older version refuses it rather than read a missing bit string.
+my $WFORMAT = 'Data::BloomFilter::Shared::Redis window 1';
 
 my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shard);
 
@@ -223,7 +228,9 @@ sub new {
     _croak('new', 'the grow and max_capacity options are not supported here: a filter in Redis'
             . ' does not grow (size it for the most items it will hold)')
         if ref $opts eq 'HASH' && (exists $opts->{grow} || exists $opts->{max_capacity});
-    $opts = _options('new', $opts, qw(seed layout shards connect cnx_timeout read_timeout write_timeout));
+    $opts = _options('new', $opts, qw(seed layout shards connect cnx_timeout read_timeout write_timeout
+        window generations));
+    my $ask = _window_asked($opts);    # undef: a plain filter asked for
     $name = _name('new', $name);
     my $capacity_given = $capacity;
     my $fp_rate_given = defined $fp_rate;
@@ -240,6 +247,8 @@ sub new {
             if ref $shards || $shards !~ /\A[0-9]+\z/ || $shards < 1 || $shards > 65536;
         $shards = 0 + $shards;
     }
+    _croak('new', 'shards are not supported with window (a windowed filter in Redis is one key per generation)')
+        if $ask && defined $shards && $shards > 1;
     my $connect = $opts->{connect};
     _croak('new', 'connect must be a code reference, got ' . _given($connect))
         if defined $connect && ref $connect ne 'CODE';
@@ -283,6 +292,7 @@ sub new {
     # that disagrees croaks, rather than create a second filter beside it.
     my ($other, $other_layout) = $self->_stored_shards($want->{shards} == 1 ? "$name:0" : $name);
     if (defined $other) {
+        _croak('new', 'window mismatch (the filter has no window, not ' . _window_text($ask) . ')') if $ask;
         _croak('new', "shards mismatch: the filter in Redis has shards $other, asked for $want->{shards}")
             if defined $shards || $want->{shards} > 1;
         _croak('new', "layout mismatch: the filter in Redis has layout $other_layout, asked for $layout")
@@ -292,8 +302,16 @@ sub new {
     }
 
     # Piece 0 decides: whoever creates it first fixes the geometry, and every
-    # later piece is created (or checked) from what it holds.
-    my $first = $self->_attach_piece(0, $want, { seed => $seed, layout => $layout, shards => $shards });
+    # later piece is created (or checked) from what it holds. A windowed
+    # filter (asked for, or found where a plain one was asked for) is one
+    # metadata key and its generations.
+    my $explicit = { seed => $seed, layout => $layout, shards => $shards };
+    my $first = $ask ? undef : $self->_attach_piece(0, $want, $explicit);
+    if ($ask || ($first && $first->{windowed})) {
+        $first = $self->_attach_window($want, $explicit, $ask);
+        _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef) if $first;
+        return $self;
+    }
     if ($first) {
         $self->_set_geometry('new', $first);
         _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef);
@@ -428,27 +446,11 @@ sub _attach_piece {
         if $what eq 'type';
     my ($btype, $blen, $pairs) = @rest;
     my %m = @{ $pairs // [] };
+    return { windowed => 1 } if $i == 0 && ($m{format} // '') eq $WFORMAT;
     _croak('new', "key $mk is not a filter of this module (format '"
             . ($m{format} // '') . "', expected '$FORMAT')")
         if ($m{format} // '') ne $FORMAT;
-    for my $f (@META_FIELDS) {
-        _croak('new', "key $mk: field '$f' is missing") if !defined $m{$f};
-    }
-    _croak('new', "key $mk: field '$_' is not a non-negative integer ('$m{$_}')")
-        for grep { $m{$_} !~ /\A[0-9]{1,20}\z/ } qw(capacity bits hashes seed shards shard);
-    _croak('new', "key $mk: field 'fp_rate' is not a number ('$m{fp_rate}')")
-        if !Scalar::Util::looks_like_number($m{fp_rate});
-    _croak('new', "key $mk: field 'layout' is not a layout name ('$m{layout}')")
-        if $m{layout} !~ /\A\w+\z/;
-    my ($bits, $hashes, $span) = eval { _geometry('new', $m{layout}, $m{capacity}, $m{fp_rate}) };
-    _croak('new', "key $mk: " . _strip($@)) if !defined $bits;
-    _croak('new', "key $mk: bits $m{bits} and hashes $m{hashes} do not match capacity $m{capacity} and fp_rate $m{fp_rate} (expected $bits and $hashes)")
-        if $bits != $m{bits} || $hashes != $m{hashes};
-    for my $f (qw(seed layout shards)) {
-        my $asked = $explicit->{$f};
-        _croak('new', "$f mismatch: the filter in Redis has $f $m{$f}, asked for $asked")
-            if defined $asked && $asked ne $m{$f};
-    }
+    my ($bits, $span) = _check_meta($mk, \%m, $explicit);
     if ($i > 0) {
         for my $f (qw(capacity seed layout shards bits hashes)) {
             _croak('new', "key $mk: field '$f' is $m{$f}, piece 0 has $self->{$f}")
@@ -463,6 +465,33 @@ sub _attach_piece {
     my $piece_bytes = ($rest < $piece ? $rest : $piece) / 8;
     _croak('new', "key $bk has $blen bytes, expected $piece_bytes") if $blen != $piece_bytes;
     return { %m, fp_rate => 0 + $m{fp_rate} };
+}
+
+# The checks of a filter's metadata (plain or windowed) $m, at key $mk:
+# every field there and well formed, the geometry recomputed from capacity
+# and fp_rate, the options given explicitly the same. Returns the bits and
+# the span.
+sub _check_meta {
+    my ($mk, $m, $explicit) = @_;
+    for my $f (@META_FIELDS) {
+        _croak('new', "key $mk: field '$f' is missing") if !defined $m->{$f};
+    }
+    _croak('new', "key $mk: field '$_' is not a non-negative integer ('$m->{$_}')")
+        for grep { $m->{$_} !~ /\A[0-9]{1,20}\z/ } qw(capacity bits hashes seed shards shard);
+    _croak('new', "key $mk: field 'fp_rate' is not a number ('$m->{fp_rate}')")
+        if !Scalar::Util::looks_like_number($m->{fp_rate});
+    _croak('new', "key $mk: field 'layout' is not a layout name ('$m->{layout}')")
+        if $m->{layout} !~ /\A\w+\z/;
+    my ($bits, $hashes, $span) = eval { _geometry('new', $m->{layout}, $m->{capacity}, $m->{fp_rate}) };
+    _croak('new', "key $mk: " . _strip($@)) if !defined $bits;
+    _croak('new', "key $mk: bits $m->{bits} and hashes $m->{hashes} do not match capacity $m->{capacity} and fp_rate $m->{fp_rate} (expected $bits and $hashes)")
+        if $bits != $m->{bits} || $hashes != $m->{hashes};
+    for my $f (qw(seed layout shards)) {
+        my $asked = $explicit->{$f};
+        _croak('new', "$f mismatch: the filter in Redis has $f $m->{$f}, asked for $asked")
+            if defined $asked && $asked ne $m->{$f};
+    }
+    return ($bits, $span);
 }
 
 sub _strip {
@@ -755,6 +784,13 @@ sub _settle {
         $c->{ok}->($c, @r) if $c->{ok};
         return;
     }
+    # A script the server does not hold (restarted, failed over, flushed):
+    # not run; sent again whole, which loads it.
+    if ($c->{script} && $r[0] =~ /\ANOSCRIPT /) {
+        @{ $c->{v} }[0, 1] = ('EVAL', $c->{script});
+        push @{ $st->{again} }, [$c, undef];
+        return;
+    }
     my ($what, $slot, $node) = _classify($r[0]);
     if ($what eq 'moved' || $what eq 'ask') {
         $self->{slot_node}{$slot} = $node if $what eq 'moved';
@@ -849,6 +885,8 @@ sub _batch {
         @groups = ([0, $plain, undef]) if $n;
     }
     my @cmds;
+    @cmds = $self->_window_cmds($verb, $plain, $b) if $self->{gens} && $n;
+    @groups = () if $self->{gens};
     for my $g (@groups) {
         my ($p, $list, $ix) = @$g;
         my $key = "{$self->{tags}[$p]}:bits";
@@ -984,6 +1022,7 @@ sub name     { $_[0]{name} }
 
 sub bits_set {
     my ($self) = @_;
+    return $self->_window_state('bits_set')->{bits_set} if $self->{gens};
     my $total = 0;
     $self->_exchange('bits_set', [map {
         { piece => $_, v => ['BITCOUNT', "{$self->{tags}[$_]}:bits"], ok => sub { $total += $_[1] } }
@@ -1001,14 +1040,17 @@ sub _estimates {
 sub count         { ($_[0]->_estimates($_[0]->bits_set))[0] }
 sub fill_ratio    { $_[0]->bits_set / $_[0]{bits} }
 sub estimated_fpp { ($_[0]->_estimates($_[0]->bits_set))[1] }
-sub is_empty      { $_[0]->bits_set == 0 ? 1 : 0 }
+sub is_empty      { ($_[0]{gens} ? $_[0]->_window_state('is_empty')->{live_bits} : $_[0]->bits_set) == 0 ? 1 : 0 }
 
 sub stats {
     my ($self) = @_;
-    my $x = $self->bits_set;
+    my $w = $self->{gens} ? $self->_window_state('stats') : undef;
+    my $x = $w ? $w->{bits_set} : $self->bits_set;
     my ($count, $fpp) = $self->_estimates($x);
     return {
         (map { $_ => $self->{$_} } qw(name capacity fp_rate bits hashes seed layout shards)),
+        ($w ? (window => $self->window, generations => $self->{gens},
+            generation => $w->{generation}, generation_start => $w->{generation_start}) : ()),
         bits_set => $x,
         count => $count,
         fill_ratio => $x / $self->{bits},
@@ -1034,6 +1076,7 @@ sub _piece_script {
 sub clear {
     my ($self) = @_;
     _croak('clear', 'takes no arguments') if @_ != 1;
+    return $self->_window_clear if $self->{gens};
     $self->_piece_script('clear', $_, $CLEAR_LUA) for 0 .. $self->{shards} - 1;
     return;
 }
@@ -1065,6 +1108,9 @@ sub to_filter {
     my $self = shift;
     _croak('to_filter', 'usage: $filter->to_filter($path_or_undef, \%options)') if @_ > 2;
     my ($path, $opts) = @_;
+    _croak('to_filter', 'not supported for a windowed filter (a local copy would need every'
+            . " generation and the server's clock; see WINDOWS)")
+        if $self->{gens};
     $opts = _options('to_filter', $opts, 'mode');
     # Not Data::BloomFilter::Shared's check of a mode: this one has always
     # taken a string of digits as a decimal number.
@@ -1110,6 +1156,8 @@ sub merge {
     my $self = shift;
     _croak('merge', 'usage: $filter->merge($other)') if @_ != 1;
     my ($other) = @_;
+    _croak('merge', 'not supported for a windowed filter (see WINDOWS)')
+        if $self->{gens} || (Scalar::Util::blessed($other) && $other->isa(__PACKAGE__) && $other->{gens});
     my $bits;
     if (Scalar::Util::blessed($other) && $other->isa('Data::BloomFilter::Shared')) {
         $bits = $self->_local_bits($other);
@@ -1148,6 +1196,304 @@ sub merge {
     }
     return;
 }
+
+# ------------------------------------------------------------------ windows
+
+# A windowed filter (doc/DESIGN.md §9, Windows): the metadata key {N}:meta
+# with the window's fields beside the geometry's, and one bit string per
+# generation, {N}:gen:Q, Q the generation's number: the period since the
+# epoch it holds the adds of (or the number of rotations of a filter
+# without a window). Generation Q is visible while the current number is
+# below Q + g, so an item added at t in period Q is seen until the end of
+# period Q + g - 1: at least t + window and at most t + window * g / (g - 1),
+# the local filter's bounds. Each generation key expires (PEXPIREAT) at the
+# end of its visibility, so the server frees it with no client running.
+# Every step and every add is one script, timed by the server's clock
+# (TIME): hosts whose clocks disagree step alike, and an add is new for
+# exactly one caller.
+
+# The window's bounds, in seconds: the server's clock counts microseconds,
+# and a Redis expiry milliseconds; ten years as locally.
+my ($MIN_WINDOW, $MAX_WINDOW) = (0.001, 3653 * 86400);
+
+# Creates a windowed filter's metadata, its epoch the server's clock now
+# (microseconds, as a decimal string), or reports what is there. KEYS: the
+# metadata, a plain filter's bit string of the same name; ARGV[1]: the
+# bytes its generations need (0: do not create), then the fields.
+my $WATTACH_LUA = <<'LUA';
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+  if tonumber(ARGV[1]) == 0 then return {'gone'} end
+  local b = redis.call('TYPE', KEYS[2])['ok']
+  if b ~= 'none' then return {'orphan', b} end
+  local info = redis.call('INFO', 'memory')
+  local max = tonumber(string.match(info, 'maxmemory:(%d+)') or '0')
+  local used = tonumber(string.match(info, 'used_memory:(%d+)') or '0')
+  if max > 0 and used + tonumber(ARGV[1]) > max then return {'full', used, max} end
+  local now = redis.call('TIME')
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  redis.call('HSET', KEYS[1], 'epoch', now[1] .. string.format('%06d', tonumber(now[2])), 'grid', '-1')
+  return {'created', redis.call('HGETALL', KEYS[1])}
+end
+if t ~= 'hash' then return {'type', t} end
+return {'exists', redis.call('HGETALL', KEYS[1])}
+LUA
+
+# What every windowed script does first: check the metadata, and take the
+# current generation's number q, the greater of the server's clock's
+# period and the last one stepped to (`grid`), so that a clock set back
+# brings nothing forgotten back. KEYS[1]: the metadata.
+my $WHEAD = <<"LUA";
+local m = redis.call('HMGET', KEYS[1], 'format', 'window_us', 'generations', 'epoch', 'grid')
+if m[1] ~= '$WFORMAT' then
+  return redis.error_reply('GONE key ' .. KEYS[1] .. ' is gone or no longer a windowed filter')
+end
+local w, g, epoch, grid = tonumber(m[2]), tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
+local p = w / (g - 1)
+local q, now = grid, nil
+if w > 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local at = math.floor((now - epoch) / p)
+  if at > q then q = at end
+end
+if q < 0 then q = 0 end
+local pre = string.sub(KEYS[1], 1, -5) .. 'gen:'
+local function drop(from, to)
+  for j = math.max(0, from), to do redis.call('DEL', pre .. j) end
+end
+LUA
+
+# Add (ARGV[2] = 1) or look up items: ARGV[1] = k, then each item's
+# BITFIELD arguments (SET u1 OFFSET 1 per probe, from the core). An add
+# steps first when the current number is past `grid`: the generations no
+# longer visible are dropped (they expire by themselves too) and the new
+# current one gets its expiry once it exists. It sets the item's bits in
+# the current generation and answers 1 unless one visible generation held
+# them all before; a query answers 1 when one does. Older generations are
+# never written, so those absent are skipped once per call.
+my $WITEMS_LUA = $WHEAD . <<'LUA';
+local k, add = tonumber(ARGV[1]), ARGV[2] == '1'
+local n = (#ARGV - 2) / (4 * k)
+local cur = pre .. q
+local stepped = add and q > grid
+if stepped then
+  redis.call('HSET', KEYS[1], 'grid', q)
+  drop(grid - g + 1, math.min(grid, q - g))
+end
+local live = {}
+if not add then live[1] = cur end
+for j = q - 1, math.max(0, q - g + 1), -1 do
+  if redis.call('EXISTS', pre .. j) == 1 then live[#live + 1] = pre .. j end
+end
+local out = {}
+for i = 0, n - 1 do
+  local b = 3 + i * 4 * k
+  local found = 0
+  if add then
+    found = 1
+    local old = redis.call('BITFIELD', cur, unpack(ARGV, b, b + 4 * k - 1))
+    for j = 1, k do
+      if old[j] == 0 then found = 0 break end
+    end
+  end
+  if found == 0 then
+    for _, key in ipairs(live) do
+      local all = 1
+      for j = 0, k - 1 do
+        if redis.call('GETBIT', key, ARGV[b + 2 + 4 * j]) == 0 then all = 0 break end
+      end
+      if all == 1 then found = 1 break end
+    end
+  end
+  out[i + 1] = add and 1 - found or found
+end
+if stepped and w > 0 then
+  redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((epoch + (q + g) * p) / 1000)))
+end
+return out
+LUA
+
+# A step now, due or not: the current number one past what it is, the
+# oldest generation dropped. With a window, the epoch moves so that the
+# new period starts now (the expiries already set stay later than the
+# visibility they end, never earlier).
+my $WROTATE_LUA = $WHEAD . <<'LUA';
+local nq = q + 1
+if w > 0 then
+  redis.call('HSET', KEYS[1], 'epoch', string.format('%.0f', now - nq * p))
+end
+redis.call('HSET', KEYS[1], 'grid', nq)
+drop(grid - g + 1, nq - g)
+return nq
+LUA
+
+# The current number, its period's start (microseconds; -1 without a
+# window), the current generation's bits set and those of every visible one.
+my $WSTATE_LUA = $WHEAD . <<'LUA';
+local cur, live = redis.call('BITCOUNT', pre .. q), 0
+for j = math.max(0, q - g + 1), q do live = live + redis.call('BITCOUNT', pre .. j) end
+local start = -1
+if w > 0 then start = string.format('%.0f', epoch + q * p) end
+return {q, start, cur, live}
+LUA
+
+# Drop every generation that may exist; the window and its epoch stay.
+my $WCLEAR_LUA = $WHEAD . <<'LUA';
+drop(math.max(grid, q) - g + 1, math.max(grid, q))
+return 'ok'
+LUA
+
+my %WSHA = map { $_ => Digest::SHA::sha1_hex($_) } $WITEMS_LUA, $WROTATE_LUA, $WSTATE_LUA, $WCLEAR_LUA;
+
+# The window options asked for: undef for none, else { g, g_given,
+# window (seconds, undef: rotate only) }.
+sub _window_asked {
+    my ($opts) = @_;
+    return undef if !exists $opts->{window} && !exists $opts->{generations};
+    my ($g, $w) = Data::BloomFilter::Shared::Args::window(__PACKAGE__, 'new', $opts);
+    $w = undef if !$w;
+    _croak('new', "window must be from $MIN_WINDOW to $MAX_WINDOW seconds here (the server counts"
+            . ' microseconds and expires keys in milliseconds), got ' . _given($opts->{window}))
+        if defined $w && ($w < $MIN_WINDOW || $w > $MAX_WINDOW);
+    # Not given: 4 for a new filter, an existing one's own (as locally).
+    my $given = defined $opts->{generations};
+    return { g => ($given ? $g : 4), g_given => $given, window => $w };
+}
+
+# The window in microseconds: rounded up to divide by g - 1, as the
+# period is a whole number of them.
+sub _window_us {
+    my ($w, $g) = @_;
+    return 0 if !defined $w;
+    return POSIX::ceil(sprintf('%.3f', $w * 1e6) / ($g - 1)) * ($g - 1);
+}
+
+# A window as a mismatch says it (as locally).
+sub _window_text {
+    my ($a) = @_;
+    return defined $a->{window}
+        ? sprintf('window %.15gs, %d generations', $a->{window}, $a->{g})
+        : "manual steps, $a->{g} generations";
+}
+
+# Attach to a windowed filter, creating it when absent and $ask says
+# what (undef: a plain filter was asked for and a windowed one found: it
+# is taken as it is). Returns the stored fields when it existed, undef
+# when we created it.
+sub _attach_window {
+    my ($self, $want, $explicit, $ask) = @_;
+    my $mk = "{$self->{name}}:meta";
+    my $wus = $ask ? _window_us($ask->{window}, $ask->{g}) : 0;
+    my $bytes = $ask ? $ask->{g} * $self->{bits} / 8 : 0;
+    my @meta = (
+        format => $WFORMAT, capacity => $want->{capacity}, fp_rate => sprintf('%.17g', $want->{fp_rate}),
+        bits => $self->{bits}, hashes => $self->{hashes}, seed => $want->{seed}, layout => $want->{layout},
+        shards => 1, shard => 0, generations => ($ask ? $ask->{g} : 0), window_us => $wus,
+        window => ($ask && defined $ask->{window} ? sprintf('%.17g', $ask->{window}) : ''),
+    );
+    my $r = $self->_call('new', 0, 'eval', $WATTACH_LUA, 2, $mk, "{$self->{name}}:bits", $bytes, @meta);
+    _croak('new', 'unexpected reply to the attach script') if ref $r ne 'ARRAY';
+    my ($what, @rest) = @$r;
+    _croak('new', "key $mk disappeared while it was opened (nothing was changed)") if $what eq 'gone';
+    _croak('new', "key {$self->{name}}:bits exists without $mk (not a filter of this module; nothing was changed)")
+        if $what eq 'orphan';
+    _croak('new', "OOM: the filter's generations need $bytes bytes but the server uses $rest[0] of its maxmemory $rest[1] (nothing was changed)")
+        if $what eq 'full';
+    _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
+        if $what eq 'type';
+    my %m = @{ $rest[0] // [] };
+    _croak('new', 'window mismatch (the filter has no window, not ' . _window_text($ask) . ')')
+        if ($m{format} // '') eq $FORMAT;
+    _croak('new', "key $mk is not a filter of this module (format '"
+            . ($m{format} // '') . "', expected '$WFORMAT')")
+        if ($m{format} // '') ne $WFORMAT;
+    _check_meta($mk, \%m, $explicit);
+    for my $f (qw(generations window_us epoch grid)) {
+        _croak('new', "key $mk: field '$f' is missing") if !defined $m{$f};
+        _croak('new', "key $mk: field '$f' is not an integer ('$m{$f}')") if $m{$f} !~ /\A-?[0-9]{1,20}\z/;
+    }
+    my $g = 0 + $m{generations};
+    _croak('new', "key $mk: field 'generations' is not from 2 to 16 ('$m{generations}')") if $g < 2 || $g > 16;
+    _croak('new', "key $mk: field 'window_us' is $m{window_us}, not a multiple of generations - 1")
+        if $m{window_us} % ($g - 1);
+    my $has = { g => $g, window => ($m{window_us} ? 0 + ($m{window} || $m{window_us} / 1e6) : undef) };
+    if ($ask && $what eq 'exists') {
+        my $same = ($ask->{g_given} ? $ask->{g} == $g : 1)
+            && _window_us($ask->{window}, $g) == $m{window_us};
+        _croak('new', 'window mismatch (the filter has ' . _window_text($has) . ', not '
+                . _window_text({ %$ask, g => $ask->{g_given} ? $ask->{g} : $g }) . ')')
+            if !$same;
+    }
+    $self->_set_geometry('new', { %m, fp_rate => 0 + $m{fp_rate}, shards => 1 });
+    @$self{qw(gens window_us window_given metakey)} = ($g, 0 + $m{window_us}, $has->{window}, $mk);
+    return $what eq 'created' ? undef : { %m, fp_rate => 0 + $m{fp_rate} };
+}
+
+# The scripts' commands of a batch: one per $CHUNK items, each the items'
+# BITFIELD arguments from the core.
+sub _window_cmds {
+    my ($self, $verb, $plain, $b) = @_;
+    my $masks;
+    my @a = eval { _xs_args(1, $self->_geo, $plain, undef, \$masks) };
+    _croak($b->{method}, _strip($@)) if !@a;
+    my $per = 4 * $self->{hashes};
+    my @cmds;
+    for (my $s = 0; $s < @$plain; $s += $CHUNK) {
+        my $e = ($s + $CHUNK < @$plain ? $s + $CHUNK : @$plain) - 1;
+        push @cmds, { piece => 0, script => $WITEMS_LUA,
+            v => ['EVALSHA', $WSHA{$WITEMS_LUA}, 1, $self->{metakey}, $self->{hashes}, $verb,
+                @a[$s * $per .. ($e + 1) * $per - 1]],
+            s => $s, e => $e, batch => $b, ok => \&_window_ok, lost => \&_batch_lost };
+    }
+    return @cmds;
+}
+
+# A script's reply: one 0/1 per item (new, or found).
+sub _window_ok {
+    my ($c, $r) = @_;
+    my $b = $c->{batch};
+    my ($s, $e) = @$c{qw(s e)};
+    die "a reply of the wrong shape\n" if ref $r ne 'ARRAY' || @$r != $e - $s + 1;
+    $b->{count} += $_ for @$r;
+    $b->{known} += @$r;
+    @{ $b->{each} }[$s .. $e] = @$r if $b->{out};
+}
+
+# One windowed script, its reply.
+sub _window_call {
+    my ($self, $method, $lua) = @_;
+    my $reply;
+    $self->_exchange($method, [{ piece => 0, script => $lua, v => ['EVALSHA', $WSHA{$lua}, 1, $self->{metakey}],
+        ok => sub { $reply = $_[1] } }]);
+    return $reply;
+}
+
+sub _window_state {
+    my ($self, $method) = @_;
+    my $r = $self->_window_call($method, $WSTATE_LUA);
+    _croak($method, 'unexpected reply to the state script') if ref $r ne 'ARRAY' || @$r != 4;
+    my ($q, $start, $cur, $live) = @$r;
+    return { generation => 0 + $q, generation_start => ($start < 0 ? undef : $start / 1e6),
+        bits_set => 0 + $cur, live_bits => 0 + $live };
+}
+
+sub _window_clear {
+    my ($self) = @_;
+    $self->_window_call('clear', $WCLEAR_LUA);
+    return;
+}
+
+sub rotate {
+    my ($self) = @_;
+    _croak('rotate', 'takes no arguments') if @_ != 1;
+    _croak('rotate', 'not a windowed filter') if !$self->{gens};
+    $self->_window_call('rotate', $WROTATE_LUA);
+    return;
+}
+
+sub window      { $_[0]{gens} ? $_[0]{window_given} : undef }
+sub generations { $_[0]{gens} }
 
 
 1;
