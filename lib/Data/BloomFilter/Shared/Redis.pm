@@ -1268,10 +1268,13 @@ LUA
 # BITFIELD arguments (SET u1 OFFSET 1 per probe, from the core). An add
 # steps first when the current number is past `grid`: the generations no
 # longer visible are dropped (they expire by themselves too) and the new
-# current one gets its expiry once it exists. It sets the item's bits in
-# the current generation and answers 1 unless one visible generation held
-# them all before; a query answers 1 when one does. Older generations are
-# never written, so those absent are skipped once per call.
+# current one gets its expiry once it exists. It sets the items' bits in
+# the current generation (one BITFIELD, whose reply is the bits before)
+# and answers 1 for an item unless one visible generation held all its
+# bits before; a query answers 1 when one does. Each generation is read
+# with one BITFIELD for all the items: older generations are never
+# written, and the current one only by the SETs, in item order, as a plain
+# filter's BITFIELD does.
 my $WITEMS_LUA = $WHEAD . <<'LUA';
 local k, add = tonumber(ARGV[1]), ARGV[2] == '1'
 local n = (#ARGV - 2) / (4 * k)
@@ -1281,35 +1284,39 @@ if stepped then
   redis.call('HSET', KEYS[1], 'grid', q)
   drop(grid - g + 1, math.min(grid, q - g))
 end
-local live = {}
-if not add then live[1] = cur end
-for j = q - 1, math.max(0, q - g + 1), -1 do
-  if redis.call('EXISTS', pre .. j) == 1 then live[#live + 1] = pre .. j end
+local get = {}
+for i = 5, #ARGV, 4 do
+  get[#get + 1] = 'GET'
+  get[#get + 1] = 'u1'
+  get[#get + 1] = ARGV[i]
 end
-local out = {}
-for i = 0, n - 1 do
-  local b = 3 + i * 4 * k
-  local found = 0
-  if add then
-    found = 1
-    local old = redis.call('BITFIELD', cur, unpack(ARGV, b, b + 4 * k - 1))
-    for j = 1, k do
-      if old[j] == 0 then found = 0 break end
-    end
-  end
-  if found == 0 then
-    for _, key in ipairs(live) do
-      local all = 1
-      for j = 0, k - 1 do
-        if redis.call('GETBIT', key, ARGV[b + 2 + 4 * j]) == 0 then all = 0 break end
+local found, left = {}, n
+local function mark(bits)
+  for i = 0, n - 1 do
+    if not found[i + 1] then
+      local all = true
+      for j = i * k + 1, i * k + k do
+        if bits[j] == 0 then all = false break end
       end
-      if all == 1 then found = 1 break end
+      if all then found[i + 1], left = true, left - 1 end
     end
   end
-  out[i + 1] = add and 1 - found or found
+end
+if add then
+  mark(redis.call('BITFIELD', cur, unpack(ARGV, 3)))
+elseif redis.call('EXISTS', cur) == 1 then
+  mark(redis.call('BITFIELD', cur, unpack(get)))
+end
+for j = q - 1, math.max(0, q - g + 1), -1 do
+  if left == 0 then break end
+  if redis.call('EXISTS', pre .. j) == 1 then mark(redis.call('BITFIELD', pre .. j, unpack(get))) end
 end
 if stepped and w > 0 then
   redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((epoch + (q + g) * p) / 1000)))
+end
+local out = {}
+for i = 1, n do
+  if found[i] then out[i] = add and 0 or 1 else out[i] = add and 1 or 0 end
 end
 return out
 LUA
@@ -1438,9 +1445,13 @@ sub _window_cmds {
     my @a = eval { _xs_args(1, $self->_geo, $plain, undef, \$masks) };
     _croak($b->{method}, _strip($@)) if !@a;
     my $per = 4 * $self->{hashes};
+    # Items per script: $CHUNK, fewer at large k, so that a script's
+    # arguments stay well within what Lua's unpack takes (8000).
+    my $chunk = int(1000 / $self->{hashes}) || 1;
+    $chunk = $CHUNK if $chunk > $CHUNK;
     my @cmds;
-    for (my $s = 0; $s < @$plain; $s += $CHUNK) {
-        my $e = ($s + $CHUNK < @$plain ? $s + $CHUNK : @$plain) - 1;
+    for (my $s = 0; $s < @$plain; $s += $chunk) {
+        my $e = ($s + $chunk < @$plain ? $s + $chunk : @$plain) - 1;
         push @cmds, { piece => 0, script => $WITEMS_LUA,
             v => ['EVALSHA', $WSHA{$WITEMS_LUA}, 1, $self->{metakey}, $self->{hashes}, $verb,
                 @a[$s * $per .. ($e + 1) * $per - 1]],
