@@ -259,6 +259,16 @@ for my $layout (qw(standard blocked)) {
     dies_like { $R->new($a, 'opts', 1000, 0.01, { window => undef }) }
         qr/window mismatch \(the filter has window 2s, 4 generations, not manual steps, 4 generations\)/,
         'no window for a timed filter croaks';
+    $R->new($a, 'g3', 1000, 0.01, { window => 5, generations => 3 });
+    is $R->new($a, 'g3', 1000, 0.01, { window => 5 })->generations, 3,
+        'a window without generations opens a filter of any number of generations';
+    # maxmemory: the generations' bytes are checked at creation
+    my $used = $rc->info('memory')->{used_memory};
+    $rc->config('set', 'maxmemory', $used + (4 << 20));
+    dies_like { $R->new($a, 'big', 10_000_000, 0.01, { window => 60 }) }
+        qr/->new: OOM: the filter's generations need \d+ bytes but the server uses/, 'generations past maxmemory croak at creation';
+    $rc->config('set', 'maxmemory', 0);
+    ok !$rc->exists('{big}:meta'), 'and create nothing';
     $R->new($a, 'plainf', 1000, 0.01);
     dies_like { $R->new($a, 'plainf', 1000, 0.01, { window => 2 }) }
         qr/window mismatch \(the filter has no window, not window 2s, 4 generations\)/, 'a window for a plain filter croaks';

@@ -1108,8 +1108,7 @@ sub to_filter {
     my $self = shift;
     _croak('to_filter', 'usage: $filter->to_filter($path_or_undef, \%options)') if @_ > 2;
     my ($path, $opts) = @_;
-    _croak('to_filter', 'not supported for a windowed filter (a local copy would need every'
-            . " generation and the server's clock; see WINDOWS)")
+    _croak('to_filter', 'not supported for a windowed filter (see WINDOWS)')
         if $self->{gens};
     $opts = _options('to_filter', $opts, 'mode');
     # Not Data::BloomFilter::Shared's check of a mode: this one has always
@@ -1652,7 +1651,8 @@ fp rates, one 128-bit block; a C<datasketches> filter's default seed is
 DataSketches' 9001, as locally), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
 connected client, used for the other nodes of a cluster; default: a
 socket of the module's own to C<host:port>), C<cnx_timeout>, C<read_timeout>
-and C<write_timeout> (see L</Timeouts>). An explicit C<seed>, C<layout> or
+and C<write_timeout> (see L</Timeouts>), C<window> and C<generations> (a
+windowed filter: see L</WINDOWS>). An explicit C<seed>, C<layout> or
 C<shards> that differs from the stored one croaks. A C<capacity> or an
 C<fp_rate> that differs from the stored one warns, as a local filter's
 reopening does (L<Data::BloomFilter::Shared/new>): "the filter's capacity
@@ -1683,18 +1683,38 @@ most once.
 
 As locally, computed from C<BITCOUNT> of the bit string(s). C<stats> returns
 a hash reference with C<name capacity fp_rate bits hashes seed layout shards
-bits_set count fill_ratio estimated_fpp>.
+bits_set count fill_ratio estimated_fpp>. For a windowed filter, as
+locally: C<bits_set>, C<count>, C<fill_ratio> and C<estimated_fpp>
+describe the current generation, C<is_empty> is 1 when no visible
+generation holds a bit, and C<stats> adds C<window>, C<generations>,
+C<generation> (the current generation's number: the periods since
+creation, or the rotations of a filter without a window) and
+C<generation_start> (when its period started, in seconds since the epoch
+by the server's clock; undef without a window).
 
-=head2 capacity, fp_rate, bits, hashes, seed, layout, shards, name
+=head2 capacity, fp_rate, bits, hashes, seed, layout, shards, name, window, generations
 
-The stored geometry and options.
+The stored geometry and options. C<window> (seconds, as given) and
+C<generations> are undef for a plain filter; C<window> is undef for a
+windowed filter stepped only by L</rotate>.
+
+=head2 rotate
+
+    $f->rotate;
+
+A generation step of a windowed filter now, due or not: the oldest
+generation is forgotten (one script). With a window, the new period starts
+now and the next step is due a period later. Croaks on a plain filter.
 
 =head2 clear
 
 Zero the bits (per piece, one atomic script that first checks the piece is
-still this filter).
+still this filter). A windowed filter drops every generation; its window
+stays.
 
 =head2 merge
+
+Not for a windowed filter (either side): it croaks.
 
     $f->merge($local_filter);     # a Data::BloomFilter::Shared
     $f->merge($other_redis);      # another Data::BloomFilter::Shared::Redis
@@ -1717,7 +1737,8 @@ bits: a snapshot to query at memory speed, C<freeze> and ship. The bits are
 read in slices of 4 MiB, so a snapshot taken while others add holds every
 add that completed before it started and perhaps some later ones; it is
 exact when the filter is quiet. The whole bit array is held in memory once
-while the local filter is built.
+while the local filter is built. A windowed filter croaks: its copy would
+need every generation and the server's clock.
 
 =head2 key_slot
 
@@ -1725,6 +1746,57 @@ while the local filter is built.
 
 The Redis Cluster slot of a key: CRC16-XMODEM of its hash tag (or the whole
 key) mod 16384.
+
+=head1 WINDOWS
+
+    # Seen in the last 24 hours, fleet-wide?
+    my $seen = Data::BloomFilter::Shared::Redis->new('redis.internal:6379', 'webhooks',
+        1_000_000, 0.001, { window => 24 * 3600 });
+    process($id) if $seen->add($id);
+
+The options C<window> (seconds, from 0.001 to 10 years) and C<generations>
+(2 to 16, default 4) make a I<windowed> filter, with the local filter's
+meaning (L<Data::BloomFilter::Shared/WINDOWED FILTERS>): I<g> generations,
+a step every C<window / (g - 1)> seconds (the I<period>); L</add, contains>: C<add> puts the
+item in the current generation and returns 1 unless a visible generation
+holds it; C<contains> looks in every visible one. C<< window => undef >>
+makes one that steps only when told (L</rotate>). An item added (or added
+again) at time I<t> is seen until at least I<t> + window and forgotten by
+I<t> + window * g / (g - 1); an item is never missed inside its window
+(but for false positives, never a false negative).
+
+I<Time is the server's.> Each add, query and step is one Lua script
+(C<EVALSHA>) that reads the server's clock (C<TIME>), so hosts whose
+clocks disagree step alike, and the step, the item's check in every
+visible generation and the setting of its bits in the current one are one
+atomic operation: among all clients and hosts, an item is told new exactly
+once per window, across steps. A batch is one script per 100 items (fewer
+with many probes), pipelined as a plain filter's C<BITFIELD>s are; a
+script the server does not hold (restarted, failed over, C<SCRIPT FLUSH>)
+is sent again whole (C<EVAL>).
+
+I<Keys.> A windowed filter named C<webhooks> is C<{webhooks}:meta> (the
+geometry and the window: C<window>, C<generations>, the C<epoch> the
+periods are counted from, by the server's clock at creation, and the
+current generation's number) and one string per generation,
+C<{webhooks}:gen:Q>, Q its number: the period since the epoch (or the
+rotation) whose adds it holds. Each generation key expires
+(C<PEXPIREAT>) when its last item is forgotten, so the server frees the
+memory of an idle filter by itself, with no client running; a generation
+with no add has no key. Only a visible generation is ever read. A filter
+without a window has no expiry: L</rotate> drops the oldest generation.
+
+I<Reopening.> As locally: an existing filter keeps its window; an explicit
+C<window> or C<generations> that differs croaks (C<window mismatch (the
+filter has window 2s, 4 generations, not window 3s, 4 generations)>), and
+so do window options for a plain filter of that name; C<new> without them
+opens a windowed filter as it is; a C<window> without C<generations> opens
+one of any number of generations.
+
+I<Not here.> C<shards> (a windowed filter is one hash slot), C<merge> and
+C<to_filter> croak. The memory is up to I<g> times a plain filter's (each
+generation key grows to C<bits / 8> bytes as it fills), checked against
+C<maxmemory> at creation.
 
 =head1 CLUSTER
 
@@ -1753,6 +1825,9 @@ and C<ASK> redirections (C<ASKING>, then the command, once, not
 remembered), so the first command to a piece may take one extra round trip.
 The connection you pass (or the address) is the first node asked; the
 others are connected with the C<connect> option or L<Redis::Fast>.
+
+A windowed filter's keys all carry its name as their hash tag, so they lie
+in one slot, on one node, and its scripts run there whole.
 
 =head1 FAILURES
 
@@ -1784,7 +1859,10 @@ buffer without bound); a client of another kind reads its replies itself.
 With C<appendonly yes> and C<appendfsync always>, every add acknowledged to a
 client survives a crash or restart of the server; with weaker persistence, an
 acknowledged add can be lost with the server's last second of writes, and a
-later add of the same item is then told "new" again.
+later add of the same item is then told "new" again. A windowed filter's
+scripts are replicated and persisted by their effects (the bits set, the
+step, the expiry), so the same holds for it: no acknowledged add of the
+current window is lost.
 
 =head1 LIMITS
 
@@ -1831,6 +1909,29 @@ A warning, as a local filter's (see L<Data::BloomFilter::Shared/DIAGNOSTICS>):
 a reference without overloading given as an item is taken as its address
 string, C<HASH(0x...)>. In the category C<Data::BloomFilter::Shared>; made
 fatal, it croaks before anything of the call is sent.
+
+=item window mismatch (the filter has %s, not %s)
+
+An explicit C<window> or C<generations> that differs from the stored
+filter's, or window options for a plain filter (C<no window>). Nothing is
+changed. See L</WINDOWS>.
+
+=item window must be from 0.001 to 315619200 seconds here (the server counts microseconds and expires keys in milliseconds), got %s
+
+=item shards are not supported with window (a windowed filter in Redis is one key per generation)
+
+=item not a windowed filter
+
+C<rotate> on a plain filter.
+
+=item not supported for a windowed filter (see WINDOWS)
+
+C<merge> with a windowed filter on either side, C<to_filter> of one.
+
+=item GONE key %s is gone or no longer a windowed filter
+
+An add, query or step found the filter's metadata deleted or replaced
+after C<new>: the server refused the script, and nothing was changed.
 
 =item the grow and max_capacity options are not supported here: a filter in Redis does not grow (size it for the most items it will hold)
 
