@@ -1270,10 +1270,13 @@ LUA
 # current one gets its expiry once it exists. It sets the items' bits in
 # the current generation (one BITFIELD, whose reply is the bits before)
 # and answers 1 for an item unless one visible generation held all its
-# bits before; a query answers 1 when one does. Each generation is read
-# with one BITFIELD for all the items: older generations are never
-# written, and the current one only by the SETs, in item order, as a plain
-# filter's BITFIELD does.
+# bits before; a query answers 1 when one does. Older generations are
+# never written, and the current one only by the SETs, in item order, as a
+# plain filter's BITFIELD does; so each generation is read for all the
+# items at once, newest first, probe by probe: one BITFIELD reads probe r
+# of every item whose probes before r were all set there. An item not in
+# a generation usually misses at its first probe or two, so a new item
+# costs about a field per generation, not k.
 my $WITEMS_LUA = $WHEAD . <<'LUA';
 local k, add = tonumber(ARGV[1]), ARGV[2] == '1'
 local n = (#ARGV - 2) / (4 * k)
@@ -1283,32 +1286,43 @@ if stepped then
   redis.call('HSET', KEYS[1], 'grid', q)
   drop(grid - g + 1, math.min(grid, q - g))
 end
-local get = {}
-for i = 5, #ARGV, 4 do
-  get[#get + 1] = 'GET'
-  get[#get + 1] = 'u1'
-  get[#get + 1] = ARGV[i]
-end
 local found, left = {}, n
-local function mark(bits)
+local function look(key)
+  local alive, na = {}, 0
   for i = 0, n - 1 do
-    if not found[i + 1] then
-      local all = true
-      for j = i * k + 1, i * k + k do
-        if bits[j] == 0 then all = false break end
-      end
-      if all then found[i + 1], left = true, left - 1 end
-    end
+    if not found[i + 1] then na = na + 1 alive[na] = i end
   end
+  for r = 0, k - 1 do
+    local na = #alive
+    if na == 0 then return end
+    local get = {}
+    for x = 1, na do
+      get[3 * x - 2], get[3 * x - 1], get[3 * x] = 'GET', 'u1', ARGV[5 + 4 * (alive[x] * k + r)]
+    end
+    local bits = redis.call('BITFIELD', key, unpack(get))
+    local still, ns = {}, 0
+    for x = 1, na do
+      if bits[x] == 1 then ns = ns + 1 still[ns] = alive[x] end
+    end
+    alive = still
+  end
+  for _, i in ipairs(alive) do found[i + 1], left = true, left - 1 end
 end
 if add then
-  mark(redis.call('BITFIELD', cur, unpack(ARGV, 3)))
+  local old = redis.call('BITFIELD', cur, unpack(ARGV, 3))
+  for i = 0, n - 1 do
+    local all = true
+    for j = i * k + 1, i * k + k do
+      if old[j] == 0 then all = false break end
+    end
+    if all then found[i + 1], left = true, left - 1 end
+  end
 elseif redis.call('EXISTS', cur) == 1 then
-  mark(redis.call('BITFIELD', cur, unpack(get)))
+  look(cur)
 end
 for j = q - 1, math.max(0, q - g + 1), -1 do
   if left == 0 then break end
-  if redis.call('EXISTS', pre .. j) == 1 then mark(redis.call('BITFIELD', pre .. j, unpack(get))) end
+  if redis.call('EXISTS', pre .. j) == 1 then look(pre .. j) end
 end
 if stepped and w > 0 then
   redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((epoch + (q + g) * p) / 1000)))
