@@ -13,6 +13,7 @@ use RedisServer qw(redis_or_skip);
 use Data::BloomFilter::Shared;
 use Time::HiRes qw(time sleep);
 use IO::Handle ();
+use POSIX ();
 
 redis_or_skip();
 require Data::BloomFilter::Shared::Redis;
@@ -143,6 +144,68 @@ for my $layout (qw(standard blocked)) {
     is $twice, 0, 'no id told new twice within its window';
     is $missing, 0, 'no id new in a round missed (none told seen when its window had passed)';
     is $wrong, 0, 'no id of the round before told new (none forgotten inside its window)';
+}
+
+# --- four processes, steps taken by the server's clock while they add ----------------------------
+# window 1 s, 2 generations: for 3 s every child adds the same 40 ids over
+# and over, in its own order, while the server steps every second
+# inside their adds. Each add's call is bracketed by the instants read
+# before and after it (the server's TIME is this host's clock): two "new"
+# answers for one id whose calls both lie within one window of each other
+# break exactly-once, however slow the host. An id re-added every few
+# milliseconds is never forgotten, so it is told new once in all, unless
+# the host stalled the children for a window (then the rule above still
+# holds, and the count is only reported).
+{
+    my $name = 'timed-race';
+    $R->new($srv->address, $name, 100_000, 1e-9, { window => 1, generations => 2 });
+    my @ids = map { "t-$_" } 1 .. 40;
+    my @kids;
+    for my $child (0 .. 3) {
+        pipe my $rd, my $wr or die "pipe: $!";
+        my $pid = fork // die "fork: $!";
+        if (!$pid) {
+            close $rd;
+            my $f = $R->new($srv->address, $name, 100_000, 1e-9);
+            srand($$);
+            my @log;
+            my $end = time + 3;
+            while (time < $end) {
+                for my $id (sort { rand() <=> 0.5 } @ids) {
+                    my $t0 = time;
+                    my $new = $f->add($id);
+                    push @log, sprintf "%s %.6f %.6f\n", $id, $t0, time if $new;
+                }
+            }
+            print $wr @log;
+            close $wr;
+            POSIX::_exit(0);
+        }
+        close $wr;
+        push @kids, [$pid, $rd];
+    }
+    my %new;
+    for my $k (@kids) {
+        my $fh = $k->[1];
+        while (my $l = <$fh>) {
+            my ($id, $t0, $t1) = split ' ', $l;
+            push @{ $new{$id} }, [$t0, $t1];
+        }
+        waitpid $k->[0], 0;
+    }
+    my ($twice, $more) = (0, 0);
+    for my $id (@ids) {
+        my @e = sort { $a->[0] <=> $b->[0] } @{ $new{$id} // [] };
+        $more++ if @e > 1;
+        for my $j (1 .. $#e) {
+            $twice++ if $e[$j][1] < $e[$j - 1][0] + 1;
+        }
+    }
+    is scalar(grep { $new{$_} } @ids), scalar @ids, 'every id told new to one of the processes';
+    is $twice, 0, 'no id told new twice within one window, across the steps the server took';
+    diag "$more ids told new again after the host stalled the adders for a window" if $more;
+    my $s = $R->new($srv->address, $name, 100_000, 1e-9)->stats;
+    cmp_ok $s->{generation}, '>=', 2, "the server stepped while they added (generation $s->{generation})";
 }
 
 # --- the bounds, measured against the server's clock ---------------------------------------------
