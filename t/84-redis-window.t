@@ -339,6 +339,9 @@ for my $layout (qw(standard blocked)) {
     is $R->new($a, 'plainf', 1000, 0.01)->window, undef, 'a plain filter has no window';
     dies_like { $R->new($a, 'x1', 1000, 0.01, { window => 2, shards => 2, layout => 'blocked' }) }
         qr/->new: shards are not supported with window/, 'shards with a window';
+    dies_like { $R->new($a, 'opts', 1000, 0.01, { shards => 2, layout => 'blocked' }) }
+        qr/->new: shards mismatch: the filter in Redis has shards 1, asked for 2/, 'shards asked of a windowed filter';
+    ok !$rc->exists('{opts:0}:meta'), 'and no sharded filter made beside it';
     dies_like { $R->new($a, 'x2', 1000, 0.01, { window => 0.0001 }) } qr/->new: window must be from 0.001/, 'too short a window';
     dies_like { $R->new($a, 'x3', 1000, 0.01, { window => -1 }) } qr/->new: window must be a positive number/, 'a negative window';
     dies_like { $R->new($a, 'x4', 1000, 0.01, { window => 1, generations => 17 }) } qr/->new: generations must be an integer from 2 to 16/, 'generations 17';

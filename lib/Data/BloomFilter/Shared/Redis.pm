@@ -291,7 +291,9 @@ sub new {
     # without shards to a sharded filter adopts its shards; anything else
     # that disagrees croaks, rather than create a second filter beside it.
     my ($other, $other_layout) = $self->_stored_shards($want->{shards} == 1 ? "$name:0" : $name);
-    if (defined $other) {
+    # (A windowed filter has shards 1: only a windowed one named "$name:0"
+    # answers so here, another filter.)
+    if (defined $other && !($want->{shards} == 1 && $other == 1)) {
         _croak('new', 'window mismatch (the filter has no window, not ' . _window_text($ask) . ')') if $ask;
         _croak('new', "shards mismatch: the filter in Redis has shards $other, asked for $want->{shards}")
             if defined $shards || $want->{shards} > 1;
@@ -407,7 +409,7 @@ sub _stored_shards {
             1, "{$tag}:meta");
     };
     die $@ if !defined $r && $@ && $@ !~ /WRONGTYPE/;
-    return if ref $r ne 'ARRAY' || ($r->[0] // '') ne $FORMAT
+    return if ref $r ne 'ARRAY' || (($r->[0] // '') ne $FORMAT && $r->[0] ne $WFORMAT)
         || ($r->[1] // '') !~ /\A[0-9]+\z/ || ($r->[2] // '') !~ /\A\w+\z/;
     return @$r[1, 2];
 }
