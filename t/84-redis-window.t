@@ -370,6 +370,27 @@ for my $layout (qw(standard blocked)) {
     is scalar(gen_keys('opts')), 1, 'and wrote nothing';
 }
 
+# --- a client of another kind, driven through its methods -------------------------------------------
+{
+    package Local::Wrap;
+    our $AUTOLOAD;
+    sub new { bless { r => $_[1] }, $_[0] }
+    sub ping { shift->{r}->ping(@_) }
+    sub wait_all_responses { shift->{r}->wait_all_responses }
+    sub AUTOLOAD { my $m = $AUTOLOAD =~ s/.*:://r; return if $m eq 'DESTROY'; shift->{r}->$m(@_) }
+    package main;
+    my $c = Local::Wrap->new($srv->client);
+    my $f = $R->new($c, 'wrapped', 1000, 0.01, { window => undef, generations => 2 });
+    is $f->add_many([qw(a b c)], \my @w), 3, 'through a client\'s methods: a batch';
+    is "@w", '1 1 1', 'each new';
+    is $f->add('a'), 0, 'a single add of one held';
+    $rc->script_flush;
+    is $f->contains('b'), 1, 'a query after SCRIPT FLUSH (sent again whole)';
+    $f->rotate;
+    $f->rotate;
+    is $f->contains('a'), 0, 'forgotten after two rotations';
+}
+
 # --- a 3-master cluster: one slot, the scripts run there whole --------------------------------------
 SKIP: {
     skip 'redis-cli is not installed (Debian: redis-tools)', 6

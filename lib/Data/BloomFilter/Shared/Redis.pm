@@ -599,6 +599,7 @@ sub _classify {
 # A command's bytes for a socket, and how its reply is taken.
 sub _wire {
     my ($self, $c) = @_;
+    return ($self->_window_wire($c), \&Data::BloomFilter::Shared::Redis::Link::take_value) if defined $c->{wverb};
     my $bf = $c->{bf} or return (Data::BloomFilter::Shared::Redis::Link->command(@{ $c->{v} }),
         \&Data::BloomFilter::Shared::Redis::Link::take_value);
     my ($verb, $list, $from, $count, $key, $out) = @$bf;
@@ -636,7 +637,7 @@ sub _call_client {
         };
     }
     else {
-        ($m, @args) = @{ $c->{v} };
+        ($m, @args) = @{ $c->{v} // $self->_window_v($c) };
         $m = lc $m;
     }
     my $sent = eval {
@@ -789,7 +790,8 @@ sub _settle {
     # A script the server does not hold (restarted, failed over, flushed):
     # not run; sent again whole, which loads it.
     if ($c->{script} && $r[0] =~ /\ANOSCRIPT /) {
-        @{ $c->{v} }[0, 1] = ('EVAL', $c->{script});
+        $c->{eval} = 1;
+        @{ $c->{v} }[0, 1] = ('EVAL', $c->{script}) if $c->{v};
         push @{ $st->{again} }, [$c, undef];
         return;
     }
@@ -1452,27 +1454,53 @@ sub _attach_window {
     return $what eq 'created' ? undef : { %m, fp_rate => 0 + $m{fp_rate} };
 }
 
-# The scripts' commands of a batch: one per $CHUNK items, each the items'
-# BITFIELD arguments from the core.
+# The scripts' commands of a batch: one per $CHUNK items (fewer at large
+# k, so that a script's arguments stay well within what Lua's unpack takes,
+# 8000). Each carries the items' BITFIELD arguments (SET u1 OFFSET 1 per
+# probe): on a socket, the bytes the core encodes for a BITFIELD of them
+# (_window_wire); through a client's methods, as a list (_window_v).
 sub _window_cmds {
     my ($self, $verb, $plain, $b) = @_;
-    my $masks;
-    my @a = eval { _xs_args(1, $self->_geo, $plain, undef, \$masks) };
-    _croak($b->{method}, _strip($@)) if !@a;
-    my $per = 4 * $self->{hashes};
-    # Items per script: $CHUNK, fewer at large k, so that a script's
-    # arguments stay well within what Lua's unpack takes (8000).
     my $chunk = int(1000 / $self->{hashes}) || 1;
     $chunk = $CHUNK if $chunk > $CHUNK;
     my @cmds;
     for (my $s = 0; $s < @$plain; $s += $chunk) {
         my $e = ($s + $chunk < @$plain ? $s + $chunk : @$plain) - 1;
-        push @cmds, { piece => 0, script => $WITEMS_LUA,
-            v => ['EVALSHA', $WSHA{$WITEMS_LUA}, 1, $self->{metakey}, $self->{hashes}, $verb,
-                @a[$s * $per .. ($e + 1) * $per - 1]],
+        push @cmds, { piece => 0, script => $WITEMS_LUA, wverb => $verb, items => $plain,
             s => $s, e => $e, batch => $b, ok => \&_window_ok, lost => \&_batch_lost };
     }
     return @cmds;
+}
+
+# The head of a windowed items script (EVALSHA, or EVAL after NOSCRIPT)
+# before its fields.
+sub _window_head {
+    my ($self, $c, $fields) = @_;
+    return ($c->{eval} ? 'EVAL' : 'EVALSHA', $c->{eval} ? $WITEMS_LUA : $WSHA{$WITEMS_LUA}, 1,
+        $self->{metakey}, $self->{hashes}, $c->{wverb});
+}
+
+# The command's bytes: its head, then the fields of the core's BITFIELD
+# command for the items (past that command's first five lines: its length,
+# the verb's and the key's).
+sub _window_wire {
+    my ($self, $c) = @_;
+    my $masks;
+    my $bf = _xs_command(1, $self->_geo, 'k', $c->{items}, $c->{s}, $c->{e} - $c->{s} + 1, \$masks);
+    my $at = 0;
+    $at = index($bf, "\r\n", $at) + 2 for 1 .. 5;
+    my ($n) = $bf =~ /\A\*(\d+)\r\n/;
+    my @head = $self->_window_head($c);
+    my $cmd = Data::BloomFilter::Shared::Redis::Link->command(@head);
+    return '*' . (@head + $n - 2) . substr($cmd, index($cmd, "\r\n")) . substr($bf, $at);
+}
+
+# The same as a list, for a client's methods.
+sub _window_v {
+    my ($self, $c) = @_;
+    my $masks;
+    return [$self->_window_head($c),
+        _xs_args(1, $self->_geo, [@{ $c->{items} }[$c->{s} .. $c->{e}]], undef, \$masks)];
 }
 
 # A script's reply: one 0/1 per item (new, or found).
