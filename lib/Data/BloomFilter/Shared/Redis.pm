@@ -1487,9 +1487,8 @@ sub _window_wire {
     my ($self, $c) = @_;
     my $masks;
     my $bf = _xs_command(1, $self->_geo, 'k', $c->{items}, $c->{s}, $c->{e} - $c->{s} + 1, \$masks);
-    my $at = 0;
-    $at = index($bf, "\r\n", $at) + 2 for 1 .. 5;
-    my ($n) = $bf =~ /\A\*(\d+)\r\n/;
+    $bf =~ /\A\*(\d+)\r\n\$8\r\nBITFIELD\r\n\$1\r\nk\r\n/ or die "the core's BITFIELD is not as expected\n";
+    my ($n, $at) = ($1, $+[0]);
     my @head = $self->_window_head($c);
     my $cmd = Data::BloomFilter::Shared::Redis::Link->command(@head);
     return '*' . (@head + $n - 2) . substr($cmd, index($cmd, "\r\n")) . substr($bf, $at);
