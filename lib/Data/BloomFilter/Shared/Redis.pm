@@ -1923,15 +1923,16 @@ A filter in Redis does not grow: C<new> refuses the C<grow> and
 C<max_capacity> options of L<Data::BloomFilter::Shared/FILTERS THAT GROW>.
 Size it for the most items it will hold.
 
-A windowed filter (L</WINDOWS>) costs the server far more per item than a
+A windowed filter (L</WINDOWS>) costs the server more per item than a
 plain one: each of its commands is a Lua script, which hands the items'
 C<BITFIELD> arguments from Lua back to the server and reads every visible
-generation. Measured with C<bench/redis.pl> (4 generations, C<standard>,
-fp_rate 0.01, on a 2-core machine under heavy load): the script takes
-about 11 microseconds of server time per added item where the plain
-filter's C<BITFIELD> takes about 1.2 (so batches run several times
-slower), and a single add or query about twice as long as a plain
-filter's (4 C<PING> round trips rather than 2). It is not sharded: one
+generation. Measured with C<bench/redis.pl --quick> (4 generations, on a
+2-core machine under load): a script of 100 adds takes 4.6 to 7.7 times
+the server time of the plain filter's C<BITFIELD> (5 to 8 microseconds
+per item), batches of adds run 2.7 to 4 times slower than a plain
+filter's and batches of queries 3 to 6 times (the blocked layout's plain
+queries read whole words), and a single add or query takes about twice
+as long (4 C<PING> round trips rather than 2). It is not sharded: one
 node serves all of it.
 
 A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
