@@ -291,8 +291,8 @@ sub new {
     # without shards to a sharded filter adopts its shards; anything else
     # that disagrees croaks, rather than create a second filter beside it.
     my ($other, $other_layout) = $self->_stored_shards($want->{shards} == 1 ? "$name:0" : $name);
-    # (A windowed filter has shards 1: only a windowed one named "$name:0"
-    # answers so here, another filter.)
+    # (A windowed filter answers shards 1: found under "$name:0", it is
+    # another filter, not a piece of this one.)
     if (defined $other && !($want->{shards} == 1 && $other == 1)) {
         _croak('new', 'window mismatch (the filter has no window, not ' . _window_text($ask) . ')') if $ask;
         _croak('new', "shards mismatch: the filter in Redis has shards $other, asked for $want->{shards}")
