@@ -4,6 +4,9 @@ use Test::More;
 use File::Temp qw(tempdir);
 use POSIX qw(_exit WNOHANG);
 use Time::HiRes qw(time sleep);
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use BFTest ();
 use Data::BloomFilter::Shared;
 
 # A writer of another uid attacks a victim through the words it shares
@@ -39,14 +42,7 @@ my $OVERFLOW = 1023;
 my $WAIT = 8;    # seconds a victim may run before it is called waiting
 our $span = 1;   # words each attacker rewrites (run_case)
 
-sub become {
-    my ($uid) = @_;
-    $) = "$GID $GID";
-    $( = $GID;
-    POSIX::setgid($GID) or die "setgid: $!";
-    POSIX::setuid($uid) or die "setuid: $!";
-    die "still root" if $> == 0 || $< == 0;
-}
+sub become { BFTest::become_user($_[0], $GID) }
 
 # The victim: rounds of open, add, query, give back. Exit 0 when every
 # round ran, 3 when a call croaked (the message in "$go.croak", which the

@@ -34,6 +34,9 @@ use Time::HiRes qw(time sleep);
 plan skip_all => 'needs root (two uids)' if $> != 0;
 
 BEGIN { $ENV{BLOOMFILTER_SHARED_WAIT_LIMIT} = 1 }
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use BFTest ();
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -49,14 +52,7 @@ my $GUARD = 60;
 my $NOBODY = 0x3ffffff0;    # past PID_MAX_LIMIT: no thread has it
 my $S = 500;                # the slot the forger names
 
-sub become {
-    my ($uid) = @_;
-    $) = "$GID $GID";
-    $( = $GID;
-    POSIX::setgid($GID) or die "setgid: $!";
-    POSIX::setuid($uid) or die "setuid: $!";
-    die "still root" if $> == 0 || $< == 0;
-}
+sub become { BFTest::become_user($_[0], $GID) }
 
 my $path;
 my $case = 0;

@@ -6,6 +6,8 @@
 //! forgery it takes over at once (`Shared::gone`), as `keeper::state` does
 //! a TID no thread can have.
 
+use std::cell::Cell;
+
 use super::*;
 
 /// `wait_limit` unless the environment says otherwise.
@@ -29,16 +31,34 @@ pub fn wait_limit() -> Duration {
     })
 }
 
-/// How many times `wait_limit` one wait may last in all, whatever its
-/// holders do: a word that keeps naming new holders, or an exclusive
+/// How many times `wait_limit` a run of waits may last in all, whatever
+/// the holders do: a word that keeps naming new holders, or an exclusive
 /// operation that keeps moving, restarts the time for one holder, and a
 /// process that can write the file could do either for ever (two of its
-/// threads taking turns in a stripe's word, say).
+/// threads taking turns in a stripe's word, say); and a batch, or a loop of
+/// single adds, meets one such word after another.
 pub const WAIT_TOTAL: u32 = 6;
+
+std::thread_local! {
+    /// This thread's run of waits: when its first wait began, and when its
+    /// latest one ended. Waits less than `wait_limit` apart (no more work
+    /// than that done between them: the items of one batch, a loop of
+    /// single calls) are one run, with one `WAIT_TOTAL`.
+    static RUN: Cell<Option<(Instant, Instant)>> = const { Cell::new(None) };
+}
+
+/// Where a wait that begins at `now` starts its run: the run of `run`
+/// when the last wait of it ended less than `limit` before, else `now`.
+fn run_start(run: Option<(Instant, Instant)>, now: Instant, limit: Duration) -> Instant {
+    match run {
+        Some((first, ended)) if now.saturating_duration_since(ended) < limit => first,
+        _ => now,
+    }
+}
 
 /// The time one wait has waited for one holder: restarted whenever the
 /// word names another holder, or the holder shows progress; and the time
-/// it has waited in all, never restarted (`WAIT_TOTAL`).
+/// its run of waits has waited in all, never restarted (`WAIT_TOTAL`).
 pub(super) struct Waited {
     since: Instant,
     first: Instant,
@@ -48,9 +68,14 @@ pub(super) struct Waited {
 impl Waited {
     pub(super) fn new(seen: (u32, u64)) -> Waited {
         let now = Instant::now();
+        let first = RUN.with(|r| {
+            let first = run_start(r.get(), now, wait_limit());
+            r.set(Some((first, now)));
+            first
+        });
         Waited {
             since: now,
-            first: now,
+            first,
             seen,
         }
     }
@@ -74,6 +99,15 @@ impl Waited {
             return false;
         }
         now.saturating_duration_since(self.since) >= limit
+    }
+}
+
+impl Drop for Waited {
+    /// The wait ended (its word let go, or it failed): the next wait of
+    /// this thread joins the run if it begins soon enough.
+    fn drop(&mut self) {
+        let now = Instant::now();
+        RUN.with(|r| r.set(Some((self.first, now))));
     }
 }
 
@@ -137,6 +171,13 @@ impl<'a> Shared<'a> {
                 continue;
             }
             if i < 200 {
+                // As in wait_word: a dead owner's word is taken over before
+                // any yield (on a busy host each gives a time slice away).
+                if i == 100 && self.owner_dead(held) {
+                    // AcqRel: as wait_word's take-over.
+                    let _ = word.compare_exchange(held, 0, Ordering::AcqRel, Ordering::Relaxed);
+                    return true;
+                }
                 std::thread::yield_now();
                 continue;
             }
@@ -169,6 +210,16 @@ impl<'a> Shared<'a> {
             if i < 100 {
                 std::hint::spin_loop();
             } else {
+                // Before yielding: a dead owner's or a forged token is
+                // taken over now. A yield on a busy host gives the core
+                // away for a time slice, and a drain meets every stripe
+                // (a forged token in all 1,024 of them took minutes of
+                // yields under load).
+                if i == 100 && self.gone(held, me) {
+                    // AcqRel: as below.
+                    let _ = word.compare_exchange(held, 0, Ordering::AcqRel, Ordering::Relaxed);
+                    return Ok(());
+                }
                 std::thread::yield_now();
             }
             if word.load(Ordering::Relaxed) != held {
@@ -270,5 +321,22 @@ mod tests {
             assert!(turns < 1000, "never over");
         }
         assert_eq!(at - t0, limit * WAIT_TOTAL);
+    }
+
+    #[test]
+    fn waits_close_together_are_one_run() {
+        let limit = Duration::from_secs(10);
+        let t0 = Instant::now();
+        // No run yet, or the last wait ended a limit or more ago: a new run.
+        assert_eq!(run_start(None, t0, limit), t0);
+        let later = t0 + limit * 3;
+        assert_eq!(run_start(Some((t0, t0 + limit)), later, limit), later);
+        assert_eq!(run_start(Some((t0, later - limit)), later, limit), later);
+        // Less than the limit after the last ended: the same run.
+        assert_eq!(run_start(Some((t0, later - limit / 2)), later, limit), t0);
+        // In one thread: a wait begun just after another ended joins its run.
+        let first = Waited::new((1, 0)).first;
+        let next = Waited::new((2, 0));
+        assert_eq!(next.first, first);
     }
 }

@@ -9,7 +9,8 @@ use IO::Select ();
 use Exporter 'import';
 
 our @EXPORT_OK = qw(in_child reap spawn_perl start_child child_status_text perl5lib slurp spew readable_build
-    run_sh run_cli layout_from_env run_with_layout croaks_like sleep_until wait_until time_bound);
+    run_sh run_cli layout_from_env run_with_layout croaks_like sleep_until wait_until time_bound
+    become_user);
 
 # The multi-process suites run on both layouts: with BFTEST_LAYOUT=blocked,
 # every filter the test makes with new or new_memfd asks for that layout
@@ -43,6 +44,18 @@ sub layout_from_env {
 
 # Run test file $file (in t/) with BFTEST_LAYOUT=$layout, in place of this
 # process (same perl, same \@INC).
+# In a child running as root: become $uid, with $gid as its only group
+# (real and effective), for tests where another user writes a filter.
+# Dies if root is still there.
+sub become_user {
+    my ($uid, $gid) = @_;
+    $) = "$gid $gid";
+    $( = $gid;
+    POSIX::setgid($gid) or die "setgid: $!";
+    POSIX::setuid($uid) or die "setuid: $!";
+    die "still root" if $> == 0 || $< == 0;
+}
+
 sub run_with_layout {
     my ($layout, $file) = @_;
     require FindBin;

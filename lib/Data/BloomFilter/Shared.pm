@@ -1936,9 +1936,11 @@ word, the holder's slot, its thread id and whether that thread exists
 here, and holds nothing after; the forged or stopped holder's word is left
 as it was. A holder that moves on (another holder, each chunk of a
 C<clear> or of a C<merge>'s application) starts the 10 s again, up to 60 s
-in all (six times the bound: holders that keep taking turns, as a writer of
-the file could make them, end the wait there too); an
-operation that holds a word longer without moving (the copy of a merge's
+in all (six times the bound) for a run of waits: the waits of one call, and
+of the calls that follow it with less than the bound between them (a batch's
+items, a loop of single adds), so that holders taking turns, or one forged
+word after another, as a writer of the file could make them, end there too;
+an operation that holds a word longer without moving (the copy of a merge's
 operand of many GiB) makes its waiters croak: set
 C<BLOOMFILTER_SHARED_WAIT_LIMIT> to a number of seconds (above 0, at most
 86400; read once per process, when a wait first needs it) to wait longer
@@ -2007,8 +2009,8 @@ they wait for one another, never for the processes that have slots.
 
 can make your answers false (set or clear bits), make your writes croak (a
 damaged header, a frozen flag), and make a write wait on a lock word it
-forged: at most 10 s for one holder and 60 s for one wait, then the write
-croaks naming the word and holds nothing (C<BLOOMFILTER_SHARED_WAIT_LIMIT>
+forged: at most 10 s for one holder and 60 s for a call (or calls in a row),
+then the write croaks naming the word and holds nothing (C<BLOOMFILTER_SHARED_WAIT_LIMIT>
 changes the 10 s; L</CONCURRENCY AND CRASH SAFETY>). If it truncates the
 file or punches a hole in it, the call that touches a lost page croaks, and
 so does every later call on that handle; the process lives
