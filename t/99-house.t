@@ -5,7 +5,8 @@ use Test::More;
 # The shape of the code, kept: the Rust core's top-level modules use each
 # other one way only (in the order of LAYERS: a module uses only modules
 # before it), no source file grows past MAX_LINES, the C header holds only
-# the C API's names, and the library Perl loads carries no test hook.
+# the C API's names, the library Perl loads carries no test hook, and
+# every libc call is made in src/sys/ (but the few of ALLOWED_LIBC).
 
 use File::Find ();
 use File::Spec;
@@ -51,17 +52,23 @@ sub top_of {
     return $first;
 }
 
-# The top-level modules a piece of code names: `crate::x`, `$crate::x` and
-# the names of `crate::{x, y::z}`. Comments (doc comments included), string
-# and character literals are dropped first, in one left-to-right pass, so
-# that prose and quoted text do not count.
-sub uses {
+# A piece of code without its comments (doc comments included), string
+# and character literals, dropped in one left-to-right pass, so that prose
+# and quoted text do not count.
+sub code_only {
     my ($code) = @_;
     $code =~ s{
         ( //[^\n]* | /\*.*?\*/ )
       | ( b?r(\#*)".*?"\3 | b?"(?:\\.|[^"\\])*" )
       | ( b?'(?:\\.|[^'\\])' )
     }{ defined $1 ? ' ' : defined $2 ? '""' : "' '" }gsex;
+    return $code;
+}
+
+# The top-level modules a piece of code names: `crate::x`, `$crate::x` and
+# the names of `crate::{x, y::z}`.
+sub uses {
+    my $code = code_only(@_);
     my %to;
     $to{$1} = 1 while $code =~ /(?<![\w:])\$?crate::(\w+)/g;
     while ($code =~ /(?<![\w:])crate::\{([^}]*)\}/g) {
@@ -133,6 +140,29 @@ for my $from (sort keys %edges) {
     }
 }
 is_deeply(\@against, [], 'every top-level module uses only the layers below it');
+
+# ---------------------------------------------------------------- syscalls
+
+# Every libc function (or macro) is called in src/sys/, behind a small safe
+# function there, but these: the memfd's size and the naming of an
+# O_TMPFILE file, steps of creating a region that belong with it. libc's
+# constants and types may be named anywhere.
+my %ALLOWED_LIBC = map { ($_ => 1) } 'src/shm/region.rs ftruncate', 'src/shm/region.rs linkat';
+
+my (@calls, %allowed_seen);
+for my $f (grep { !m{^\Q$src\E/sys/} } @rs) {
+    my $code = code_only(slurp($f));
+    while ($code =~ /(?<![\w:])(?:::)?libc::(\w+)\s*(?:::\s*<[^>]*>\s*)?\(/g) {
+        my $pair = "$f $1";
+        if ($ALLOWED_LIBC{$pair}) { $allowed_seen{$pair} = 1 }
+        else { push @calls, $pair }
+    }
+    # An import would hide the calls from the pattern above.
+    push @calls, "$f: use libc" if $code =~ /\buse\s+(?:::)?libc\b/;
+}
+ok(!@calls, 'no libc call outside src/sys/ but the allowed ones')
+    or diag(join "\n", 'libc called (move it into src/sys/):', map {"  $_"} @calls);
+is_deeply([sort keys %allowed_seen], [sort keys %ALLOWED_LIBC], 'every allowed libc call is still made (or leaves the list)');
 
 # ---------------------------------------------------------------- header
 
