@@ -339,7 +339,7 @@ pub struct Options {
     /// stored window wins, and an explicit different one is refused.
     pub window: Option<WindowOptions>,
     /// A new `datasketches` filter's bits and hashes, given rather than
-    /// sized from capacity and fp_rate (`datasketches::geometry_of_size`).
+    /// sized from capacity and fp_rate (`Geometry::datasketches_of_size`).
     pub size: Option<(u64, u32)>,
     /// Make a new filter grow (doc/DESIGN.md, §3 growth). On an existing
     /// file the stored growth wins, and an explicit different one is
@@ -528,9 +528,7 @@ impl Filter {
             Some(_) if layout != Layout::DataSketches => {
                 return Err(Error::arg("bits and hashes are options of layout 'datasketches' only"));
             }
-            Some((bits, k)) => {
-                crate::math::datasketches::geometry_of_size(bits, k, capacity, fp_rate).map_err(Error::arg)?
-            }
+            Some((bits, k)) => Geometry::datasketches_of_size(bits, k, capacity, fp_rate).map_err(Error::arg)?,
         };
         let mut h = region::new_header(g, opts.seed);
         if let Some(wo) = opts.window {
