@@ -8,6 +8,7 @@ mod add;
 mod exclusive;
 mod grown;
 mod grown_batch;
+mod lanes;
 mod serialize;
 mod stats;
 #[cfg(feature = "test-hooks")]
