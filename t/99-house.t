@@ -141,6 +141,175 @@ for my $from (sort keys %edges) {
 }
 is_deeply(\@against, [], 'every top-level module uses only the layers below it');
 
+# ---------------------------------------------------------------- file graph
+
+# Which file uses which, through the paths that name another file's
+# module: `crate::a::b::Item` (the longest prefix that is a file's module,
+# src/a/b.rs or src/a/b/mod.rs, else src/a.rs ...) and `super::...`
+# (relative to the file's module, or to the inline `mod x { }` it is in);
+# the groups of `use` (`crate::{a, b::{c, d}}`) expanded. A parent naming
+# its child (`grown::Stages` in filter/mod.rs) is the declaration's own
+# arrow and not counted, so that a child may `use super::*`.
+
+# The module path of a file: src/lib.rs is (), src/a/mod.rs (a), src/a/b.rs (a, b).
+sub module_of {
+    my ($f) = @_;
+    my @p = split m{/}, File::Spec->abs2rel($f, $src);
+    $p[-1] =~ s/\.rs\z//;
+    pop @p if $p[-1] eq 'mod' || (@p == 1 && $p[0] eq 'lib');
+    return @p;
+}
+my %file_of = map { (join('::', module_of($_)) => $_) } @rs;
+
+# The file that holds the item at module path @p.
+sub file_for {
+    my @p = @_;
+    while (1) {
+        my $f = $file_of{ join '::', @p };
+        return $f if defined $f;
+        return if !@p;
+        pop @p;
+    }
+}
+
+# The paths of a `use` tree: "a::{b, c::{d, e}}" gives a::b, a::c::d, a::c::e.
+sub expand_use {
+    my ($tree) = @_;
+    $tree =~ s/\s+//g;
+    my ($head, $group) = $tree =~ /\A(.*?)\{(.*)\}\z/s or return ($tree =~ s/\bas\w+\z//r);
+    my (@parts, $depth, $cur);
+    ($depth, $cur) = (0, '');
+    for my $c (split //, $group) {
+        $depth++ if $c eq '{';
+        $depth-- if $c eq '}';
+        if ($c eq ',' && $depth == 0) { push @parts, $cur; $cur = ''; next }
+        $cur .= $c;
+    }
+    push @parts, $cur;
+    return map { my $p = $_; $p eq 'self' ? ($head =~ s/::\z//r) : expand_use("$head$p") } grep { length } @parts;
+}
+
+# The files one file uses.
+sub file_uses {
+    my ($f) = @_;
+    my $code = code_only(slurp($f));
+    my @mine = module_of($f);
+    # Each path, with the inline modules it is in: a scan of `mod x {` and braces.
+    my (@paths, @inline, $depth);
+    $depth = 0;
+    while ($code =~ /\G(?:
+        (?<mod> \bmod\s+(?<name>\w+)\s*\{ )
+      | (?<use> \b(?:pub(?:\([^)]*\))?\s+)?use\s+(?<tree>[^;]+); )
+      | (?<path> (?<![\w:])\$?(?:crate|super)(?:\s*::\s*\w+)+ )
+      | (?<open> \{ ) | (?<close> \} )
+      | . )/gsx)
+    {
+        if (defined $+{mod}) { $depth++; push @inline, [$+{name}, $depth] }
+        elsif (defined $+{open}) { $depth++ }
+        elsif (defined $+{close}) { pop @inline if @inline && $inline[-1][1] == $depth; $depth-- }
+        else {
+            my @found = defined $+{use} ? expand_use($+{tree}) : defined $+{path} ? ($+{path} =~ s/\s+//gr) : ();
+            push @paths, map { [$_, [map { $_->[0] } @inline]] } @found;
+        }
+    }
+    my %to;
+    for (@paths) {
+        my ($path, $in) = @$_;
+        my @seg = split /::/, $path;
+        my @base;
+        if ($seg[0] =~ /\A\$?crate\z/) { shift @seg }
+        elsif ($seg[0] eq 'super') {
+            @base = (@mine, @$in);
+            while (@seg && $seg[0] eq 'super') { shift @seg; pop @base }
+        }
+        else { next }
+        my $to = file_for(@base, @seg);
+        $to{$to} = 1 if defined $to && $to ne $f;
+    }
+    return sort keys %to;
+}
+
+my %file_edges = map { my $f = $_; ($f => { map { ($_ => 1) } file_uses($f) }) } @rs;
+diag(join "\n", 'file graph:', map { my $f = $_; map {"  $f -> $_"} sort keys %{ $file_edges{$f} } } @rs)
+    if $ENV{HOUSE_VERBOSE};
+
+# The cycles of a graph { from => { to => 1 } }: one per strongly connected
+# component of more than one node, as a shortest way round through its
+# first node, then the component's other nodes (on other cycles) if any.
+sub cycles {
+    my ($g) = @_;
+    my (%index, %low, %on, @stack, @found);
+    my $n = 0;
+    my $strong;
+    $strong = sub {
+        my ($v) = @_;
+        $index{$v} = $low{$v} = $n++;
+        push @stack, $v;
+        $on{$v} = 1;
+        for my $w (sort keys %{ $g->{$v} || {} }) {
+            if (!exists $index{$w}) { $strong->($w); $low{$v} = $low{$w} if $low{$w} < $low{$v} }
+            elsif ($on{$w}) { $low{$v} = $index{$w} if $index{$w} < $low{$v} }
+        }
+        return if $low{$v} != $index{$v};
+        my %comp;
+        while (1) { my $w = pop @stack; $on{$w} = 0; $comp{$w} = 1; last if $w eq $v }
+        return if keys %comp < 2;
+        # A shortest way back to $v within the component.
+        my %prev = ($v => undef);
+        my @queue = ($v);
+        my $end;
+        while (defined(my $x = shift @queue)) {
+            for my $y (sort keys %{ $g->{$x} || {} }) {
+                next if !$comp{$y};
+                if ($y eq $v) { $end = $x; last }
+                next if exists $prev{$y};
+                $prev{$y} = $x;
+                push @queue, $y;
+            }
+            last if defined $end;
+        }
+        my @path = ($v);
+        for (my $x = $end; $x ne $v; $x = $prev{$x}) { unshift @path, $x }
+        unshift @path, $v;
+        my %on_path = map { ($_ => 1) } @path;
+        my @rest = grep { !$on_path{$_} } sort keys %comp;
+        push @found, [\@path, \@rest];
+    };
+    for my $v (sort keys %$g) { $strong->($v) if !exists $index{$v} }
+    return @found;
+}
+
+sub show_cycle {
+    my ($path, $rest) = @{ $_[0] };
+    return '  ' . join(' -> ', @$path) . (@$rest ? ' (its other members: ' . join(', ', @$rest) . ')' : '');
+}
+
+my @file_cycles = cycles(\%file_edges);
+ok(!@file_cycles, 'no cycle among the files of src/ (crate:: and super:: paths)')
+    or diag(join "\n", 'cycles:', map { show_cycle($_) } @file_cycles);
+
+# The same between the modules of each level: an arrow between two files
+# is one between the two sibling modules (files or folders) that hold them.
+my %module_edges;
+for my $f (@rs) {
+    my @a = module_of($f);
+    for my $t (keys %{ $file_edges{$f} }) {
+        my @b = module_of($t);
+        my $i = 0;
+        $i++ while $i < @a && $i < @b && $a[$i] eq $b[$i];
+        next if $i == @a || $i == @b;    # a module and one of its ancestors
+        my $at = join '::', @a[0 .. $i - 1];
+        $module_edges{$at}{ $a[$i] }{ $b[$i] } = 1;
+    }
+}
+my @module_cycles = map {
+    my $at = $_;
+    my $name = sub { map { $at eq '' ? $_ : "${at}::$_" } @_ };
+    map { [[$name->(@{ $_->[0] })], [$name->(@{ $_->[1] })]] } cycles($module_edges{$at})
+} sort keys %module_edges;
+ok(!@module_cycles, 'no cycle among the modules of any level of src/')
+    or diag(join "\n", 'cycles:', map { show_cycle($_) } @module_cycles);
+
 # ---------------------------------------------------------------- syscalls
 
 # Every libc function (or macro) is called in src/sys/, behind a small safe
