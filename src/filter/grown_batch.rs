@@ -68,20 +68,22 @@ impl<P: Probe> Chunk<P> {
     fn look<'b>(&mut self, lanes: &Lanes<P>, bits: impl Fn(usize) -> &'b [AtomicU64] + Copy, place: bool) {
         let len = self.len;
         let piped = lanes.beyond() > 0 && len > DISTANCE && pipelining();
-        if piped {
-            for h in &self.hashes[..DISTANCE] {
-                lanes.prefetch(bits, h);
-            }
-        }
         let mut pats = P::Patterns::default();
-        for j in 0..len {
-            if piped && j + DISTANCE < len {
-                lanes.prefetch(bits, &self.hashes[j + DISTANCE]);
-            }
-            let (found, at) = lanes.look(bits, &self.hashes[j], &mut pats);
-            self.found[j] = found;
+        let mut look = |ch: &mut Self, j: usize| {
+            let (found, at) = lanes.look(bits, &ch.hashes[j], &mut pats);
+            ch.found[j] = found;
             if place {
-                self.at[j] = at;
+                ch.at[j] = at;
+            }
+            Ok::<(), std::convert::Infallible>(())
+        };
+        if piped {
+            // One stage: the stages' words `DISTANCE` items ahead.
+            let rest = |ch: &mut Self, j: usize| lanes.prefetch(bits, &ch.hashes[j]);
+            let _ = prefetch_ahead(self, 0..len, len, |_, _| {}, rest, look);
+        } else {
+            for j in 0..len {
+                let _ = look(self, j);
             }
         }
     }

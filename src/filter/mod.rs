@@ -119,6 +119,46 @@ fn pipelining() -> bool {
     std::env::var_os("BLOOMFILTER_SHARED_NO_PIPELINE").is_none()
 }
 
+/// The prefetch-ahead walk of every pipelined batch (a plain filter's,
+/// a windowed filter's query, a grown filter's look over its stages):
+/// `body(i)` for each item `i` of `range`, in order, in a batch of `n`;
+/// before it, `rest(i + DISTANCE)` and then `first(i + 2 * DISTANCE)`
+/// (those below `n`). A walk from item 0 starts with `first` of the first
+/// `2 * DISTANCE` items and `rest` of the first `DISTANCE`. `first` is the
+/// early stage (hash and locate an item, prefetch its first word), `rest`
+/// the late one (its other words): in one bit array, in each visible
+/// generation, or in each stage beyond the caches, as the caller's
+/// closures say. `state` is lent to each in turn (`first` keeps an item's
+/// hash there for `body`). An error of `body` ends the walk.
+#[inline(always)]
+fn prefetch_ahead<S: ?Sized, E>(
+    state: &mut S,
+    range: std::ops::Range<usize>,
+    n: usize,
+    mut first: impl FnMut(&mut S, usize),
+    mut rest: impl FnMut(&mut S, usize),
+    mut body: impl FnMut(&mut S, usize) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    if range.start == 0 {
+        for j in 0..n.min(2 * DISTANCE) {
+            first(state, j);
+        }
+        for j in 0..n.min(DISTANCE) {
+            rest(state, j);
+        }
+    }
+    for i in range {
+        if i + DISTANCE < n {
+            rest(state, i + DISTANCE);
+        }
+        if i + 2 * DISTANCE < n {
+            first(state, i + 2 * DISTANCE);
+        }
+        body(state, i)?;
+    }
+    Ok(())
+}
+
 /// A handle on a shared filter. Not `Sync`: one thread uses a handle (it
 /// lazily claims a process slot, see `claim`); open another handle per thread.
 pub struct Filter {
