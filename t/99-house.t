@@ -4,7 +4,9 @@ use Test::More;
 
 # The shape of the code, kept: the Rust core's top-level modules use each
 # other one way only (in the order of LAYERS: a module uses only modules
-# before it), no source file grows past MAX_LINES, the C header holds only
+# before it), no file or module of any level uses another that uses it
+# back (through `crate::` and `super::` paths), no source file grows past
+# MAX_LINES, the C header holds only
 # the C API's names, the library Perl loads carries no test hook, and
 # every libc call is made in src/sys/ (but the few of ALLOWED_LIBC).
 
