@@ -195,6 +195,8 @@ sub expand_use {
 sub file_uses {
     my ($f) = @_;
     my $code = code_only(slurp($f));
+    # A visibility (`pub(in crate::filter)`) names no item.
+    $code =~ s/\bpub\s*\(\s*in\s+[\w:\s]+\)/pub/g;
     my @mine = module_of($f);
     # Each path, with the inline modules it is in: a scan of `mod x {` and braces.
     my (@paths, @inline, $depth);
