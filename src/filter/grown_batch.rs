@@ -63,13 +63,15 @@ impl<P: Probe> Chunk<P> {
 
     /// Look for every item of the chunk in `lanes` (`Lanes::look`),
     /// prefetching `DISTANCE` items ahead in the stages beyond the caches;
-    /// `at` only for an add (`place`).
-    #[inline(always)]
+    /// `at` only for an add (`place`). Not inlined: its callers are two,
+    /// and a walk's body inlined into each would be left a call per item
+    /// (one per chunk instead).
+    #[inline(never)]
     fn look<'b>(&mut self, lanes: &Lanes<P>, bits: impl Fn(usize) -> &'b [AtomicU64] + Copy, place: bool) {
         let len = self.len;
         let piped = lanes.beyond() > 0 && len > DISTANCE && pipelining();
         let mut pats = P::Patterns::default();
-        let mut look = |ch: &mut Self, j: usize| {
+        let look = |ch: &mut Self, j: usize| {
             let (found, at) = lanes.look(bits, &ch.hashes[j], &mut pats);
             ch.found[j] = found;
             if place {
@@ -77,15 +79,13 @@ impl<P: Probe> Chunk<P> {
             }
             Ok::<(), std::convert::Infallible>(())
         };
-        if piped {
-            // One stage: the stages' words `DISTANCE` items ahead.
-            let rest = |ch: &mut Self, j: usize| lanes.prefetch(bits, &ch.hashes[j]);
-            let _ = prefetch_ahead(self, 0..len, len, |_, _| {}, rest, look);
-        } else {
-            for j in 0..len {
-                let _ = look(self, j);
+        // One stage: the stages' words `DISTANCE` items ahead, when piped.
+        let rest = |ch: &mut Self, j: usize| {
+            if piped {
+                lanes.prefetch(bits, &ch.hashes[j]);
             }
-        }
+        };
+        let _ = prefetch_ahead(self, 0..len, len, |_, _| {}, rest, look);
     }
 }
 

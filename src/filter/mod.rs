@@ -130,6 +130,10 @@ fn pipelining() -> bool {
 /// generation, or in each stage beyond the caches, as the caller's
 /// closures say. `state` is lent to each in turn (`first` keeps an item's
 /// hash there for `body`). An error of `body` ends the walk.
+///
+/// One loop of steps, each closure called in one place (so that each is
+/// inlined): step `t` is `rest` of item `t - DISTANCE`, `first` of item
+/// `t`, the body of item `t - 2 * DISTANCE`, those that exist.
 #[inline(always)]
 fn prefetch_ahead<S: ?Sized, E>(
     state: &mut S,
@@ -139,22 +143,24 @@ fn prefetch_ahead<S: ?Sized, E>(
     mut rest: impl FnMut(&mut S, usize),
     mut body: impl FnMut(&mut S, usize) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {
-    if range.start == 0 {
-        for j in 0..n.min(2 * DISTANCE) {
-            first(state, j);
+    // A walk from item 0 starts with the first items' early stages; a
+    // later one at the step of its first body (the stages before it were
+    // the walk before's).
+    let from = if range.start == 0 {
+        0
+    } else {
+        range.start + 2 * DISTANCE
+    };
+    for t in from..range.end + 2 * DISTANCE {
+        if t >= DISTANCE && t - DISTANCE < n {
+            rest(state, t - DISTANCE);
         }
-        for j in 0..n.min(DISTANCE) {
-            rest(state, j);
+        if t < n {
+            first(state, t);
         }
-    }
-    for i in range {
-        if i + DISTANCE < n {
-            rest(state, i + DISTANCE);
+        if t >= 2 * DISTANCE {
+            body(state, t - 2 * DISTANCE)?;
         }
-        if i + 2 * DISTANCE < n {
-            first(state, i + 2 * DISTANCE);
-        }
-        body(state, i)?;
     }
     Ok(())
 }
