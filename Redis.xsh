@@ -227,12 +227,8 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     UV count
     SV *masks_out
   PREINIT:
-    BfsSlice *slices;
     uint64_t *masks = NULL;
     uint32_t width = 1, per = (uint32_t)hashes;
-    size_t cap = 0, len = 0;
-    const char *k;
-    STRLEN klen;
     BfsRemote r;
   CODE:
     /* One BITFIELD command in the Redis protocol, as bytes, for items
@@ -240,21 +236,7 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
        add, 0 a query, whose field masks (native u64s) go to masks_out, a
        scalar ref. */
     bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, masks_out, &width, &per);
-    k = SvPVbyte(key, klen);
-    slices = bfs_items_range(aTHX_ cv, items_ref, from, count);
-    BFS_CALL(bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices, (size_t)count, NULL, NULL,
-                                0, &cap, bfs_err));
-    if (!verb) {
-        Newx(masks, (size_t)count * per + 1, uint64_t);
-        SAVEFREEPV(masks);
-    }
-    RETVAL = newSV(cap + 1);
-    sv_2mortal(RETVAL);
-    SvPOK_on(RETVAL);
-    BFS_CALL(bfs_remote_command(&r, verb ? 1 : 0, (const uint8_t *)k, klen, slices, (size_t)count, masks,
-                                (uint8_t *)SvPVX(RETVAL), cap, &len, bfs_err));
-    SvCUR_set(RETVAL, len);
-    *SvEND(RETVAL) = '\0';
+    RETVAL = bfs_bf_command(aTHX_ cv, &r, verb, per, key, items_ref, from, count, &masks);
     if (!verb)
         sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)count * per * 8);
     SvREFCNT_inc_simple_void_NN(RETVAL);
@@ -316,6 +298,141 @@ _xs_reply(buf_ref, per_item, masks, out_ref)
     else if (kind == BFS_REPLY_ERROR || kind == BFS_REPLY_STATUS) {
         mPUSHp(msg, strlen(msg));
     }
+
+void
+_xs_roundtrip(fd, buf_ref, write_timeout, read_timeout, verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_ref, from, count, out_ref)
+    IV fd
+    SV *buf_ref
+    NV write_timeout
+    NV read_timeout
+    IV verb
+    const char *layout
+    UV seed
+    UV bits
+    UV hashes
+    UV span_bits
+    UV piece_bits
+    SV *key
+    SV *items_ref
+    UV from
+    UV count
+    SV *out_ref
+  PREINIT:
+    SV *buf, *cmd;
+    AV *out = NULL;
+    uint64_t *masks = NULL;
+    uint64_t full_items = 0;
+    size_t used = 0, items = 0, cap;
+    uint32_t width = 1, per = (uint32_t)hashes, kind = BFS_REPLY_INCOMPLETE;
+    int broke, e = 0;
+    double deadline;
+    U8 *full = NULL;
+    BfsRemote r;
+    char msg[BFS_ERRBUF_LEN], err[BFS_ERRBUF_LEN];
+  PPCODE:
+    /* The BITFIELD command _xs_command makes (the same arguments, but for
+       masks_out: its masks stay here) written on descriptor fd and its
+       reply read onto $$buf_ref and taken off it, as _xs_reply takes it:
+       (1, full items, items), (2, text), (3, text) or (4); or (0, how,
+       detail) when the exchange broke: how a BFS_IO_*, detail the errno,
+       or the text of a reply that cannot be taken. */
+    if (!SvROK(buf_ref) || SvTYPE(SvRV(buf_ref)) > SVt_PVMG || SvREADONLY(SvRV(buf_ref)) || SvMAGICAL(SvRV(buf_ref)))
+        bfs_croak(aTHX_ cv, "buffer must be a scalar reference");
+    if (fd < 0 || fd > INT_MAX)
+        bfs_croak(aTHX_ cv, "descriptor %" IVdf " is out of range", fd);
+    if (SvROK(out_ref) && SvTYPE(SvRV(out_ref)) == SVt_PVAV)
+        out = (AV *)SvRV(out_ref);
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, NULL, &width, &per);
+    cmd = bfs_bf_command(aTHX_ cv, &r, verb, per, key, items_ref, from, count, &masks);
+    buf = SvRV(buf_ref);
+    if (!SvPOK(buf))
+        sv_setpvs(buf, "");
+    (void)SvPV_force_nolen(buf);
+    broke = bfs_io_put(aTHX_ (int)fd, SvPVX(cmd), SvCUR(cmd), (double)write_timeout, &e);
+    deadline = bfs_io_now() + (double)read_timeout;
+    while (!broke) {
+        STRLEN len = SvCUR(buf);
+        if (len) {
+            BfsStatus st;
+            /* a reply of len bytes holds at most len / 4 integers, so at
+               most len / (4 * per) items */
+            cap = len / (4 * per) + 1;
+            Newx(full, cap, U8);
+            SAVEFREEPV(full);
+            msg[0] = err[0] = '\0';
+            st = bfs_remote_reply((const uint8_t *)SvPVX(buf), len, per, masks, masks ? (size_t)count * per : 0,
+                                  full, cap, &used, &kind, &full_items, &items, msg, err);
+            if (st != BFS_OK) {
+                broke = BFS_IO_UNREADABLE;
+                break;
+            }
+            if (kind != BFS_REPLY_INCOMPLETE)
+                break;
+        }
+        broke = bfs_io_get(aTHX_ (int)fd, buf, deadline, &e);
+    }
+    SP = PL_stack_base + ax - 1; /* the key's magic (Perl code) may have moved the stack */
+    if (broke) {
+        EXTEND(SP, 3);
+        mPUSHu(0);
+        mPUSHu((UV)broke);
+        if (broke == BFS_IO_UNREADABLE)
+            mPUSHp(err, strlen(err));
+        else
+            mPUSHi((IV)e);
+        XSRETURN(3);
+    }
+    if (used == SvCUR(buf))
+        SvCUR_set(buf, 0);
+    else
+        sv_chop(buf, SvPVX(buf) + used);
+    EXTEND(SP, 3);
+    mPUSHu((UV)kind);
+    if (kind == BFS_REPLY_INTS) {
+        mPUSHu((UV)full_items);
+        mPUSHu((UV)items);
+        if (out)
+            bfs_push_flags(aTHX_ out, full, items);
+    }
+    else if (kind == BFS_REPLY_ERROR || kind == BFS_REPLY_STATUS) {
+        mPUSHp(msg, strlen(msg));
+    }
+
+SV *
+_xs_fd_id(fd)
+    IV fd
+  CODE:
+    /* The device and inode of the socket behind descriptor fd, "dev:ino",
+       or undef (Link.pm's _socket_id). */
+    RETVAL = bfs_fd_id(aTHX_ fd);
+  OUTPUT:
+    RETVAL
+
+bool
+_xs_quiet(fd)
+    IV fd
+  CODE:
+    /* Whether the socket behind descriptor fd is open with nothing to
+       read (Link.pm's quiet). */
+    RETVAL = bfs_fd_quiet(fd);
+  OUTPUT:
+    RETVAL
+
+bool
+_xs_fit(fd, id, ours)
+    IV fd
+    SV *id
+    IV ours
+  PREINIT:
+    SV *now;
+  CODE:
+    /* Whether descriptor fd still names the socket id names ("dev:ino",
+       _xs_fd_id's) and descriptor ours (its duplicate) is quiet, as
+       _xs_quiet says (Link.pm's fit). */
+    now = sv_2mortal(bfs_fd_id(aTHX_ fd));
+    RETVAL = SvOK(now) && sv_eq(now, id) && bfs_fd_quiet(ours);
+  OUTPUT:
+    RETVAL
 
 void
 _xs_from_bits(klass, path, capacity, fp_rate, mode, seed, layout, bytes)

@@ -1390,13 +1390,19 @@ again:
     else {
         /* A filter that grows and added a stage since its size was asked
            says so (BFS_ERR_BUSY): size it again. A stage is added at most
-           32 times in a filter's life. */
+           32 times in a filter's life. A windowed filter's BFS_ERR_BUSY is
+           its copy's own 16 tries, all overtaken by steps: it croaks as
+           the POD says, not after 16 times as many. */
         char bfs_err[BFS_ERRBUF_LEN];
         BfsStatus st;
+        BfsInfo info;
         bfs_err[0] = '\0';
         st = bfs_serialize(h, (uint8_t *)SvPVX(out), (size_t)size, bfs_err);
-        if (st == BFS_ERR_BUSY && ++tries < 64)
-            goto again;
+        if (st == BFS_ERR_BUSY && ++tries < 64) {
+            bfs_info(h, &info);
+            if (info.grow)
+                goto again;
+        }
         if (st != BFS_OK)
             bfs_croak_status(aTHX_ cv, st, bfs_err);
     }

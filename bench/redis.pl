@@ -11,7 +11,14 @@
 #     batches of 1000 (the cheapest command);
 #   - the server alone: the same BITFIELD commands, encoded before the clock
 #     starts, written to a plain socket a batch at a time and their replies
-#     read back (no client library): what the server allows any client.
+#     read back (no client library): what the server allows any client;
+#   - a windowed filter (window 3600 s, 4 generations, three older ones
+#     holding a batch row's items each) beside the plain one: its single calls
+#     as a ratio to PING, its batches in items per second and as a ratio to
+#     the plain filter's in the same repetition (goal: batches within 2x),
+#     and the server's own time per call (INFO commandstats usec_per_call)
+#     of its script (EVALSHA) and of the plain filter's BITFIELD, with the
+#     time per item of each.
 # Both layouts, at fp rates 0.01 and 0.001.
 #
 #   perl -Mblib bench/redis.pl [--quick] [--server HOST:PORT]
@@ -111,6 +118,16 @@ for my $fp (0.01, 0.001) {
     $redis->flushall;
     my $f = Data::BloomFilter::Shared::Redis->new($redis, "bench", 2_000_000, $fp, { layout => $layout });
     my $fa = Data::BloomFilter::Shared::Redis->new($server, "bench", 2_000_000, $fp, { layout => $layout });
+    my %wopt = (layout => $layout, window => 3600, generations => 4);
+    my $w = Data::BloomFilter::Shared::Redis->new($redis, "wbench", 2_000_000, $fp, \%wopt);
+    my $wa = Data::BloomFilter::Shared::Redis->new($server, "wbench", 2_000_000, $fp, \%wopt);
+    # Three older generations of a batch row's items each: a windowed add
+    # checks them all.
+    for (1 .. 3) {
+        my $it = items($ITEMS);
+        $wa->add_many([splice @$it, 0, $BATCH]) while @$it;
+        $wa->rotate;
+    }
     say '';
     say sprintf '%s, fp_rate %s: k = %d probes, m = %.1f Mbit, a query reads %d %s', $layout, $fp,
         $f->hashes, $f->bits / 1e6, $f->{fields}, $layout eq 'blocked' ? '64-bit fields' : 'bits';
@@ -130,6 +147,14 @@ for my $fp (0.01, 0.001) {
         $t0 = time;
         $f->contains($_) for @block;
         my $contains = time - $t0;
+        $t0 = time;
+        $w->add($_) for @block;
+        my $wadd = time - $t0;
+        $t0 = time;
+        $w->contains($_) for @block;
+        my $wcontains = time - $t0;
+        push @{ $t{wadd_ratio} }, $wadd / $ping;
+        push @{ $t{wcontains_ratio} }, $wcontains / $ping;
         push @{ $t{ping} }, $ping / @block;
         push @{ $t{add_ratio} }, $add / $ping;
         push @{ $t{contains_ratio} }, $contains / $ping;
@@ -145,7 +170,7 @@ for my $fp (0.01, 0.001) {
         push @{ $t{pings} }, $ITEMS / (time - $t0);
         # The client passed in, then the filter's own socket (made from
         # the address), each on new items and then the same ones again.
-        for my $via (['', $f], ['_own', $fa]) {
+        for my $via (['', $f], ['_own', $fa], ['_w', $w], ['_w_own', $wa]) {
             my ($tag, $filter) = @$via;
             my @batches;
             my $it = items($ITEMS);
@@ -156,6 +181,9 @@ for my $fp (0.01, 0.001) {
             $t0 = time;
             scalar $filter->contains_many($_) for @batches;
             push @{ $t{"contains_many$tag"} }, $ITEMS / (time - $t0);
+        }
+        for my $op ('add_many', 'contains_many') {
+            push @{ $t{"${op}_wratio"} }, $t{"${op}_own"}[-1] / $t{"${op}_w_own"}[-1];
         }
 
         # The server alone, on new items and on the same items again.
@@ -177,6 +205,18 @@ for my $fp (0.01, 0.001) {
             push @{ $t{ $verb ? 'alone_add' : 'alone_contains' } }, server_alone(\@enc, \%fields, $ITEMS);
         }
     }
+    # The server's time per call of the script and of BITFIELD, over one
+    # more batch row of each filter (a batch's command carries 100 items).
+    # (Each alone: the script's own BITFIELDs are counted as BITFIELDs.)
+    my %us;
+    for my $run (['bitfield', $fa], ['evalsha', $wa]) {
+        my ($cmd, $filter) = @$run;
+        $redis->config('resetstat');
+        my $it = items($ITEMS);
+        $filter->add_many([splice @$it, 0, $BATCH]) while @$it;
+        ($us{$cmd}) = ($redis->info('commandstats')->{"cmdstat_$cmd"} // '') =~ /usec_per_call=([0-9.]+)/;
+    }
+    my ($bf_us, $ev_us) = @us{qw(bitfield evalsha)};
     my %m = map { $_ => median(@{ $t{$_} }) } keys %t;
     printf "  PING round trip            %7.1f us (median of blocks of %d)\n", $m{ping} * 1e6, $BLOCK;
     printf "  add, one item              %5.2fx PING  (goal <= 1.5x)\n", $m{add_ratio};
@@ -186,5 +226,14 @@ for my $fp (0.01, 0.001) {
     printf "    a Redis::Fast client passed in  %9.0f  %9.0f\n", $m{add_many}, $m{contains_many};
     printf "    from the address (own socket)   %9.0f  %9.0f\n", $m{add_many_own}, $m{contains_many_own};
     printf "  the server alone: adds     %9.0f items/s, queries %.0f items/s\n", $m{alone_add}, $m{alone_contains};
+    say '  windowed, 4 generations:';
+    printf "    add, one item              %5.2fx PING\n", $m{wadd_ratio};
+    printf "    contains, one item         %5.2fx PING\n", $m{wcontains_ratio};
+    printf "    a Redis::Fast client passed in  %9.0f  %9.0f\n", $m{add_many_w}, $m{contains_many_w};
+    printf "    from the address (own socket)   %9.0f  %9.0f\n", $m{add_many_w_own}, $m{contains_many_w_own};
+    printf "    plain / windowed (own socket)   %8.2fx  %8.2fx  (goal <= 2x)\n", $m{add_many_wratio},
+        $m{contains_many_wratio};
+    printf "  server time per add call: BITFIELD %.1f us, the windowed script %.1f us (%.2f, %.2f us per item)\n",
+        $bf_us // 0, $ev_us // 0, ($bf_us // 0) / 100, ($ev_us // 0) / 100;
 }
 }

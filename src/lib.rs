@@ -18,32 +18,35 @@
 //!
 //! * `error` — `Error`, `ErrorKind` and the messages every layer returns.
 //! * `sys` — syscalls and OS mechanisms behind small functions: the clock,
-//!   the fork hooks, the futex, `membarrier(2)`, robust process-shared
-//!   mutexes.
+//!   files, the fork hooks, the futex, `membarrier(2)`, robust futex words
+//!   and the keeper thread that holds them (`keeper`).
 //! * `math` — pure: the layouts by name (`scheme`), sizing (`geometry`,
-//!   `blocked`), hashing an item (`hashing`), a window's generation grid
-//!   (`window`).
-//! * `probe` — where an item's bits are: the standard and the blocked
-//!   layouts behind one trait, `with_probe!` choosing one at run time.
+//!   `blocked`), hashing an item (`hashing`), DataSketches' hashing and
+//!   sizing (`datasketches`), a window's generation grid (`window`), a
+//!   growing filter's stages (`growth`).
+//! * `probe` — where an item's bits are: the standard, blocked and
+//!   datasketches layouts and a grown filter's standard stages (`stage`)
+//!   behind one trait, `with_probe!` choosing one at run time.
 //! * `shm` — what lives in the shared mapping and how it is mapped: the
 //!   header (`format`), the lock words (`slots`), the journal's storage
-//!   (`journal`), the mapping (`region`), and the byte formats read and
-//!   written: the portable bytes (`serial`) and the original C module's
-//!   header (`legacy`).
+//!   (`journal`), the mapping (`region`), a grown filter's later stages
+//!   (`stages`), and the byte formats read and written: the portable bytes
+//!   (`serial`) and the original C module's header (`legacy`).
 //! * `sync` — the process-shared lock protocol: slots and their claims
 //!   (`claims`), stripes, exclusive operations, the journal protocol, and
 //!   dead-process recovery.
 //! * `filter` — `Filter` and `Options`: open, add, query, batches, exclusive
-//!   operations, windows, stats, serialize and deserialize.
+//!   operations, windows, growth, stats, serialize and deserialize.
 //! * `codec` — converting between formats: the original C module's files
-//!   upgraded in place (`upgrade`).
+//!   upgraded in place (`upgrade`), DataSketches' serialized filter read
+//!   and written (`datasketches`).
 //! * `remote` — probe offsets for copies kept elsewhere (Redis), and the
 //!   RESP reply parser (`resp`).
 //! * `ffi` — the C API (`include/bloomfilter_shared.h`): argument checks at
 //!   the boundary, calls into the layers below.
 //!
 //! The design, the shared file's layout and the concurrency and crash
-//! contract that comments cite ("C1".."C9", "§4", "§5") are in
+//! contract that comments cite ("C1".."C10", "§4", "§5") are in
 //! `doc/DESIGN.md`.
 
 #![deny(unsafe_op_in_unsafe_fn)]

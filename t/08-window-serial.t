@@ -1,8 +1,8 @@
 # Windowed filters as bytes: serialize, then deserialize anonymous, to a
 # file and to a memfd; the same window, generation and items, forgotten after
 # the same steps; the window options against the bytes; plain bytes into a
-# window; real time with a 2-second window; copies while another process
-# steps; a copier killed mid-copy.
+# window; a 2-second window on the test's clock; copies while another
+# process steps; a copier killed mid-copy.
 use strict;
 use warnings;
 use Test::More;
@@ -10,7 +10,9 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child reap croaks_like time_bound);
+use BFTest qw(in_child reap croaks_like time_bound wait_until);
+use BFClock qw(with_fake_clock);
+use BFStop qw(run_stopped);
 use Data::BloomFilter::Shared;
 # Opened again with other arguments on purpose: the stored geometry wins (the
 # warning itself is t/19-no-silent-mistake.t's).
@@ -174,52 +176,63 @@ subtest 'plain bytes into a window' => sub {
     ok(!defined $C->deserialize($pb)->generations, 'plain bytes without options stay plain');
 };
 
-subtest 'real time: a 2-second window travels' => sub {
+subtest 'a 2-second window travels to another process' => sub {
     # g = 4: period 2/3 s; seen until t + 2 s at least, forgotten by
-    # t + 8/3 s (plus a period of grid).
-    # Each add is bracketed by two readings of the time: "seen" is checked
-    # from the earlier, "forgotten" from the later, so that a host that runs
-    # the test late makes neither fail.
-    my $src = $C->new(undef, 1000, 0.001, { window => 2, generations => 4 });
-    $src->add('early');
-    my $early_added = time;
-    sleep 0.7;
-    my $t = time;
-    $src->add('x');
-    my $x_added = time;
-    my $bytes = $src->serialize;
-    my $file = "$dir/real.bf";
-    # The copy lives in another process, as on another host.
-    my $res = in_child(sub {
-        my $d = $C->deserialize($bytes, { path => $file });
-        my @log;
-        # 4.2 s, and more until it looked more than 40 times (a loaded host
-        # may give it a CPU less often than every 50 ms).
-        while (time < $t + 4.2 || (@log <= 40 && time < $t + 30)) {
-            $d->add('noise ' . time);    # a writer, so that steps are taken
-            # The time before and after the queries: "seen" is checked
-            # against the later, "forgotten" against the earlier.
-            my $before = time - $t;
-            my ($x, $early) = map { $d->contains($_) ? 1 : 0 } 'x', 'early';
-            push @log, sprintf('%.3f %d %d %.3f', $before, $x, $early, time - $t);
-            sleep 0.05;
-        }
-        return join "\n", @log;
-    }, 40);
-    ok(!$res->{signal} && $res->{exit} == 0, 'the copying process ran') or diag(explain $res);
-    my @log = map { [split / /] } split /\n/, $res->{out};
+    # t + 8/3 s (plus a period of grid). The clock is the test's
+    # (t/lib/BFClock.pm): the source and its copy, in another process as on
+    # another host, read the time the test sets, so that the copy looks
+    # within the window and after it however late the host runs it.
+    my ($out, $err) = with_fake_clock(<<'PERL', "$dir/clock-travel");
+use POSIX ();
+my $base = 1_900_000_000;    # seconds; 2030, far from the real time
+my $at = sub { set_clock(int(($base + $_[0]) * 1e9)) };
+$at->(0);
+my $src = $C->new(undef, 1000, 0.001, { window => 2, generations => 4 });
+$src->add('early');
+$at->(0.7);
+$src->add('x');
+my $bytes = $src->serialize;
+my $t = 0.7;
+pipe(my $r, my $w) or die "pipe: $!";
+my $pid = fork // die "fork: $!";
+if (!$pid) {
+    close $r;
+    my $d = $C->deserialize($bytes, { path => "$ENV{BFS_TEST_FAKE_CLOCK}.bf" });
+    my @log;
+    # A look every 50 ms of the clock from the add on, for 4.2 s.
+    for my $i (0 .. 84) {
+        my $now = $t + $i * 0.05;
+        $at->($now);
+        $d->add("noise $i");    # a writer, so that steps are taken
+        my ($x, $early) = map { $d->contains($_) ? 1 : 0 } 'x', 'early';
+        push @log, sprintf('%.3f %d %d %.3f', $now - $t, $x, $early, $now - $t);
+    }
+    print $w map {"$_\n"} @log;
+    close $w;
+    POSIX::_exit(0);
+}
+close $w;
+my @log = <$r>;
+waitpid($pid, 0);
+print "child $?\n", map {"log $_"} @log;
+print 'source ', ($src->contains('x') ? 1 : 0), "\n";
+PERL
+    plan skip_all => $err if !defined $out;
+    is($err, undef, 'the child ran') or diag($out);
+    like($out, qr/^child 0$/m, 'the copying process ran') or diag($out);
+    # Each log line: the time of the look (before, after: one reading here)
+    # since x's add, x seen, early seen.
+    my @log = map { [split / /] } $out =~ /^log (.*)$/mg;
     cmp_ok(scalar @log, '>', 40, 'it looked many times');
     my @gone_early = grep { $_->[3] < 1.98 && !$_->[1] } @log;
     is(scalar @gone_early, 0, 'x is seen on the copy within the window of its add on the source')
         or diag(explain \@gone_early);
-    my $x_late = $x_added - $t;    # how much later than $t the add may have been
-    my @kept = grep { $_->[0] > $x_late + 2 * 4 / 3 + 2 / 3 + 0.1 && $_->[1] } @log;
+    my @kept = grep { $_->[0] > 2 * 4 / 3 + 2 / 3 + 0.1 && $_->[1] } @log;
     is(scalar @kept, 0, 'and forgotten by window * g / (g - 1) plus a period') or diag(explain \@kept);
     ok((grep { $_->[1] } @log) && (grep { !$_->[1] } @log), 'both seen and forgotten were observed');
-    my $early_at = $early_added - $t;    # at least 0.7 s before $t
-    my @early_kept = grep { $_->[0] > $early_at + 2 * 4 / 3 + 0.1 && $_->[2] } @log;
+    my @early_kept = grep { $_->[0] > -0.7 + 2 * 4 / 3 + 0.1 && $_->[2] } @log;
     is(scalar @early_kept, 0, 'an item added 0.7 s earlier is forgotten earlier');
-    ok(!$src->contains('x'), 'as on the source');
+    like($out, qr/^source 0$/m, 'as on the source');
 };
 
 subtest 'copies while another process steps' => sub {
@@ -239,10 +252,11 @@ subtest 'copies while another process steps' => sub {
     # generation m holds all of steps m - 2 and m - 1 (step 0 has none).
     my @bad;
     my $checked = 0;
-    # At least 100 rounds, and more (for at most 60 s) until more than 50
-    # copies were checked: on a loaded host the stepper may not have run yet.
-    my $until = time + 60;
-    for (my $round = 1; $round <= 100 || ($checked <= 50 && time < $until); $round++) {
+    # Copies of generation 3 or later are checked: the copies begin once
+    # the stepper took its third step, however long the host takes to run
+    # it (300 s: a hang guard, not a bound).
+    ok(wait_until(sub { $f->stats->{generation} >= 3 }, 300), 'the stepper steps');
+    for my $round (1 .. 100) {
         my $d = $C->deserialize($f->serialize);
         my $m = $d->stats->{generation};
         for my $s (($m > 2 ? $m - 2 : 1) .. $m - 1) {
@@ -260,18 +274,30 @@ subtest 'copies while another process steps' => sub {
 subtest 'a copier killed mid-copy holds up no step' => sub {
     # A writable handle's serialize holds the cleaner word while it copies:
     # killed there, the next writer takes the word over (its owner is dead)
-    # and steps go on.
-    my $f = $C->new_memfd('killed', 1_000_000, 0.001, { window => undef, generations => 3 });
-    my ($worst, @bad) = (0);
+    # and steps go on. The copier is another process, stopped in the middle
+    # of its pass over the generations (t/lib/BFStop.pm); it is killed at
+    # that stop, with the cleaner word (at 264, src/shm/format.rs) held.
+    my $path = "$dir/killed.bf";
+    my $f = $C->new($path, 1_000_000, 0.001, { window => undef, generations => 3 });
+    my $cleaner = sub {
+        open(my $fh, '<:raw', $path) or die "$path: $!";
+        sysseek($fh, 264, 0) && sysread($fh, my $w, 4) == 4 or die "$path: $!";
+        return unpack 'V', $w;
+    };
+    my ($worst, @bad, @held) = (0);
     for my $round (1 .. 8) {
-        my $pid = fork // die "fork: $!";
-        if (!$pid) {
-            my $c = $C->new_from_fd($f->memfd);
-            $c->serialize while 1;
-        }
-        sleep 0.02 + 0.01 * ($round % 4);
-        kill 'KILL', $pid;
-        reap($pid);
+        my $r = run_stopped(<<"PERL", file => $path, on_stop => sub {
+my \$c = \$C->new('$path', 1_000_000, 0.001);
+print "serializing\\n";
+\$c->serialize while 1;
+PERL
+            my ($pid) = @_;
+            # A stop outside a copy (opening the filter) goes on to one.
+            return 1 if !$cleaner->();
+            kill 'KILL', $pid;
+            return 0;
+        });
+        push @held, $round if $r->{stops} && ($r->{status} & 127) == 9;
         my $t0 = time;
         $f->rotate for 1 .. 3;
         my $took = time - $t0;
@@ -279,6 +305,7 @@ subtest 'a copier killed mid-copy holds up no step' => sub {
         $f->add("after $round");
         push @bad, "round $round: item missing" if !$f->contains("after $round");
     }
+    is(scalar @held, 8, 'each copier was killed in a copy, holding the cleaner word') or diag("killed so: @held");
     is(scalar @bad, 0, 'the filter works after each kill') or diag(join "\n", @bad);
     time_bound($worst, 1, '3 steps after a kill take under 1 s (the worst of 8)');
     my $d = $C->deserialize($f->serialize);

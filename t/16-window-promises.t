@@ -14,8 +14,9 @@ use Time::HiRes qw(time sleep);
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(in_child reap croaks_like slurp spew run_cli sleep_until wait_until);
+use BFTest qw(in_child reap croaks_like slurp spew run_cli);
 use BFClock qw(with_fake_clock);
+use BFStop qw(run_stopped);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
@@ -31,6 +32,15 @@ alarm 600;    # a hang guard: an idle host takes about 20 s, a loaded one minute
 
 # The lines "key value" of a child's output, as a hash.
 sub kv { return map { /^(\S+) ?(.*)$/ ? ($1, $2) : () } split /\n/, $_[0] }
+
+# The generation start a filter file's view word holds (src/math/window.rs,
+# View: a flag << 63 | generation start << 5 | ring slot, at 256): moves on
+# with every step, whatever the clock says.
+sub view_m {
+    open(my $fh, '<:raw', $_[0]) or die "$_[0]: $!";
+    sysseek($fh, 256, 0) && sysread($fh, my $w, 8) == 8 or die "$_[0]: $!";
+    return (unpack('Q<', $w) & ~(1 << 63)) >> 5;
+}
 
 subtest 'the clock: set back, set forward, exact on the grid' => sub {
     # 30 s window, 4 generations: a period of 10 s. Time is base + x s.
@@ -267,28 +277,43 @@ subtest 'clear forgets every generation' => sub {
 # handle and through new_readonly; its mutations croak, rotate included.
 subtest 'a frozen windowed filter forgets with time' => sub {
     my $path = "$dir/frozen.bf";
-    # 0.3 s window, 3 generations: forgotten by t + 0.45 s.
-    my $f = $C->new($path, 1000, 0.01, { window => 0.3, generations => 3 });
-    my $t0 = time;
+    # 0.3 s window, 3 generations: forgotten by t + 0.45 s. The clock is
+    # the test's (t/lib/BFClock.pm): "seen at once" is checked at once
+    # however late the host runs the process.
+    my ($out, $err) = with_fake_clock(<<"PERL", "$dir/clock-frozen");
+my \$base = 1_900_000_000;
+my \$at = sub { set_clock(int((\$base + \$_[0]) * 1e9)) };
+\$at->(0);
+my \$f = \$C->new('$path', 1000, 0.01, { window => 0.3, generations => 3 });
+\$f->add('x');
+\$f->freeze;
+my \$ro = \$C->new_readonly('$path');
+print 'seen ', (\$f->contains('x') && \$ro->contains('x') ? 1 : 0), "\\n";
+\$at->(0.3);
+print 'seen_window ', (\$f->contains('x') && \$ro->contains('x') ? 1 : 0), "\\n";
+\$at->(0.45 + 0.02);
+print 'freezer ', (\$f->contains('x') ? 1 : 0), "\\n";
+print 'ro ', (\$ro->contains('x') ? 1 : 0), "\\n";
+print 'ro_many ', scalar(\$ro->contains_many(['x'])), "\\n";
+PERL
+    plan skip_all => $err if !defined $out;
+    is($err, undef, 'the child ran') or diag($out);
+    my %r = kv($out);
+    is($r{seen}, 1, 'seen at once, through both handles');
+    is($r{seen_window}, 1, '... and a window after the add');
+    # The mutations croak, through a handle that froze the filter.
+    my $f = $C->new("$dir/frozen2.bf", 1000, 0.01, { window => 0.3, generations => 3 });
     $f->add('x');
-    my $t = time;
     $f->freeze;
-    my $ro = $C->new_readonly($path);
-    my $seen = $f->contains('x') && $ro->contains('x');
-    SKIP: {
-        skip 'the process was too slow to look within the window', 1 if time - $t0 > 0.29;
-        ok($seen, 'seen at once, through both handles');
-    }
     for my $call ([add => sub { $f->add('y') }], [rotate => sub { $f->rotate }], [clear => sub { $f->clear }],
         [add_many => sub { $f->add_many(['y']) }])
     {
         croaks_like($call->[1], qr/\AData::BloomFilter::Shared->$call->[0]: filter is frozen \(read-only\) at /,
             "frozen: $call->[0]");
     }
-    sleep_until($t + 0.45 + 0.02);
-    ok(!$f->contains('x'), 'forgotten after the upper bound, by the freezing handle');
-    ok(!$ro->contains('x'), '... and by a new_readonly handle');
-    is(scalar $ro->contains_many(['x']), 0, '... in a batch too');
+    is($r{freezer}, 0, 'forgotten after the upper bound, by the freezing handle');
+    is($r{ro}, 0, '... and by a new_readonly handle');
+    is($r{ro_many}, 0, '... in a batch too');
 };
 
 # A read-only descriptor of a live windowed filter: queries, sees another
@@ -317,21 +342,28 @@ subtest 'a read-only descriptor of a windowed filter' => sub {
     $r = in_child(sub { $C->new($path, 1000, 0.01)->rotate; 'ok' });
     ok(!$ro->contains('a') && $ro->contains('b'), 'a third step: the first item forgotten');
 
+    # On the test's clock (t/lib/BFClock.pm): seen within the window
+    # however late the host runs the process.
     my $timed = "$dir/ro-timed.bf";
-    my $w = $C->new($timed, 1000, 0.01, { window => 0.3, generations => 3 });
-    my $t0 = time;
-    $w->add('x');
-    my $t = time;
-    undef $w;    # no writer left: nothing steps
-    open(my $th, '<', $timed) or die "$timed: $!";
-    my $rt = $C->new_from_fd($th);
-    my $seen = $rt->contains('x');
-    SKIP: {
-        skip 'the process was too slow to look within the window', 1 if time - $t0 > 0.29;
-        ok($seen, 'timed: seen');
-    }
-    sleep_until($t + 0.45 + 0.02);
-    ok(!$rt->contains('x'), 'timed: forgotten after the upper bound with no writer at all');
+    my ($out, $err) = with_fake_clock(<<"PERL", "$dir/clock-ro");
+my \$base = 1_900_000_000;
+my \$at = sub { set_clock(int((\$base + \$_[0]) * 1e9)) };
+\$at->(0);
+my \$w = \$C->new('$timed', 1000, 0.01, { window => 0.3, generations => 3 });
+\$w->add('x');
+undef \$w;    # no writer left: nothing steps
+open(my \$th, '<', '$timed') or die "$timed: \$!";
+my \$rt = \$C->new_from_fd(\$th);
+\$at->(0.29);
+print 'seen ', (\$rt->contains('x') ? 1 : 0), "\\n";
+\$at->(0.45 + 0.02);
+print 'gone ', (\$rt->contains('x') ? 0 : 1), "\\n";
+PERL
+    plan skip_all => $err if !defined $out;
+    is($err, undef, 'timed: the child ran') or diag($out);
+    my %t = kv($out);
+    is($t{seen}, 1, 'timed: seen');
+    is($t{gone}, 1, 'timed: forgotten after the upper bound with no writer at all');
 };
 
 # "A read-only handle copies again when two or more steps land, up to 16
@@ -341,104 +373,126 @@ subtest 'copies through a read-only handle while steps land' => sub {
     # Consistent copies: items of step j are added right after the step to
     # j, so a copy of generation m (3 generations) holds those of m - 2 and
     # m - 1. A copy that croaks must say the documented words.
+    # The copier is another process, stopped in the middle of each pass
+    # over the generations (t/lib/BFStop.pm); this process steps (and adds
+    # that step's items) at every third stop, so that one step lands during
+    # some attempts (answered for the later view) and two during others
+    # (copied again), wherever the host's scheduler puts the two processes.
     my $path = "$dir/ro-copy.bf";
-    # Generations of 2 MiB: a copy takes about as long as the stepper's
-    # pause, so that steps land during many copies.
-    my $f = $C->new($path, 1_000_000, 0.001, { window => undef, generations => 3 });
-    my $pid = fork // die "fork: $!";
-    if (!$pid) {
-        my $w = $C->new($path, 1_000_000, 0.001);
-        my $j = 0;
-        while (1) {
-            $w->rotate;
-            $j++;
-            $w->add_many([map {"s$j i$_"} 1 .. 10]);
-            sleep 0.001;
-        }
+    my $f = $C->new($path, 100_000, 0.001, { window => undef, generations => 3 });
+    my $j = 0;
+    my $step = sub {
+        $f->rotate;
+        $j++;
+        $f->add_many([map {"s$j i$_"} 1 .. 10]);
+    };
+    $step->() for 1 .. 3;    # every copy is of generation 3 or later
+    my $every_third = sub { $step->() if $_[1] % 3 == 0; 1 };
+    my $r0 = run_stopped(<<"PERL", file => $path, on_stop => $every_third);
+open(my \$fh, '<', '$path') or die "$path: \$!";
+my \$ro = \$C->new_from_fd(\$fh);
+my (\$checked, \$croaked, \$stepped) = (0, 0, 0);
+for my \$round (1 .. 100) {
+    my \$before = \$ro->stats->{generation};
+    my \$bytes = eval { \$ro->serialize };
+    if (!defined \$bytes) {
+        print "bad round \$round: \$@"
+            if \$@ !~ /\\AData::BloomFilter::Shared->serialize: the filter stepped during each of 16 attempts to copy it at /;
+        \$croaked++;
+        next;
     }
-    open(my $fh, '<', $path) or die "$path: $!";
-    my $ro = $C->new_from_fd($fh);
-    my @bad;
-    my ($checked, $croaked, $stepped) = (0, 0, 0);
-    # At least 100 rounds, and more (for at most 60 s) until more than 50
-    # copies were checked: on a loaded host the stepper may be descheduled
-    # for whole rounds, or the copier for many steps.
-    my $until = time + 60;
-    for (my $round = 1; $round <= 100 || ($checked <= 50 && time < $until); $round++) {
-        my $before = $ro->stats->{generation};
-        my $bytes = eval { $ro->serialize };
-        if (!defined $bytes) {
-            push @bad, "round $round: $@"
-                if $@ !~ /\AData::BloomFilter::Shared->serialize: the filter stepped during each of 16 attempts to copy it at /;
-            $croaked++;
-            next;
-        }
-        my $d = $C->deserialize($bytes);
-        my $m = $d->stats->{generation};
-        for my $s (($m > 2 ? $m - 2 : 1) .. $m - 1) {
-            my $missing = grep { !$d->contains("s$s i$_") } 1 .. 10;
-            push @bad, "round $round: generation $m, step $s missing $missing" if $missing;
-        }
-        $checked++ if $m > 2;
-        $stepped++ if $m != $before;
+    my \$d = \$C->deserialize(\$bytes);
+    my \$m = \$d->stats->{generation};
+    for my \$s ((\$m > 2 ? \$m - 2 : 1) .. \$m - 1) {
+        my \$missing = grep { !\$d->contains("s\$s i\$_") } 1 .. 10;
+        print "bad round \$round: generation \$m, step \$s missing \$missing\n" if \$missing;
     }
-    kill 'KILL', $pid;
-    reap($pid);
+    \$checked++ if \$m > 2;
+    \$stepped++ if \$m != \$before;
+}
+print "counts \$checked \$croaked \$stepped\n";
+PERL
+    plan skip_all => $r0->{skip} if $r0->{skip};
+    is($r0->{error}, undef, 'the read-only copier ran') or diag($r0->{out});
+    my @bad = $r0->{out} =~ /^(bad .*)$/mg;
+    my ($checked, $croaked, $stepped) = $r0->{out} =~ /^counts (\d+) (\d+) (\d+)$/m;
     is(scalar @bad, 0, 'every read-only copy holds the steps its generation number says') or diag(join "\n", @bad[0 .. 9]);
-    cmp_ok($checked, '>', 50, "$checked copies were checked ($croaked croaked, $stepped of a later generation than before the copy)");
+    cmp_ok($checked // 0, '>', 50, ($checked // 0) . " copies were checked ($croaked croaked, $stepped of a later generation than before the copy)")
+        or diag($r0->{out});
+    cmp_ok($stepped // 0, '>', 0, "steps landed during copies ($r0->{stops} stops, $j steps)");
 
-    # Generations of 3.6 MiB, 16 of them: copying takes tens of ms, a
-    # writer steps every few hundred us (a 1 ms window).
+    # 16 generations of 120 KiB, a 1 ms window (a period of 67 us). The
+    # copies run in another process that stops in the middle of
+    # each pass over the generations (t/lib/BFStop.pm); at each stop this
+    # process steps the filter twice, so that two steps land during every
+    # attempt, however the host schedules the two. Only the order of events
+    # is the test's: the steps are real ones, taken while the copier is
+    # stopped, as a descheduled copier sees them.
     my $big = "$dir/ro-big.bf";
-    my $b = $C->new($big, 3_000_000, 0.01, { window => 0.001, generations => 16 });
-    # Two writers, so that steps go on while one of them is descheduled.
-    my @writers;
-    for my $n (1, 2) {
-        my $wpid = fork // die "fork: $!";
-        if (!$wpid) {
-            my $w = $C->new($big, 3_000_000, 0.01);
-            my $i = 0;
-            $w->add("w$n " . $i++) while 1;
+    my $b = $C->new($big, 100_000, 0.01, { window => 0.001, generations => 16 });
+    my ($steps, $bad_steps) = (0, 0);
+    my $two_steps = sub {
+        for (1, 2) {
+            my $v = view_m($big);
+            $b->rotate;
+            $steps++;
+            $bad_steps++ if view_m($big) <= $v;
         }
-        push @writers, $wpid;
+        return 1;
+    };
+    my $r = run_stopped(<<"PERL", file => $big, on_stop => $two_steps);
+open(my \$fh, '<', '$big') or die "$big: \$!";
+my \$rb = \$C->new_from_fd(\$fh);
+my \$ok = eval { \$rb->serialize; 1 };
+print \$ok ? "a copy\n" : "croaked: \$@";
+PERL
+    plan skip_all => $r->{skip} if $r->{skip};
+    is($r->{error}, undef, 'the read-only copier ran') or diag($r->{out});
+    like($r->{out}, qr/\Acroaked: Data::BloomFilter::Shared->serialize: the filter stepped during each of 16 attempts to copy it at /,
+        'a read-only copy of a filter stepping every ms croaks with the documented words') or diag($r->{out});
+    cmp_ok($r->{stops}, '>=', 16, "it was stopped during its attempts ($r->{stops} stops, $steps steps)");
+    # Each attempt reads each of the three watched pages about once, so
+    # about three stops each (45 seen for 16): at most 8 each still tells
+    # 16 attempts from 16 for each of many sizings (a windowed filter's
+    # copy is not sized again; 64 sizings took over 2,000 stops).
+    cmp_ok($r->{stops}, '<=', 8 * 16, "it croaked after its 16 attempts, not more ($r->{stops} stops)");
+    is($bad_steps, 0, 'and each rotate at a stop was a step');
+
+    # A writable handle's copy succeeds while the filter steps: it holds the
+    # cleaner word, so no spare is cleared under it and at most one step
+    # lands. At each stop this process adds, waits two periods of the window
+    # (a sleep lasts at least that long however busy the host) and adds
+    # again: the generation the clock says moves on by two or more during
+    # every copy (a read-only handle would copy again). A filter of its own:
+    # the rotates above took the other's view far ahead of the clock.
+    $big = "$dir/rw-big.bf";
+    $b = $C->new($big, 100_000, 0.01, { window => 0.001, generations => 16 });
+    my $adds = 0;
+    my $writes = sub {
+        $b->add('during ' . $adds++);
+        sleep 0.0002;
+        $b->add('during ' . $adds++);
+        return 1;
+    };
+    my @copies;
+    for my $copy (1 .. 3) {
+        my $w = run_stopped(<<"PERL", file => $big, on_stop => $writes);
+my \$h = \$C->new('$big', 100_000, 0.01);
+my \$gen0 = \$h->stats->{generation};
+my \$bytes = eval { \$h->serialize };
+my \$gen1 = \$h->stats->{generation};
+print defined \$bytes ? "copy \$gen0 \$gen1\n" : "croaked: \$@";
+PERL
+        is($w->{error}, undef, "writable copy $copy: the copier ran") or diag($w->{out});
+        push @copies, [$w->{stops}, $w->{out}];
     }
-    # The writers are stepping once the generation has moved on.
-    my $gen_start = $b->stats->{generation};
-    wait_until(sub { $b->stats->{generation} > $gen_start + 1 }, 30);
-    open(my $bh, '<', $big) or die "$big: $!";
-    my $rb = $C->new_from_fd($bh);
-    # How many copies it takes for steps to land during 16 attempts in a row
-    # depends on how the host schedules the writers: try for up to 60 s.
-    my ($said, @other);
-    my $until_said = time + 60;
-    for (my $try = 1; !$said && ($try <= 20 || time < $until_said); $try++) {
-        my $ok = eval { $rb->serialize; 1 };
-        if ($ok) { push @other, "try $try: a copy" if @other < 20; next }
-        if ($@ =~ /\AData::BloomFilter::Shared->serialize: the filter stepped during each of 16 attempts to copy it at /) {
-            $said = 1;
-            last;
-        }
-        push @other, "try $try: $@";
-    }
-    # A writable handle's copy succeeds while the writers step: each copy
-    # must succeed, and one with two steps during it (the writers run while
-    # it copies) is looked for for up to 60 s, for the writers may not get a
-    # CPU during a given copy on a loaded host.
-    my ($copies, $failed, $why, $stepped_during) = (0, 0, '', 0);
-    my $until_copy = time + 60;
-    while (!$stepped_during && ($copies < 1 || time < $until_copy)) {
-        my $gen0 = $b->stats->{generation};
-        my $copy = eval { $b->serialize };
-        my $gen1 = $b->stats->{generation};
-        $copies++;
-        if (!defined $copy) { $failed++; $why = $@; last }
-        $stepped_during = 1 if $gen1 > $gen0 + 1;
-    }
-    kill 'KILL', @writers;
-    reap($_) for @writers;
-    ok($said, 'a read-only copy of a filter stepping every ms croaks with the documented words') or diag(join "\n", @other);
-    is($failed, 0, "a writable handle copies it meanwhile ($copies copies)") or diag($why);
-    ok($stepped_during, 'while the writers stepped (two steps or more during a copy)');
+    my @failed = grep { $_->[1] !~ /\Acopy \d+ \d+$/ } @copies;
+    is(scalar @failed, 0, 'a writable handle copies it meanwhile (' . scalar(@copies) . ' copies)')
+        or diag(join "\n", map { $_->[1] } @failed);
+    my @stepped = grep { $_->[1] =~ /\Acopy (\d+) (\d+)/ && $2 > $1 + 1 && $_->[0] > 0 } @copies;
+    is(scalar @stepped, scalar @copies,
+        'while the filter stepped (stopped during each copy, two steps or more of the clock)')
+        or diag(join "\n", map {"$_->[0] stops: $_->[1]"} @copies);
 };
 
 # "An existing file keeps its window; an explicit window or generations

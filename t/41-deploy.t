@@ -45,6 +45,8 @@ no warnings 'Data::BloomFilter::Shared';
 my ($path, $n, $out, $go) = @ARGV;
 my $f = Data::BloomFilter::Shared->new($path, $n, 0.01);
 $f->add("warm-up $$");    # claim a slot before the race
+open(my $ready, '>', "$out.ready") or die "$out.ready: $!";    # says so
+close $ready;
 select(undef, undef, undef, 0.002) until -e $go;
 my $bits = "\0" x (($n + 7) >> 3);
 for my $i (0 .. $n - 1) {
@@ -74,10 +76,16 @@ sub race {
     } 1 .. $procs;
     # All adders start in the background, inside the outer setting, a few
     # clock ticks apart (so that no two share a start time); the start file
-    # is made once all have opened the filter.
+    # is made once all have opened the filter and claimed a slot (each says
+    # so with a file of its own), however long a busy host takes to start
+    # them.
     my $script = join "\n",
         (map { "$_ &\nsleep 0.05" } @adders),
-        'sleep 1', "touch $go", 'wait', '';
+        # (300 s: a hang guard for an adder that died, not a bound)
+        'n=0',
+        'until ' . join(' && ', map {"[ -e $case/out$_.ready ]"} 1 .. $procs)
+            . '; do n=$((n + 1)); [ $n -gt 30000 ] && break; sleep 0.01; done',
+        "touch $go", 'wait', '';
     spew("$case/run.sh", $script);
     my $rc = system(@$outer, 'sh', "$case/run.sh");
     is($rc, 0, "$name: every adder exited normally") or return;

@@ -57,14 +57,19 @@ sub start_writer {
     return {pid => $pid, fh => $r, id => $id, buf => '', last => 0};
 }
 
-# Read what the writers have reported for $secs seconds (so that none
-# waits on a full pipe); keep each one's last complete line.
+# Read what the writers report until they have reported $acks more adds
+# between them (so that none waits on a full pipe); keep each one's last
+# complete line. Counted in adds, not seconds: each round lets the writers
+# make progress however slowly the host runs them (120 s per call: a hang
+# guard, not a bound).
 sub pump {
-    my ($kids, $secs) = @_;
-    my $until = time + $secs;
+    my ($kids, $acks) = @_;
+    my $until = time + 120;
     my %by_fh = map { (0 + $_->{fh}) => $_ } grep { $_->{fh} } values %$kids;
     my $sel = IO::Select->new(map { $_->{fh} } values %by_fh);
-    while ($sel->count) {
+    my $sum = sub { my $n = 0; $n += $_->{last} for values %by_fh; $n };
+    my $want = $sum->() + $acks;
+    while ($sel->count && $sum->() < $want) {
         my $left = $until - time;
         last if $left <= 0;
         for my $fh ($sel->can_read($left)) {
@@ -108,12 +113,14 @@ for my $layout (qw(standard blocked)) {
         my @done;                       # writers killed, with what they reported
         my ($sigkilled, $in_growth, $parent_ok) = (0, 0, 0);    # $in_growth: a diagnostic only
         # At least $ROUNDS kills, and on until the filter has 8 stages (1270
-        # items), however slow the host; at most 200.
+        # items); at most 200. Each kill comes after 8 to 20 more reported
+        # adds (at a random moment of the victim's work), so 200 rounds
+        # bring 1600 adds or more however slow the host.
         my $round = 0;
         while ($round < 200 && ($round < $ROUNDS || $f->stages < 8)) {
             $round++;
             my $before = $f->stages;
-            pump(\%kids, 0.001 + rand(0.012));
+            pump(\%kids, 8 + int rand 13);
             my ($victim) = (values %kids)[int rand scalar keys %kids];
             delete $kids{$victim->{id}};
             my $st = kill_writer($victim);
@@ -128,7 +135,7 @@ for my $layout (qw(standard blocked)) {
             my $k = start_writer($f, $kind, $path, $layout, ++$next_id);
             $kids{$k->{id}} = $k;
         }
-        pump(\%kids, 0.02);
+        pump(\%kids, 10);
         for my $k (values %kids) { kill_writer($k); push @done, $k }
         is($sigkilled, $round, "$layout $kind: $round writers killed by SIGKILL at random moments");
         is($parent_ok, $round, "$layout $kind: the parent's add after each kill completed");

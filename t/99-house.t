@@ -6,9 +6,9 @@ use Test::More;
 # other one way only (in the order of LAYERS: a module uses only modules
 # before it), no file or module of any level uses another that uses it
 # back (through `crate::` and `super::` paths), no source file grows past
-# MAX_LINES, the C header holds only
-# the C API's names, the library Perl loads carries no test hook, and
-# every libc call is made in src/sys/ (but the few of ALLOWED_LIBC).
+# MAX_LINES, the C header holds only the C API's names, the library Perl
+# loads carries no test hook (doc/DESIGN.md, G3), and every libc call is
+# made in src/sys/ (but the few of ALLOWED_LIBC).
 
 use File::Find ();
 use File::Spec;

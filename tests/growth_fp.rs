@@ -1,11 +1,10 @@
 //! The false-positive bound of filters that grow (doc/DESIGN.md, §3 growth),
-//! measured on the real filter rather than on the simulated stages: for
-//! both layouts, growth 2 and 4 and `fp_rate` 0.01 and 0.001, a filter of
-//! first capacity 1000 takes 10, 100 and 1000 times that many items (three
-//! checkpoints of one run), and at each checkpoint 10^6 items never added
-//! are queried. The measured rate must be at most `fp_rate` plus three
-//! standard errors of a binomial of 10^6 trials at `fp_rate`
-//! (`sqrt(fp (1 - fp) / n)`: 0.0003 at 0.01, 0.000095 at 0.001).
+//! measured on the real filter: for both layouts, growth 2 and 4 and
+//! `fp_rate` 0.01 and 0.001, a filter of first capacity 1000 takes 10, 100
+//! and 1000 times that many items (three checkpoints of one run), and at each
+//! checkpoint 10^6 items never added are queried. The measured rate must be
+//! at most `fp_rate` plus three standard errors of a binomial of 10^6 trials
+//! at `fp_rate` (`sqrt(fp (1 - fp) / n)`: 0.0003 at 0.01, 0.000095 at 0.001).
 //!
 //! The table also shows the filter's own promise (`Growth::bound`: its
 //! published stages' rates at capacity, summed), which the measured rate

@@ -23,7 +23,8 @@
 //! (the stripe orders the two adders), which `striped_adds_need_no_drain`
 //! shows.
 
-use std::collections::HashSet;
+#[path = "common/explore.rs"]
+mod explore;
 
 const ADDERS: usize = 2;
 const GROWER: usize = ADDERS;
@@ -181,11 +182,11 @@ impl State {
 }
 
 impl Model {
-    /// Every state one step of `p` leads to, and a kill of `p` instead (at
-    /// most one per run); empty when `p` is done, dead or blocked.
-    fn steps(&self, s: &State, p: usize) -> Vec<State> {
+    /// The state one step of `p` leads to; None when `p` is done, dead or
+    /// blocked.
+    fn step_of(&self, s: &State, p: usize) -> Option<State> {
         if !s.live(p) {
-            return vec![];
+            return None;
         }
         let mut n = s.clone();
         n.invoke(p);
@@ -194,18 +195,7 @@ impl Model {
         } else {
             self.adder_step(s, &mut n, p)
         };
-        if !moved {
-            return vec![];
-        }
-        let mut out = vec![n];
-        if !s.crashed {
-            let mut k = s.clone();
-            k.invoke(p);
-            k.dead[p] = true;
-            k.crashed = true;
-            out.push(k);
-        }
-        out
+        moved.then_some(n)
     }
 
     fn grower_step(&self, s: &State, n: &mut State) -> bool {
@@ -368,36 +358,90 @@ impl Model {
     /// grower finished and both adders answered, finals in which an adder
     /// answered from stage 1).
     fn explore(&self) -> (usize, usize, usize) {
-        let mut seen = HashSet::new();
-        let mut stack = vec![State::new()];
-        let (mut finals, mut whole, mut late) = (0, 0, 0);
-        while let Some(s) = stack.pop() {
-            if !seen.insert(s.clone()) {
-                continue;
-            }
-            self.check(&s);
-            let next: Vec<State> = (0..PROCS).flat_map(|p| self.steps(&s, p)).collect();
-            if !next.is_empty() {
-                stack.extend(next);
-                continue;
-            }
-            let stuck: Vec<usize> = (0..PROCS).filter(|&p| s.live(p)).collect();
-            assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
-            assert!(self.linearizable(&s), "not linearizable: {s:?}");
-            let acknowledged = (0..ADDERS).any(|p| s.done[p].is_some());
-            assert!(
-                !acknowledged || s.word[0] || (s.stages == 2 && s.word[1]),
-                "an acknowledged add is in no published stage: {s:?}"
-            );
-            finals += 1;
-            if s.pc[GROWER] == G_DONE && s.done[0].is_some() && s.done[1].is_some() {
-                whole += 1;
-            }
-            if (0..ADDERS).any(|p| s.done[p].is_some() && s.seen[p] == 2) {
-                late += 1;
-            }
+        let mut run = Run {
+            model: self,
+            whole: 0,
+            late: 0,
+        };
+        let e = explore::explore(&mut run, State::new());
+        if let Some(want) = self.expected_states() {
+            assert_eq!(e.states, want, "{:?} {:?}: states explored", self.adds, self.broken);
         }
-        (finals, whole, late)
+        (e.finals, run.whole, run.late)
+    }
+
+    /// The states the correct variants reach: the exploration covers as
+    /// much as it did when they were counted (a change of the model changes
+    /// them: count again).
+    fn expected_states(&self) -> Option<usize> {
+        match (self.adds, self.broken) {
+            (Adds::LockFree, Broken::None) => Some(LOCKFREE_STATES),
+            (Adds::Striped, Broken::None) => Some(STRIPED_STATES),
+            (Adds::Striped, Broken::NoDrain) => Some(STRIPED_NO_DRAIN_STATES),
+            _ => None,
+        }
+    }
+}
+
+/// The states the correct variants reach (`Model::expected_states`).
+const LOCKFREE_STATES: usize = 3326;
+const STRIPED_STATES: usize = 2289;
+const STRIPED_NO_DRAIN_STATES: usize = 2344;
+
+/// One exploration of a `Model`, and what its final states showed.
+struct Run<'a> {
+    model: &'a Model,
+    whole: usize,
+    late: usize,
+}
+
+impl explore::Model for Run<'_> {
+    type State = State;
+    type Key = State;
+
+    fn procs(&self) -> usize {
+        PROCS
+    }
+
+    fn key(&self, s: &State) -> State {
+        s.clone()
+    }
+
+    fn step(&self, s: &State, p: usize) -> Option<State> {
+        self.model.step_of(s, p)
+    }
+
+    /// A kill of `p` instead of a step it could take (at most one per run).
+    fn kill(&self, s: &State, p: usize, stepped: bool) -> Option<State> {
+        if !stepped || s.crashed {
+            return None;
+        }
+        let mut k = s.clone();
+        k.invoke(p);
+        k.dead[p] = true;
+        k.crashed = true;
+        Some(k)
+    }
+
+    fn check(&self, s: &State) {
+        self.model.check(s);
+    }
+
+    fn at_end(&mut self, s: &State) {
+        let stuck: Vec<usize> = (0..PROCS).filter(|&p| s.live(p)).collect();
+        assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
+        assert!(self.model.linearizable(s), "not linearizable: {s:?}");
+        let acknowledged = (0..ADDERS).any(|p| s.done[p].is_some());
+        assert!(
+            !acknowledged || s.word[0] || (s.stages == 2 && s.word[1]),
+            "an acknowledged add is in no published stage: {s:?}"
+        );
+        if s.pc[GROWER] == G_DONE && s.done[0].is_some() && s.done[1].is_some() {
+            self.whole += 1;
+        }
+        if (0..ADDERS).any(|p| s.done[p].is_some() && s.seen[p] == 2) {
+            self.late += 1;
+        }
     }
 }
 

@@ -35,8 +35,12 @@
 //! between `Lease::enter` and `Lease::leave`, its keeper giving the word
 //! back to a waiter between two calls, and the claimant's give-back.
 
-use std::collections::HashSet;
+#[path = "common/explore.rs"]
+mod explore;
+
 use std::fmt::Debug;
+
+use explore::Explored;
 use std::hash::Hash;
 
 const ADDERS: usize = 2;
@@ -256,53 +260,85 @@ trait Model: Clone + Eq + Hash + Debug {
     fn procs_mut(&mut self) -> &mut Procs<Self::Response>;
 }
 
-/// `n`, the state after a step of `p` from `s`, and a SIGKILL of `p`
-/// instead of that step (at most one per run: enough to reach every "dies
-/// holding X" state, and it keeps the space small).
-fn and_a_kill<M: Model>(s: &M, p: usize, n: M) -> Vec<M> {
-    let mut out = vec![n];
-    if !s.procs().crashed {
+/// A model of this file as the explorer runs it: `steppers` take steps
+/// (the processes, then whatever else moves on its own: a store buffer),
+/// a SIGKILL of a process may come instead of a step it could take (at most
+/// one per run: enough to reach every "dies holding X" state, and it keeps
+/// the space small), `tidy` follows every step and kill (what happens at
+/// once, as a dead adder's store buffer draining).
+struct Run<'a, M> {
+    steppers: usize,
+    check: &'a dyn Fn(&M),
+    step: &'a dyn Fn(&M, usize) -> Option<M>,
+    tidy: &'a dyn Fn(&mut M),
+    explains: &'a dyn Fn(&M, &[usize]) -> bool,
+}
+
+impl<M: Model> explore::Model for Run<'_, M> {
+    type State = M;
+    type Key = M;
+
+    fn procs(&self) -> usize {
+        self.steppers
+    }
+
+    fn key(&self, s: &M) -> M {
+        s.clone()
+    }
+
+    fn step(&self, s: &M, p: usize) -> Option<M> {
+        let mut n = (self.step)(s, p)?;
+        (self.tidy)(&mut n);
+        Some(n)
+    }
+
+    fn kill(&self, s: &M, p: usize, stepped: bool) -> Option<M> {
+        if p >= PROCS || !stepped || s.procs().crashed {
+            return None;
+        }
         let mut k = s.clone();
         let kp = k.procs_mut();
         kp.invoke(p);
         kp.dead[p] = true;
         kp.crashed = true;
-        out.push(k);
+        (self.tidy)(&mut k);
+        Some(k)
     }
-    out
+
+    fn check(&self, s: &M) {
+        (self.check)(s);
+    }
+
+    /// No deadlock (no live process left) and a linearizable run
+    /// (`explains` judges one order).
+    fn at_end(&mut self, s: &M) {
+        let stuck: Vec<usize> = (0..PROCS).filter(|&p| s.procs().live(p)).collect();
+        assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
+        assert!(
+            s.procs().linearizable(|order| (self.explains)(s, order)),
+            "not linearizable: {s:?}"
+        );
+    }
 }
 
-/// Every state reachable from `initial` (depth-first, states memoised):
-/// `check` in each; where nobody can move, no live process is left (no
-/// deadlock) and the run is linearizable (`explains` judges one order).
-/// Returns how many such final states there are.
+/// Every state reachable from `initial` (`explore::explore`, as `Run`
+/// says): how many, and how many final states, where nobody can move.
 fn explore_model<M: Model>(
     initial: M,
+    steppers: usize,
     check: impl Fn(&M),
-    steps: impl Fn(&M, usize) -> Vec<M>,
+    step: impl Fn(&M, usize) -> Option<M>,
+    tidy: impl Fn(&mut M),
     explains: impl Fn(&M, &[usize]) -> bool,
-) -> usize {
-    let mut seen = HashSet::new();
-    let mut stack = vec![initial];
-    let mut finals = 0;
-    while let Some(s) = stack.pop() {
-        if !seen.insert(s.clone()) {
-            continue;
-        }
-        check(&s);
-        let next: Vec<M> = (0..PROCS).flat_map(|p| steps(&s, p)).collect();
-        if next.is_empty() {
-            let stuck: Vec<usize> = (0..PROCS).filter(|&p| s.procs().live(p)).collect();
-            assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
-            assert!(
-                s.procs().linearizable(|order| explains(&s, order)),
-                "not linearizable: {s:?}"
-            );
-            finals += 1;
-        }
-        stack.extend(next);
-    }
-    finals
+) -> Explored {
+    let mut run = Run {
+        steppers,
+        check: &check,
+        step: &step,
+        tidy: &tidy,
+        explains: &explains,
+    };
+    explore::explore(&mut run, initial)
 }
 
 impl State {
@@ -367,19 +403,19 @@ impl Model for State {
 
 /// Adder program counters. The fast path (`F*`) is used by adder 1 only,
 /// so runs with and without it are both covered.
-const A_FAST_EPOCH: u8 = 0;
+const A_FAST_EPOCH: u8 = 0; // §8 A1: epoch, bits, epoch again
 const A_FAST_B0: u8 = 1;
 const A_FAST_B1: u8 = 2;
 const A_FAST_RECHECK: u8 = 3;
-const A_TAKE_STRIPE: u8 = 4;
-const A_LOAD_EXCL: u8 = 5;
-const A_SET_B0: u8 = 6;
+const A_TAKE_STRIPE: u8 = 4; // §8 A2; a dead holder's stripe taken over (S7)
+const A_LOAD_EXCL: u8 = 5; // §8 A3
+const A_SET_B0: u8 = 6; // §8 A4
 const A_SET_B1: u8 = 7;
-const A_RELEASE: u8 = 8;
+const A_RELEASE: u8 = 8; // §8 A5
 const A_BACKOFF: u8 = 9;
 const A_WAIT_EXCL: u8 = 10;
-// Taking over a dead exclusive owner (enter_exclusive + drop): the adder has
-// released its stripe, so the drain sees every stripe free but the dead's.
+// Taking over a dead exclusive owner (enter_exclusive + drop, §8 X2, X5,
+// X8): the adder has released its stripe, so the drain sees every stripe free but the dead's.
 const A_RECOVER_DRAIN: u8 = 11;
 const A_RECOVER_CLEAR: u8 = 12;
 const A_RECOVER_RELEASE: u8 = 13;
@@ -394,18 +430,18 @@ const A_GATHER_B0: u8 = 14;
 const A_GATHER_B1: u8 = 15;
 
 /// Clearer program counters (lock_exclusive, drain, clear, drop).
-const C_TAKE: u8 = 0;
-const C_EPOCH_ODD: u8 = 1;
-const C_DRAIN: u8 = 2;
+const C_TAKE: u8 = 0; // §8 X1
+const C_EPOCH_ODD: u8 = 1; // §8 X2
+const C_DRAIN: u8 = 2; // §8 X4
 const C_PENDING: u8 = 3;
-const C_ZERO_B0: u8 = 4;
+const C_ZERO_B0: u8 = 4; // §8 X7
 const C_ZERO_B1: u8 = 5;
-const C_RELEASE: u8 = 6;
+const C_RELEASE: u8 = 6; // §8 X8
 
-/// All states reachable in one step of process `p` (empty: blocked or done).
-fn steps(s: &State, p: usize) -> Vec<State> {
+/// The state after one step of process `p` (None: blocked or done).
+fn step(s: &State, p: usize) -> Option<State> {
     if !s.procs.live(p) {
-        return vec![];
+        return None;
     }
     let mut n = s.clone();
     n.procs.invoke(p);
@@ -450,7 +486,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 } else if s.procs.owner_dead(s.stripe) {
                     n.stripe = 0; // wait_word clears a dead owner's stripe
                 } else {
-                    return vec![]; // blocked
+                    return None; // blocked
                 }
             }
             A_LOAD_EXCL => n.pc[p] = if s.lock.owner == 0 { A_GATHER_B0 } else { A_BACKOFF },
@@ -480,7 +516,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                 match recovery_step(s, &mut n, p, id, at) {
                     Ok(Some(r)) => n.pc[p] = A_WAIT_EXCL + r as u8,
                     Ok(None) => n.pc[p] = A_TAKE_STRIPE,
-                    Err(()) => return vec![],
+                    Err(()) => return None,
                 }
             }
             _ => unreachable!(),
@@ -493,7 +529,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
                     n.lock.owner = id;
                     n.pc[p] = C_EPOCH_ODD;
                 } else {
-                    return vec![];
+                    return None;
                 }
             }
             C_EPOCH_ODD => {
@@ -502,7 +538,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
             }
             C_DRAIN => {
                 if !s.drain_step(&mut n, p, C_PENDING) {
-                    return vec![];
+                    return None;
                 }
             }
             C_PENDING => {
@@ -520,7 +556,7 @@ fn steps(s: &State, p: usize) -> Vec<State> {
             _ => unreachable!(),
         }
     }
-    and_a_kill(s, p, n)
+    Some(n)
 }
 
 /// Invariants of every reachable state.
@@ -586,14 +622,17 @@ fn permutations(v: &[usize]) -> Vec<Vec<usize>> {
     out
 }
 
-fn explore(initial: State) -> usize {
-    explore_model(initial, check_state, steps, explains)
+fn explore(initial: State) -> Explored {
+    explore_model(initial, PROCS, check_state, step, |_| {}, explains)
 }
 
 #[test]
 fn adders_and_a_clear_every_interleaving_every_kill() {
-    let finals = explore(State::new());
-    assert!(finals > 100, "explored only {finals} runs");
+    let e = explore(State::new());
+    assert!(e.finals > 100, "explored only {} runs", e.finals);
+    // The states explored when this count was taken; a change of the model
+    // changes it (count again), a change of the explorer must not.
+    assert_eq!(e.states, 9083);
 }
 
 #[test]
@@ -601,14 +640,14 @@ fn item_already_present_every_interleaving_every_kill() {
     let mut s = State::new();
     s.bits = [true, true];
     s.init_present = true;
-    explore(s);
+    assert_eq!(explore(s).states, 8726);
 }
 
 #[test]
 fn half_present_item() {
     let mut s = State::new();
     s.bits = [true, false];
-    explore(s);
+    assert_eq!(explore(s).states, 9453);
 }
 
 /// The model must catch a broken protocol, or it proves nothing: an adder
@@ -652,10 +691,8 @@ fn model_catches_a_clear_without_drain() {
 /// Checked: X never judges O dead while O still owns the slot (that would
 /// let two adders of an item both be told new); nobody changes a live
 /// owner's generation (which would make its tokens dead); no two live
-/// processes own the slot; every live process finishes.
+/// processes own the slot; every live process finishes (§8 S3, S4).
 mod liveness {
-    use std::collections::HashSet;
-
     const O: usize = 0;
     const X: usize = 1;
     const Y: usize = 2;
@@ -838,7 +875,7 @@ mod liveness {
         Some(n)
     }
 
-    pub fn explore(b: Broken) {
+    pub fn explore(b: Broken) -> crate::Explored {
         let init = S {
             word: Word::Held(O),
             gen: TOKEN,
@@ -849,37 +886,51 @@ mod liveness {
             y_gen: None,
             wrong: false,
         };
-        let mut seen = HashSet::new();
-        let mut stack = vec![init];
-        while let Some(s) = stack.pop() {
-            if !seen.insert(s.clone()) {
-                continue;
-            }
+        crate::explore::explore(&mut Liveness(b), init)
+    }
+
+    struct Liveness(Broken);
+
+    impl crate::explore::Model for Liveness {
+        type State = S;
+        type Key = S;
+
+        fn procs(&self) -> usize {
+            3
+        }
+
+        fn key(&self, s: &S) -> S {
+            s.clone()
+        }
+
+        fn step(&self, s: &S, p: usize) -> Option<S> {
+            step(s, p, self.0)
+        }
+
+        fn kill(&self, s: &S, p: usize, _: bool) -> Option<S> {
+            kill(s, p)
+        }
+
+        fn check(&self, s: &S) {
             assert!(!s.wrong, "a live owner was judged dead: {s:?}");
-            if owns(&s, Y) {
+            if owns(s, Y) {
                 assert_eq!(s.y_gen, Some(s.gen), "a live owner's generation changed: {s:?}");
             }
-            let owners = (0..3).filter(|&p| owns(&s, p)).count();
+            let owners = (0..3).filter(|&p| owns(s, p)).count();
             assert!(owners <= 1, "two owners of one slot: {s:?}");
-            let mut next = Vec::new();
+        }
+
+        fn at_end(&mut self, s: &S) {
             for p in 0..3 {
-                next.extend(step(&s, p, b));
-                next.extend(kill(&s, p));
+                assert!(s.dead[p] || s.pc[p] == DONE, "process {p} stuck: {s:?}");
             }
-            let moves = (0..3).any(|p| step(&s, p, b).is_some());
-            if !moves {
-                for p in 0..3 {
-                    assert!(s.dead[p] || s.pc[p] == DONE, "process {p} stuck: {s:?}");
-                }
-            }
-            stack.extend(next);
         }
     }
 }
 
 #[test]
 fn liveness_every_interleaving_every_kill() {
-    liveness::explore(liveness::Broken::No);
+    assert_eq!(liveness::explore(liveness::Broken::No).states, 724);
 }
 
 #[test]
@@ -894,7 +945,7 @@ fn model_catches_a_keeper_that_changes_a_word_unannounced() {
 
 // ------------------------------------------------------------ the overflow slot's lease
 
-/// The overflow slot's lease (`keeper::Lease`, `Shared::claim_overflow`,
+/// The overflow slot's lease (§8 S5: `keeper::Lease`, `Shared::claim_overflow`,
 /// `Held`'s drop, a `claims` entry's drop), step by step: claimant A holds
 /// the slot's word through its keeper K between its calls, each call
 /// between `Lease::enter` (`users` up, then `revoked` loaded) and
@@ -910,8 +961,6 @@ fn model_catches_a_keeper_that_changes_a_word_unannounced() {
 /// same time, and nothing but B changes the generation while B owns the
 /// slot. At the end of every run: everyone finished (no one waits forever).
 mod lease {
-    use std::collections::HashSet;
-
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
     pub enum Broken {
         No,
@@ -984,10 +1033,10 @@ mod lease {
         n.leased = false;
     }
 
-    fn steps(s: &S, broken: Broken) -> Vec<S> {
-        let mut out = Vec::new();
+    /// A step of A (0), K (1) or B (2); None when it waits or is done.
+    fn step(s: &S, p: usize, broken: Broken) -> Option<S> {
         // A, the claimant's thread.
-        if s.a_pc != DONE {
+        if p == 0 && s.a_pc != DONE {
             let mut n = s.clone();
             let mut ok = true;
             match s.a_pc {
@@ -1050,12 +1099,10 @@ mod lease {
                 }
                 _ => unreachable!("A at {}", s.a_pc),
             }
-            if ok {
-                out.push(n);
-            }
+            return ok.then_some(n);
         }
         // K, A's keeper: revoke_waited.
-        if s.leased {
+        if p == 1 && s.leased {
             let mut n = s.clone();
             let mut ok = true;
             match s.k_pc {
@@ -1075,13 +1122,11 @@ mod lease {
                 }
                 _ => unreachable!(),
             }
-            if ok {
-                out.push(n);
-            }
+            return ok.then_some(n);
         }
         // B, the waiter: announce, take the free word, a new generation,
         // one call, give it back (generation retired, word freed).
-        if s.b_pc != DONE {
+        if p == 2 && s.b_pc != DONE {
             let mut n = s.clone();
             let mut ok = true;
             match s.b_pc {
@@ -1113,11 +1158,9 @@ mod lease {
                 }
                 _ => unreachable!(),
             }
-            if ok {
-                out.push(n);
-            }
+            return ok.then_some(n);
         }
-        out
+        None
     }
 
     fn check(s: &S) {
@@ -1131,23 +1174,37 @@ mod lease {
     }
 
     pub fn explore(broken: Broken) -> usize {
-        let mut seen = HashSet::new();
-        let mut stack = vec![initial()];
-        while let Some(s) = stack.pop() {
-            if !seen.insert(s.clone()) {
-                continue;
-            }
-            check(&s);
-            let next = steps(&s, broken);
-            if next.is_empty() {
-                assert!(
-                    s.a_pc == DONE && s.b_pc == DONE,
-                    "no one can move, not everyone finished: {s:?}"
-                );
-            }
-            stack.extend(next);
+        crate::explore::explore(&mut Lease(broken), initial()).states
+    }
+
+    struct Lease(Broken);
+
+    impl crate::explore::Model for Lease {
+        type State = S;
+        type Key = S;
+
+        fn procs(&self) -> usize {
+            3
         }
-        seen.len()
+
+        fn key(&self, s: &S) -> S {
+            s.clone()
+        }
+
+        fn step(&self, s: &S, p: usize) -> Option<S> {
+            step(s, p, self.0)
+        }
+
+        fn check(&self, s: &S) {
+            check(s);
+        }
+
+        fn at_end(&mut self, s: &S) {
+            assert!(
+                s.a_pc == DONE && s.b_pc == DONE,
+                "no one can move, not everyone finished: {s:?}"
+            );
+        }
     }
 }
 
@@ -1155,6 +1212,7 @@ mod lease {
 fn overflow_lease_every_interleaving() {
     let states = lease::explore(lease::Broken::No);
     assert!(states > 50, "only {states} states explored");
+    assert_eq!(states, 165);
 }
 
 #[test]
@@ -1199,7 +1257,7 @@ fn model_catches_a_release_outside_the_lease() {
 /// with its steal). The adder's later stores of 0 are made visible at once:
 /// a late one only makes a drain wait longer.
 mod lockfree {
-    use super::{and_a_kill, explore_model, me as id, recovery_step, Excl, Model, Procs, Recovers, Recovery, PROCS};
+    use super::{explore_model, me as id, recovery_step, Excl, Model, Procs, Recovers, Recovery, PROCS};
 
     const ADDERS: usize = 2;
     const EXCL: usize = 2;
@@ -1250,15 +1308,15 @@ mod lockfree {
         init: bool,
     }
 
-    const A_F_EPOCH: u8 = 0;
+    const A_F_EPOCH: u8 = 0; // §8 A7
     const A_F_LOAD: u8 = 1;
     const A_F_RECHECK: u8 = 2;
-    const A_MARK: u8 = 3;
+    const A_MARK: u8 = 3; // §8 A8
     const A_LOAD_EXCL: u8 = 4;
     const A_LOAD_FROZEN: u8 = 5;
     const A_LOAD_WORD: u8 = 6;
-    const A_FETCH_OR: u8 = 7;
-    const A_UNMARK: u8 = 8;
+    const A_FETCH_OR: u8 = 7; // §8 A9
+    const A_UNMARK: u8 = 8; // §8 A10
     const A_BACKOFF: u8 = 9;
     const A_WAIT_EXCL: u8 = 10;
     const A_REC_DRAIN: u8 = 11;
@@ -1281,7 +1339,7 @@ mod lockfree {
     const E_PENDING: u8 = 4;
     const E_OP: u8 = 5;
     const E_RELEASE: u8 = 6;
-    const E_FENCE: u8 = 7;
+    const E_FENCE: u8 = 7; // §8 X3
 
     impl Model for S {
         type Response = u8;
@@ -1360,28 +1418,33 @@ mod lockfree {
         }
     }
 
-    fn steps(s: &S, p: usize, op: Op, broken: Broken, fence: Fence) -> Vec<S> {
-        let mut out = step(s, p, op, broken, fence);
-        // The store buffer drains on its own at any time ...
-        if p < ADDERS && s.buf[p].is_some() && s.procs.live(p) {
-            let mut n = s.clone();
-            n.flush(p);
-            out.push(n);
+    /// A step of process `p < PROCS`, or of adder `p - PROCS`'s store
+    /// buffer, which drains on its own at any time (when its adder lives).
+    fn step_or_flush(s: &S, p: usize, op: Op, broken: Broken, fence: Fence) -> Option<S> {
+        if p < PROCS {
+            return step(s, p, op, broken, fence);
         }
-        // ... and when its process dies.
-        for n in &mut out {
-            for a in 0..ADDERS {
-                if n.procs.dead[a] {
-                    n.flush(a);
-                }
-            }
+        let a = p - PROCS;
+        if s.buf[a].is_none() || !s.procs.live(a) {
+            return None;
         }
-        out
+        let mut n = s.clone();
+        n.flush(a);
+        Some(n)
     }
 
-    fn step(s: &S, p: usize, op: Op, broken: Broken, fence: Fence) -> Vec<S> {
+    /// A dead adder's store buffer drains when it dies.
+    fn flush_the_dead(n: &mut S) {
+        for a in 0..ADDERS {
+            if n.procs.dead[a] {
+                n.flush(a);
+            }
+        }
+    }
+
+    fn step(s: &S, p: usize, op: Op, broken: Broken, fence: Fence) -> Option<S> {
         if !s.procs.live(p) {
-            return vec![];
+            return None;
         }
         let mut n = s.clone();
         n.procs.invoke(p);
@@ -1451,7 +1514,7 @@ mod lockfree {
                     match recovery_step(s, &mut n, p, id(p), at) {
                         Ok(Some(r)) => n.pc[p] = A_WAIT_EXCL + r as u8,
                         Ok(None) => n.pc[p] = A_MARK,
-                        Err(()) => return vec![],
+                        Err(()) => return None,
                     }
                 }
                 _ => unreachable!(),
@@ -1463,7 +1526,7 @@ mod lockfree {
                         n.lock.owner = id(p);
                         n.pc[p] = E_EPOCH;
                     } else {
-                        return vec![];
+                        return None;
                     }
                 }
                 E_EPOCH => {
@@ -1482,7 +1545,7 @@ mod lockfree {
                     if s.drain(&mut n, i) {
                         n.pc[p] += 1;
                     } else if n.mark[i] == s.mark[i] {
-                        return vec![];
+                        return None;
                     }
                 }
                 E_PENDING => {
@@ -1506,7 +1569,7 @@ mod lockfree {
                 _ => unreachable!(),
             }
         }
-        and_a_kill(s, p, n)
+        Some(n)
     }
 
     fn check_state(s: &S) {
@@ -1549,7 +1612,7 @@ mod lockfree {
         present == s.word
     }
 
-    pub fn explore(op: Op, init: bool, broken: Broken, fence: Fence) -> usize {
+    pub fn explore(op: Op, init: bool, broken: Broken, fence: Fence) -> super::Explored {
         let s0 = S {
             word: init,
             mark: [0; ADDERS],
@@ -1565,8 +1628,10 @@ mod lockfree {
         };
         explore_model(
             s0,
+            PROCS + ADDERS,
             check_state,
-            |s, p| steps(s, p, op, broken, fence),
+            |s, p| step_or_flush(s, p, op, broken, fence),
+            flush_the_dead,
             |s, order| explains(s, order, op),
         )
     }
@@ -1574,14 +1639,17 @@ mod lockfree {
 
 #[test]
 fn lockfree_adds_and_a_clear_or_freeze_every_interleaving_every_kill() {
+    let mut states = vec![];
     for fence in [lockfree::Fence::Heavy, lockfree::Fence::Light] {
         for op in [lockfree::Op::Clear, lockfree::Op::Freeze] {
             for init in [false, true] {
-                let finals = lockfree::explore(op, init, lockfree::Broken::No, fence);
-                assert!(finals > 100, "{fence:?} {op:?}: explored only {finals} runs");
+                let e = lockfree::explore(op, init, lockfree::Broken::No, fence);
+                assert!(e.finals > 100, "{fence:?} {op:?}: explored only {} runs", e.finals);
+                states.push(e.states);
             }
         }
     }
+    assert_eq!(states, [18438, 15769, 15281, 12215, 31392, 26665, 25841, 20219]);
 }
 
 /// Whether the lock-free model, broken as `broken` says, fails (panics)
@@ -1642,7 +1710,7 @@ fn model_catches_an_exclusive_op_that_ignores_adders_marks() {
 /// completed operations applied in some real-time order, the killed one
 /// in or out.
 mod journal {
-    use super::{and_a_kill, explore_model, me as id, Model, Owner, Procs, PROCS};
+    use super::{explore_model, me as id, Model, Owner, Procs, PROCS};
 
     /// Processes 0 and 1 merge (1 may intersect instead); 2 only takes the
     /// exclusive lock.
@@ -1703,26 +1771,26 @@ mod journal {
     }
 
     // The merger's program.
-    const J_TAKE: u8 = 0;
+    const J_TAKE: u8 = 0; // §8 M1
     const J_PENDING: u8 = 1;
     const J_FIN_RELEASE: u8 = 2;
-    const J_RESERVE: u8 = 3;
-    const J_COPY0: u8 = 4;
+    const J_RESERVE: u8 = 3; // §8 M2
+    const J_COPY0: u8 = 4; // §8 M3
     const J_COPY1: u8 = 5;
-    const J_BEGIN: u8 = 6;
+    const J_BEGIN: u8 = 6; // §8 M4
     const J_APPLY0: u8 = 7;
     const J_CURSOR0: u8 = 8;
     const J_APPLY1: u8 = 9;
     const J_CURSOR1: u8 = 10;
     const J_REL_PENDING: u8 = 11;
     const J_REL_EXCL: u8 = 12;
-    const J_FREE: u8 = 13;
+    const J_FREE: u8 = 13; // §8 M5
     const J_REL_JOURNAL: u8 = 14;
     // lock_exclusive: take (or steal), resume, reclaim; then `ret`.
     const X_TAKE: u8 = 20;
-    const X_RESUME: u8 = 21;
+    const X_RESUME: u8 = 21; // §8 X5
     const X_RESUME_CURSOR: u8 = 22;
-    const X_RECLAIM: u8 = 23;
+    const X_RECLAIM: u8 = 23; // §8 X6
     const X_RECLAIM_FREE: u8 = 24;
     const X_RECLAIM_RELEASE: u8 = 25;
     // The toucher, after its exclusive entry.
@@ -1736,9 +1804,9 @@ mod journal {
         }
     }
 
-    fn steps(s: &S, p: usize, op1: Op, broken: Broken) -> Vec<S> {
+    fn step(s: &S, p: usize, op1: Op, broken: Broken) -> Option<S> {
         if !s.procs.live(p) {
-            return vec![];
+            return None;
         }
         let mut n = s.clone();
         n.procs.invoke(p);
@@ -1752,7 +1820,7 @@ mod journal {
                         J_PENDING
                     };
                 } else {
-                    return vec![];
+                    return None;
                 }
             }
             J_PENDING => {
@@ -1824,7 +1892,7 @@ mod journal {
                     n.excl = id(p);
                     n.pc[p] = X_RESUME;
                 } else {
-                    return vec![];
+                    return None;
                 }
             }
             X_RESUME => match s.pending {
@@ -1874,7 +1942,7 @@ mod journal {
             }
             _ => unreachable!(),
         }
-        and_a_kill(s, p, n)
+        Some(n)
     }
 
     fn check_state(s: &S) {
@@ -1912,7 +1980,7 @@ mod journal {
         bits == settled(s)
     }
 
-    pub fn explore(op1: Op, broken: Broken) -> usize {
+    pub fn explore(op1: Op, broken: Broken) -> super::Explored {
         let s0 = S {
             bits: INIT,
             journal: [0; 2],
@@ -1927,8 +1995,10 @@ mod journal {
         };
         explore_model(
             s0,
+            PROCS,
             check_state,
-            |s, p| steps(s, p, op1, broken),
+            |s, p| step(s, p, op1, broken),
+            |_| {},
             |s, order| explains(s, order, op1),
         )
     }
@@ -1937,8 +2007,9 @@ mod journal {
 #[test]
 fn journaled_merges_and_intersects_every_interleaving_every_kill() {
     for op in [journal::Op::Merge, journal::Op::Intersect] {
-        let finals = journal::explore(op, journal::Broken::No);
-        assert!(finals > 100, "{op:?}: explored only {finals} runs");
+        let e = journal::explore(op, journal::Broken::No);
+        assert!(e.finals > 100, "{op:?}: explored only {} runs", e.finals);
+        assert_eq!(e.states, 5647, "{op:?}");
     }
 }
 

@@ -228,6 +228,7 @@ fn same_items_never_new_twice() {
     }
 }
 
+/// A forked child's first write claims a slot of its own (§8 S6).
 fn child_and_grandchild_use_inherited_handle() {
     let f = anon(1000);
     f.add(b"parent").unwrap();
@@ -418,7 +419,9 @@ fn stopped_lockfree_adder_blocks_no_adder() {
 /// A filter frozen while other processes add to it (one by one and in
 /// batches) never changes after `freeze` returns: the adders in flight are
 /// drained first, and every later add is refused (the adders stop at their
-/// first refusal, and stop anyway after a bounded number of items).
+/// first refusal, and stop anyway after a bounded number of items: 40
+/// million each, far more than they add before the parent, which freezes
+/// as soon as it has seen them add, gets a CPU on a loaded host).
 fn frozen_while_adders_run_never_changes() {
     for round in 0..5u64 {
         let f = anon(2_000_000);
@@ -426,7 +429,7 @@ fn frozen_while_adders_run_never_changes() {
             .map(|w| {
                 let f = &f;
                 spawn(move || {
-                    for i in 0..4000u64 {
+                    for i in 0..40_000u64 {
                         let key = |j: u64| item(round << 50 | w << 40 | i << 10 | j);
                         let r = if i % 2 == 0 {
                             let items: Vec<Vec<u8>> = (0..1000).map(key).collect();
@@ -440,18 +443,20 @@ fn frozen_while_adders_run_never_changes() {
                             return;
                         }
                     }
-                    panic!("4 000 000 adds and never refused: the freeze was not seen");
+                    panic!("40 000 000 adds and never refused: the freeze was not seen");
                 })
             })
             .collect();
         // Once the adders are under way (however long a loaded machine
-        // takes to start them), at a moment that differs by round.
+        // takes to start them), at a moment that differs by round: counted
+        // in the bits they set (a round's worth more each round), not in
+        // milliseconds that a busy host may stretch past their whole run.
         let until = Instant::now() + NO_HANG;
-        while f.bits_set() == 0 {
+        let want = 1 + round * 20_000;
+        while f.bits_set() < want {
             assert!(Instant::now() < until, "round {round}: the adders never began");
             std::thread::sleep(Duration::from_millis(1));
         }
-        std::thread::sleep(Duration::from_millis(20 * round));
         f.freeze().unwrap();
         let set = f.bits_set();
         std::thread::sleep(Duration::from_millis(20));

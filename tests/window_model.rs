@@ -8,7 +8,7 @@
 //! * adder A0: add the item, then clear the spare if it is dirty;
 //! * adder A1: take a due step first, then add the item;
 //! * writer W: two steps (the clock is two periods ahead, or `rotate`
-//!   twice), clearing the spare after each;
+//!   twice, §8 W9), clearing the spare after each;
 //! * reader Q: one query (newest generation first, then a re-read of the
 //!   view: "absent" stands only if no step came meanwhile, "present" also
 //!   after one; otherwise it looks again).
@@ -58,34 +58,12 @@
 //! wait for the marks, or for the stripe before its CAS; an opening that
 //! does not wait for the stripe.
 
+#[path = "common/explore.rs"]
+mod explore;
+
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// A multiply-rotate hasher (as rustc's FxHash): the explored states are
-/// tens of millions of small structs, hashed once each.
-#[derive(Default)]
-struct Fx(u64);
-
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u8(&mut self, b: u8) {
-        self.write_u64(b as u64);
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type FxSet<T> = HashSet<T, BuildHasherDefault<Fx>>;
+use explore::{Explored, FxSet};
 
 const NP: usize = 4;
 const A0: usize = 0;
@@ -141,6 +119,7 @@ fn program(c: &Cfg, p: usize) -> &'static [Phase] {
     match (p, c.lockfree) {
         (A0, false) => &[Add, Clean],
         (A0, true) => &[LfAdd, Clean],
+        // A due step before the add, its spare clean or cleared (§8 W5).
         (A1, false) => &[Step, Add],
         (A1, true) => &[Step, LfAdd],
         (W, _) => &[Step, Clean, Step, Clean],
@@ -250,38 +229,58 @@ impl State {
         s
     }
 
-    /// The state as bytes, for the set of states seen (hashed and
-    /// compared whole, not field by field).
-    fn packed(&self) -> [u8; 96] {
-        let mut out = [0u8; 96];
-        let mut i = 0;
-        let mut put = |bytes: &mut dyn Iterator<Item = u8>| {
-            for b in bytes {
-                out[i] = b;
-                i += 1;
+    /// The whole state in 153 bits, for the set of states seen: a key of
+    /// 24 bytes hashes and compares in three words, and tens of millions
+    /// of them take a quarter of the memory the state's own bytes would.
+    /// Every field is put whole (a value wider than its field fails the
+    /// test), so two states have one key only if they are equal.
+    fn key(&self) -> Key {
+        // Four flags in four bits; four small numbers of `w` bits each.
+        fn flags(a: [bool; 4]) -> u64 {
+            a[0] as u64 | (a[1] as u64) << 1 | (a[2] as u64) << 2 | (a[3] as u64) << 3
+        }
+        fn nums(a: [u8; 4], w: u32, wide: &mut u64) -> u64 {
+            *wide |= (a[0] | a[1] | a[2] | a[3]) as u64 >> w;
+            a[0] as u64 | (a[1] as u64) << w | (a[2] as u64) << (2 * w) | (a[3] as u64) << (3 * w)
+        }
+        let mut wide = (self.view >> 3 | self.stripe >> 3 | self.claim >> 3 | self.steps >> 2) as u64;
+        let mut done = 0;
+        for (i, d) in self.done.iter().enumerate() {
+            done |= (d.map_or(2, u64::from)) << (2 * i);
+        }
+        let mut invoked = 0;
+        let mut before = 0;
+        for a in 0..NOPS {
+            invoked |= (self.invoked[a] as u64) << a;
+            for b in 0..NOPS {
+                before |= (self.before[a][b] as u64) << (NOPS * a + b);
             }
-        };
-        put(&mut [
-            self.view,
-            self.stripe,
-            self.claim,
-            self.closed as u8,
-            self.steps,
-            self.crashed as u8,
-        ]
-        .into_iter());
-        for b in [&self.bits, &self.mark, &self.n1, &self.present, &self.o, &self.dead] {
-            put(&mut b.iter().map(|&x| x as u8));
         }
-        for b in [&self.clean, &self.phase, &self.pc, &self.v, &self.v2, &self.gi] {
-            put(&mut b.iter().copied());
-        }
-        put(&mut self.invoked.iter().map(|&x| x as u8));
-        put(&mut self.done.iter().map(|d| d.map_or(2, u8::from)));
-        for row in &self.before {
-            put(&mut row.iter().map(|&x| x as u8));
-        }
-        out
+        // 13 + 24 + 5 + 10 + 8 = 60 bits.
+        let w0 = self.view as u64
+            | (self.stripe as u64) << 3
+            | (self.claim as u64) << 6
+            | (self.closed as u64) << 9
+            | (self.steps as u64) << 10
+            | (self.crashed as u64) << 12
+            | flags(self.bits) << 13
+            | flags(self.mark) << 17
+            | flags(self.n1) << 21
+            | flags(self.present) << 25
+            | flags(self.o) << 29
+            | flags(self.dead) << 33
+            | invoked << 37
+            | done << 42
+            | nums(self.gi, 2, &mut wide) << 52;
+        // 12 + 12 + 20 + 12 = 56 bits.
+        let w1 = nums(self.clean, 3, &mut wide)
+            | nums(self.phase, 3, &mut wide) << 12
+            | nums(self.pc, 5, &mut wide) << 24
+            | nums(self.v, 3, &mut wide) << 44;
+        // 12 + 25 = 37 bits.
+        let w2 = nums(self.v2, 3, &mut wide) | before << 12;
+        assert_eq!(wide, 0, "a field wider than its place in the key: {self:?}");
+        Key([w0, w1, w2])
     }
 
     fn finished(&self, c: &Cfg, p: usize) -> bool {
@@ -328,11 +327,11 @@ impl State {
     }
 }
 
-// Step phase.
+// Step phase (§8 W2).
 const ST_VIEW: u8 = 0;
 const ST_CLEAN: u8 = 1;
 const ST_CAS: u8 = 2;
-// ... of a blocked filter (lock-free adds): under the cleaner claim, close,
+// ... of a blocked filter (lock-free adds, §8 W7): under the cleaner claim, close,
 // drain the marks, then the stripes, step, drain the stripes again, open;
 // or only the opening.
 const SL_CLAIM: u8 = 3;
@@ -344,7 +343,7 @@ const SL_STRIPES: u8 = 8;
 const SL_OPEN: u8 = 9;
 const SL_RELEASE: u8 = 10;
 const SL_BEFORE: u8 = 11;
-// Add phase.
+// Add phase (§8 W3).
 const AD_TAKE: u8 = 0;
 const AD_VIEW: u8 = 1;
 const AD_W1: u8 = 2;
@@ -352,7 +351,7 @@ const AD_REREAD: u8 = 3;
 const AD_W2: u8 = 4;
 const AD_GATHER: u8 = 5;
 const AD_RELEASE: u8 = 6;
-// Lock-free add phase; its striped fallback runs the add phase's steps at
+// Lock-free add phase (§8 W6); its striped fallback runs the add phase's steps at
 // FALLBACK + AD_*.
 const LF_MARK: u8 = 0;
 const LF_VIEW: u8 = 1;
@@ -361,7 +360,7 @@ const LF_W: u8 = 3;
 const LF_GATHER: u8 = 4;
 const LF_DONE: u8 = 5;
 const FALLBACK: u8 = 10;
-// Clean phase.
+// Clean phase (§8 W4).
 const K_CLAIM: u8 = 0;
 const K_VIEW: u8 = 1;
 const K_CHECK: u8 = 2;
@@ -369,7 +368,7 @@ const K_DRAIN: u8 = 3;
 const K_ZERO: u8 = 4;
 const K_MARK: u8 = 5;
 const K_RELEASE: u8 = 6;
-// Query phase.
+// Query phase (§8 W8).
 const Q_VIEW: u8 = 0;
 const Q_READ: u8 = 1;
 
@@ -872,47 +871,84 @@ fn next_process_finishes(c: &Cfg, s: &State) {
     check_state(c, &f);
 }
 
-/// Explore every run; the number of final states.
-fn explore(c: Cfg) -> usize {
-    let mut seen = FxSet::default();
-    let mut judged = FxSet::default();
-    let mut stack = vec![State::new(&c)];
-    let mut finals = 0;
-    while let Some(s) = stack.pop() {
-        if !seen.insert(s.packed()) {
-            continue;
-        }
-        check_state(&c, &s);
-        let mut moved = false;
-        for p in 0..NP {
-            if let Some(n) = step(&c, &s, p) {
-                moved = true;
-                stack.push(n);
-            }
-            // A SIGKILL instead of this step (one per run).
-            if s.running(&c, p) && !s.crashed {
-                let mut k = s.clone();
-                k.dead[p] = true;
-                k.crashed = true;
-                k.pc[p] = 0;
-                k.forget_locals(p);
-                stack.push(k);
-            }
-        }
-        if !moved {
-            let stuck: Vec<usize> = (0..NP).filter(|&p| s.running(&c, p)).collect();
-            assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
-            // The verdict depends on the answers, their order in real time
-            // and where the item is: many runs share them.
-            let key = (s.done, s.invoked, s.before, s.bits, s.view);
-            if judged.insert(key) {
-                assert!(linearizable(&c, &s), "not linearizable: {c:?} {s:?}");
-            }
-            next_process_finishes(&c, &s);
-            finals += 1;
+/// A state as the set of states seen keeps it (`State::key`).
+#[derive(PartialEq, Eq)]
+struct Key([u64; 3]);
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        for w in self.0 {
+            h.write_u64(w);
         }
     }
-    finals
+}
+
+/// What the verdict on a final state depends on: the answers, their order
+/// in real time, where the item is and the view.
+type Verdict = ([Option<bool>; NOPS], [bool; NOPS], [[bool; NOPS]; NOPS], [bool; 4], u8);
+
+/// The model of one configuration, as the explorer runs it.
+struct Model {
+    c: Cfg,
+    /// The final states' facts that decide linearizability, judged once.
+    judged: FxSet<Verdict>,
+}
+
+impl explore::Model for Model {
+    type State = State;
+    type Key = Key;
+
+    fn procs(&self) -> usize {
+        NP
+    }
+
+    fn key(&self, s: &State) -> Key {
+        s.key()
+    }
+
+    fn step(&self, s: &State, p: usize) -> Option<State> {
+        step(&self.c, s, p)
+    }
+
+    /// A SIGKILL instead of `p`'s next step, even one it waits to take
+    /// (one per run).
+    fn kill(&self, s: &State, p: usize, _: bool) -> Option<State> {
+        if !s.running(&self.c, p) || s.crashed {
+            return None;
+        }
+        let mut k = s.clone();
+        k.dead[p] = true;
+        k.crashed = true;
+        k.pc[p] = 0;
+        k.forget_locals(p);
+        Some(k)
+    }
+
+    fn check(&self, s: &State) {
+        check_state(&self.c, s);
+    }
+
+    fn at_end(&mut self, s: &State) {
+        let c = &self.c;
+        let stuck: Vec<usize> = (0..NP).filter(|&p| s.running(c, p)).collect();
+        assert!(stuck.is_empty(), "deadlock: {stuck:?} cannot move: {s:?}");
+        // The verdict depends on the answers, their order in real time and
+        // where the item is: many runs share them.
+        let key = (s.done, s.invoked, s.before, s.bits, s.view);
+        if self.judged.insert(key) {
+            assert!(linearizable(c, s), "not linearizable: {c:?} {s:?}");
+        }
+        next_process_finishes(c, s);
+    }
+}
+
+/// Explore every run of `c`.
+fn explore(c: Cfg) -> Explored {
+    let mut m = Model {
+        c,
+        judged: FxSet::default(),
+    };
+    explore::explore(&mut m, State::new(&c))
 }
 
 fn configs(g: u8, broken: Broken, lockfree: &[bool]) -> Vec<Cfg> {
@@ -938,42 +974,51 @@ fn configs(g: u8, broken: Broken, lockfree: &[bool]) -> Vec<Cfg> {
     out
 }
 
-fn explore_all(g: u8, lockfree: bool) {
-    explore_some(g, lockfree, |_| true);
+/// Explore every configuration of `g` generations; the states explored,
+/// over all of them.
+fn explore_all(g: u8, lockfree: bool) -> usize {
+    explore_some(g, lockfree, |_| true)
 }
 
 /// `explore_all` for the configurations `pick` takes (a long model is
 /// split over tests, which run in parallel).
-fn explore_some(g: u8, lockfree: bool, pick: impl Fn(&Cfg) -> bool) {
+fn explore_some(g: u8, lockfree: bool, pick: impl Fn(&Cfg) -> bool) -> usize {
+    let mut states = 0;
     for c in configs(g, Broken::None, &[lockfree]).into_iter().filter(pick) {
-        let finals = explore(c);
-        assert!(finals > 1000, "{c:?}: only {finals} runs");
+        let e = explore(c);
+        assert!(e.finals > 1000, "{c:?}: only {} runs", e.finals);
+        states += e.states;
     }
+    states
 }
+
+// The states each test explores, as counted when the exploration was last
+// changed: a change of the model changes them (count again), a change of
+// the explorer must not.
 
 #[test]
 fn two_generations_every_interleaving_every_kill() {
-    explore_all(2, false);
+    assert_eq!(explore_all(2, false), 8_144_504);
 }
 
 #[test]
 fn three_generations_every_interleaving_every_kill() {
-    explore_all(3, false);
+    assert_eq!(explore_all(3, false), 12_478_448);
 }
 
 #[test]
 fn lockfree_adds_two_generations_every_interleaving_every_kill() {
-    explore_all(2, true);
+    assert_eq!(explore_all(2, true), 42_396_273);
 }
 
 #[test]
 fn lockfree_adds_three_generations_every_interleaving_every_kill() {
-    explore_some(3, true, |c| c.present & 1 << START == 0);
+    assert_eq!(explore_some(3, true, |c| c.present & 1 << START == 0), 46_816_928);
 }
 
 #[test]
 fn lockfree_adds_three_generations_item_current_every_interleaving_every_kill() {
-    explore_some(3, true, |c| c.present & 1 << START != 0);
+    assert_eq!(explore_some(3, true, |c| c.present & 1 << START != 0), 19_692_252);
 }
 
 /// A step happens in some runs and not in others, adds answer both ways:
@@ -987,20 +1032,13 @@ fn the_runs_cover_steps_and_both_answers() {
         dirty_spare: false,
         lockfree: false,
     };
-    let mut seen = HashSet::new();
-    let mut stack = vec![State::new(&c)];
-    let (mut steps, mut answers) = (HashSet::new(), HashSet::new());
-    while let Some(s) = stack.pop() {
-        if !seen.insert(s.clone()) {
-            continue;
-        }
-        let next: Vec<State> = (0..NP).filter_map(|p| step(&c, &s, p)).collect();
-        if next.is_empty() {
-            steps.insert(s.steps);
-            answers.insert((s.done[A0], s.done[A1]));
-        }
-        stack.extend(next);
-    }
+    let mut m = Cover {
+        c,
+        steps: HashSet::new(),
+        answers: HashSet::new(),
+    };
+    assert_eq!(explore::explore(&mut m, State::new(&c)).states, 617_137);
+    let Cover { steps, answers, .. } = m;
     assert_eq!(steps, HashSet::from([1, 2]), "runs with one and with two steps");
     // The item was only in the oldest generation: an add before the first
     // step finds it, an add after does not.
@@ -1008,6 +1046,36 @@ fn the_runs_cover_steps_and_both_answers() {
     assert!(answers.contains(&(Some(true), Some(false))));
     assert!(answers.contains(&(Some(false), Some(true))));
     assert!(!answers.contains(&(Some(true), Some(true))), "both told new");
+}
+
+/// The runs of a configuration without kills or checks, and what their
+/// final states show: the steps taken and the adders' answers.
+struct Cover {
+    c: Cfg,
+    steps: HashSet<u8>,
+    answers: HashSet<(Option<bool>, Option<bool>)>,
+}
+
+impl explore::Model for Cover {
+    type State = State;
+    type Key = Key;
+
+    fn procs(&self) -> usize {
+        NP
+    }
+
+    fn key(&self, s: &State) -> Key {
+        s.key()
+    }
+
+    fn step(&self, s: &State, p: usize) -> Option<State> {
+        step(&self.c, s, p)
+    }
+
+    fn at_end(&mut self, s: &State) {
+        self.steps.insert(s.steps);
+        self.answers.insert((s.done[A0], s.done[A1]));
+    }
 }
 
 fn must_fail(g: u8, broken: Broken) {

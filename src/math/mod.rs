@@ -8,8 +8,6 @@
 pub mod blocked;
 pub mod datasketches;
 pub mod geometry;
-// Only its tests use it until the filter grows (doc/DESIGN.md, G5).
-#[cfg_attr(not(test), allow(dead_code))]
 pub mod growth;
 pub mod hashing;
 #[cfg(test)]

@@ -401,9 +401,6 @@ macro_rules! with_probe {
 pub(crate) use with_probe;
 
 #[cfg(test)]
-mod grown;
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::math::rng::xorshift;

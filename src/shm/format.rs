@@ -72,7 +72,6 @@ pub const OFF_PENDING: u64 = 140;
 pub const OFF_JOURNAL: u64 = 152;
 /// A grown filter's published stage count (control line, after the journal
 /// word): written only when a stage is added (§8 N6).
-#[allow(dead_code)]
 pub const OFF_STAGES: u64 = 156;
 /// Where a resumable exclusive operation keeps the chunk it is changing:
 /// the second half of the header page.
@@ -94,7 +93,6 @@ pub const HEADER_READ_LEN: usize = WINDOW_OFF as usize + WINDOW_LEN;
 pub const GROWTH_OFF: u64 = WINDOW_OFF;
 /// A grown filter's fill words, one per stage (§8 N9), on cache lines of
 /// their own (the windowed words end at 648; grown filters have none).
-#[allow(dead_code)]
 pub const OFF_FILL: u64 = 1024;
 /// The shared words of the step protocol (`window` module docs), in the
 /// header page: the view, the cleaner's token, the clear cursor (the view
@@ -209,20 +207,13 @@ fn round_up(v: u64, to: u64) -> Option<u64> {
     Some(v.checked_add(to - 1)? & !(to - 1))
 }
 
-/// Where stage `i`'s bits are, `(offset, bytes)`: stage 0 is the bit
-/// array at `bits_off`; each later stage starts at the end of the one
-/// before, rounded up to a page, or to 2 MiB when it is at least
-/// HUGE_THRESHOLD bytes (as `bits_off`). Derived from the validated
-/// geometry alone; None for a stage the filter cannot have (a filter that
-/// does not grow has stage 0 only).
-// Its tests and the fuzz oracle use it until the filter grows (G5).
-#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
-pub fn stage_range(h: &Header, i: u32) -> Option<(u64, u64)> {
-    stage_ranges(h, i.checked_add(1)?)?.pop()
-}
-
-/// `stage_range` of stages `0..count` in one walk (each stage's geometry
-/// computed once: a blocked stage's costs a search of its `k`).
+/// Where stages `0..count` are, `(offset, bytes)` each, in one walk (each
+/// stage's geometry computed once: a blocked stage's costs a search of its
+/// `k`): stage 0 is the bit array at `bits_off`; each later stage starts
+/// at the end of the one before, rounded up to a page, or to 2 MiB when it
+/// is at least HUGE_THRESHOLD bytes (as `bits_off`). Derived from the
+/// validated geometry alone; None when the filter cannot have `count`
+/// stages (a filter that does not grow has stage 0 only).
 pub fn stage_ranges(h: &Header, count: u32) -> Option<Vec<(u64, u64)>> {
     let l = h.layout();
     let bytes0 = h.geometry.m / 8;
@@ -243,30 +234,6 @@ pub fn stage_ranges(h: &Header, count: u32) -> Option<Vec<(u64, u64)>> {
         ranges.push((off, bytes));
     }
     Some(ranges)
-}
-
-/// The stages a process may map of a filter whose validated header is `h`,
-/// whose file is `size` bytes long and whose `stages` word (untrusted, C6)
-/// reads `published`: the ranges of stages `0..n`, `n` the published count
-/// clamped to 1 and the stage limit (1 for a filter that does not grow),
-/// or, when the file does not cover the last of them, the size it would
-/// need (§8 N8: the query fails, "file is shorter than its stages").
-// Only its tests use it until the filter grows (doc/DESIGN.md, G5).
-#[cfg_attr(not(test), allow(dead_code))]
-pub fn stages_to_map(h: &Header, published: u32, size: u64) -> Result<Vec<(u64, u64)>, u64> {
-    let limit = h.growth.map_or(1, |g| g.limit());
-    let n = published.clamp(1, limit);
-    // Every stage below the limit of a validated header has a range: the
-    // header was accepted only if `max_size`, which walks them all, is a
-    // number.
-    let ranges = stage_ranges(h, n).unwrap_or_default();
-    let end = ranges
-        .last()
-        .map_or(u64::MAX, |&(off, bytes)| off.saturating_add(bytes));
-    if ranges.is_empty() || end > size {
-        return Err(end);
-    }
-    Ok(ranges)
 }
 
 /// The largest size a filter's file may have: its own bytes plus a whole
@@ -806,48 +773,6 @@ mod tests {
         }
     }
 
-    /// A process maps the published stages, clamped to 1 and the stage
-    /// limit, when the file covers them; else it hears the size needed.
-    #[test]
-    fn stages_to_map_follow_the_word_and_the_file() {
-        use crate::math::scheme::Layout as L;
-        let plain = sample();
-        let total = plain.layout().total;
-        for published in [0, 1, 2, u32::MAX] {
-            assert_eq!(
-                stages_to_map(&plain, published, total),
-                Ok(vec![stage_range(&plain, 0).unwrap()])
-            );
-        }
-        assert_eq!(stages_to_map(&plain, 1, total - 1), Err(total));
-        assert!(
-            stages_to_map(&windowed(None, 4), 1, u64::MAX).is_err(),
-            "a windowed filter has no stages"
-        );
-        for h in [
-            grown(1000, 0.01, L::Standard, 2, None),
-            grown(1000, 0.01, L::Blocked, 4, Some(100_000)),
-        ] {
-            let limit = h.growth.unwrap().limit();
-            let all: Vec<_> = (0..limit).map(|i| stage_range(&h, i).unwrap()).collect();
-            let end = |n: usize| all[n - 1].0 + all[n - 1].1;
-            for published in [0, 1, 2, 3, limit - 1, limit, limit + 1, u32::MAX] {
-                let n = (published.clamp(1, limit)) as usize;
-                assert_eq!(
-                    stages_to_map(&h, published, end(n)),
-                    Ok(all[..n].to_vec()),
-                    "{published}"
-                );
-                assert_eq!(
-                    stages_to_map(&h, published, max_size(&h)),
-                    Ok(all[..n].to_vec()),
-                    "{published}"
-                );
-                assert_eq!(stages_to_map(&h, published, end(n) - 1), Err(end(n)), "{published}");
-            }
-        }
-    }
-
     /// How long validating a grown blocked header of 32 possible stages
     /// takes, against a plain one (`cargo test --release --locked --lib
     /// validation_time -- --nocapture`). The first decode of a process also
@@ -939,6 +864,11 @@ mod tests {
         let sum = xxh3_64(&c[..CHECKED_LEN]);
         c[CHECKED_LEN..IMMUTABLE_LEN].copy_from_slice(&sum.to_ne_bytes());
         assert_eq!(decode(&c, layout(sample().geometry.m).total), Err(FormatError::Layout));
+    }
+
+    /// Stage `i`'s range, the last of `stage_ranges` of `0..=i`.
+    fn stage_range(h: &Header, i: u32) -> Option<(u64, u64)> {
+        stage_ranges(h, i.checked_add(1)?)?.pop()
     }
 
     /// Stages follow one another, page aligned (2 MiB for large ones),

@@ -5,7 +5,7 @@
 //! Stage 0 is the bit array of the region's own mapping. Every later stage
 //! is a range of the same file or memfd, past the end of the stage before
 //! it, at offsets every process derives from the validated header
-//! (`format::stages_to_map`); a stage is mapped only after checking that
+//! (`format::stage_ranges`); a stage is mapped only after checking that
 //! the file covers it, so no mapping ever reaches past the end of the file.
 
 use std::os::fd::RawFd;

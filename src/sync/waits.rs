@@ -1,4 +1,4 @@
-//! Waiting for another process's word (doc/DESIGN.md, C4, S3): every wait
+//! Waiting for another process's word (doc/DESIGN.md, C4, C11, S3): every wait
 //! has a bound, `wait_limit`, for one holder; a holder that keeps a word
 //! longer is stopped, or the word was forged (a process that can write
 //! the file can name a thread that exists), and the waiter fails naming the

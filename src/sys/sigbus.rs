@@ -1,4 +1,4 @@
-//! Lost pages of the filter's mappings (doc/DESIGN.md, §5): a process-wide
+//! Lost pages of the filter's mappings (doc/DESIGN.md, §5, C11): a process-wide
 //! `SIGBUS` handler that turns a fault in one of the library's mappings
 //! into an error of the handle that owns it, instead of the end of the
 //! process.

@@ -1,6 +1,7 @@
 //! Slots are per thread and filter, shared by the thread's handles, and a
 //! slot's mapping lives as long as its mutex is locked, whichever thread
-//! drops the handle and in whatever order thread-locals are destroyed.
+//! drops the handle and in whatever order thread-locals are destroyed
+//! (doc/DESIGN.md §8 S1, S2).
 
 use std::thread;
 

@@ -1999,6 +1999,49 @@ they wait for one another, never for the processes that have slots.
 
 =head1 SECURITY
 
+=head2 What others can do, at most
+
+=over 4
+
+=item A process that can write the filter file (or a memfd)
+
+can make your answers false (set or clear bits), make your writes croak (a
+damaged header, a frozen flag), and make a write wait on a lock word it
+forged: at most 10 s for one holder and 60 s for one wait, then the write
+croaks naming the word and holds nothing (C<BLOOMFILTER_SHARED_WAIT_LIMIT>
+changes the 10 s; L</CONCURRENCY AND CRASH SAFETY>). If it truncates the
+file or punches a hole in it, the call that touches a lost page croaks, and
+so does every later call on that handle; the process lives
+(L</"Lost pages and $SIG{BUS}">). It cannot end your process, make it wait
+longer, make it read or write memory of its choosing, or make opening the
+filter cost more than opening a small one.
+
+=item A process that can only read it
+
+learns the filter: its bits, geometry, seed, counts, and the thread ids of
+its writers. Its locks delay no L</new> of a filter, and the adoption of an
+empty file by at most C<BLOOMFILTER_SHARED_LOCK_WAIT> seconds (30)
+(L</"Locks an opener waits for">).
+
+=item Bytes or a file given to the module
+
+(L</deserialize>, the command line's C<import>, a file to open) are checked
+before anything is made; bytes may ask for at most 64 times their length
+(at least 16 MiB) unless C<max_bytes> allows more; anything malformed croaks.
+
+=item A size
+
+(any constructor, a new stage, a merge's copy) that the memory cgroup,
+C<MemAvailable>, the file system or C<RLIMIT_AS> cannot hold croaks naming
+both figures and makes nothing (L</"Memory and space the host cannot hold">).
+
+=back
+
+Each of these is checked by a test with real processes of other uids and
+real memory cgroups: F<t/39-forged-waits.t>, F<t/39-word-fuzz.t>,
+F<t/39-sigbus.t>, F<t/39-open-lock.t>, F<t/39-memory-room.t>,
+F<t/29-open-cost.t>.
+
 =head2 Files
 
 A filter file is untrusted input. It is opened without following a final
@@ -2053,9 +2096,7 @@ that maps the file: their calls on it croak from then on, and the processes
 live (L</"Lost pages and $SIG{BUS}">).
 
 What a writer can do to other processes is what it can do through the
-filter's contents: make their answers false (set or clear bits), make their
-writes croak (a damaged header, a frozen flag) or wait, at most 10 s for one holder of a word and 60 s for one wait before they croak (a lock word naming a live process's slot,
-a slot word naming a thread id; see L</CONCURRENCY AND CRASH SAFETY>). It cannot make
+filter's contents (L</"What others can do, at most">). It cannot make
 another process write to or read from memory of its choosing: the shared
 file holds no address, and every word another process reads from it is
 compared or bounded before use, never followed (a slot's word holds a

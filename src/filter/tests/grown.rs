@@ -153,6 +153,48 @@ fn handles_of_a_file_see_its_stages() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The published stage count is read from the shared file, untrusted (C6,
+/// §8 N8): a word of 0 reads as one stage, a word past the stage limit as
+/// the limit; a file that does not hold the stages read is refused,
+/// naming the size they need.
+#[test]
+fn a_stage_count_out_of_range_is_clamped() {
+    use std::os::unix::fs::FileExt;
+    let dir = crate::shm::region::scratch_dir("grown-count");
+    let set_count = |path: &std::path::Path, count: u32| {
+        let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.write_all_at(&count.to_ne_bytes(), crate::shm::format::OFF_STAGES)
+            .unwrap();
+    };
+    // 500 + 1000 + 2000: three stages, the last one the limit.
+    for (name, max) in [("bounded", Some(3500)), ("unbounded", None)] {
+        let path = dir.join(name);
+        let f = Filter::open_file(&path, 500, 0.01, grown(L::Standard, 2, max)).unwrap();
+        for i in 0..3000u64 {
+            f.add(&item(i)).unwrap();
+        }
+        assert_eq!(f.stages(), 3, "{name}");
+        drop(f);
+        set_count(&path, 0);
+        let f = Filter::open_file(&path, 500, 0.01, Options::default()).unwrap();
+        assert_eq!(f.stages(), 1, "{name}: a count of 0 is one stage");
+        drop(f);
+        set_count(&path, u32::MAX);
+        match Filter::open_file(&path, 500, 0.01, Options::default()) {
+            Ok(f) => {
+                assert_eq!(max, Some(3500), "{name}: opened with more stages than the file holds");
+                assert_eq!(f.stages(), 3, "{name}: a count past the limit is the limit");
+                assert!((0..3000u64).all(|i| f.contains(&item(i))), "{name}");
+            }
+            Err(e) => {
+                assert_eq!(max, None, "{name}: {}", e.msg);
+                assert!(e.msg.contains("file is shorter than its stages"), "{name}: {}", e.msg);
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A handle's single calls look through lanes it keeps for each stage
 /// count (`KeptLanes`): one that asked at every count while another handle
 /// grew the filter finds each item as soon as it is added, in every

@@ -1,6 +1,6 @@
-//! Merge and intersect of filters that grow (doc/DESIGN.md, G5): stage by
-//! stage for a merge, stage 0 alone and only with a one-stage operand for
-//! an intersect, refused with the reason otherwise.
+//! Merge and intersect of filters that grow (doc/DESIGN.md, G5, and
+//! §8 M6-M10): stage by stage for a merge, stage 0 alone and only with a
+//! one-stage operand for an intersect, refused with the reason otherwise.
 
 use super::*;
 use crate::math::scheme::Layout as L;

@@ -87,6 +87,7 @@ fn add_contains_and_known_bits() {
     assert_eq!(set_positions(&f), [12050, 12435, 12820, 13205, 13590, 13975, 14360]);
     assert_eq!(f.bits_set(), 7);
     assert_eq!(f.count(), 1);
+    // Both adds counted, new or not (§8 A6).
     assert_eq!(f.ops(), 2);
 }
 
@@ -271,7 +272,7 @@ fn all_words(f: &Filter) -> Vec<u64> {
 
 /// A memfd sealed against growing (as earlier versions sealed them, or
 /// as another program may) cannot hold a journal: merge and intersect
-/// still work, in place, and the memfd is not grown.
+/// still work, in place, and the memfd is not grown (DESIGN G2).
 #[test]
 fn a_memfd_sealed_against_growing_merges_in_place() {
     use std::os::fd::AsRawFd;

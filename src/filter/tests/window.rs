@@ -716,7 +716,7 @@ fn windowed_deserialize_options() {
 /// `m - g + 1 .. m - 1` complete (step 0 has none) and none of step
 /// `m - g`. A writable
 /// handle (which holds the cleaner) always copies; a read-only one
-/// (which retries) may give up on a filter stepping this fast.
+/// (which retries) may give up on a filter stepping this fast (§8 W10).
 #[test]
 fn windowed_copy_is_consistent_while_stepping() {
     use std::os::fd::AsRawFd;

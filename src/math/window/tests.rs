@@ -1,3 +1,6 @@
+//! The window grid's arithmetic, the decisions every step and query
+//! starts from (doc/DESIGN.md §8 W1).
+
 /// Every window given to 0.1 µs or coarser comes back as given, for
 /// every number of generations; any stored window's given duration
 /// rounds up to it again.

@@ -8,6 +8,7 @@ use Carp ();
 use Scalar::Util ();
 use POSIX ();
 use overload ();
+use Digest::SHA ();
 
 use Data::BloomFilter::Shared ();    # the XS: hashing and local filters
 use Data::BloomFilter::Shared::Args ();
@@ -43,6 +44,10 @@ my $MAX_KEY_BITS = 4294967296;
 
 # The value of the metadata's `format` field: what owns the keys.
 my $FORMAT = 'Data::BloomFilter::Shared::Redis 1';
+
+# The metadata's `format` of a windowed filter: a plain filter's opener of
+# an older version refuses it rather than read a missing bit string.
+my $WFORMAT = 'Data::BloomFilter::Shared::Redis window 1';
 
 my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shard);
 
@@ -223,7 +228,9 @@ sub new {
     _croak('new', 'the grow and max_capacity options are not supported here: a filter in Redis'
             . ' does not grow (size it for the most items it will hold)')
         if ref $opts eq 'HASH' && (exists $opts->{grow} || exists $opts->{max_capacity});
-    $opts = _options('new', $opts, qw(seed layout shards connect cnx_timeout read_timeout write_timeout));
+    $opts = _options('new', $opts, qw(seed layout shards connect cnx_timeout read_timeout write_timeout
+        window generations));
+    my $ask = _window_asked($opts);    # undef: a plain filter asked for
     $name = _name('new', $name);
     my $capacity_given = $capacity;
     my $fp_rate_given = defined $fp_rate;
@@ -240,6 +247,8 @@ sub new {
             if ref $shards || $shards !~ /\A[0-9]+\z/ || $shards < 1 || $shards > 65536;
         $shards = 0 + $shards;
     }
+    _croak('new', 'shards are not supported with window (a windowed filter in Redis is one key per generation)')
+        if $ask && defined $shards && $shards > 1;
     my $connect = $opts->{connect};
     _croak('new', 'connect must be a code reference, got ' . _given($connect))
         if defined $connect && ref $connect ne 'CODE';
@@ -282,7 +291,10 @@ sub new {
     # without shards to a sharded filter adopts its shards; anything else
     # that disagrees croaks, rather than create a second filter beside it.
     my ($other, $other_layout) = $self->_stored_shards($want->{shards} == 1 ? "$name:0" : $name);
-    if (defined $other) {
+    # (A windowed filter answers shards 1: found under "$name:0", it is
+    # another filter, not a piece of this one.)
+    if (defined $other && !($want->{shards} == 1 && $other == 1)) {
+        _croak('new', 'window mismatch (the filter has no window, not ' . _window_text($ask) . ')') if $ask;
         _croak('new', "shards mismatch: the filter in Redis has shards $other, asked for $want->{shards}")
             if defined $shards || $want->{shards} > 1;
         _croak('new', "layout mismatch: the filter in Redis has layout $other_layout, asked for $layout")
@@ -292,8 +304,16 @@ sub new {
     }
 
     # Piece 0 decides: whoever creates it first fixes the geometry, and every
-    # later piece is created (or checked) from what it holds.
-    my $first = $self->_attach_piece(0, $want, { seed => $seed, layout => $layout, shards => $shards });
+    # later piece is created (or checked) from what it holds. A windowed
+    # filter (asked for, or found where a plain one was asked for) is one
+    # metadata key and its generations.
+    my $explicit = { seed => $seed, layout => $layout, shards => $shards };
+    my $first = $ask ? undef : $self->_attach_piece(0, $want, $explicit);
+    if ($ask || ($first && $first->{windowed})) {
+        $first = $self->_attach_window($want, $explicit, $ask);
+        _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef) if $first;
+        return $self;
+    }
     if ($first) {
         $self->_set_geometry('new', $first);
         _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef);
@@ -389,7 +409,7 @@ sub _stored_shards {
             1, "{$tag}:meta");
     };
     die $@ if !defined $r && $@ && $@ !~ /WRONGTYPE/;
-    return if ref $r ne 'ARRAY' || ($r->[0] // '') ne $FORMAT
+    return if ref $r ne 'ARRAY' || (($r->[0] // '') ne $FORMAT && $r->[0] ne $WFORMAT)
         || ($r->[1] // '') !~ /\A[0-9]+\z/ || ($r->[2] // '') !~ /\A\w+\z/;
     return @$r[1, 2];
 }
@@ -428,27 +448,11 @@ sub _attach_piece {
         if $what eq 'type';
     my ($btype, $blen, $pairs) = @rest;
     my %m = @{ $pairs // [] };
+    return { windowed => 1 } if $i == 0 && ($m{format} // '') eq $WFORMAT;
     _croak('new', "key $mk is not a filter of this module (format '"
             . ($m{format} // '') . "', expected '$FORMAT')")
         if ($m{format} // '') ne $FORMAT;
-    for my $f (@META_FIELDS) {
-        _croak('new', "key $mk: field '$f' is missing") if !defined $m{$f};
-    }
-    _croak('new', "key $mk: field '$_' is not a non-negative integer ('$m{$_}')")
-        for grep { $m{$_} !~ /\A[0-9]{1,20}\z/ } qw(capacity bits hashes seed shards shard);
-    _croak('new', "key $mk: field 'fp_rate' is not a number ('$m{fp_rate}')")
-        if !Scalar::Util::looks_like_number($m{fp_rate});
-    _croak('new', "key $mk: field 'layout' is not a layout name ('$m{layout}')")
-        if $m{layout} !~ /\A\w+\z/;
-    my ($bits, $hashes, $span) = eval { _geometry('new', $m{layout}, $m{capacity}, $m{fp_rate}) };
-    _croak('new', "key $mk: " . _strip($@)) if !defined $bits;
-    _croak('new', "key $mk: bits $m{bits} and hashes $m{hashes} do not match capacity $m{capacity} and fp_rate $m{fp_rate} (expected $bits and $hashes)")
-        if $bits != $m{bits} || $hashes != $m{hashes};
-    for my $f (qw(seed layout shards)) {
-        my $asked = $explicit->{$f};
-        _croak('new', "$f mismatch: the filter in Redis has $f $m{$f}, asked for $asked")
-            if defined $asked && $asked ne $m{$f};
-    }
+    my ($bits, $span) = _check_meta($mk, \%m, $explicit);
     if ($i > 0) {
         for my $f (qw(capacity seed layout shards bits hashes)) {
             _croak('new', "key $mk: field '$f' is $m{$f}, piece 0 has $self->{$f}")
@@ -463,6 +467,33 @@ sub _attach_piece {
     my $piece_bytes = ($rest < $piece ? $rest : $piece) / 8;
     _croak('new', "key $bk has $blen bytes, expected $piece_bytes") if $blen != $piece_bytes;
     return { %m, fp_rate => 0 + $m{fp_rate} };
+}
+
+# The checks of a filter's metadata (plain or windowed) $m, at key $mk:
+# every field there and well formed, the geometry recomputed from capacity
+# and fp_rate, the options given explicitly the same. Returns the bits and
+# the span.
+sub _check_meta {
+    my ($mk, $m, $explicit) = @_;
+    for my $f (@META_FIELDS) {
+        _croak('new', "key $mk: field '$f' is missing") if !defined $m->{$f};
+    }
+    _croak('new', "key $mk: field '$_' is not a non-negative integer ('$m->{$_}')")
+        for grep { $m->{$_} !~ /\A[0-9]{1,20}\z/ } qw(capacity bits hashes seed shards shard);
+    _croak('new', "key $mk: field 'fp_rate' is not a number ('$m->{fp_rate}')")
+        if !Scalar::Util::looks_like_number($m->{fp_rate});
+    _croak('new', "key $mk: field 'layout' is not a layout name ('$m->{layout}')")
+        if $m->{layout} !~ /\A\w+\z/;
+    my ($bits, $hashes, $span) = eval { _geometry('new', $m->{layout}, $m->{capacity}, $m->{fp_rate}) };
+    _croak('new', "key $mk: " . _strip($@)) if !defined $bits;
+    _croak('new', "key $mk: bits $m->{bits} and hashes $m->{hashes} do not match capacity $m->{capacity} and fp_rate $m->{fp_rate} (expected $bits and $hashes)")
+        if $bits != $m->{bits} || $hashes != $m->{hashes};
+    for my $f (qw(seed layout shards)) {
+        my $asked = $explicit->{$f};
+        _croak('new', "$f mismatch: the filter in Redis has $f $m->{$f}, asked for $asked")
+            if defined $asked && $asked ne $m->{$f};
+    }
+    return ($bits, $span);
 }
 
 sub _strip {
@@ -508,6 +539,7 @@ sub _link {
     }
     if ($client) {
         my $l = delete $self->{lent}{$node};
+        return $l if $l && $l->fit($client);
         $l = undef if $l && !$l->still($client);
         $l //= Data::BloomFilter::Shared::Redis::Link->borrow($client, $self->{timeouts})
             // return { client => $client, q => [] };
@@ -568,6 +600,7 @@ sub _classify {
 # A command's bytes for a socket, and how its reply is taken.
 sub _wire {
     my ($self, $c) = @_;
+    return ($self->_window_wire($c), \&Data::BloomFilter::Shared::Redis::Link::take_value) if defined $c->{wverb};
     my $bf = $c->{bf} or return (Data::BloomFilter::Shared::Redis::Link->command(@{ $c->{v} }),
         \&Data::BloomFilter::Shared::Redis::Link::take_value);
     my ($verb, $list, $from, $count, $key, $out) = @$bf;
@@ -576,11 +609,42 @@ sub _wire {
     my $fields = $self->_fields($verb);
     return ($bytes, sub {
         my @full;
-        my @r = _xs_reply($_[0], $fields, $masks, $out ? \@full : undef) or return;
-        return ('ok', $r[1], $r[2], \@full) if $r[0] == $REPLY_INTS && $r[2] == $count;
-        return ('error', $r[1]) if $r[0] == $REPLY_ERROR;
-        die "a reply of the wrong shape\n";
+        my @o = _bf_outcome($count, \@full, _xs_reply($_[0], $fields, $masks, $out ? \@full : undef));
+        die "a reply of the wrong shape\n" if @o && $o[0] eq 'shape';
+        return @o;
     });
+}
+
+# What _xs_reply (or _xs_roundtrip) gave for a BITFIELD command of $count
+# items means: () not all come, ('ok', full, count, $full), ('error',
+# text), or ('shape') for a reply of any other shape.
+sub _bf_outcome {
+    my ($count, $full, @r) = @_;
+    return if !@r;
+    return ('ok', $r[1], $r[2], $full) if $r[0] == $REPLY_INTS && $r[2] == $count;
+    return ('error', $r[1]) if $r[0] == $REPLY_ERROR;
+    return ('shape');
+}
+
+# The single command $c on $link of our own, written and its reply read in
+# one call to C (Link.pm's roundtrip) when the core folds it (a BITFIELD
+# of add or contains); else as the pipeline sends one. The outcome, as
+# _next_reply gives it.
+sub _one {
+    my ($self, $link, $c) = @_;
+    if (my $bf = $c->{bf}) {
+        my ($verb, $list, $from, $count, $key, $out) = @$bf;
+        my @full;
+        my @r = $link->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)}, $key, $list, $from, $count,
+            $out ? \@full : undef);
+        return @r if $r[0] eq 'broken';
+        return ('ok', $r[1], $r[2], \@full) if $r[0] == $REPLY_INTS && $r[2] == $count;    # (the usual)
+        @r = _bf_outcome($count, \@full, @r);
+        return $r[0] eq 'shape' ? ('broken', "unreadable reply from $link->{name}: a reply of the wrong shape") : @r;
+    }
+    my ($bytes, $take) = $self->_wire($c);
+    my $broke = $link->put($bytes);
+    return defined $broke ? ('broken', $broke) : $link->reply($take, 1);
 }
 
 # The same through a client's methods: the call is made now, with a
@@ -605,7 +669,7 @@ sub _call_client {
         };
     }
     else {
-        ($m, @args) = @{ $c->{v} };
+        ($m, @args) = @{ $c->{v} // $self->_window_v($c) };
         $m = lc $m;
     }
     my $sent = eval {
@@ -668,9 +732,16 @@ sub _exchange {
             $c->{lost}->($c) if $c->{lost};
         }
         elsif (!$link->{client}) {
-            my ($bytes, $take) = $self->_wire($c);
-            my $broke = $link->put($bytes);
-            $self->_settle($st, $link, { cmd => $c }, defined $broke ? ('broken', $broke) : $link->reply($take, 1));
+            my @r = $self->_one($link, $c);
+            if ($r[0] eq 'ok') {
+                # What _settle and _end_round do with a reply that came,
+                # without their rounds' bookkeeping: handled, and the
+                # connection kept.
+                $c->{ok}->($c, @r[1 .. $#r]) if $c->{ok};
+                ($link->{own} ? $self->{links} : $self->{lent})->{''} = $link;
+                return;
+            }
+            $self->_settle($st, $link, { cmd => $c }, @r);
         }
         if (!$link || !$link->{client}) {
             return if !$self->_end_round($method, $st, $on_fail);
@@ -753,6 +824,14 @@ sub _settle {
     my $c = $p->{cmd};
     if ($kind eq 'ok') {
         $c->{ok}->($c, @r) if $c->{ok};
+        return;
+    }
+    # A script the server does not hold (restarted, failed over, flushed):
+    # not run; sent again whole, which loads it.
+    if ($c->{script} && $r[0] =~ /\ANOSCRIPT /) {
+        $c->{eval} = 1;
+        @{ $c->{v} }[0, 1] = ('EVAL', $c->{script}) if $c->{v};
+        push @{ $st->{again} }, [$c, undef];
         return;
     }
     my ($what, $slot, $node) = _classify($r[0]);
@@ -849,6 +928,8 @@ sub _batch {
         @groups = ([0, $plain, undef]) if $n;
     }
     my @cmds;
+    @cmds = $self->_window_cmds($verb, $plain, $b) if $self->{gens} && $n;
+    @groups = () if $self->{gens};
     for my $g (@groups) {
         my ($p, $list, $ix) = @$g;
         my $key = "{$self->{tags}[$p]}:bits";
@@ -984,6 +1065,7 @@ sub name     { $_[0]{name} }
 
 sub bits_set {
     my ($self) = @_;
+    return $self->_window_state('bits_set')->{bits_set} if $self->{gens};
     my $total = 0;
     $self->_exchange('bits_set', [map {
         { piece => $_, v => ['BITCOUNT', "{$self->{tags}[$_]}:bits"], ok => sub { $total += $_[1] } }
@@ -1001,14 +1083,17 @@ sub _estimates {
 sub count         { ($_[0]->_estimates($_[0]->bits_set))[0] }
 sub fill_ratio    { $_[0]->bits_set / $_[0]{bits} }
 sub estimated_fpp { ($_[0]->_estimates($_[0]->bits_set))[1] }
-sub is_empty      { $_[0]->bits_set == 0 ? 1 : 0 }
+sub is_empty      { ($_[0]{gens} ? $_[0]->_window_state('is_empty')->{live_bits} : $_[0]->bits_set) == 0 ? 1 : 0 }
 
 sub stats {
     my ($self) = @_;
-    my $x = $self->bits_set;
+    my $w = $self->{gens} ? $self->_window_state('stats') : undef;
+    my $x = $w ? $w->{bits_set} : $self->bits_set;
     my ($count, $fpp) = $self->_estimates($x);
     return {
         (map { $_ => $self->{$_} } qw(name capacity fp_rate bits hashes seed layout shards)),
+        ($w ? (window => $self->window, generations => $self->{gens},
+            generation => $w->{generation}, generation_start => $w->{generation_start}) : ()),
         bits_set => $x,
         count => $count,
         fill_ratio => $x / $self->{bits},
@@ -1034,6 +1119,7 @@ sub _piece_script {
 sub clear {
     my ($self) = @_;
     _croak('clear', 'takes no arguments') if @_ != 1;
+    return $self->_window_clear if $self->{gens};
     $self->_piece_script('clear', $_, $CLEAR_LUA) for 0 .. $self->{shards} - 1;
     return;
 }
@@ -1065,6 +1151,8 @@ sub to_filter {
     my $self = shift;
     _croak('to_filter', 'usage: $filter->to_filter($path_or_undef, \%options)') if @_ > 2;
     my ($path, $opts) = @_;
+    _croak('to_filter', 'not supported for a windowed filter (see WINDOWS)')
+        if $self->{gens};
     $opts = _options('to_filter', $opts, 'mode');
     # Not Data::BloomFilter::Shared's check of a mode: this one has always
     # taken a string of digits as a decimal number.
@@ -1110,6 +1198,8 @@ sub merge {
     my $self = shift;
     _croak('merge', 'usage: $filter->merge($other)') if @_ != 1;
     my ($other) = @_;
+    _croak('merge', 'not supported for a windowed filter (see WINDOWS)')
+        if $self->{gens} || (Scalar::Util::blessed($other) && $other->isa(__PACKAGE__) && $other->{gens});
     my $bits;
     if (Scalar::Util::blessed($other) && $other->isa('Data::BloomFilter::Shared')) {
         $bits = $self->_local_bits($other);
@@ -1148,6 +1238,354 @@ sub merge {
     }
     return;
 }
+
+# ------------------------------------------------------------------ windows
+
+# A windowed filter (doc/DESIGN.md §9, Windows): the metadata key {N}:meta
+# with the window's fields beside the geometry's, and one bit string per
+# generation, {N}:gen:Q, Q the generation's number: the period since the
+# epoch it holds the adds of (or the number of rotations of a filter
+# without a window). Generation Q is visible while the current number is
+# below Q + g, so an item added at t in period Q is seen until the end of
+# period Q + g - 1: at least t + window and at most t + window * g / (g - 1),
+# the local filter's bounds. Each generation key expires (PEXPIREAT) at the
+# end of its visibility, so the server frees it with no client running.
+# Every step and every add is one script, timed by the server's clock
+# (TIME): hosts whose clocks disagree step alike, and an add is new for
+# exactly one caller.
+
+# The window's bounds, in seconds: the server's clock counts microseconds,
+# and a Redis expiry milliseconds; ten years as locally.
+my ($MIN_WINDOW, $MAX_WINDOW) = (0.001, 3653 * 86400);
+
+# Creates a windowed filter's metadata, its epoch the server's clock now
+# (microseconds, as a decimal string), or reports what is there. KEYS: the
+# metadata, a plain filter's bit string of the same name; ARGV[1]: the
+# bytes its generations need (0: do not create), then the fields.
+my $WATTACH_LUA = <<'LUA';
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+  if tonumber(ARGV[1]) == 0 then return {'gone'} end
+  local b = redis.call('TYPE', KEYS[2])['ok']
+  if b ~= 'none' then return {'orphan', b} end
+  local info = redis.call('INFO', 'memory')
+  local max = tonumber(string.match(info, 'maxmemory:(%d+)') or '0')
+  local used = tonumber(string.match(info, 'used_memory:(%d+)') or '0')
+  if max > 0 and used + tonumber(ARGV[1]) > max then return {'full', used, max} end
+  local now = redis.call('TIME')
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  redis.call('HSET', KEYS[1], 'epoch', now[1] .. string.format('%06d', tonumber(now[2])), 'grid', '-1')
+  return {'created', redis.call('HGETALL', KEYS[1])}
+end
+if t ~= 'hash' then return {'type', t} end
+return {'exists', redis.call('HGETALL', KEYS[1])}
+LUA
+
+# What every windowed script does first: check the metadata, and take the
+# current generation's number q, the greater of the server's clock's
+# period and the last one stepped to (`grid`), so that a clock set back
+# brings nothing forgotten back. KEYS[1]: the metadata.
+my $WHEAD = <<"LUA";
+local m = redis.call('HMGET', KEYS[1], 'format', 'window_us', 'generations', 'epoch', 'grid')
+if m[1] ~= '$WFORMAT' then
+  return redis.error_reply('GONE key ' .. KEYS[1] .. ' is gone or no longer a windowed filter')
+end
+local w, g, epoch, grid = tonumber(m[2]), tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
+local p = w / (g - 1)
+local q, now = grid, nil
+if w > 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local at = math.floor((now - epoch) / p)
+  if at > q then q = at end
+end
+if q < 0 then q = 0 end
+local pre = string.sub(KEYS[1], 1, -5) .. 'gen:'
+local function drop(from, to)
+  for j = math.max(0, from), to do redis.call('DEL', pre .. j) end
+end
+LUA
+
+# Add (ARGV[2] = 1) or look up items: ARGV[1] = k, then each item's
+# BITFIELD arguments (SET u1 OFFSET 1 per probe, from the core). An add
+# steps first when the current number is past `grid`: the generations no
+# longer visible are dropped (they expire by themselves too) and the new
+# current one gets its expiry once it exists. It sets the items' bits in
+# the current generation (one BITFIELD, whose reply is the bits before)
+# and answers 1 for an item unless one visible generation held all its
+# bits before; a query answers 1 when one does. Older generations are
+# never written, and the current one only by the SETs, in item order, as a
+# plain filter's BITFIELD does; so each generation is read for all the
+# items at once, newest first, probe by probe: one BITFIELD reads probe r
+# of every item whose probes before r were all set there. An item not in
+# a generation usually misses at its first probe or two, so a new item
+# costs about a field per generation, not k.
+my $WITEMS_LUA = $WHEAD . <<'LUA';
+local k, add = tonumber(ARGV[1]), ARGV[2] == '1'
+local n = (#ARGV - 2) / (4 * k)
+local cur = pre .. q
+local stepped = add and q > grid
+if stepped then
+  redis.call('HSET', KEYS[1], 'grid', q)
+  drop(grid - g + 1, math.min(grid, q - g))
+end
+local found, left = {}, n
+local function look(key)
+  local alive, na = {}, 0
+  for i = 0, n - 1 do
+    if not found[i + 1] then na = na + 1 alive[na] = i end
+  end
+  for r = 0, k - 1 do
+    local na = #alive
+    if na == 0 then return end
+    local get = {}
+    for x = 1, na do
+      get[3 * x - 2], get[3 * x - 1], get[3 * x] = 'GET', 'u1', ARGV[5 + 4 * (alive[x] * k + r)]
+    end
+    local bits = redis.call('BITFIELD', key, unpack(get))
+    local still, ns = {}, 0
+    for x = 1, na do
+      if bits[x] == 1 then ns = ns + 1 still[ns] = alive[x] end
+    end
+    alive = still
+  end
+  for _, i in ipairs(alive) do found[i + 1], left = true, left - 1 end
+end
+if add then
+  local old = redis.call('BITFIELD', cur, unpack(ARGV, 3))
+  for i = 0, n - 1 do
+    local all = true
+    for j = i * k + 1, i * k + k do
+      if old[j] == 0 then all = false break end
+    end
+    if all then found[i + 1], left = true, left - 1 end
+  end
+elseif redis.call('EXISTS', cur) == 1 then
+  look(cur)
+end
+for j = q - 1, math.max(0, q - g + 1), -1 do
+  if left == 0 then break end
+  if redis.call('EXISTS', pre .. j) == 1 then look(pre .. j) end
+end
+if stepped and w > 0 then
+  redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((epoch + (q + g) * p) / 1000)))
+end
+local out = {}
+for i = 1, n do
+  if found[i] then out[i] = add and 0 or 1 else out[i] = add and 1 or 0 end
+end
+return out
+LUA
+
+# A step now, due or not: the current number one past what it is, the
+# oldest generation dropped. With a window, the epoch moves so that the
+# new period starts now (the expiries already set stay later than the
+# visibility they end, never earlier).
+my $WROTATE_LUA = $WHEAD . <<'LUA';
+local nq = q + 1
+if w > 0 then
+  redis.call('HSET', KEYS[1], 'epoch', string.format('%.0f', now - nq * p))
+end
+redis.call('HSET', KEYS[1], 'grid', nq)
+drop(grid - g + 1, nq - g)
+return nq
+LUA
+
+# The current number, its period's start (microseconds; -1 without a
+# window), the current generation's bits set and those of every visible one.
+my $WSTATE_LUA = $WHEAD . <<'LUA';
+local cur, live = redis.call('BITCOUNT', pre .. q), 0
+for j = math.max(0, q - g + 1), q do live = live + redis.call('BITCOUNT', pre .. j) end
+local start = -1
+if w > 0 then start = string.format('%.0f', epoch + q * p) end
+return {q, start, cur, live}
+LUA
+
+# Drop every generation that may exist; the window and its epoch stay.
+my $WCLEAR_LUA = $WHEAD . <<'LUA';
+drop(math.max(grid, q) - g + 1, math.max(grid, q))
+return 'ok'
+LUA
+
+my %WSHA = map { $_ => Digest::SHA::sha1_hex($_) } $WITEMS_LUA, $WROTATE_LUA, $WSTATE_LUA, $WCLEAR_LUA;
+
+# The window options asked for: undef for none, else { g, g_given,
+# window (seconds, undef: rotate only) }.
+sub _window_asked {
+    my ($opts) = @_;
+    return undef if !exists $opts->{window} && !exists $opts->{generations};
+    my ($g, $w) = Data::BloomFilter::Shared::Args::window(__PACKAGE__, 'new', $opts);
+    $w = undef if !$w;
+    _croak('new', "window must be from $MIN_WINDOW to $MAX_WINDOW seconds here (the server counts"
+            . ' microseconds and expires keys in milliseconds), got ' . _given($opts->{window}))
+        if defined $w && ($w < $MIN_WINDOW || $w > $MAX_WINDOW);
+    # Not given: 4 for a new filter, an existing one's own (as locally).
+    my $given = defined $opts->{generations};
+    return { g => ($given ? $g : 4), g_given => $given, window => $w };
+}
+
+# The window in microseconds: rounded up to divide by g - 1, as the
+# period is a whole number of them.
+sub _window_us {
+    my ($w, $g) = @_;
+    return 0 if !defined $w;
+    return POSIX::ceil(sprintf('%.3f', $w * 1e6) / ($g - 1)) * ($g - 1);
+}
+
+# A window as a mismatch says it (as locally).
+sub _window_text {
+    my ($a) = @_;
+    return defined $a->{window}
+        ? sprintf('window %.15gs, %d generations', $a->{window}, $a->{g})
+        : "manual steps, $a->{g} generations";
+}
+
+# Attach to a windowed filter, creating it when absent and $ask says
+# what (undef: a plain filter was asked for and a windowed one found: it
+# is taken as it is). Returns the stored fields when it existed, undef
+# when we created it.
+sub _attach_window {
+    my ($self, $want, $explicit, $ask) = @_;
+    my $mk = "{$self->{name}}:meta";
+    my $wus = $ask ? _window_us($ask->{window}, $ask->{g}) : 0;
+    my $bytes = $ask ? $ask->{g} * $self->{bits} / 8 : 0;
+    my @meta = (
+        format => $WFORMAT, capacity => $want->{capacity}, fp_rate => sprintf('%.17g', $want->{fp_rate}),
+        bits => $self->{bits}, hashes => $self->{hashes}, seed => $want->{seed}, layout => $want->{layout},
+        shards => 1, shard => 0, generations => ($ask ? $ask->{g} : 0), window_us => $wus,
+        window => ($ask && defined $ask->{window} ? sprintf('%.17g', $ask->{window}) : ''),
+    );
+    my $r = $self->_call('new', 0, 'eval', $WATTACH_LUA, 2, $mk, "{$self->{name}}:bits", $bytes, @meta);
+    _croak('new', 'unexpected reply to the attach script') if ref $r ne 'ARRAY';
+    my ($what, @rest) = @$r;
+    _croak('new', "key $mk disappeared while it was opened (nothing was changed)") if $what eq 'gone';
+    _croak('new', "key {$self->{name}}:bits exists without $mk (not a filter of this module; nothing was changed)")
+        if $what eq 'orphan';
+    _croak('new', "OOM: the filter's generations need $bytes bytes but the server uses $rest[0] of its maxmemory $rest[1] (nothing was changed)")
+        if $what eq 'full';
+    _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
+        if $what eq 'type';
+    my %m = @{ $rest[0] // [] };
+    _croak('new', 'window mismatch (the filter has no window, not ' . _window_text($ask) . ')')
+        if ($m{format} // '') eq $FORMAT;
+    _croak('new', "key $mk is not a filter of this module (format '"
+            . ($m{format} // '') . "', expected '$WFORMAT')")
+        if ($m{format} // '') ne $WFORMAT;
+    _check_meta($mk, \%m, $explicit);
+    for my $f (qw(generations window_us epoch grid)) {
+        _croak('new', "key $mk: field '$f' is missing") if !defined $m{$f};
+        _croak('new', "key $mk: field '$f' is not an integer ('$m{$f}')") if $m{$f} !~ /\A-?[0-9]{1,20}\z/;
+    }
+    my $g = 0 + $m{generations};
+    _croak('new', "key $mk: field 'generations' is not from 2 to 16 ('$m{generations}')") if $g < 2 || $g > 16;
+    _croak('new', "key $mk: field 'window_us' is $m{window_us}, not a multiple of generations - 1")
+        if $m{window_us} % ($g - 1);
+    my $has = { g => $g, window => ($m{window_us} ? 0 + ($m{window} || $m{window_us} / 1e6) : undef) };
+    if ($ask && $what eq 'exists') {
+        my $same = ($ask->{g_given} ? $ask->{g} == $g : 1)
+            && _window_us($ask->{window}, $g) == $m{window_us};
+        _croak('new', 'window mismatch (the filter has ' . _window_text($has) . ', not '
+                . _window_text({ %$ask, g => $ask->{g_given} ? $ask->{g} : $g }) . ')')
+            if !$same;
+    }
+    $self->_set_geometry('new', { %m, fp_rate => 0 + $m{fp_rate}, shards => 1 });
+    @$self{qw(gens window_us window_given metakey)} = ($g, 0 + $m{window_us}, $has->{window}, $mk);
+    return $what eq 'created' ? undef : { %m, fp_rate => 0 + $m{fp_rate} };
+}
+
+# The scripts' commands of a batch: one per $CHUNK items (fewer at large
+# k, so that a script's arguments stay well within what Lua's unpack takes,
+# 8000). Each carries the items' BITFIELD arguments (SET u1 OFFSET 1 per
+# probe): on a socket, the bytes the core encodes for a BITFIELD of them
+# (_window_wire); through a client's methods, as a list (_window_v).
+sub _window_cmds {
+    my ($self, $verb, $plain, $b) = @_;
+    my $chunk = int(1000 / $self->{hashes}) || 1;
+    $chunk = $CHUNK if $chunk > $CHUNK;
+    my @cmds;
+    for (my $s = 0; $s < @$plain; $s += $chunk) {
+        my $e = ($s + $chunk < @$plain ? $s + $chunk : @$plain) - 1;
+        push @cmds, { piece => 0, script => $WITEMS_LUA, wverb => $verb, items => $plain,
+            s => $s, e => $e, batch => $b, ok => \&_window_ok, lost => \&_batch_lost };
+    }
+    return @cmds;
+}
+
+# The head of a windowed items script (EVALSHA, or EVAL after NOSCRIPT)
+# before its fields.
+sub _window_head {
+    my ($self, $c, $fields) = @_;
+    return ($c->{eval} ? 'EVAL' : 'EVALSHA', $c->{eval} ? $WITEMS_LUA : $WSHA{$WITEMS_LUA}, 1,
+        $self->{metakey}, $self->{hashes}, $c->{wverb});
+}
+
+# The command's bytes: its head, then the fields of the core's BITFIELD
+# command for the items (past that command's first five lines: its length,
+# the verb's and the key's).
+sub _window_wire {
+    my ($self, $c) = @_;
+    my $masks;
+    my $bf = _xs_command(1, $self->_geo, 'k', $c->{items}, $c->{s}, $c->{e} - $c->{s} + 1, \$masks);
+    $bf =~ /\A\*(\d+)\r\n\$8\r\nBITFIELD\r\n\$1\r\nk\r\n/ or die "the core's BITFIELD is not as expected\n";
+    my ($n, $at) = ($1, $+[0]);
+    my @head = $self->_window_head($c);
+    my $cmd = Data::BloomFilter::Shared::Redis::Link->command(@head);
+    return '*' . (@head + $n - 2) . substr($cmd, index($cmd, "\r\n")) . substr($bf, $at);
+}
+
+# The same as a list, for a client's methods.
+sub _window_v {
+    my ($self, $c) = @_;
+    my $masks;
+    return [$self->_window_head($c),
+        _xs_args(1, $self->_geo, [@{ $c->{items} }[$c->{s} .. $c->{e}]], undef, \$masks)];
+}
+
+# A script's reply: one 0/1 per item (new, or found).
+sub _window_ok {
+    my ($c, $r) = @_;
+    my $b = $c->{batch};
+    my ($s, $e) = @$c{qw(s e)};
+    die "a reply of the wrong shape\n" if ref $r ne 'ARRAY' || @$r != $e - $s + 1;
+    $b->{count} += $_ for @$r;
+    $b->{known} += @$r;
+    @{ $b->{each} }[$s .. $e] = @$r if $b->{out};
+}
+
+# One windowed script, its reply.
+sub _window_call {
+    my ($self, $method, $lua) = @_;
+    my $reply;
+    $self->_exchange($method, [{ piece => 0, script => $lua, v => ['EVALSHA', $WSHA{$lua}, 1, $self->{metakey}],
+        ok => sub { $reply = $_[1] } }]);
+    return $reply;
+}
+
+sub _window_state {
+    my ($self, $method) = @_;
+    my $r = $self->_window_call($method, $WSTATE_LUA);
+    _croak($method, 'unexpected reply to the state script') if ref $r ne 'ARRAY' || @$r != 4;
+    my ($q, $start, $cur, $live) = @$r;
+    return { generation => 0 + $q, generation_start => ($start < 0 ? undef : $start / 1e6),
+        bits_set => 0 + $cur, live_bits => 0 + $live };
+}
+
+sub _window_clear {
+    my ($self) = @_;
+    $self->_window_call('clear', $WCLEAR_LUA);
+    return;
+}
+
+sub rotate {
+    my ($self) = @_;
+    _croak('rotate', 'takes no arguments') if @_ != 1;
+    _croak('rotate', 'not a windowed filter') if !$self->{gens};
+    $self->_window_call('rotate', $WROTATE_LUA);
+    return;
+}
+
+sub window      { $_[0]{gens} ? $_[0]{window_given} : undef }
+sub generations { $_[0]{gens} }
 
 
 1;
@@ -1295,7 +1733,8 @@ fp rates, one 128-bit block; a C<datasketches> filter's default seed is
 DataSketches' 9001, as locally), C<shards> (see L</CLUSTER>), C<connect> (a code reference C<< ($host, $port) >> returning a
 connected client, used for the other nodes of a cluster; default: a
 socket of the module's own to C<host:port>), C<cnx_timeout>, C<read_timeout>
-and C<write_timeout> (see L</Timeouts>). An explicit C<seed>, C<layout> or
+and C<write_timeout> (see L</Timeouts>), C<window> and C<generations> (a
+windowed filter: see L</WINDOWS>). An explicit C<seed>, C<layout> or
 C<shards> that differs from the stored one croaks. A C<capacity> or an
 C<fp_rate> that differs from the stored one warns, as a local filter's
 reopening does (L<Data::BloomFilter::Shared/new>): "the filter's capacity
@@ -1326,18 +1765,38 @@ most once.
 
 As locally, computed from C<BITCOUNT> of the bit string(s). C<stats> returns
 a hash reference with C<name capacity fp_rate bits hashes seed layout shards
-bits_set count fill_ratio estimated_fpp>.
+bits_set count fill_ratio estimated_fpp>. For a windowed filter, as
+locally: C<bits_set>, C<count>, C<fill_ratio> and C<estimated_fpp>
+describe the current generation, C<is_empty> is 1 when no visible
+generation holds a bit, and C<stats> adds C<window>, C<generations>,
+C<generation> (the current generation's number: the periods since
+creation, or the rotations of a filter without a window) and
+C<generation_start> (when its period started, in seconds since the epoch
+by the server's clock; undef without a window).
 
-=head2 capacity, fp_rate, bits, hashes, seed, layout, shards, name
+=head2 capacity, fp_rate, bits, hashes, seed, layout, shards, name, window, generations
 
-The stored geometry and options.
+The stored geometry and options. C<window> (seconds, as given) and
+C<generations> are undef for a plain filter; C<window> is undef for a
+windowed filter stepped only by L</rotate>.
+
+=head2 rotate
+
+    $f->rotate;
+
+A generation step of a windowed filter now, due or not: the oldest
+generation is forgotten (one script). With a window, the new period starts
+now and the next step is due a period later. Croaks on a plain filter.
 
 =head2 clear
 
 Zero the bits (per piece, one atomic script that first checks the piece is
-still this filter).
+still this filter). A windowed filter drops every generation; its window
+stays.
 
 =head2 merge
+
+Not for a windowed filter (either side): it croaks.
 
     $f->merge($local_filter);     # a Data::BloomFilter::Shared
     $f->merge($other_redis);      # another Data::BloomFilter::Shared::Redis
@@ -1360,7 +1819,8 @@ bits: a snapshot to query at memory speed, C<freeze> and ship. The bits are
 read in slices of 4 MiB, so a snapshot taken while others add holds every
 add that completed before it started and perhaps some later ones; it is
 exact when the filter is quiet. The whole bit array is held in memory once
-while the local filter is built.
+while the local filter is built. A windowed filter croaks: its copy would
+need every generation and the server's clock.
 
 =head2 key_slot
 
@@ -1368,6 +1828,57 @@ while the local filter is built.
 
 The Redis Cluster slot of a key: CRC16-XMODEM of its hash tag (or the whole
 key) mod 16384.
+
+=head1 WINDOWS
+
+    # Seen in the last 24 hours, fleet-wide?
+    my $seen = Data::BloomFilter::Shared::Redis->new('redis.internal:6379', 'webhooks',
+        1_000_000, 0.001, { window => 24 * 3600 });
+    process($id) if $seen->add($id);
+
+The options C<window> (seconds, from 0.001 to 10 years) and C<generations>
+(2 to 16, default 4) make a I<windowed> filter, with the local filter's
+meaning (L<Data::BloomFilter::Shared/WINDOWED FILTERS>): I<g> generations,
+a step every C<window / (g - 1)> seconds (the I<period>); L</add, contains>: C<add> puts the
+item in the current generation and returns 1 unless a visible generation
+holds it; C<contains> looks in every visible one. C<< window => undef >>
+makes one that steps only when told (L</rotate>). An item added (or added
+again) at time I<t> is seen until at least I<t> + window and forgotten by
+I<t> + window * g / (g - 1); an item is never missed inside its window
+(but for false positives, never a false negative).
+
+I<Time is the server's.> Each add, query and step is one Lua script
+(C<EVALSHA>) that reads the server's clock (C<TIME>), so hosts whose
+clocks disagree step alike, and the step, the item's check in every
+visible generation and the setting of its bits in the current one are one
+atomic operation: among all clients and hosts, an item is told new exactly
+once per window, across steps. A batch is one script per 100 items (fewer
+with many probes), pipelined as a plain filter's C<BITFIELD>s are; a
+script the server does not hold (restarted, failed over, C<SCRIPT FLUSH>)
+is sent again whole (C<EVAL>).
+
+I<Keys.> A windowed filter named C<webhooks> is C<{webhooks}:meta> (the
+geometry and the window: C<window>, C<generations>, the C<epoch> the
+periods are counted from, by the server's clock at creation, and the
+current generation's number) and one string per generation,
+C<{webhooks}:gen:Q>, Q its number: the period since the epoch (or the
+rotation) whose adds it holds. Each generation key expires
+(C<PEXPIREAT>) when its last item is forgotten, so the server frees the
+memory of an idle filter by itself, with no client running; a generation
+with no add has no key. Only a visible generation is ever read. A filter
+without a window has no expiry: L</rotate> drops the oldest generation.
+
+I<Reopening.> As locally: an existing filter keeps its window; an explicit
+C<window> or C<generations> that differs croaks (C<window mismatch (the
+filter has window 2s, 4 generations, not window 3s, 4 generations)>), and
+so do window options for a plain filter of that name; C<new> without them
+opens a windowed filter as it is; a C<window> without C<generations> opens
+one of any number of generations.
+
+I<Not here.> C<shards> (a windowed filter is one hash slot), C<merge> and
+C<to_filter> croak. The memory is up to I<g> times a plain filter's (each
+generation key grows to C<bits / 8> bytes as it fills), checked against
+C<maxmemory> at creation.
 
 =head1 CLUSTER
 
@@ -1396,6 +1907,9 @@ and C<ASK> redirections (C<ASKING>, then the command, once, not
 remembered), so the first command to a piece may take one extra round trip.
 The connection you pass (or the address) is the first node asked; the
 others are connected with the C<connect> option or L<Redis::Fast>.
+
+A windowed filter's keys all carry its name as their hash tag, so they lie
+in one slot, on one node, and its scripts run there whole.
 
 =head1 FAILURES
 
@@ -1427,7 +1941,10 @@ buffer without bound); a client of another kind reads its replies itself.
 With C<appendonly yes> and C<appendfsync always>, every add acknowledged to a
 client survives a crash or restart of the server; with weaker persistence, an
 acknowledged add can be lost with the server's last second of writes, and a
-later add of the same item is then told "new" again.
+later add of the same item is then told "new" again. A windowed filter's
+scripts are replicated and persisted by their effects (the bits set, the
+step, the expiry), so the same holds for it: no acknowledged add of the
+current window is lost.
 
 =head1 LIMITS
 
@@ -1444,6 +1961,18 @@ whose call into the filter died).
 A filter in Redis does not grow: C<new> refuses the C<grow> and
 C<max_capacity> options of L<Data::BloomFilter::Shared/FILTERS THAT GROW>.
 Size it for the most items it will hold.
+
+A windowed filter (L</WINDOWS>) costs the server more per item than a
+plain one: each of its commands is a Lua script, which hands the items'
+C<BITFIELD> arguments from Lua back to the server and reads every visible
+generation. Measured with C<bench/redis.pl --quick> (4 generations, on a
+2-core machine under load): a script of 100 adds takes 4.6 to 7.7 times
+the server time of the plain filter's C<BITFIELD> (5 to 8 microseconds
+per item), batches of adds run 2.7 to 4 times slower than a plain
+filter's and batches of queries 3 to 6 times (the blocked layout's plain
+queries read whole words), and a single add or query takes about twice
+as long (4 C<PING> round trips rather than 2). It is not sharded: one
+node serves all of it.
 
 A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
 limited to that; more needs C<shards> (with C<< layout => 'blocked' >>). The
@@ -1474,6 +2003,29 @@ A warning, as a local filter's (see L<Data::BloomFilter::Shared/DIAGNOSTICS>):
 a reference without overloading given as an item is taken as its address
 string, C<HASH(0x...)>. In the category C<Data::BloomFilter::Shared>; made
 fatal, it croaks before anything of the call is sent.
+
+=item window mismatch (the filter has %s, not %s)
+
+An explicit C<window> or C<generations> that differs from the stored
+filter's, or window options for a plain filter (C<no window>). Nothing is
+changed. See L</WINDOWS>.
+
+=item window must be from 0.001 to 315619200 seconds here (the server counts microseconds and expires keys in milliseconds), got %s
+
+=item shards are not supported with window (a windowed filter in Redis is one key per generation)
+
+=item not a windowed filter
+
+C<rotate> on a plain filter.
+
+=item not supported for a windowed filter (see WINDOWS)
+
+C<merge> with a windowed filter on either side, C<to_filter> of one.
+
+=item GONE key %s is gone or no longer a windowed filter
+
+An add, query or step found the filter's metadata deleted or replaced
+after C<new>: the server refused the script, and nothing was changed.
 
 =item the grow and max_capacity options are not supported here: a filter in Redis does not grow (size it for the most items it will hold)
 

@@ -13,7 +13,6 @@ use 5.022;
 use strict;
 use warnings;
 
-use POSIX ();
 use Errno qw(EAGAIN ECONNRESET EINTR EPIPE ETIMEDOUT EWOULDBLOCK);
 use Socket ();
 use Time::HiRes ();
@@ -88,10 +87,7 @@ sub borrow {
 }
 
 # The device and inode of the socket behind descriptor $fd, or undef.
-sub _socket_id {
-    my @st = POSIX::fstat($_[0]) or return undef;
-    return "$st[0]:$st[1]";
-}
+sub _socket_id { Data::BloomFilter::Shared::Redis::_xs_fd_id($_[0]) }
 
 # Whether a borrowed socket is still $client's: the same descriptor, naming
 # the same socket (a client that reconnected may have got the same number
@@ -103,16 +99,21 @@ sub still {
         && (_socket_id($fd) // '') eq $self->{id};
 }
 
+# Both still($client) and quiet, in one call to C: the usual case, asked
+# before every single add through a client. False does not say which.
+sub fit {
+    my ($self, $client) = @_;
+    my $fd = eval { $client->__sock };
+    return $self->{pid} == $$ && defined $self->{id} && $fd && $fd eq $self->{fd}
+        && Data::BloomFilter::Shared::Redis::_xs_fit($fd, $self->{id}, fileno($self->{fh}) // -1);
+}
+
 sub name { $_[0]{name} }
 
 # Whether the socket is open and quiet before anything is sent: a server
 # that closed it (its idle timeout, a restart) or bytes nobody asked for (a
 # reply of another user of a client's socket) make it unfit.
-sub quiet {
-    my ($self) = @_;
-    my $got = recv $self->{fh}, my $peek, 1, Socket::MSG_PEEK() | Socket::MSG_DONTWAIT();
-    return !defined $got && ($! == EAGAIN || $! == EWOULDBLOCK);
-}
+sub quiet { Data::BloomFilter::Shared::Redis::_xs_quiet(fileno($_[0]{fh}) // -1) }
 
 # Wait until the socket can be read ($write false) or written, until
 # $deadline: 1 when it can, 0 when the time ran out. A signal's handler
@@ -140,6 +141,7 @@ sub _ready {
 sub put {
     my ($self, $bytes) = @_;
     my $flags = Socket::MSG_NOSIGNAL() | Socket::MSG_DONTWAIT();
+    $self->{owed}++;    # (see DESTROY)
     # Most commands go whole at once.
     my $off = send($self->{fh}, $bytes, $flags) // 0;
     return undef if $off == length $bytes;
@@ -176,7 +178,10 @@ sub reply {
             $e =~ s/\A\S+->\w+: //;
             return ('broken', "unreadable reply from $self->{name}: $e");
         }
-        return @r if @r;
+        if (@r) {
+            $self->{owed}--;
+            return @r;
+        }
         if ($wait) {
             # Waiting first: a reply is seldom there the moment it is asked for.
             $deadline //= Time::HiRes::time() + $self->{t}{read_timeout};
@@ -193,6 +198,41 @@ sub reply {
         $self->{buf} .= $chunk;
         $wait = 1;    # the rest of a reply that has begun to arrive
     }
+}
+
+# One BITFIELD command of the core's and its reply, in one call to C
+# (_xs_roundtrip, which takes _xs_command's arguments but its masks): made,
+# written within write_timeout, waited for up to read_timeout, read and
+# taken off the buffer with the bounds of the core's reader (resp.rs), as
+# put and reply would with _xs_reply as the taker, at a fraction of their
+# cost in Perl (a single add or contains is one such exchange). Returns
+# _xs_reply's list, or ('broken', error) as put and reply say it.
+sub roundtrip {
+    my $self = shift;
+    $self->{owed}++;    # till it returns (see DESTROY)
+    my @r = Data::BloomFilter::Shared::Redis::_xs_roundtrip(fileno($self->{fh}) // -1, \$self->{buf},
+        $self->{t}{write_timeout}, $self->{t}{read_timeout}, @_);
+    $self->{owed}--;
+    return @r if $r[0];
+    # How it broke: redis_xs.h's BFS_IO_* numbers.
+    my ($how, $detail) = @r[1, 2];
+    local $! = $how == 4 || $how == 5 ? $detail : 0;
+    return ('broken',
+          $how == 1 ? "could not write to $self->{name} within write_timeout $self->{t}{write_timeout} s"
+        : $how == 2 ? "no reply from $self->{name} within read_timeout $self->{t}{read_timeout} s"
+        : $how == 3 ? 'Server closed the connection'
+        : $how == 4 ? "write: $!"
+        : $how == 5 ? "$!"
+        : "unreadable reply from $self->{name}: $detail");
+}
+
+# A client's socket dropped with commands unanswered on it (owed: sent,
+# their replies not yet taken; the call cut short by a die, from a signal's
+# handler, while it waited) is shut as a failed one is: else their late
+# replies would be read as the answers to the next commands sent on it.
+sub DESTROY {
+    my ($self) = @_;
+    shutdown $self->{fh}, 2 if $self->{owed} && $self->{fh} && !$self->{own};
 }
 
 # A connection that failed is not used again: ours is closed; a client's is

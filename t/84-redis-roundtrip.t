@@ -1,0 +1,214 @@
+# Data::BloomFilter::Shared::Redis: a single add or contains is one call to
+# C (Link.pm's roundtrip, redis_xs.h), against a fake server on a real
+# socket that answers the way a slow, stalled or hostile one would: a reply
+# that comes a byte at a time is taken whole; one cut by the read timeout
+# croaks naming the server and the timeout, and the next call connects
+# again; a signal's handler runs while the call waits (one that returns
+# does not end the wait, one that dies ends the call); replies past the
+# bounds or of the wrong shape croak as unreadable.
+use strict;
+use warnings;
+use Test::More;
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use RedisServer qw(redis_or_skip);
+use IO::Socket::INET ();
+use POSIX ();
+use Socket ();
+use Time::HiRes qw(sleep time);
+use Data::BloomFilter::Shared;
+
+redis_or_skip();
+require Data::BloomFilter::Shared::Redis;
+my $R = 'Data::BloomFilter::Shared::Redis';
+$SIG{ALRM} = sub { die "84-redis-roundtrip: global timeout\n" };
+alarm 300;
+
+# A fake server on a loopback port, forked: it answers new's two scripts as
+# a server without the filter would (nil, then "created"), PING with PONG,
+# and a BITFIELD (an add: SET u1 OFFSET 1 per probe) or BITFIELD_RO (a
+# standard query: GET u1 OFFSET per probe) with one integer per field, all
+# 0 for an add (the item new) and 1 for a query (the item there), in the
+# way its connection's mode says (the Nth connection takes $modes[N - 1],
+# the last mode beyond): 'plain' at once; 'split' a byte at a time,
+# 20 ms apart; 'stall' half of it, then nothing; 'late' after 3 s;
+# 'slow' after 0.6 s; 'huge' an array of 2^20 + 1 elements claimed;
+# 'short' one field fewer than asked.
+sub fake_server {
+    my (@modes) = @_;
+    my $l = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1', LocalPort => 0, ReuseAddr => 1)
+        or die "listen: $!";
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        setpgrp 0, 0;
+        $SIG{PIPE} = 'IGNORE';
+        my $n = 0;
+        while (my $c = $l->accept) {
+            my $mode = $modes[ $n < @modes ? $n : -1 ];
+            $n++;
+            next if fork;
+            setsockopt($c, Socket::IPPROTO_TCP(), Socket::TCP_NODELAY(), 1);
+            my $buf = '';
+            while (1) {
+                my $got = sysread $c, $buf, 65536, length $buf;
+                POSIX::_exit(0) if !$got;
+                while ($buf =~ /\A\*(\d+)\r\n/) {
+                    my ($argc, $at, @args) = ($1, length "*$1\r\n");
+                    for (1 .. $argc) {
+                        last if substr($buf, $at) !~ /\A\$(\d+)\r\n/;
+                        my $len = $1;
+                        $at += length("\$$len\r\n");
+                        last if length($buf) < $at + $len + 2;
+                        push @args, substr $buf, $at, $len;
+                        $at += $len + 2;
+                    }
+                    last if @args < $argc;
+                    substr($buf, 0, $at, '');
+                    my $cmd = uc $args[0];
+                    my $reply = $cmd eq 'EVAL' ? ($args[1] =~ /HMGET/ ? "\$-1\r\n" : "*1\r\n\$7\r\ncreated\r\n")
+                        : $cmd eq 'PING' ? "+PONG\r\n" : undef;
+                    if (!defined $reply) {
+                        my $add = $cmd eq 'BITFIELD';
+                        my $fields = (@args - 2) / ($add ? 4 : 3);
+                        $fields-- if $mode eq 'short';
+                        $reply = "*$fields\r\n" . ($add ? ":0\r\n" : ":1\r\n") x $fields;
+                        $reply = "*1048577\r\n:0\r\n" if $mode eq 'huge';
+                        if ($mode eq 'split') {
+                            for my $byte (split //, $reply) {
+                                syswrite $c, $byte;
+                                sleep 0.02;
+                            }
+                            next;
+                        }
+                        if ($mode eq 'stall') {
+                            syswrite $c, substr $reply, 0, length($reply) / 2;
+                            sleep 1 while 1;
+                        }
+                        sleep 3 if $mode eq 'late';
+                        sleep 0.6 if $mode eq 'slow';
+                    }
+                    syswrite $c, $reply;
+                }
+            }
+        }
+        POSIX::_exit(0);
+    }
+    my $addr = '127.0.0.1:' . $l->sockport;
+    close $l;
+    return ($pid, $addr);
+}
+
+my @servers;
+END { local $?; kill "KILL", -$_ for @servers; waitpid $_, 0 for @servers }
+
+# A filter on a fake server of @modes, from an address and through a
+# Redis::Fast client (whose socket the filter borrows).
+sub filters {
+    my ($opts, @modes) = @_;
+    my @f;
+    for my $via ('an address', 'a Redis::Fast client') {
+        my ($pid, $addr) = fake_server(@modes);
+        push @servers, $pid;
+        require Redis::Fast if $via ne 'an address';
+        my $from = $via eq 'an address' ? $addr : Redis::Fast->new(server => $addr, reconnect => 1);
+        push @f, [$via, $R->new($from, 'rt', 10_000, 0.01, { layout => 'standard', %$opts }), $addr];
+    }
+    return @f;
+}
+
+my %T = (cnx_timeout => 2, read_timeout => 0.5, write_timeout => 2);
+
+# --- a reply that comes a byte at a time -----------------------------------------------------------
+for (filters({ read_timeout => 10 }, 'split')) {
+    my ($via, $f) = @$_;
+    is $f->add('a'), 1, "split, through $via: add takes a reply that comes a byte at a time";
+    is $f->contains('a'), 1, "split, through $via: and contains";
+}
+
+# --- a reply cut by the read timeout, half of it come -----------------------------------------------
+for (filters(\%T, 'stall', 'plain')) {
+    my ($via, $f, $addr) = @$_;
+    my $t0 = time;
+    my $e = eval { $f->add('a'); 1 } ? '' : $@;
+    like $e, qr/\A\Q$R\E->add: no reply from \Q$addr\E within read_timeout 0\.5 s/,
+        "stalled mid-reply, through $via: add croaks naming the server and the timeout";
+    cmp_ok time - $t0, '>=', 0.45, "stalled mid-reply, through $via: after waiting for it";
+    is eval { $f->add('a') }, 1, "stalled mid-reply, through $via: the next call connects again and works"
+        or diag $@;
+}
+
+# --- signals while the call waits ------------------------------------------------------------------
+for (filters({ %T, read_timeout => 10 }, 'slow')) {
+    my ($via, $f) = @$_;
+    my $caught = 0;
+    local $SIG{USR1} = sub { $caught++ };
+    my $parent = $$;
+    my $kid = fork // die "fork: $!";
+    if (!$kid) {
+        for (1 .. 3) { sleep 0.1; kill 'USR1', $parent }
+        POSIX::_exit(0);
+    }
+    is $f->add('a'), 1, "signals, through $via: a handler that returns does not end the wait";
+    waitpid $kid, 0;
+    is $caught, 3, "signals, through $via: the handler ran each time";
+}
+for (filters({ %T, read_timeout => 10 }, 'late', 'plain')) {
+    my ($via, $f) = @$_;
+    my $parent = $$;
+    my $kid = fork // die "fork: $!";
+    if (!$kid) {
+        sleep 0.2;
+        kill 'USR1', $parent;
+        POSIX::_exit(0);
+    }
+    my $t0 = time;
+    my $e = eval {
+        local $SIG{USR1} = sub { die "interrupted\n" };
+        $f->add('a');
+        1;
+    } ? '' : $@;
+    my $took = time - $t0;
+    waitpid $kid, 0;
+    is $e, "interrupted\n", "signals, through $via: a handler that dies ends the call";
+    # The reply comes after 3 s: a handler that ran only then would have
+    # let the wait end first.
+    cmp_ok $took, '<', 2.5, "signals, through $via: while it waits ($took s)";
+    is eval { $f->contains('a') }, 1, "signals, through $via: the next call works" or diag $@;
+}
+
+# A batch (commands pipelined, their replies taken in Perl) cut the same way
+# through a client: the replies still owed are not read as the next call's.
+for (filters({ %T, read_timeout => 10 }, 'late', 'plain')) {
+    my ($via, $f) = @$_;
+    my $parent = $$;
+    my $kid = fork // die "fork: $!";
+    if (!$kid) {
+        sleep 0.2;
+        kill 'USR1', $parent;
+        POSIX::_exit(0);
+    }
+    my $e = eval {
+        local $SIG{USR1} = sub { die "interrupted\n" };
+        $f->add_many([1 .. 300]);
+        1;
+    } ? '' : $@;
+    waitpid $kid, 0;
+    is $e, "interrupted\n", "a batch cut by a signal's handler, through $via: ended";
+    is scalar $f->contains_many([1 .. 300]), 300, "a batch cut, through $via: the next call works";
+}
+
+# --- replies past the bounds, or of the wrong shape -------------------------------------------------
+for my $mode ('huge', 'short') {
+    for (filters(\%T, $mode)) {
+        my ($via, $f, $addr) = @$_;
+        for my $call ('add', 'contains') {
+            my $e = eval { $f->$call('a'); 1 } ? '' : $@;
+            like $e, $mode eq 'huge'
+                ? qr/\A\Q$R\E->$call: unreadable reply from \Q$addr\E: a reply sized past all bounds/
+                : qr/\A\Q$R\E->$call: unreadable reply from \Q$addr\E: (?:\d+ fields are not a whole number of items of \d+|the reply has \d+ fields where \d+ were asked|a reply of the wrong shape)/,
+                "$mode, through $via: $call croaks as unreadable";
+        }
+    }
+}
+
+done_testing;
