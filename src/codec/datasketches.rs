@@ -22,11 +22,11 @@
 //! the 24 bytes of its preamble. The input of `parse` is hostile: every
 //! field and the exact length are checked before anything is allocated.
 //! An image stores neither a capacity nor a rate: a filter made from one
-//! has those `math::datasketches::implied` gives its m and k.
+//! has those `Geometry::datasketches_implied` gives its m and k.
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::filter::{within_ceiling, Filter, Target, WindowOptions};
-use crate::math::datasketches::{implied, MAX_BITS, MAX_K};
+use crate::math::datasketches::{MAX_BITS, MAX_K};
 use crate::math::geometry::Geometry;
 use crate::math::scheme::{Layout, Scheme};
 use crate::shm::region;
@@ -169,7 +169,7 @@ pub fn parse(b: &[u8]) -> std::result::Result<Image<'_>, ImageError> {
             return Err(field("num_bits_set", stored, "the bits set in the array, or 2^64 - 1"));
         }
     }
-    let geometry = implied(words * 64, k);
+    let geometry = Geometry::datasketches_implied(words * 64, k);
     debug_assert!(geometry.is_valid());
     Ok(Image { geometry, seed, bits })
 }

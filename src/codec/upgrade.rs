@@ -22,6 +22,7 @@ use crate::shm::format;
 use crate::shm::legacy::{self, LegacyHeader};
 use crate::shm::region;
 use crate::sys::file::{self, Flock};
+use crate::sys::keeper::{OWNER_DIED, TID_MASK};
 
 /// What a conversion did.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,7 +48,7 @@ fn pread_exact(fd: i32, buf: &mut [u8], off: u64) -> std::io::Result<()> {
 /// as `/proc` shows: Some(pid), or None.
 fn mapped_by(dev: u64, ino: u64) -> Option<u32> {
     let me = std::process::id();
-    let (maj, min) = (libc::major(dev) as u64, libc::minor(dev) as u64);
+    let (maj, min) = file::major_minor(dev);
     let dir = std::fs::read_dir("/proc").ok()?;
     for entry in dir.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -89,15 +90,9 @@ fn in_use(shown: &str, who: &str) -> Error {
 /// Refuse a file another process uses, as far as that can be told: it holds
 /// a `flock` on it, or maps it. Returns the lock, held until dropped.
 fn exclusive<'a>(fd: &'a std::os::fd::OwnedFd, st: &libc::stat, shown: &str) -> Result<Flock<'a>> {
-    // SAFETY: plain flock on a descriptor we own.
-    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(in_use(shown, "another process holds a lock on it"));
-        }
-        return Err(Error::io("flock", e));
-    }
-    let lock = Flock::adopt(fd);
+    let Some(lock) = file::try_flock(fd).map_err(|e| Error::io("flock", e))? else {
+        return Err(in_use(shown, "another process holds a lock on it"));
+    };
     if let Some(pid) = mapped_by(st.st_dev, st.st_ino) {
         return Err(in_use(shown, &format!("process {pid} has it mapped")));
     }
@@ -116,8 +111,6 @@ const V2_OPS: usize = 48;
 /// process that has not died (its lock word names a TID without the
 /// kernel's "owner died" bit).
 fn slots_from_format2(old: &[u8]) -> std::result::Result<Vec<u8>, usize> {
-    const OWNER_DIED: u32 = 0x4000_0000;
-    const TID_MASK: u32 = 0x3fff_ffff;
     let line = format::CACHE_LINE as usize;
     let mut new = vec![0u8; old.len()];
     for (i, (o, n)) in old.chunks_exact(line).zip(new.chunks_exact_mut(line)).enumerate() {
@@ -273,16 +266,11 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
         // The old file's owner and group carry over (we are root, or its
         // owner: nobody else can replace it).
         let made = file::lstat(&ctmp).ok_or_else(|| Error::last_os(format!("stat {shown}")))?;
-        if (made.st_uid, made.st_gid) != (st.st_uid, st.st_gid)
-            // SAFETY: ctmp is NUL-terminated.
-            && unsafe { libc::lchown(ctmp.as_ptr(), st.st_uid, st.st_gid) } != 0
-        {
-            return Err(Error::last_os(format!("chown {shown}")));
+        if (made.st_uid, made.st_gid) != (st.st_uid, st.st_gid) {
+            file::lchown(&ctmp, st.st_uid, st.st_gid).map_err(|e| Error::io(format!("chown {shown}"), e))?;
         }
-        // SAFETY: as above; chown may have cleared set-id bits.
-        if unsafe { libc::chmod(ctmp.as_ptr(), mode) } != 0 {
-            return Err(Error::last_os(format!("chmod {shown}")));
-        }
+        // chown may have cleared set-id bits.
+        file::chmod(&ctmp, mode).map_err(|e| Error::io(format!("chmod {shown}"), e))?;
         // The path must still name the file we read and checked.
         if file::lstat(&path).map(|now| file::ident(&now)) != Some(file::ident(&st)) {
             return Err(Error::new(
@@ -290,10 +278,7 @@ pub fn upgrade(raw: &[u8]) -> Result<Upgraded> {
                 format!("{shown}: replaced by another file during the upgrade (nothing changed)"),
             ));
         }
-        // SAFETY: both paths are NUL-terminated.
-        if unsafe { libc::rename(ctmp.as_ptr(), path.as_ptr()) } != 0 {
-            return Err(Error::last_os(format!("rename {shown}")));
-        }
+        file::rename(&ctmp, &path).map_err(|e| Error::io(format!("rename {shown}"), e))?;
         Ok(f.bits_set())
     };
     let bits_set = finish()?;

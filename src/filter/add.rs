@@ -206,31 +206,31 @@ impl Filter {
             }
             return Ok(());
         }
+        // The items between the early stage and their body: item `j` in
+        // slot `j % RING` (`first` of `i + 2 * DISTANCE` comes before the
+        // body of `i`, so the ring holds more than `2 * DISTANCE`).
+        const RING: usize = 4 * DISTANCE;
         let blank = ItemHash { h1: 0, h2: 1 };
-        let mut ring = [(blank, p.locate(&blank)); 2 * DISTANCE];
-        for (slot, item) in ring.iter_mut().zip(items) {
-            let h = p.hash(self.seed, item);
-            *slot = (h, p.locate(&h));
-            first(&slot.0, &slot.1);
-        }
-        for (h, l) in &ring[..DISTANCE.min(n)] {
-            rest(h, l);
-        }
-        for i in 0..n {
-            let cur = ring[i % (2 * DISTANCE)];
-            if i + DISTANCE < n {
-                let (h, l) = &ring[(i + DISTANCE) % (2 * DISTANCE)];
-                rest(h, l);
-            }
-            if i + 2 * DISTANCE < n {
-                let h = p.hash(self.seed, items[i + 2 * DISTANCE]);
+        let mut ring = [(blank, p.locate(&blank)); RING];
+        prefetch_ahead(
+            &mut ring,
+            0..n,
+            n,
+            |ring, j| {
+                let h = p.hash(self.seed, items[j]);
                 let l = p.locate(&h);
                 first(&h, &l);
-                ring[i % (2 * DISTANCE)] = (h, l);
-            }
-            f(i, &cur.0, &cur.1)?;
-        }
-        Ok(())
+                ring[j % RING] = (h, l);
+            },
+            |ring, j| {
+                let (h, l) = &ring[j % RING];
+                rest(h, l);
+            },
+            |ring, i| {
+                let (h, l) = &ring[i % RING];
+                f(i, h, l)
+            },
+        )
     }
 
     /// Add many items; `results[i]` (if given) is 1 for each probably-new

@@ -12,7 +12,7 @@
 
 use std::cell::OnceCell;
 
-use super::grown_batch::KeptLanes;
+use super::lanes::KeptLanes;
 use super::*;
 use crate::math::growth::{self, Growth};
 use crate::math::hashing::hash_item;

@@ -21,128 +21,14 @@
 //! standing, goes the single add's way (`add_absent`).
 
 use super::grown::{Seen, Stages};
+use super::lanes::{with_kept, KeptLanes, Lanes};
 use super::*;
-use crate::math::growth::MAX_STAGES;
 use crate::math::hashing::hash_item;
-use crate::probe::{Block128, StandardStage, Word64};
 
 /// Items of a grown batch hashed and looked for at a time: one reading of
 /// the stage count (and, for an add, of the epoch) per chunk; its hashes
 /// and places stay in the first-level cache.
 const GROWN_CHUNK: usize = 256;
-
-/// A stage of at least this many bytes has an item's words prefetched
-/// `DISTANCE` items ahead of its look. A grown filter's stages together
-/// soon outgrow a core's second-level cache (512 KiB here) even when each
-/// is small, so the stages past the smallest are prefetched in: measured,
-/// a batch of misses with grow 4 went from 3.0x a plain filter's time to
-/// 1.9x (bench/RESULTS.md). A plain batch prefetches from
-/// `PIPELINE_MIN_BYTES`: its one array stays in the caches up to there.
-const LANE_PREFETCH_BYTES: u64 = 64 << 10;
-
-/// One published stage as a look reads it: its probe and bits.
-#[derive(Clone, Copy)]
-struct Lane<'a, P> {
-    p: P,
-    bits: &'a [AtomicU64],
-}
-
-/// The published stages of a grown filter, newest first, all of layout `P`.
-pub(in crate::filter) struct Lanes<'a, P> {
-    lanes: [Lane<'a, P>; MAX_STAGES as usize],
-    len: usize,
-    /// The probe with the most bits an item (the tightest stage, the
-    /// newest mostly), whose `patterns` serve every stage.
-    widest: P,
-    /// `lanes[..beyond]` lie beyond a core's second-level cache
-    /// (`LANE_PREFETCH_BYTES`): the newest, since stages only get larger.
-    beyond: usize,
-}
-
-impl<'a, P: Probe> Lanes<'a, P> {
-    /// The lanes of `stages` (probe and bits, newest first; at most
-    /// `MAX_STAGES`), those without bits left out; None if none has bits.
-    fn new(stages: impl Iterator<Item = (P, &'a [AtomicU64])>) -> Option<Lanes<'a, P>> {
-        let mut it = stages.filter(|(_, bits)| !bits.is_empty());
-        let (p, bits) = it.next()?;
-        let mut l = Lanes {
-            lanes: [Lane { p, bits }; MAX_STAGES as usize],
-            len: 1,
-            widest: p,
-            beyond: 0,
-        };
-        for (p, bits) in it.take(MAX_STAGES as usize - 1) {
-            l.lanes[l.len] = Lane { p, bits };
-            l.len += 1;
-        }
-        for lane in &l.lanes[..l.len] {
-            if lane.p.k() > l.widest.k() {
-                l.widest = lane.p;
-            }
-        }
-        l.beyond = l.lanes[..l.len]
-            .iter()
-            .take_while(|lane| lane.bits.len() as u64 * 8 >= LANE_PREFETCH_BYTES)
-            .count();
-        Some(l)
-    }
-
-    /// Whether a stage holds the item, and its place in the newest stage
-    /// (where an add puts it). A blocked layout (`Probe::FLAT`) asks every
-    /// stage with no branch on an answer: which stage holds a present item
-    /// varies from item to item, and a branch on it was mispredicted about
-    /// once an item, which cost more than the tests it saved (an absent
-    /// item is asked of every stage anyway). The others stop at the first
-    /// stage that holds the item: their test in a stage branches already.
-    #[inline(always)]
-    fn look(&self, h: &ItemHash, pats: &mut P::Patterns) -> (bool, P::Loc) {
-        self.widest.patterns(h, pats);
-        let pats = &*pats;
-        let first = &self.lanes[0];
-        let at = first.p.locate_in(h, pats);
-        let older = self.lanes[1..self.len].iter();
-        let in_older = |l: &Lane<'_, P>| l.p.contains_gated(l.bits, &l.p.locate_in(h, pats));
-        let held = if P::FLAT {
-            older.fold(first.p.contains_gated(first.bits, &at), |held, l| held | in_older(l))
-        } else {
-            first.p.contains_gated(first.bits, &at) || { older }.any(in_older)
-        };
-        (held, at)
-    }
-
-    /// Prefetch the words the item's first test reads in the stages beyond
-    /// the caches.
-    #[inline(always)]
-    fn prefetch(&self, h: &ItemHash) {
-        for l in &self.lanes[..self.beyond] {
-            l.p.prefetch_gated(l.bits, &l.p.locate(h));
-        }
-    }
-}
-
-/// The lanes of a handle's first `n` stages, in the layout they have,
-/// made once per `n` and kept while the handle lives (`Filter::with_lanes`),
-/// so that a single call walks the stages as a batch does without making
-/// them again: made per call, they cost more than the walk they saved.
-// Each is kept boxed (`Stages::kept`): the sizes of the variants matter
-// nowhere.
-#[allow(clippy::large_enum_variant)]
-pub(in crate::filter) enum KeptLanes {
-    Standard(Lanes<'static, StandardStage>),
-    Word64(Lanes<'static, Word64>),
-    Block128(Lanes<'static, Block128>),
-}
-
-/// `$body` with `$l` the lanes a `KeptLanes` holds, of their layout.
-macro_rules! with_kept {
-    ($kept:expr, $l:ident => $body:expr) => {
-        match $kept {
-            KeptLanes::Standard($l) => $body,
-            KeptLanes::Word64($l) => $body,
-            KeptLanes::Block128($l) => $body,
-        }
-    };
-}
 
 /// One chunk of a batch: the items' hashes, whether a stage holds each and
 /// each one's place in the newest stage.
@@ -177,41 +63,49 @@ impl<P: Probe> Chunk<P> {
 
     /// Look for every item of the chunk in `lanes` (`Lanes::look`),
     /// prefetching `DISTANCE` items ahead in the stages beyond the caches;
-    /// `at` only for an add (`place`).
-    #[inline(always)]
-    fn look(&mut self, lanes: &Lanes<'_, P>, place: bool) {
+    /// `at` only for an add (`place`). Not inlined: its callers are two,
+    /// and a walk's body inlined into each would be left a call per item
+    /// (one per chunk instead).
+    #[inline(never)]
+    fn look<'b>(&mut self, lanes: &Lanes<P>, bits: impl Fn(usize) -> &'b [AtomicU64] + Copy, place: bool) {
         let len = self.len;
-        let piped = lanes.beyond > 0 && len > DISTANCE && pipelining();
-        if piped {
-            for h in &self.hashes[..DISTANCE] {
-                lanes.prefetch(h);
-            }
-        }
+        let piped = lanes.beyond() > 0 && len > DISTANCE && pipelining();
         let mut pats = P::Patterns::default();
-        for j in 0..len {
-            if piped && j + DISTANCE < len {
-                lanes.prefetch(&self.hashes[j + DISTANCE]);
-            }
-            let (found, at) = lanes.look(&self.hashes[j], &mut pats);
-            self.found[j] = found;
+        let look = |ch: &mut Self, j: usize| {
+            let (found, at) = lanes.look(bits, &ch.hashes[j], &mut pats);
+            ch.found[j] = found;
             if place {
-                self.at[j] = at;
+                ch.at[j] = at;
             }
-        }
+            Ok::<(), std::convert::Infallible>(())
+        };
+        // One stage: the stages' words `DISTANCE` items ahead, when piped.
+        let rest = |ch: &mut Self, j: usize| {
+            if piped {
+                lanes.prefetch(bits, &ch.hashes[j]);
+            }
+        };
+        let _ = prefetch_ahead(self, 0..len, len, |_, _| {}, rest, look);
     }
 }
 
 impl Filter {
     /// The first `n` stages (mapped) as lanes of layout `P`; None if one
     /// is not of `P` (never: every stage has the filter's layout).
-    fn lanes<'a, P: Probe>(&'a self, s: &'a Stages, n: u32) -> Option<Lanes<'a, P>> {
+    fn lanes<P: Probe>(&self, s: &Stages, n: u32) -> Option<Lanes<P>> {
         if (0..n).any(|i| P::of(&s.all[i as usize].probing).is_none()) {
             return None;
         }
         Lanes::new((0..n).rev().filter_map(|i| {
             let p = *P::of(&s.all[i as usize].probing)?;
-            Some((p, self.stage_bits(s, i)))
+            Some((p, i as usize, self.stage_bits(s, i).len()))
         }))
+    }
+
+    /// The bits a look reads for a lane's stage (`Lanes::look`).
+    #[inline(always)]
+    fn bits_of<'a>(&'a self, s: &'a Stages) -> impl Fn(usize) -> &'a [AtomicU64] + Copy + 'a {
+        move |i| self.stage_bits(s, i as u32)
     }
 
     /// `f` of the lanes of the first `n` stages, kept in `s` once every one
@@ -224,13 +118,13 @@ impl Filter {
             return Some(f(k));
         }
         let made = match &s.all[0].probing {
-            Probing::StandardStage(_) => self.lanes(s, n).map(|l| KeptLanes::Standard(forever(l))),
-            Probing::Word64(_) => self.lanes(s, n).map(|l| KeptLanes::Word64(forever(l))),
-            Probing::Block128(_) => self.lanes(s, n).map(|l| KeptLanes::Block128(forever(l))),
+            Probing::StandardStage(_) => self.lanes(s, n).map(KeptLanes::Standard),
+            Probing::Word64(_) => self.lanes(s, n).map(KeptLanes::Word64),
+            Probing::Block128(_) => self.lanes(s, n).map(KeptLanes::Block128),
             // Never: these layouts do not grow.
             Probing::Standard(_) | Probing::DataSketches(_) => None,
         }?;
-        if with_kept!(&made, l => l.len) != n as usize {
+        if with_kept!(&made, l => l.len()) != n as usize {
             return Some(f(&made));
         }
         Some(f(cell.get_or_init(|| Box::new(made))))
@@ -238,8 +132,12 @@ impl Filter {
 
     /// Whether one of the first `n` stages holds the item (`Lanes::look`).
     pub(in crate::filter) fn some_stage_holds(&self, s: &Stages, n: u32, h: &ItemHash) -> bool {
-        self.with_lanes(s, n, |k| with_kept!(k, l => l.look(h, &mut Default::default()).0))
-            .unwrap_or(false)
+        self.with_lanes(
+            s,
+            n,
+            |k| with_kept!(k, l => l.look(self.bits_of(s), h, &mut Default::default()).0),
+        )
+        .unwrap_or(false)
     }
 
     /// A grown filter's add (§8 N1, N7): present in a published stage, not
@@ -254,14 +152,14 @@ impl Filter {
     }
 
     #[inline(always)]
-    fn grown_add_in<P: Probe>(&self, lanes: &Lanes<'_, P>, s: &Stages, n: u32, h: &ItemHash, c: Claim) -> Result<bool> {
+    fn grown_add_in<P: Probe>(&self, lanes: &Lanes<P>, s: &Stages, n: u32, h: &ItemHash, c: Claim) -> Result<bool> {
         // Not new if a stage holds it, read as a seqlock reader (A1): an
         // odd epoch (a growth or another exclusive operation) sends the add
         // the long way, as do lanes that miss a stage (one not mapped).
         let mut look = None;
         let seen = self
-            .look_stood(|| look = Some(lanes.look(h, &mut Default::default())))
-            .filter(|_| lanes.len == n as usize)
+            .look_stood(|| look = Some(lanes.look(self.bits_of(s), h, &mut Default::default())))
+            .filter(|_| lanes.len() == n as usize)
             .map(|epoch| Seen { epoch, stages: n });
         match look {
             Some((true, _)) if seen.is_some() => Ok(false),
@@ -296,7 +194,7 @@ impl Filter {
             ch.fill(self.seed, chunk);
             match self.stages_now(s) {
                 Ok(n) => match self.lanes::<P>(s, n) {
-                    Some(lanes) => ch.look(&lanes, false),
+                    Some(lanes) => ch.look(&lanes, self.bits_of(s), false),
                     // No stage has bits: none holds an item (as
                     // `some_stage_holds`).
                     None => ch.found[..ch.len].fill(false),
@@ -346,7 +244,7 @@ impl Filter {
             // The found answers stand only with the epoch unchanged over
             // the look; otherwise every item goes the long way.
             let seen = self.lanes::<P>(s, n).and_then(|lanes| {
-                self.look_stood(|| ch.look(&lanes, true))
+                self.look_stood(|| ch.look(&lanes, self.bits_of(s), true))
                     .map(|epoch| Seen { epoch, stages: n })
             });
             if seen.is_none() {
@@ -435,16 +333,6 @@ impl Filter {
     }
 }
 
-/// Lanes to keep in the handle's `Stages` (`Filter::with_lanes`).
-fn forever<P>(l: Lanes<'_, P>) -> Lanes<'static, P> {
-    // SAFETY: only the lifetime changes. The lanes' bits are the stage 0
-    // bit array of the handle's mapping and the stages' own mappings, all
-    // kept while the handle lives (`Stages::maps`); the lanes are kept in
-    // the handle's `Stages` and only lent out for a borrow of the handle,
-    // or dropped within the call that made them.
-    unsafe { std::mem::transmute::<Lanes<'_, P>, Lanes<'static, P>>(l) }
-}
-
 /// An add's error at item `i` of a batch: the items before it are in; say
 /// so, rather than the single add's "nothing was added".
 fn batch_error(mut e: Error, i: usize) -> Error {
@@ -456,6 +344,7 @@ fn batch_error(mut e: Error, i: usize) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use super::super::lanes::LANE_PREFETCH_BYTES;
     use super::*;
     use crate::math::rng::xorshift;
     use crate::probe::{Block128, StandardStage, Word64};
@@ -491,16 +380,17 @@ mod tests {
             }
         }
         let items: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-        let lanes = Lanes::new(stages.iter().zip(&arrays).rev().map(|(&(p, _), a)| (p, &a[..]))).unwrap();
-        assert_eq!(lanes.len, stages.len());
+        let lanes = Lanes::new(stages.iter().enumerate().rev().map(|(i, &(p, words))| (p, i, words))).unwrap();
+        assert_eq!(lanes.len(), stages.len());
+        let bits = |i: usize| &arrays[i][..];
         let newest = stages.last().unwrap().0;
         for len in [1, DISTANCE, DISTANCE + 1, GROWN_CHUNK] {
             let mut ch = Chunk::new(&newest);
             ch.fill(7, &items[..len]);
-            ch.look(&lanes, true);
+            ch.look(&lanes, bits, true);
             let mut only = Chunk::new(&newest);
             only.fill(7, &items[..len]);
-            only.look(&lanes, false);
+            only.look(&lanes, bits, false);
             assert_eq!(only.found, ch.found, "{name}, {len} items: with and without places");
             for (i, item) in items[..len].iter().enumerate() {
                 let h = hash_item(7, item);

@@ -8,6 +8,7 @@ mod add;
 mod exclusive;
 mod grown;
 mod grown_batch;
+mod lanes;
 mod serialize;
 mod stats;
 #[cfg(feature = "test-hooks")]
@@ -116,6 +117,52 @@ fn prefetch_item_ahead(items: &[&[u8]], i: usize) {
 /// setting it between two batches of one process.
 fn pipelining() -> bool {
     std::env::var_os("BLOOMFILTER_SHARED_NO_PIPELINE").is_none()
+}
+
+/// The prefetch-ahead walk of every pipelined batch (a plain filter's,
+/// a windowed filter's query, a grown filter's look over its stages):
+/// `body(i)` for each item `i` of `range`, in order, in a batch of `n`;
+/// before it, `rest(i + DISTANCE)` and then `first(i + 2 * DISTANCE)`
+/// (those below `n`). A walk from item 0 starts with `first` of the first
+/// `2 * DISTANCE` items and `rest` of the first `DISTANCE`. `first` is the
+/// early stage (hash and locate an item, prefetch its first word), `rest`
+/// the late one (its other words): in one bit array, in each visible
+/// generation, or in each stage beyond the caches, as the caller's
+/// closures say. `state` is lent to each in turn (`first` keeps an item's
+/// hash there for `body`). An error of `body` ends the walk.
+///
+/// One loop of steps, each closure called in one place (so that each is
+/// inlined): step `t` is `rest` of item `t - DISTANCE`, `first` of item
+/// `t`, the body of item `t - 2 * DISTANCE`, those that exist.
+#[inline(always)]
+fn prefetch_ahead<S: ?Sized, E>(
+    state: &mut S,
+    range: std::ops::Range<usize>,
+    n: usize,
+    mut first: impl FnMut(&mut S, usize),
+    mut rest: impl FnMut(&mut S, usize),
+    mut body: impl FnMut(&mut S, usize) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    // A walk from item 0 starts with the first items' early stages; a
+    // later one at the step of its first body (the stages before it were
+    // the walk before's).
+    let from = if range.start == 0 {
+        0
+    } else {
+        range.start + 2 * DISTANCE
+    };
+    for t in from..range.end + 2 * DISTANCE {
+        if t >= DISTANCE && t - DISTANCE < n {
+            rest(state, t - DISTANCE);
+        }
+        if t < n {
+            first(state, t);
+        }
+        if t >= 2 * DISTANCE {
+            body(state, t - 2 * DISTANCE)?;
+        }
+    }
+    Ok(())
 }
 
 /// A handle on a shared filter. Not `Sync`: one thread uses a handle (it
@@ -339,7 +386,7 @@ pub struct Options {
     /// stored window wins, and an explicit different one is refused.
     pub window: Option<WindowOptions>,
     /// A new `datasketches` filter's bits and hashes, given rather than
-    /// sized from capacity and fp_rate (`datasketches::geometry_of_size`).
+    /// sized from capacity and fp_rate (`Geometry::datasketches_of_size`).
     pub size: Option<(u64, u32)>,
     /// Make a new filter grow (doc/DESIGN.md, §3 growth). On an existing
     /// file the stored growth wins, and an explicit different one is
@@ -528,9 +575,7 @@ impl Filter {
             Some(_) if layout != Layout::DataSketches => {
                 return Err(Error::arg("bits and hashes are options of layout 'datasketches' only"));
             }
-            Some((bits, k)) => {
-                crate::math::datasketches::geometry_of_size(bits, k, capacity, fp_rate).map_err(Error::arg)?
-            }
+            Some((bits, k)) => Geometry::datasketches_of_size(bits, k, capacity, fp_rate).map_err(Error::arg)?,
         };
         let mut h = region::new_header(g, opts.seed);
         if let Some(wo) = opts.window {

@@ -72,8 +72,7 @@ thread_local! {
 /// them back.
 fn stop_here() -> ! {
     loop {
-        // SAFETY: raising a signal at ourselves.
-        unsafe { libc::raise(libc::SIGSTOP) };
+        crate::sys::fork::stop_self();
     }
 }
 

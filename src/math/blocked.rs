@@ -256,7 +256,7 @@ pub const WORD64_MAX_OVERHEAD: f64 = 1.15;
 /// that very load (a tie, which the smaller `k` wins); otherwise its
 /// search runs whole and the loads are compared. A `k` whose answers are
 /// all the best one's has the same load. About 230 to 320 tests of the rate
-/// instead of 16 times 61 (`best_k_cost`); `best_k_is_the_exhaustive_search`
+/// instead of 16 times 61 (`best_k_cost`, in `growth`); `best_k_is_the_exhaustive_search`
 /// compares the answers with the exhaustive search's over rates from 0.5
 /// to 1e-15.
 pub fn best_k(block: u64, rate: f64) -> (u32, f64) {
@@ -329,40 +329,42 @@ fn first_guess(block: u64, rate: f64) -> u32 {
 }
 
 #[cfg(test)]
+/// The search as it was first written, test for test: every `k` from
+/// 1, its load by halving, a strictly larger load replacing the best
+/// (the tests here and in `growth` compare `best_k` with it).
+pub fn best_k_exhaustive(block: u64, rate: f64) -> (u32, f64) {
+    fn max_lambda(block: u64, k: u32, rate: f64) -> f64 {
+        let (mut lo, mut hi) = (0.0f64, block as f64);
+        if blocked_fp(block, k, hi) <= rate {
+            return hi;
+        }
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            if blocked_fp(block, k, mid) <= rate {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+    let mut best = (1, 0.0);
+    for k in 1..=BLOCKED_MAX_K {
+        let l = max_lambda(block, k, rate);
+        if l > best.1 {
+            best = (k, l);
+        }
+    }
+    best
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The search as it was first written, test for test: every `k` from
-    /// 1, its load by halving, a strictly larger load replacing the best.
-    fn best_k_exhaustive(block: u64, rate: f64) -> (u32, f64) {
-        fn max_lambda(block: u64, k: u32, rate: f64) -> f64 {
-            let (mut lo, mut hi) = (0.0f64, block as f64);
-            if blocked_fp(block, k, hi) <= rate {
-                return hi;
-            }
-            for _ in 0..60 {
-                let mid = 0.5 * (lo + hi);
-                if blocked_fp(block, k, mid) <= rate {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-            lo
-        }
-        let mut best = (1, 0.0);
-        for k in 1..=BLOCKED_MAX_K {
-            let l = max_lambda(block, k, rate);
-            if l > best.1 {
-                best = (k, l);
-            }
-        }
-        best
-    }
-
     /// The rates the grid below covers: a log-spaced sweep from 0.5 to
-    /// 1e-15, round rates users ask for, and every stage rate of a grown
-    /// filter (all 32 stages) for rates from 0.5 to 1e-9.
+    /// 1e-15 and round rates users ask for (every stage rate of a grown
+    /// filter: `growth`'s `best_k_is_the_exhaustive_search_at_stage_rates`).
     fn grid_rates() -> Vec<f64> {
         let mut rates: Vec<f64> = (0..=600)
             .map(|i| 0.5 * 10f64.powf(-(i as f64) * 14.7 / 600.0))
@@ -370,11 +372,6 @@ mod tests {
         for e in 1..=12 {
             for m in [1.0, 2.0, 2.5, 3.0, 5.0] {
                 rates.push(m * 10f64.powi(-e));
-            }
-        }
-        for fp in [0.5, 0.3, 0.1, 0.05, 0.01, 0.005, 0.001, 1e-4, 1e-5, 1e-6, 1e-9] {
-            for i in 0..crate::math::growth::MAX_STAGES {
-                rates.push(crate::math::growth::stage_rate(fp, i));
             }
         }
         rates.extend([0.999, 0.9, 0.75, 0.6]);
@@ -415,37 +412,6 @@ mod tests {
                 assert_eq!(best_k(block, rate), best_k_exhaustive(block, rate), "{rate}");
                 assert_eq!(best_k(block, rate), (1, block as f64));
             }
-        }
-    }
-
-    /// How many tests of the rate each search makes, and how long each
-    /// takes (`cargo test --release --locked --lib best_k_cost --
-    /// --nocapture`).
-    #[test]
-    fn best_k_cost() {
-        use std::time::Instant;
-        let rates: Vec<f64> = (0..32).map(|i| crate::math::growth::stage_rate(0.01, i)).collect();
-        // Tables built before timing.
-        best_k(64, 0.01);
-        best_k(128, 0.01);
-        for block in [64u64, 128] {
-            // The better of three runs each, alternating.
-            let (mut t_fast, mut t_slow) = (f64::INFINITY, f64::INFINITY);
-            for _ in 0..3 {
-                let start = Instant::now();
-                let fast: Vec<_> = rates.iter().map(|&r| best_k(block, r)).collect();
-                t_fast = t_fast.min(start.elapsed().as_secs_f64());
-                let start = Instant::now();
-                let slow: Vec<_> = rates.iter().map(|&r| best_k_exhaustive(block, r)).collect();
-                t_slow = t_slow.min(start.elapsed().as_secs_f64());
-                assert_eq!(fast, slow);
-            }
-            eprintln!(
-                "best_k, block {block}, the 32 stage rates of fp 0.01: {:.2} ms (exhaustive {:.2} ms, {:.1}x)",
-                t_fast * 1e3,
-                t_slow * 1e3,
-                t_slow / t_fast
-            );
         }
     }
 

@@ -7,6 +7,7 @@
 use std::f64::consts::LN_2;
 
 use crate::math::blocked::{best_k, blocked_fp, WORD64_MAX_OVERHEAD};
+use crate::math::datasketches;
 use crate::math::scheme::{Layout, Scheme, BLOCKED_MAX_K};
 
 /// The smallest bit array (one 64-bit word).
@@ -109,7 +110,7 @@ impl Geometry {
     /// for the standard layout, `blocked_geometry`'s for the blocked.
     pub fn for_layout(capacity: u64, fp_rate: f64, layout: Layout) -> Result<Geometry, GeometryError> {
         if layout == Layout::DataSketches {
-            return crate::math::datasketches::geometry(capacity, fp_rate);
+            return Geometry::datasketches(capacity, fp_rate);
         }
         let g = Geometry::for_capacity(capacity, fp_rate)?;
         match layout {
@@ -125,9 +126,7 @@ impl Geometry {
         let shape = match self.scheme {
             Scheme::Standard => (MIN_K..=MAX_K).contains(&self.k) && self.m.is_power_of_two(),
             Scheme::DataSketches => {
-                (MIN_K..=crate::math::datasketches::MAX_K).contains(&self.k)
-                    && self.m % 64 == 0
-                    && self.m <= crate::math::datasketches::MAX_BITS
+                (MIN_K..=datasketches::MAX_K).contains(&self.k) && self.m % 64 == 0 && self.m <= datasketches::MAX_BITS
             }
             s => (MIN_K..=BLOCKED_MAX_K).contains(&self.k) && self.m % s.block_bits() == 0,
         };
@@ -170,6 +169,82 @@ impl Geometry {
     /// The layout the user chose.
     pub fn layout(&self) -> Layout {
         self.scheme.layout()
+    }
+}
+
+/// Apache DataSketches' builder's sizes (its hashing and limits:
+/// `math::datasketches`).
+impl Geometry {
+    /// The builder's `with_accuracy(capacity, fp_rate)`: m = ceil(-n ln p /
+    /// (ln 2)^2) rounded up to a multiple of 64, k = ceil((m / n) ln 2) with the
+    /// m before rounding, clamped to 1..=32767.
+    pub fn datasketches(capacity: u64, fp_rate: f64) -> Result<Geometry, GeometryError> {
+        if capacity < 1 {
+            return Err(GeometryError::Capacity);
+        }
+        if !(fp_rate > 0.0 && fp_rate < 1.0) {
+            return Err(GeometryError::FpRate);
+        }
+        let n = capacity as f64;
+        let bits = (-n * fp_rate.ln() / (LN_2 * LN_2)).ceil();
+        if bits > datasketches::MAX_BITS as f64 {
+            return Err(GeometryError::TooLargeForImage);
+        }
+        let bits = (bits as u64).max(1);
+        let k = (bits as f64 / n * LN_2).ceil().clamp(1.0, datasketches::MAX_K as f64) as u32;
+        Ok(Geometry {
+            k,
+            m: (bits + 63) / 64 * 64,
+            capacity,
+            fp_rate,
+            scheme: Scheme::DataSketches,
+        })
+    }
+
+    /// The builder's `with_size(bits, hashes)`: `bits` rounded up to a multiple
+    /// of 64, `k` as given; the capacity and rate are the caller's (reported,
+    /// and `count`'s answer when every bit is set).
+    pub fn datasketches_of_size(bits: u64, k: u32, capacity: u64, fp_rate: f64) -> Result<Geometry, String> {
+        if !(1..=datasketches::MAX_BITS).contains(&bits) {
+            return Err(format!(
+                "bits must be between 1 and {}, got {bits}",
+                datasketches::MAX_BITS
+            ));
+        }
+        if !(1..=datasketches::MAX_K).contains(&k) {
+            return Err(format!("hashes must be between 1 and {}, got {k}", datasketches::MAX_K));
+        }
+        if capacity < 1 {
+            return Err(GeometryError::Capacity.to_string());
+        }
+        if !(fp_rate > 0.0 && fp_rate < 1.0) {
+            return Err(GeometryError::FpRate.to_string());
+        }
+        Ok(Geometry {
+            k,
+            m: (bits + 63) / 64 * 64,
+            capacity,
+            fp_rate,
+            scheme: Scheme::DataSketches,
+        })
+    }
+
+    /// A geometry for `m` bits and `k` hashes whose capacity and rate were not
+    /// given (a DataSketches image stores neither): capacity = max(1,
+    /// floor(m ln 2 / k)), the rate expected at that capacity.
+    pub fn datasketches_implied(m: u64, k: u32) -> Geometry {
+        let capacity = ((m as f64 * LN_2 / k as f64).floor() as u64).max(1);
+        let mut g = Geometry {
+            k,
+            m,
+            capacity,
+            fp_rate: 0.5,
+            scheme: Scheme::DataSketches,
+        };
+        let p = expected_fp(&g, capacity as f64);
+        // Never 0 (a huge k) nor 1: the rate must stay a valid one.
+        g.fp_rate = p.clamp(f64::MIN_POSITIVE, 1.0 - f64::EPSILON);
+        g
     }
 }
 
@@ -377,5 +452,78 @@ mod tests {
             let est = blocked_count(&g, set) as f64;
             assert!((est - n).abs() <= 0.002 * n + 1.0, "{n}: {est}");
         }
+    }
+
+    /// The builder's sizes, worked out by hand from its formulas.
+    #[test]
+    fn datasketches_sizing_known_answers() {
+        // 1000 items at 1%: ceil(1000 * 4.60517 / 0.480453) = 9586 bits ->
+        // 150 words; k = ceil(9.586 * 0.693147) = ceil(6.6444) = 7.
+        let g = Geometry::datasketches(1000, 0.01).unwrap();
+        assert_eq!((g.m, g.k), (9600, 7));
+        // 1 item at 0.5: ceil(0.6931 / 0.4805) = 2 bits -> 64; k = ceil(1.386) = 2.
+        let g = Geometry::datasketches(1, 0.5).unwrap();
+        assert_eq!((g.m, g.k), (64, 2));
+        // 10_000 at 0.001: ceil(10000 * 6.907755 / 0.480453) = 143776 bits
+        // (2246.5 words -> 2247); k = ceil(14.3776 * 0.6931) = 10.
+        let g = Geometry::datasketches(10_000, 0.001).unwrap();
+        assert_eq!((g.m, g.k), (2247 * 64, 10));
+        assert!(g.is_valid());
+        assert_eq!(Geometry::datasketches(0, 0.1), Err(GeometryError::Capacity));
+        for r in [0.0, 1.0, -1.0, f64::NAN] {
+            assert_eq!(Geometry::datasketches(10, r), Err(GeometryError::FpRate));
+        }
+        assert_eq!(
+            Geometry::datasketches(u64::MAX, 0.01),
+            Err(GeometryError::TooLargeForImage)
+        );
+    }
+
+    /// Property: for any capacity and rate the builder's geometry is valid,
+    /// its m a multiple of 64 no more than 63 bits over the formula.
+    #[test]
+    fn datasketches_sizing_is_valid_everywhere() {
+        for cap in [1u64, 2, 3, 63, 64, 65, 999, 123_457, 10_000_000] {
+            for r in [0.9, 0.5, 0.1, 0.01, 1e-4, 1e-9, 1e-15] {
+                let g = Geometry::datasketches(cap, r).unwrap();
+                assert!(g.is_valid(), "{g:?}");
+                let exact = (-(cap as f64) * r.ln() / (LN_2 * LN_2)).ceil() as u64;
+                assert!(g.m >= exact && g.m < exact + 64, "{g:?}");
+                let im = Geometry::datasketches_implied(g.m, g.k);
+                assert!(im.is_valid(), "{im:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn datasketches_explicit_size() {
+        let g = Geometry::datasketches_of_size(95_851, 7, 1000, 0.01).unwrap();
+        assert_eq!((g.m, g.k, g.capacity), (95_872, 7, 1000));
+        assert!(g.is_valid());
+        assert_eq!(Geometry::datasketches_of_size(1, 1, 1, 0.5).unwrap().m, 64);
+        assert_eq!(Geometry::datasketches_of_size(128, 3, 1, 0.5).unwrap().m, 128);
+        assert!(Geometry::datasketches_of_size(0, 3, 1, 0.5)
+            .unwrap_err()
+            .contains("bits"));
+        assert!(Geometry::datasketches_of_size(datasketches::MAX_BITS + 1, 3, 1, 0.5)
+            .unwrap_err()
+            .contains("bits"));
+        assert!(Geometry::datasketches_of_size(64, 0, 1, 0.5)
+            .unwrap_err()
+            .contains("hashes"));
+        assert!(Geometry::datasketches_of_size(64, datasketches::MAX_K + 1, 1, 0.5)
+            .unwrap_err()
+            .contains("hashes"));
+        assert!(Geometry::datasketches_of_size(64, 3, 0, 0.5)
+            .unwrap_err()
+            .contains("capacity"));
+        assert!(Geometry::datasketches_of_size(64, 3, 1, 1.0)
+            .unwrap_err()
+            .contains("fp_rate"));
+        assert!(
+            Geometry::datasketches_of_size(datasketches::MAX_BITS, datasketches::MAX_K, 1, 0.5)
+                .unwrap()
+                .is_valid()
+        );
     }
 }

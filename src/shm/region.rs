@@ -21,16 +21,18 @@
 //! that the file is long enough.
 
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::shm::format::{self, Header, Layout, FLAG_FROZEN, IMMUTABLE_LEN, OFF_FLAGS};
 use crate::shm::journal::{self, map_range, JournalMap, JournalStore};
+use crate::sys::file;
 use crate::sys::file::{
-    cstr, errno_name, fsize_limit, fstat, ident, lstat, open_nofollow, pread_full, random_u64, require_regular, seals,
-    shown, WriteLock,
+    add_seals, create_excl, cstr, dup_cloexec, errno_name, fallocate, fchgrp, fchmod, fstat, geteuid, ident, link,
+    lstat, memfd_create, open_nofollow, open_tmpfile, opened_read_only, over_fsize_limit, pread_full, random_u64,
+    rename, require_regular, seals, shown, WriteLock,
 };
 use crate::sys::keeper::ShadowMap;
 use crate::sys::memory::{check_room, Store};
@@ -217,7 +219,7 @@ impl Region {
         }
         // Growing a file past RLIMIT_FSIZE sends SIGXFSZ, which kills the
         // process: ask first.
-        if let Some(lim) = fsize_limit().filter(|&l| end > l) {
+        if let Some(lim) = over_fsize_limit(end) {
             return Err(Error::new(
                 ErrorKind::Io,
                 format!(
@@ -227,23 +229,15 @@ impl Region {
             ));
         }
         journal::check_room(fd, len)?;
-        loop {
-            // SAFETY: plain syscall on our descriptor.
-            match unsafe { libc::posix_fallocate(fd, off as libc::off_t, len as libc::off_t) } {
-                0 => break,
-                libc::EINTR => continue,
-                e => {
-                    let e = std::io::Error::from_raw_os_error(e);
-                    return Err(Error::new(
-                        ErrorKind::Io,
-                        format!(
-                            "cannot reserve {len} bytes for the journal (a copy of the other \
-                             filter): {}: {e}; nothing was changed",
-                            errno_name(&e)
-                        ),
-                    ));
-                }
-            }
+        if let Err(e) = fallocate(fd, off, len) {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "cannot reserve {len} bytes for the journal (a copy of the other \
+                     filter): {}: {e}; nothing was changed",
+                    errno_name(&e)
+                ),
+            ));
         }
         map_range(fd, off, len, self.lost())
             .map(Some)
@@ -356,21 +350,12 @@ fn reserve(fd: &OwnedFd, len: u64, what: &str) -> Result<()> {
 
 /// Fail, naming `what`, when `len` bytes exceed the file size limit.
 fn check_fsize(len: u64, what: &str) -> Result<()> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) } == 0
-        && lim.rlim_cur != libc::RLIM_INFINITY
-        && len > lim.rlim_cur
-    {
+    if let Some(lim) = over_fsize_limit(len) {
         return Err(Error::new(
             ErrorKind::Io,
             format!(
                 "{what}: the filter needs {len} bytes, more than the file size limit \
-                 (RLIMIT_FSIZE, {} bytes)",
-                lim.rlim_cur
+                 (RLIMIT_FSIZE, {lim} bytes)"
             ),
         ));
     }
@@ -380,14 +365,7 @@ fn check_fsize(len: u64, what: &str) -> Result<()> {
 /// `posix_fallocate` of `len` bytes at `off`; an error names `what` and the
 /// `total` bytes the filter needs.
 fn allocate(fd: &OwnedFd, off: u64, len: u64, total: u64, what: &str) -> Result<()> {
-    loop {
-        // SAFETY: plain syscall on our descriptor.
-        match unsafe { libc::posix_fallocate(fd.as_raw_fd(), off as libc::off_t, len as libc::off_t) } {
-            0 => return Ok(()),
-            libc::EINTR => continue,
-            e => return Err(no_room(total, what, std::io::Error::from_raw_os_error(e))),
-        }
-    }
+    fallocate(fd.as_raw_fd(), off, len).map_err(|e| no_room(total, what, e))
 }
 
 fn no_room(total: u64, what: &str, e: std::io::Error) -> Error {
@@ -464,13 +442,7 @@ fn memfd(name: &[u8], l: &Layout) -> Result<(OwnedFd, (u64, u64), ShadowMap)> {
     };
     let cname = cstr(&name[..name.len().min(MEMFD_NAME_MAX)])?;
     check_room(l.total, Store::Memory, "the filter", "nothing was created")?;
-    // SAFETY: cname is NUL-terminated.
-    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-    if fd < 0 {
-        return Err(Error::last_os("memfd_create"));
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = memfd_create(&cname).map_err(|e| Error::io("memfd_create", e))?;
     check_fsize(l.total, "memfd")?;
     // SAFETY: plain syscall on our descriptor; a size, no storage yet.
     if unsafe { libc::ftruncate(fd.as_raw_fd(), l.total as libc::off_t) } != 0 {
@@ -482,8 +454,7 @@ fn memfd(name: &[u8], l: &Layout) -> Result<(OwnedFd, (u64, u64), ShadowMap)> {
     // shrink it under another process's mapping (SIGBUS). Not against
     // growing, which harms no mapping: the journal of a merge or an
     // intersect grows it (its pages are freed after, the size stays).
-    // SAFETY: plain fcntl on our descriptor.
-    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
+    let _ = add_seals(fd.as_raw_fd(), libc::F_SEAL_SHRINK);
     let id = ident(&fstat(fd.as_raw_fd(), "memfd")?);
     Ok((fd, id, map))
 }
@@ -561,8 +532,7 @@ impl TempName {
 impl Drop for TempName {
     fn drop(&mut self) {
         if let Some(t) = &self.0 {
-            // SAFETY: t is NUL-terminated.
-            unsafe { libc::unlink(t.as_ptr()) };
+            let _ = file::unlink(t);
         }
     }
 }
@@ -641,48 +611,23 @@ fn create_file(
     let cdir = cstr(dir)?;
     // Relaxed: a hint only; a stale `true` costs one failed attempt.
     let tmpfd = if TMPFILE_NAMEABLE.load(Ordering::Relaxed) {
-        // SAFETY: cdir is NUL-terminated.
-        unsafe {
-            libc::open(
-                cdir.as_ptr(),
-                libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
-                perm.mode as libc::c_uint,
-            )
-        }
+        open_tmpfile(&cdir, perm.mode)
     } else {
-        -1
+        None
     };
-    let (fd, mut temp) = if tmpfd >= 0 {
-        // SAFETY: fresh descriptor we own.
-        (unsafe { OwnedFd::from_raw_fd(tmpfd) }, TempName(None))
+    let (fd, mut temp) = if let Some(fd) = tmpfd {
+        (fd, TempName(None))
     } else {
         // No O_TMPFILE on this filesystem: a private temporary name instead.
         let tmp = TempName::beside(raw)?;
-        // SAFETY: tmp is NUL-terminated.
-        let fd = unsafe {
-            libc::open(
-                tmp.as_ptr(),
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC,
-                perm.mode as libc::c_uint,
-            )
-        };
-        if fd < 0 {
-            return Err(Error::last_os(format!("create {shown}")));
-        }
-        // SAFETY: fresh descriptor we own.
-        (unsafe { OwnedFd::from_raw_fd(fd) }, TempName(Some(tmp)))
+        let fd = create_excl(&tmp, perm.mode).map_err(|e| Error::io(format!("create {shown}"), e))?;
+        (fd, TempName(Some(tmp)))
     };
     // The mode exactly as asked, whatever the umask.
-    // SAFETY: plain syscall on our descriptor.
-    if unsafe { libc::fchmod(fd.as_raw_fd(), perm.mode as libc::mode_t) } != 0 {
-        return Err(Error::last_os(format!("chmod {shown}")));
-    }
+    fchmod(fd.as_raw_fd(), perm.mode).map_err(|e| Error::io(format!("chmod {shown}"), e))?;
     let st = fstat(fd.as_raw_fd(), shown)?;
     if let Some(gid) = perm.gid.filter(|&g| g != st.st_gid) {
-        // SAFETY: as above; uid -1 leaves the owner alone.
-        if unsafe { libc::fchown(fd.as_raw_fd(), libc::uid_t::MAX, gid) } != 0 {
-            return Err(Error::last_os(format!("chown {shown}")));
-        }
+        fchgrp(fd.as_raw_fd(), gid).map_err(|e| Error::io(format!("chown {shown}"), e))?;
     }
     check_room(
         l.total,
@@ -717,9 +662,7 @@ fn create_file(
     let t = temp.0.as_ref().expect("a temporary name");
     match how {
         Publish::Link => {
-            // SAFETY: both paths are NUL-terminated.
-            if unsafe { libc::link(t.as_ptr(), path.as_ptr()) } != 0 {
-                let e = std::io::Error::last_os_error();
+            if let Err(e) = link(t, path) {
                 if e.raw_os_error() == Some(libc::EEXIST) {
                     return Ok(None); // lost the race: open the winner's file
                 }
@@ -728,10 +671,7 @@ fn create_file(
             // `temp` drops: the temporary name goes, `path` stays.
         }
         Publish::Replace => {
-            // SAFETY: both paths are NUL-terminated.
-            if unsafe { libc::rename(t.as_ptr(), path.as_ptr()) } != 0 {
-                return Err(Error::last_os(format!("rename {shown}")));
-            }
+            rename(t, path).map_err(|e| Error::io(format!("rename {shown}"), e))?;
             temp.keep();
         }
     }
@@ -802,8 +742,7 @@ fn adopt(path: &CStr, shown: &str, h: &Header, st: &libc::stat) -> Result<Option
         Some(now) if ident(&now) == ident(st) => {}
         _ => return Ok(None),
     }
-    // SAFETY: geteuid always succeeds.
-    let euid = unsafe { libc::geteuid() };
+    let euid = geteuid();
     if st.st_uid != euid {
         return Err(Error::arg(format!(
             "{shown}: is an empty file of uid {}, not of this process's uid {euid}: \
@@ -858,19 +797,10 @@ pub fn create_new_file(raw: &[u8], h: &Header, mode: u32, fill: Fill<'_>) -> Res
 /// slot, no lock), whether or not the filter is frozen; so does a frozen
 /// filter through any descriptor.
 pub fn open_fd(fd: RawFd) -> Result<Region> {
-    // SAFETY: F_DUPFD_CLOEXEC on a caller-supplied number: an invalid one
-    // fails with EBADF.
-    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if dup < 0 {
-        return Err(Error::last_os(format!("dup fd {fd}")));
-    }
-    // SAFETY: fresh descriptor we own.
-    let own = unsafe { OwnedFd::from_raw_fd(dup) };
-    let st = fstat(dup, "descriptor")?;
+    let own = dup_cloexec(fd).map_err(|e| Error::io(format!("dup fd {fd}"), e))?;
+    let st = fstat(own.as_raw_fd(), "descriptor")?;
     require_regular(&st, &format!("fd {fd}"))?;
-    // SAFETY: plain fcntl on our descriptor.
-    let acc = unsafe { libc::fcntl(dup, libc::F_GETFL) } & libc::O_ACCMODE;
-    let readonly = acc == libc::O_RDONLY;
+    let readonly = opened_read_only(own.as_raw_fd());
     let header = read_header(&own, st.st_size as u64, None)?;
     let m = map(&own, header.layout().total, readonly)?;
     let mut r = Region {
@@ -935,9 +865,7 @@ pub fn open_readonly(raw: &[u8]) -> Result<Region> {
 pub fn unlink(raw: &[u8]) -> Result<bool> {
     let path = cstr(raw)?;
     let shown = &shown(raw);
-    // SAFETY: path is NUL-terminated.
-    if unsafe { libc::unlink(path.as_ptr()) } != 0 {
-        let e = std::io::Error::last_os_error();
+    if let Err(e) = file::unlink(&path) {
         if e.raw_os_error() == Some(libc::ENOENT) {
             return Ok(false);
         }
@@ -1108,8 +1036,7 @@ mod tests {
 
     #[test]
     fn an_empty_file_of_another_uid_is_not_adopted() {
-        // SAFETY: geteuid always succeeds.
-        if unsafe { libc::geteuid() } != 0 {
+        if geteuid() != 0 {
             return; // only root can make a file of another uid
         }
         let d = scratch("foreign");
@@ -1150,8 +1077,7 @@ mod tests {
         let d = scratch("fifo");
         let p = d.join("fifo");
         let cp = cstr(bytes(&p)).unwrap();
-        // SAFETY: cp is NUL-terminated.
-        assert_eq!(unsafe { libc::mkfifo(cp.as_ptr(), 0o600) }, 0);
+        file::mkfifo(&cp).unwrap();
         let e = open_or_create_file(bytes(&p), &header(), 0o600).err().expect("refused");
         assert!(e.msg.contains("is a FIFO"), "{}", e.msg);
         std::fs::remove_dir_all(&d).unwrap();

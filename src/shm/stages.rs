@@ -15,7 +15,7 @@ use std::sync::Arc;
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::sys::file::{errno_name, fsize_limit, fstat};
+use crate::sys::file::{errno_name, fallocate, fstat, over_fsize_limit};
 use crate::sys::memory::{human, shortfall, Store};
 use crate::sys::sigbus::{self, Lost, Watch};
 
@@ -96,7 +96,7 @@ pub fn reserve_stage(fd: RawFd, off: u64, len: u64, lost: &Arc<Lost>) -> Result<
     };
     // Growing a file past RLIMIT_FSIZE sends SIGXFSZ, which kills the
     // process: ask first.
-    if let Some(lim) = fsize_limit().filter(|&l| end > l) {
+    if let Some(lim) = over_fsize_limit(end) {
         return Err(failed(format!(
             "more than the file size limit (RLIMIT_FSIZE, {lim} bytes)"
         )));
@@ -110,21 +110,13 @@ pub fn reserve_stage(fd: RawFd, off: u64, len: u64, lost: &Arc<Lost>) -> Result<
         )));
     }
     let size = fstat(fd, "stage")?.st_size as u64;
-    loop {
-        // SAFETY: plain syscall on a descriptor the caller holds.
-        match unsafe { libc::posix_fallocate(fd, off as libc::off_t, len as libc::off_t) } {
-            0 => break,
-            libc::EINTR => continue,
-            e => {
-                let e = std::io::Error::from_raw_os_error(e);
-                let why = if e.raw_os_error() == Some(libc::EPERM) {
-                    format!("{}: {e} (a memfd sealed against growing)", errno_name(&e))
-                } else {
-                    format!("{}: {e}", errno_name(&e))
-                };
-                return Err(failed(why));
-            }
-        }
+    if let Err(e) = fallocate(fd, off, len) {
+        let why = if e.raw_os_error() == Some(libc::EPERM) {
+            format!("{}: {e} (a memfd sealed against growing)", errno_name(&e))
+        } else {
+            format!("{}: {e}", errno_name(&e))
+        };
+        return Err(failed(why));
     }
     if size > off {
         // Past the old end the file reads zeros already.

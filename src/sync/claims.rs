@@ -132,8 +132,7 @@ pub(crate) fn thread_pointer() -> usize {
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
-        // SAFETY: pthread_self has no preconditions and cannot fail.
-        tp = unsafe { libc::pthread_self() } as usize;
+        tp = crate::sys::fork::pthread_self();
     }
     tp
 }

@@ -102,22 +102,9 @@ fn a_process_that_dies_holding_a_slot_is_dead() {
     let (m, ctl) = table();
     let slots = slots_of(&m);
     let sh = shared(slots, &ctl);
-    // SAFETY: the child only claims a slot and leaves with _exit, never
-    // returning into the test harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork");
-    if pid == 0 {
-        let ok = sh.claim_slot(3, false).map(|c| c.idx == 3).unwrap_or(false);
-        // SAFETY: ends the child at once, holding the slot.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: waits for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child claimed slot 3"
-    );
+    // The child ends at once, holding the slot.
+    let ok = crate::sys::fork::in_child(|| sh.claim_slot(3, false).map(|c| c.idx == 3).unwrap_or(false));
+    assert!(ok, "child claimed slot 3");
     let c = token(3, slots[3].gen.load(Ordering::Acquire));
     // The kernel marked the word "owner died" when the child ended.
     assert_eq!(keeper::state(slots[3].owner.load(Ordering::Relaxed)), State::Died);

@@ -25,7 +25,7 @@ pub fn errno_name(e: &std::io::Error) -> String {
 }
 
 /// The file size limit, when there is one.
-pub fn fsize_limit() -> Option<u64> {
+fn fsize_limit() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -163,15 +163,9 @@ pub fn lstat(path: &CStr) -> Option<libc::stat> {
     (unsafe { libc::lstat(path.as_ptr(), &mut st) } == 0).then_some(st)
 }
 
-/// A `flock` taken by the caller, released on drop (the conversion of an
+/// A `flock` taken by `try_flock`, released on drop (the conversion of an
 /// original module's file refuses a file another process has locked).
 pub struct Flock<'a>(&'a OwnedFd);
-impl<'a> Flock<'a> {
-    /// A lock already taken on `fd` (released on drop).
-    pub fn adopt(fd: &'a OwnedFd) -> Flock<'a> {
-        Flock(fd)
-    }
-}
 impl Drop for Flock<'_> {
     fn drop(&mut self) {
         // SAFETY: plain flock on a descriptor we own.
@@ -284,6 +278,179 @@ impl Drop for WriteLock<'_> {
         // Closing the last descriptor of the description would release it too.
         unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_OFD_SETLK, &l) };
     }
+}
+
+/// The last errno as an `io::Error` when `r` is not 0.
+fn zero_or_errno(r: libc::c_int) -> std::io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Fail with the limit when a file of `len` bytes would pass the file size
+/// limit: growing a file past `RLIMIT_FSIZE` sends `SIGXFSZ`, which kills
+/// the process, so every reservation asks first.
+pub fn over_fsize_limit(len: u64) -> Option<u64> {
+    fsize_limit().filter(|&l| len > l)
+}
+
+/// Give `fd` the storage of `len` bytes at `off` (`posix_fallocate`,
+/// retrying EINTR); its error as an `io::Error`.
+pub fn fallocate(fd: RawFd, off: u64, len: u64) -> std::io::Result<()> {
+    loop {
+        // SAFETY: plain syscall on a descriptor the caller holds.
+        match unsafe { libc::posix_fallocate(fd, off as libc::off_t, len as libc::off_t) } {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            e => return Err(std::io::Error::from_raw_os_error(e)),
+        }
+    }
+}
+
+/// A new memfd named `name`, close-on-exec, that can be sealed.
+pub fn memfd_create(name: &CStr) -> std::io::Result<OwnedFd> {
+    // SAFETY: name is NUL-terminated.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Add `seals` to a memfd's (`F_ADD_SEALS`).
+pub fn add_seals(fd: RawFd, seals: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: plain fcntl on a descriptor the caller holds.
+    zero_or_errno(unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) })
+}
+
+/// A duplicate of the caller's descriptor number `fd`, close-on-exec: an
+/// invalid number fails with EBADF.
+pub fn dup_cloexec(fd: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on any number: an invalid one fails.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(dup) })
+}
+
+/// Whether `fd` was opened for reading only.
+pub fn opened_read_only(fd: RawFd) -> bool {
+    // SAFETY: plain fcntl on a descriptor the caller holds.
+    let acc = unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_ACCMODE;
+    acc == libc::O_RDONLY
+}
+
+/// An unnamed file (`O_TMPFILE`) in the directory `dir`, of mode `mode`;
+/// None where the file system (or the directory) has none.
+pub fn open_tmpfile(dir: &CStr, mode: u32) -> Option<OwnedFd> {
+    // SAFETY: dir is NUL-terminated.
+    let fd = unsafe {
+        libc::open(
+            dir.as_ptr(),
+            libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    };
+    // SAFETY: fresh descriptor we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Create the file `path`, which must not exist (and is not followed if
+/// a symbolic link), for reading and writing, of mode `mode`.
+pub fn create_excl(path: &CStr, mode: u32) -> std::io::Result<OwnedFd> {
+    // SAFETY: path is NUL-terminated.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Set the mode of the file `fd` exactly (whatever the umask).
+pub fn fchmod(fd: RawFd, mode: u32) -> std::io::Result<()> {
+    // SAFETY: plain syscall on a descriptor the caller holds.
+    zero_or_errno(unsafe { libc::fchmod(fd, mode as libc::mode_t) })
+}
+
+/// Give the file `fd` the group `gid`, its owner left alone (uid -1).
+pub fn fchgrp(fd: RawFd, gid: libc::gid_t) -> std::io::Result<()> {
+    // SAFETY: plain syscall on a descriptor the caller holds.
+    zero_or_errno(unsafe { libc::fchown(fd, libc::uid_t::MAX, gid) })
+}
+
+/// Set the owner and group of `path` (not followed if a symbolic link).
+pub fn lchown(path: &CStr, uid: libc::uid_t, gid: libc::gid_t) -> std::io::Result<()> {
+    // SAFETY: path is NUL-terminated.
+    zero_or_errno(unsafe { libc::lchown(path.as_ptr(), uid, gid) })
+}
+
+/// Set the mode of `path`.
+pub fn chmod(path: &CStr, mode: libc::mode_t) -> std::io::Result<()> {
+    // SAFETY: path is NUL-terminated.
+    zero_or_errno(unsafe { libc::chmod(path.as_ptr(), mode) })
+}
+
+/// Give `from`'s file the name `to` too (EEXIST when `to` exists).
+pub fn link(from: &CStr, to: &CStr) -> std::io::Result<()> {
+    // SAFETY: both paths are NUL-terminated.
+    zero_or_errno(unsafe { libc::link(from.as_ptr(), to.as_ptr()) })
+}
+
+/// Rename `from` to `to`, replacing whatever `to` named.
+pub fn rename(from: &CStr, to: &CStr) -> std::io::Result<()> {
+    // SAFETY: both paths are NUL-terminated.
+    zero_or_errno(unsafe { libc::rename(from.as_ptr(), to.as_ptr()) })
+}
+
+/// Remove the name `path`.
+pub fn unlink(path: &CStr) -> std::io::Result<()> {
+    // SAFETY: path is NUL-terminated.
+    zero_or_errno(unsafe { libc::unlink(path.as_ptr()) })
+}
+
+/// Take a `flock` for writing on `fd` without waiting: `Ok(None)` while
+/// another open file description holds one.
+pub fn try_flock(fd: &OwnedFd) -> std::io::Result<Option<Flock<'_>>> {
+    // SAFETY: plain flock on a descriptor the caller holds.
+    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(Flock(fd)));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(None);
+    }
+    Err(e)
+}
+
+/// The major and minor numbers of a device number, as `/proc/PID/maps`
+/// shows them.
+pub fn major_minor(dev: u64) -> (u64, u64) {
+    (libc::major(dev) as u64, libc::minor(dev) as u64)
+}
+
+/// This process's effective uid.
+pub fn geteuid() -> libc::uid_t {
+    // SAFETY: geteuid always succeeds.
+    unsafe { libc::geteuid() }
+}
+
+/// A FIFO at `path` (a test's hostile file).
+#[cfg(test)]
+pub fn mkfifo(path: &CStr) -> std::io::Result<()> {
+    // SAFETY: path is NUL-terminated.
+    zero_or_errno(unsafe { libc::mkfifo(path.as_ptr(), 0o600) })
 }
 
 #[cfg(test)]

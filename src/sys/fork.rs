@@ -28,6 +28,42 @@ pub fn fork_generation() -> u32 {
     FORK_GEN.load(Ordering::Relaxed)
 }
 
+/// Stop this process (`SIGSTOP`) until a signal goes on or ends it.
+#[cfg(feature = "test-hooks")]
+pub fn stop_self() {
+    // SAFETY: raising a signal at ourselves.
+    unsafe { libc::raise(libc::SIGSTOP) };
+}
+
+/// The running thread's `pthread_self`, where its thread pointer cannot be
+/// read directly.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub fn pthread_self() -> usize {
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    unsafe { libc::pthread_self() as usize }
+}
+
+/// Run `child` in a forked child that ends with `_exit` (status 0 when
+/// `child` says true) and never returns into the caller; wait for it:
+/// whether it ended with status 0. For tests of what a process leaves
+/// behind when it ends.
+#[cfg(test)]
+pub fn in_child(child: impl FnOnce() -> bool) -> bool {
+    // SAFETY: the child only runs `child` and leaves with _exit, never
+    // returning into the caller.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        let ok = child();
+        // SAFETY: ends the child at once, holding whatever `child` took.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
 /// Changed whenever a slot is given back anywhere in the process, a
 /// thread's table goes, or the process is a fork's child: a cached claim
 /// names the value it was cached under (`Ticket`).

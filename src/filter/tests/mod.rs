@@ -247,19 +247,14 @@ fn set_operations() {
 
 /// A filter in a memfd of `len` bytes holding `image`, sealed as given.
 fn sealed_memfd(image: &[u8], len: u64, seals: libc::c_int) -> std::fs::File {
-    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
-    // SAFETY: a NUL-terminated name; the descriptor is ours.
-    let f = unsafe {
-        std::fs::File::from_raw_fd(libc::memfd_create(
-            b"sealed\0".as_ptr().cast(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        ))
-    };
+    let f = std::fs::File::from(
+        crate::sys::file::memfd_create(std::ffi::CStr::from_bytes_with_nul(b"sealed\0").unwrap()).unwrap(),
+    );
     f.write_all_at(image, 0).unwrap();
     f.set_len(len).unwrap();
-    // SAFETY: plain fcntl on our descriptor.
-    assert_eq!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, seals) }, 0);
+    crate::sys::file::add_seals(f.as_raw_fd(), seals).unwrap();
     f
 }
 
@@ -327,8 +322,7 @@ fn a_memfd_grows_for_the_journal_and_keeps_it() {
     assert!(md().blocks() * 512 >= total + len, "the journal's pages are kept");
     a.merge(&b).unwrap();
     assert_eq!(md().len(), off + len, "the next merge reuses them");
-    // SAFETY: plain fcntl on the handle's descriptor.
-    let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+    let seals = crate::sys::file::seals(fd).unwrap();
     assert_eq!(seals & (libc::F_SEAL_SHRINK | libc::F_SEAL_GROW), libc::F_SEAL_SHRINK);
     // Another handle through the descriptor maps only the filter.
     let again = Filter::from_fd(fd).unwrap();

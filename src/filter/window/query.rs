@@ -110,31 +110,23 @@ impl Filter {
             let mut buf = [&[][..]; MAX_RING];
             let gens = self.gens_newest_first(win, v, |slot| self.last_visible(w, slot, q), &mut buf);
             if first_look {
-                let first = |j: usize| {
-                    if let Some(l) = locs.get(j) {
-                        for g in gens {
-                            p.prefetch_first(g, l);
+                let first = |_: &mut [bool], j: usize| {
+                    for g in gens {
+                        p.prefetch_first(g, &locs[j]);
+                    }
+                };
+                let rest = |_: &mut [bool], j: usize| {
+                    for g in gens {
+                        if p.first_set(g, &locs[j]) {
+                            p.prefetch_rest(g, &locs[j]);
                         }
                     }
                 };
-                let rest = |j: usize| {
-                    if let Some(l) = locs.get(j) {
-                        for g in gens {
-                            if p.first_set(g, l) {
-                                p.prefetch_rest(g, l);
-                            }
-                        }
-                    }
+                let look = |found: &mut [bool], i: usize| {
+                    found[i - start] = gens.iter().any(|g| p.contains_early(g, &locs[i]));
+                    Ok::<(), std::convert::Infallible>(())
                 };
-                if start == 0 {
-                    (0..2 * DISTANCE).for_each(first);
-                    (0..DISTANCE).for_each(rest);
-                }
-                for (i, (f, loc)) in found.iter_mut().zip(group).enumerate() {
-                    rest(start + i + DISTANCE);
-                    first(start + i + 2 * DISTANCE);
-                    *f = gens.iter().any(|g| p.contains_early(g, loc));
-                }
+                let _ = prefetch_ahead(found, start..start + group.len(), locs.len(), first, rest, look);
                 first_look = false;
             } else {
                 for (f, loc) in found.iter_mut().zip(group) {
