@@ -52,18 +52,8 @@ sub fake_server {
             while (1) {
                 my $got = sysread $c, $buf, 65536, length $buf;
                 POSIX::_exit(0) if !$got;
-                while ($buf =~ /\A\*(\d+)\r\n/) {
-                    my ($argc, $at, @args) = ($1, length "*$1\r\n");
-                    for (1 .. $argc) {
-                        last if substr($buf, $at) !~ /\A\$(\d+)\r\n/;
-                        my $len = $1;
-                        $at += length("\$$len\r\n");
-                        last if length($buf) < $at + $len + 2;
-                        push @args, substr $buf, $at, $len;
-                        $at += $len + 2;
-                    }
-                    last if @args < $argc;
-                    substr($buf, 0, $at, '');
+                while (my $command = RedisServer::next_command(\$buf)) {
+                    my @args = @$command;
                     my $cmd = uc $args[0];
                     my $reply = $cmd eq 'EVAL' ? ($args[1] =~ /HMGET/ ? "\$-1\r\n" : "*1\r\n\$7\r\ncreated\r\n")
                         : $cmd eq 'PING' ? "+PONG\r\n" : undef;

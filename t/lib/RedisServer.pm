@@ -30,6 +30,25 @@ sub redis_or_skip {
     return $bin;
 }
 
+# For fake servers: the next whole command in $$buf (a RESP array of bulk
+# strings), taken out of it, as a list reference of its arguments; undef
+# while it is not all there.
+sub next_command {
+    my ($buf) = @_;
+    return undef if $$buf !~ /\A\*(\d+)\r\n/;
+    my ($argc, $at, @args) = ($1, length "*$1\r\n");
+    for (1 .. $argc) {
+        return undef if substr($$buf, $at) !~ /\A\$(\d+)\r\n/;
+        my $len = $1;
+        $at += length("\$$len\r\n");
+        return undef if length($$buf) < $at + $len + 2;
+        push @args, substr $$buf, $at, $len;
+        $at += $len + 2;
+    }
+    substr($$buf, 0, $at, '');
+    return \@args;
+}
+
 sub free_port {
     my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1', LocalPort => 0, ReuseAddr => 1)
         or die "no free port: $!";
