@@ -5,18 +5,19 @@ use File::Temp qw(tempdir);
 use File::Spec;
 use FindBin;
 use lib "$FindBin::Bin/lib";
-use BFTest qw(slurp spew readable_build layout_from_env);
+use BFTest qw(slurp spew readable_build for_each_layout);
 use Data::BloomFilter::Shared;
 # Opened again with other arguments on purpose: the stored geometry wins (the
 # warning itself is t/19-no-silent-mistake.t's).
 no warnings 'Data::BloomFilter::Shared';
-my $LAYOUT = layout_from_env();    # BFTEST_LAYOUT=blocked: see t/lib/BFTest.pm
 
 # Adders of the same items at once, in the deployments where a process
 # cannot see the others: /proc mounted hidepid=2 with two users, /proc not
 # mounted, each adder in its own PID namespace. No item may be told new
 # twice, and none may be lost. Everything is real: mount namespaces, a
-# hidepid /proc, setpriv to other uids, unshare --pid.
+# hidepid /proc, setpriv to other uids, unshare --pid. On the standard and
+# the blocked layouts (the parent makes the file; the adders open it as it
+# is).
 
 plan skip_all => 'needs root (mount namespaces, setpriv)' if $> != 0;
 for my $tool (qw(unshare setpriv)) {
@@ -59,10 +60,11 @@ rename "$out.tmp", $out or die "$out: $!";
 PERL
 chmod 0644, "$dir/adder.pl";
 
-# Run a race: $prefix->($i) gives the command words that run adder $i.
+# Run a race on a filter of $layout: $prefix->($i) gives the command words
+# that run adder $i.
 sub race {
-    my ($name, $procs, $outer, $prefix) = @_;
-    my $case = "$dir/$name";
+    my ($layout, $name, $procs, $outer, $prefix) = @_;
+    my $case = "$dir/$layout-$name";
     mkdir $case;
     chmod 0777, $case;
     my $path = "$case/f.bf";
@@ -104,20 +106,26 @@ sub race {
     cmp_ok($new, '>', $N * 0.98, "$name: the items were new to someone");
 }
 
-# /proc remounted hidepid=2 in a private mount namespace; adders of two
-# users (neither root, so neither sees the other's processes).
-SKIP: {
-    my $ok = system(q{unshare -m sh -c 'mount -t proc -o hidepid=2 proc /proc' 2>/dev/null}) == 0;
-    skip 'cannot mount /proc with hidepid=2 here', 4 unless $ok;
-    race('hidepid', 6, [qw(unshare -m --propagation private sh -c), 'mount -t proc -o hidepid=2 proc /proc && exec "$@"', 'sh'],
-        sub { my $uid = $_[0] % 2 ? 65534 : 65533; ("setpriv --reuid=$uid --regid=$uid --clear-groups") });
-}
+# The same races on each layout (t/lib/BFTest.pm, for_each_layout).
+for_each_layout([qw(standard blocked)], sub {
+    my ($layout) = @_;
 
-# No /proc at all.
-race('no-proc', 6, [qw(unshare -m --propagation private sh -c), 'umount -l /proc && exec "$@"', 'sh'], sub { () });
+    # /proc remounted hidepid=2 in a private mount namespace; adders of two
+    # users (neither root, so neither sees the other's processes).
+    SKIP: {
+        my $ok = system(q{unshare -m sh -c 'mount -t proc -o hidepid=2 proc /proc' 2>/dev/null}) == 0;
+        skip 'cannot mount /proc with hidepid=2 here', 4 unless $ok;
+        race($layout, 'hidepid', 6,
+            [qw(unshare -m --propagation private sh -c), 'mount -t proc -o hidepid=2 proc /proc && exec "$@"', 'sh'],
+            sub { my $uid = $_[0] % 2 ? 65534 : 65533; ("setpriv --reuid=$uid --regid=$uid --clear-groups") });
+    }
 
-# Each adder in its own PID namespace (so each is pid 1 there), sharing
-# one file: containers sharing /dev/shm.
-race('pid-namespaces', 6, [], sub { ('unshare --pid --fork --mount-proc') });
+    # No /proc at all.
+    race($layout, 'no-proc', 6, [qw(unshare -m --propagation private sh -c), 'umount -l /proc && exec "$@"', 'sh'], sub { () });
+
+    # Each adder in its own PID namespace (so each is pid 1 there), sharing
+    # one file: containers sharing /dev/shm.
+    race($layout, 'pid-namespaces', 6, [], sub { ('unshare --pid --fork --mount-proc') });
+});
 
 done_testing;

@@ -9,21 +9,39 @@ use IO::Select ();
 use Exporter 'import';
 
 our @EXPORT_OK = qw(in_child reap spawn_perl start_child child_status_text perl5lib slurp spew readable_build
-    run_sh run_cli layout_from_env run_with_layout croaks_like sleep_until wait_until time_bound
+    run_sh run_cli for_each_layout croaks_like sleep_until wait_until time_bound
     become_user);
 
-# The multi-process suites run on both layouts: with BFTEST_LAYOUT=blocked,
-# every filter the test makes with new or new_memfd asks for that layout
-# (reopening a file asks for it too, so a file of the other layout croaks),
-# and each one made is checked to have it. Returns the layout in force.
-sub layout_from_env {
-    my $layout = $ENV{BFTEST_LAYOUT} or return 'standard';
+# The multi-process suites run on every layout: for_each_layout runs
+# $code->($layout) once per name of @$layouts, each in a subtest of its
+# own. Within the pass of a layout other than standard, every filter the
+# test makes with new or new_memfd (in this process or in a child forked
+# during the pass) asks for that layout (reopening a file asks for it too,
+# so a file of another layout croaks), and each one made is checked to
+# have it; the standard pass asks nothing, as a user who names no layout.
+# BFTEST_LAYOUT=NAME runs only the pass of that layout.
+sub for_each_layout {
+    my ($layouts, $code) = @_;
+    my $only = $ENV{BFTEST_LAYOUT};
+    die "BFTest: BFTEST_LAYOUT=$only is not one of @$layouts\n"
+        if $only && !grep { $_ eq $only } @$layouts;
+    for my $layout (grep { !$only || $_ eq $only } @$layouts) {
+        Test::More::subtest("layout $layout" => sub { with_layout($layout, $code) });
+    }
+}
+
+sub with_layout {
+    my ($layout, $code) = @_;
+    return $code->($layout) if $layout eq 'standard';
     require Data::BloomFilter::Shared;
     my $class = 'Data::BloomFilter::Shared';
     no strict 'refs';
     no warnings 'redefine';
-    for my $method (qw(new new_memfd)) {
-        my $orig = $class->can($method);
+    my %orig = map { $_ => \&{"${class}::$_"} } qw(new new_memfd);
+    # The originals come back however the pass ends (a die included).
+    my $restore = BFTest::Guard->new(sub { *{"${class}::$_"} = $orig{$_} for keys %orig });
+    for my $method (keys %orig) {
+        my $orig = $orig{$method};
         my $at = 4;    # the options' position in @_, for both
         *{"${class}::$method"} = sub {
             my @args = @_;
@@ -39,11 +57,9 @@ sub layout_from_env {
             return $f;
         };
     }
-    return $layout;
+    return $code->($layout);
 }
 
-# Run test file $file (in t/) with BFTEST_LAYOUT=$layout, in place of this
-# process (same perl, same \@INC).
 # In a child running as root: become $uid, with $gid as its only group
 # (real and effective), for tests where another user writes a filter.
 # Dies if root is still there.
@@ -54,14 +70,6 @@ sub become_user {
     POSIX::setgid($gid) or die "setgid: $!";
     POSIX::setuid($uid) or die "setuid: $!";
     die "still root" if $> == 0 || $< == 0;
-}
-
-sub run_with_layout {
-    my ($layout, $file) = @_;
-    require FindBin;
-    $ENV{BFTEST_LAYOUT} = $layout;
-    exec($^X, (map { "-I$_" } grep { !ref } @INC), "$FindBin::Bin/$file")
-        or die "exec $file: $!";
 }
 
 # A whole file's bytes; write bytes to a file.
@@ -331,5 +339,10 @@ END {
         waitpid($pid, 0);
     }
 }
+
+# Runs its code when it goes out of scope.
+package BFTest::Guard;
+sub new { my ($class, $code) = @_; return bless { code => $code }, $class }
+sub DESTROY { $_[0]{code}->() }
 
 1;
