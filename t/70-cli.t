@@ -1,50 +1,39 @@
-# The bloomfilter-shared command, driven as a user drives it: through sh -c
-# pipelines, checking its output, its exit codes and its one-line errors.
+# The bloomfilter-shared command: its output, its exit codes and its
+# one-line errors. Most cases run the command's code in this process (cli,
+# t/lib/BFTest.pm): a process of its own adds nothing to them. The cases
+# about a process run the script as one, through sh as a user types it
+# (cli_sh): the script itself, pipelines, the umask, a stream answered
+# line by line, a pipe nobody reads, a terminal, another user.
 use strict;
 use warnings;
 use Test::More;
-use Cwd ();
 use File::Temp qw(tempdir);
 use FindBin ();
 use IPC::Open2 ();
 use Symbol ();
 use lib "$FindBin::Bin/lib";
-use BFTest qw(perl5lib slurp);
+use BFTest qw(perl5lib slurp spew cli cli_sh cli_argv);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
-my $script = Cwd::abs_path("$FindBin::Bin/../script/bloomfilter-shared");
+my ($perl, $script) = cli_argv();
 my $dir = tempdir(CLEANUP => 1);
 $SIG{ALRM} = sub { die "70-cli: global timeout\n" };
 alarm 300;
-
-# The command on PATH under its own name, running with the module under test.
-mkdir "$dir/bin" or die "mkdir: $!";
-{
-    open(my $fh, '>', "$dir/bin/bloomfilter-shared") or die "wrapper: $!";
-    print {$fh} qq{#!/bin/sh\nexec "$^X" "$script" "\$@"\n};
-    close $fh or die "wrapper: $!";
-    chmod 0755, "$dir/bin/bloomfilter-shared" or die "chmod: $!";
-}
-$ENV{PATH} = "$dir/bin:$ENV{PATH}";
+# The streams below run the command themselves.
 $ENV{PERL5LIB} = perl5lib();
 chdir $dir or die "chdir: $!";
 
-
-# sh -c $cmd with stdout and stderr in files: (exit code, stdout, stderr).
-sub run {
-    my ($cmd) = @_;
-    system('sh', '-c', "{ $cmd\n} >out.txt 2>err.txt </dev/null");
-    die "sh: $!" if $? == -1;
-    my $rc = $? & 127 ? 128 + ($? & 127) : $? >> 8;
-    return ($rc, slurp('out.txt'), slurp('err.txt'));
-}
+# Lines of input: each of @_ and a newline.
+sub lines { join '', map {"$_\n"} @_ }
 
 # An error: exit 2, nothing on stdout, one line on stderr naming the tool
-# and matching $re, with no Perl source position in it.
+# and matching $re, with no Perl source position in it. $got: what cli or
+# cli_sh returned.
 sub fails_ok {
-    my ($cmd, $re, $name) = @_;
-    my ($rc, $out, $err) = run($cmd);
+    my ($got, $re, $name) = @_;
+    my ($rc, $out, $err) = @$got;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
     subtest $name => sub {
         is($rc, 2, 'exit 2');
         is($out, '', 'nothing on stdout');
@@ -57,27 +46,42 @@ sub fails_ok {
 sub json_info {
     my ($file) = @_;
     require JSON::PP;
-    my ($rc, $out, $err) = run("bloomfilter-shared info $file --json");
+    my ($rc, $out, $err) = cli(undef, 'info', $file, '--json');
     die "info $file: $err" if $rc;
     return JSON::PP->new->decode($out);
 }
 
+# --- the script, as a user runs it ------------------------------------------------------------
+{
+    my ($rc, $out, $err) = cli_sh('bloomfilter-shared --help');
+    is($rc, 0, 'the script: --help exits 0');
+    like($out, qr/SYNOPSIS.*create FILE --capacity N.*EXIT STATUS/s, '... and prints its manual');
+    ($rc, $out, $err) = cli_sh('bloomfilter-shared --version');
+    is($rc . $err, '0', 'the script: --version exits 0, nothing on stderr');
+    is($out, "bloomfilter-shared (Data::BloomFilter::Shared) $Data::BloomFilter::Shared::VERSION\n",
+        '... and prints the version of the module it runs with');
+    fails_ok([cli_sh('bloomfilter-shared frobnicate x')], qr/unknown command 'frobnicate'/,
+        'the script: an unknown command');
+    ($rc, $out, $err) = cli_sh(q{printf 'zz\n' | bloomfilter-shared check nope.bf; echo "rc=$?"});
+    like($out, qr/\Arc=2\n\z/, 'the script: an error is exit 2 to the shell');
+}
+
 # --- help and usage ----------------------------------------------------------------------
 {
-    my ($rc, $out, $err) = run('bloomfilter-shared --help');
+    my ($rc, $out, $err) = cli(undef, qw(--help));
     is($rc, 0, '--help exits 0');
     like($out, qr/SYNOPSIS.*create FILE --capacity N.*EXIT STATUS/s, '--help prints the manual');
-    ($rc, $out) = run('bloomfilter-shared add --help');
+    ($rc, $out) = cli(undef, qw(add --help));
     is($rc, 0, 'COMMAND --help exits 0');
     like($out, qr/SYNOPSIS/, '... and prints the manual');
 
-    fails_ok('bloomfilter-shared', qr/missing command/, 'no command');
-    fails_ok('bloomfilter-shared frobnicate x', qr/unknown command 'frobnicate'/, 'unknown command');
-    fails_ok('bloomfilter-shared add', qr/add: missing FILE/, 'add without FILE');
-    fails_ok('bloomfilter-shared info a b', qr/unexpected argument 'b'/, 'extra argument');
-    fails_ok('bloomfilter-shared info x --bogus', qr/unknown option: bogus/, 'unknown option');
+    fails_ok([cli(undef)], qr/missing command/, 'no command');
+    fails_ok([cli(undef, qw(frobnicate x))], qr/unknown command 'frobnicate'/, 'unknown command');
+    fails_ok([cli(undef, qw(add))], qr/add: missing FILE/, 'add without FILE');
+    fails_ok([cli(undef, qw(info a b))], qr/unexpected argument 'b'/, 'extra argument');
+    fails_ok([cli(undef, qw(info x --bogus))], qr/unknown option: bogus/, 'unknown option');
 
-    ($rc, $out, $err) = run('bloomfilter-shared --version');
+    ($rc, $out, $err) = cli(undef, qw(--version));
     is($rc, 0, '--version exits 0');
     is($out, "bloomfilter-shared (Data::BloomFilter::Shared) $Data::BloomFilter::Shared::VERSION\n",
         '--version prints the version of the module it runs with');
@@ -97,7 +101,7 @@ sub json_info {
 
 # --- create ----------------------------------------------------------------------------------
 {
-    my ($rc, $out, $err) = run('bloomfilter-shared create f.bf --capacity 1000');
+    my ($rc, $out, $err) = cli(undef, qw(create f.bf --capacity 1000));
     is($rc, 0, 'create exits 0');
     is($out . $err, '', '... silently');
     ok(-f 'f.bf', '... and creates the file');
@@ -108,66 +112,66 @@ sub json_info {
     is($info->{bits}, $ref->bits, 'bits as the module computes them');
     is($info->{hashes}, $ref->hashes, 'hashes as the module computes them');
 
-    ($rc) = run('umask 0; bloomfilter-shared create g.bf -n 2k -p 0.001 --mode 0640 --seed 99');
+    ($rc) = cli_sh('umask 0; bloomfilter-shared create g.bf -n 2k -p 0.001 --mode 0640 --seed 99');
     is($rc, 0, 'create with every option');
     is(sprintf('%04o', (stat 'g.bf')[2] & 07777), '0640', '--mode 0640');
     $info = json_info('g.bf');
     is($info->{capacity}, 2000, '-n 2k is 2000');
     is($info->{fp_rate}, 0.001, '-p 0.001');
     is($info->{seed}, 99, '--seed 99');
-    run('bloomfilter-shared create h.bf -n 1e6');
+    cli(undef, qw(create h.bf -n 1e6));
     is(json_info('h.bf')->{capacity}, 1_000_000, '-n 1e6');
-    run('bloomfilter-shared create h2.bf -n 1_500_000');
+    cli(undef, qw(create h2.bf -n 1_500_000));
     is(json_info('h2.bf')->{capacity}, 1_500_000, '-n 1_500_000');
 
-    fails_ok('bloomfilter-shared create f.bf --capacity 10',
+    fails_ok([cli(undef, qw(create f.bf --capacity 10))],
         qr/f\.bf: file exists \(use --force to replace it\)/,
         'create refuses an existing file');
-    fails_ok('bloomfilter-shared create x.bf', qr/--capacity is required/, 'capacity required');
-    fails_ok('bloomfilter-shared create x.bf -n 0', qr/--capacity must be a positive integer/,
+    fails_ok([cli(undef, qw(create x.bf))], qr/--capacity is required/, 'capacity required');
+    fails_ok([cli(undef, qw(create x.bf -n 0))], qr/--capacity must be a positive integer/,
         'capacity 0');
-    fails_ok('bloomfilter-shared create x.bf -n ten', qr/--capacity must be/, 'capacity not a number');
-    fails_ok('bloomfilter-shared create x.bf -n 10 -p 1', qr/--fp-rate must be/, 'fp-rate 1');
-    fails_ok('bloomfilter-shared create x.bf -n 10 -p abc', qr/--fp-rate must be/, 'fp-rate junk');
-    fails_ok('bloomfilter-shared create x.bf -n 10 --mode 0999', qr/--mode must be an octal/,
+    fails_ok([cli(undef, qw(create x.bf -n ten))], qr/--capacity must be/, 'capacity not a number');
+    fails_ok([cli(undef, qw(create x.bf -n 10 -p 1))], qr/--fp-rate must be/, 'fp-rate 1');
+    fails_ok([cli(undef, qw(create x.bf -n 10 -p abc))], qr/--fp-rate must be/, 'fp-rate junk');
+    fails_ok([cli(undef, qw(create x.bf -n 10 --mode 0999))], qr/--mode must be an octal/,
         'mode not octal');
-    fails_ok('bloomfilter-shared create x.bf -n 10 --seed -1', qr/--seed must be/, 'negative seed');
-    fails_ok('bloomfilter-shared create x.bf -n 10 --seed 18446744073709551616',
+    fails_ok([cli(undef, qw(create x.bf -n 10 --seed -1))], qr/--seed must be/, 'negative seed');
+    fails_ok([cli(undef, qw(create x.bf -n 10 --seed 18446744073709551616))],
         qr/x\.bf: --seed must be an integer between 0 and 2\*\*64-1, got a number above/, "seed beyond 64 bits (the module says so, in the tool's words)");
-    fails_ok('bloomfilter-shared create x.bf -n 1e12 -p 1e-9', qr/x\.bf: .*too large/,
+    fails_ok([cli(undef, qw(create x.bf -n 1e12 -p 1e-9))], qr/x\.bf: .*too large/,
         'a filter too large');
-    fails_ok('bloomfilter-shared create x.bf --capacity 1e21', qr/--capacity 1e21 is too large/,
+    fails_ok([cli(undef, qw(create x.bf --capacity 1e21))], qr/--capacity 1e21 is too large/,
         'a capacity beyond any filter');
     ok(!-e 'x.bf', 'no file left by a failed create');
 }
 
 # --- add -----------------------------------------------------------------------------------------
 {
-    my ($rc, $out, $err) = run(q{printf 'a\nb\na\n' | bloomfilter-shared add f.bf --print-new});
+    my ($rc, $out, $err) = cli("a\nb\na\n", qw(add f.bf --print-new));
     is($rc, 0, 'add --print-new exits 0');
     is($out, "a\nb\n", 'add --print-new prints each new line once');
     is($err, '', '... and nothing on stderr');
-    ($rc, $out) = run(q{printf 'b\nc\n' | bloomfilter-shared add f.bf --print-new});
+    ($rc, $out) = cli("b\nc\n", qw(add f.bf --print-new));
     is($out, "c\n", 'a second run prints only lines not seen by the first');
-    ($rc, $out) = run(q{printf 'a\nb\nc\n' | bloomfilter-shared add f.bf --print-new});
+    ($rc, $out) = cli("a\nb\nc\n", qw(add f.bf --print-new));
     is($rc, 0, 'add --print-new exits 0 when every line was seen');
     is($out, '', '... printing nothing');
 
-    ($rc, $out, $err) = run(q{printf 'd\ne\nd\n' | bloomfilter-shared add f.bf});
+    ($rc, $out, $err) = cli("d\ne\nd\n", qw(add f.bf));
     is($rc, 0, 'add exits 0');
     is($out, '', 'add prints nothing on stdout');
     is($err, "bloomfilter-shared: f.bf: 3 lines, 2 new, 1 probably seen before\n",
         'add prints a summary on stderr');
-    ($rc, $out, $err) = run(q{printf 'g\n' | bloomfilter-shared add f.bf});
+    ($rc, $out, $err) = cli("g\n", qw(add f.bf));
     is($err, "bloomfilter-shared: f.bf: 1 line, 1 new, 0 probably seen before\n",
         'the summary of one line says "1 line"');
-    ($rc, $out, $err) = run(q{printf 'f\n' | bloomfilter-shared add f.bf --quiet});
+    ($rc, $out, $err) = cli("f\n", qw(add f.bf --quiet));
     is($rc . $out . $err, '0', 'add --quiet prints nothing');
 
     # What an item is: the line without its newline, byte for byte.
-    run(q{printf 'last-without-newline' | bloomfilter-shared add f.bf -q});
-    run(q{printf '\n' | bloomfilter-shared add f.bf -q});
-    run(q{printf 'cr\r\n  sp \n\303\251\n' | bloomfilter-shared add f.bf -q});
+    cli("last-without-newline", qw(add f.bf -q));
+    cli("\n", qw(add f.bf -q));
+    cli("cr\r\n  sp \n\303\251\n", qw(add f.bf -q));
     my $f = $C->new_from_fd(do { open(my $fh, '+<', 'f.bf') or die; $fh });
     is_deeply([$f->contains_many(['a', 'b', 'c', 'd', 'e', 'f'])], [1, 1, 1, 1, 1, 1],
         'every line was added to the file the module sees');
@@ -183,23 +187,22 @@ sub json_info {
     my @lines = map { 'item-' . ($_ % 3500) } 0 .. 9999;
     print {$fh} map { "$_\n" } @lines;
     close $fh or die;
-    run('bloomfilter-shared create big.bf -n 10000 -p 0.0001');
-    ($rc, $out) = run('bloomfilter-shared add big.bf --print-new < many.txt');
+    cli(undef, qw(create big.bf -n 10000 -p 0.0001));
+    ($rc, $out) = cli(slurp('many.txt'), qw(add big.bf --print-new));
     my @expected = map { "item-$_" } 0 .. 3499;
     is_deeply([split /\n/, $out], \@expected,
         '10000 lines in batches: each distinct line printed once, in input order');
-    ($rc, $out, $err) = run('cat many.txt many.txt | bloomfilter-shared add big.bf');
+    ($rc, $out, $err) = cli(slurp('many.txt') x 2, qw(add big.bf));
     like($err, qr/: 20000 lines, 0 new, 20000 probably seen before$/, 'summary counts batches');
 
-    fails_ok(q{printf 'x\n' | bloomfilter-shared add missing.bf}, qr/missing\.bf: No such file/,
+    fails_ok([cli("x\n", qw(add missing.bf))], qr/missing\.bf: No such file/,
         'add to a missing file');
     ok(!-e 'missing.bf', '... does not create it');
 }
 
 # --- add streams: each chunk is answered before the next is written -------------------------
 {
-    my $pid = IPC::Open2::open2(my $from, my $to, 'bloomfilter-shared', 'add', 'f.bf',
-        '--print-new');
+    my $pid = IPC::Open2::open2(my $from, my $to, $perl, $script, 'add', 'f.bf', '--print-new');
     local $SIG{ALRM} = sub { kill 'KILL', $pid; die "70-cli: streaming add hung\n" };
     alarm 30;
     my @got;    # per line written: what came out before its marker
@@ -241,7 +244,7 @@ sub added_before_blocking {
         close $r;
         open(STDIN, '<', 'long.txt') or POSIX::_exit(126);
         open(STDOUT, '>&', $w) or POSIX::_exit(126);
-        { exec 'bloomfilter-shared', 'add', $file, '--print-new', @$batch_opt }
+        { exec $perl, $script, 'add', $file, '--print-new', @$batch_opt }
         POSIX::_exit(127);
     }
     close $w;
@@ -265,7 +268,7 @@ sub added_before_blocking {
     open(my $fh, '>', 'long.txt') or die;
     print {$fh} map { "$_\n" } @lines;
     close $fh or die;
-    run('bloomfilter-shared create long.bf -n 1000');
+    cli(undef, qw(create long.bf -n 1000));
     # A batch's output starts only once the previous batch's was written
     # whole: with $pipe bytes of pipe, that is every batch that fits and one.
     my $whole_batches = sub {
@@ -283,37 +286,34 @@ sub added_before_blocking {
     is($status, 0, '... and it exits 0 once its output is read');
     is($out, join('', map { "$_\n" } @lines), '... having printed every new line');
 
-    run('bloomfilter-shared create long1.bf -n 1000');
+    cli(undef, qw(create long1.bf -n 1000));
     ($present, $first_absent, $expect) =
         added_before_blocking('long1.bf', \@lines, ['--batch', 1], $whole_batches->(1));
     is($present, $expect, "--batch 1: a line is printed before the next is added ($expect lines added)");
-    run('bloomfilter-shared create long2.bf -n 1000');
+    cli(undef, qw(create long2.bf -n 1000));
     ($present, $first_absent) = added_before_blocking('long2.bf', \@lines, [], sub { 60 });
     is($present, 60, 'by default (batches of 1000) all 60 lines are added before the first is printed');
     unlink 'long.txt', 'long.bf', 'long1.bf', 'long2.bf';
 
-    fails_ok(q{printf 'a\n' | bloomfilter-shared add f.bf --batch 0}, qr/--batch must be a positive integer/,
+    fails_ok([cli("a\n", qw(add f.bf --batch 0))], qr/--batch must be a positive integer/,
         '--batch 0');
-    fails_ok(q{printf 'a\n' | bloomfilter-shared add f.bf --batch x}, qr/--batch must be a positive integer/,
+    fails_ok([cli("a\n", qw(add f.bf --batch x))], qr/--batch must be a positive integer/,
         '--batch junk');
-    fails_ok(q{printf 'a\n' | bloomfilter-shared add f.bf --batch 2M}, qr/--batch 2M is too large \(at most 1000000\)/,
+    fails_ok([cli("a\n", qw(add f.bf --batch 2M))], qr/--batch 2M is too large \(at most 1000000\)/,
         '--batch too large');
-    my ($rc, $o) = run(q{printf 'b1\nb2\nb1\nb3\n' | bloomfilter-shared add f.bf --print-new --batch 1});
+    my ($rc, $o) = cli("b1\nb2\nb1\nb3\n", qw(add f.bf --print-new --batch 1));
     is($o, "b1\nb2\nb3\n", '--batch 1: each new line once');
 }
 
 # --- a filter holding more than its capacity: a warning, exit 0 -------------------------------
 {
     my $warn_re = qr/\Abloomfilter-shared: warning: over\.bf holds about (\d+) items, more than its capacity 100: false positives now estimated at ([0-9.e-]+) \(sized for 0\.01\)\n\z/;
-    run('bloomfilter-shared create over.bf -n 100');
-    open(my $fh, '>', 'hundred.txt') or die;
-    print {$fh} map { "over-$_\n" } 1 .. 100;
-    close $fh;
-    my ($rc, $out, $err) = run('head -n 90 hundred.txt | bloomfilter-shared add over.bf -q');
+    cli(undef, qw(create over.bf -n 100));
+    my ($rc, $out, $err) = cli(lines(map {"over-$_"} 1 .. 90), qw(add over.bf -q));
     is($rc . $out . $err, '0', 'no warning below the capacity');
-    ($rc, $out, $err) = run('bloomfilter-shared info over.bf');
+    ($rc, $out, $err) = cli(undef, qw(info over.bf));
     is($rc . $err, '0', '... nor from info');
-    ($rc, $out, $err) = run('seq 1 400 | bloomfilter-shared add over.bf');
+    ($rc, $out, $err) = cli(lines(1 .. 400), qw(add over.bf));
     is($rc, 0, 'add past the capacity exits 0');
     my ($summary, $warning) = split /(?<=\n)/, $err;
     like($summary, qr/\Abloomfilter-shared: over\.bf: 400 lines, \d+ new/, '... prints its summary');
@@ -324,33 +324,33 @@ sub added_before_blocking {
     is($fpp, sprintf('%.3g', $f->estimated_fpp), '... and the estimated false-positive rate');
     cmp_ok($count, '>', 100, '... which is past the capacity');
 
-    ($rc, $out, $err) = run('seq 401 420 | bloomfilter-shared add over.bf --quiet');
+    ($rc, $out, $err) = cli(lines(401 .. 420), qw(add over.bf --quiet));
     is($rc, 0, 'add --quiet exits 0');
     like($err, $warn_re, '... and warns even then (only the warning)');
-    ($rc, $out, $err) = run('seq 421 440 | bloomfilter-shared add over.bf --print-new');
+    ($rc, $out, $err) = cli(lines(421 .. 440), qw(add over.bf --print-new));
     like($out, qr/\A(?:4[2-4][0-9]\n)*\z/, 'add --print-new prints only new lines on stdout');
     like($err, $warn_re, '... and warns on stderr');
-    ($rc, $out, $err) = run('bloomfilter-shared info over.bf');
+    ($rc, $out, $err) = cli(undef, qw(info over.bf));
     is($rc, 0, 'info on an overfull filter exits 0');
     like($out, qr/^count +\d+$/m, '... prints the stats on stdout');
     like($err, $warn_re, '... and the warning on stderr');
-    ($rc, $out, $err) = run('bloomfilter-shared info over.bf --json');
+    ($rc, $out, $err) = cli(undef, qw(info over.bf --json));
     like($err, $warn_re, 'info --json warns too');
 
-    run('bloomfilter-shared create full.bf -n 1');    # 64 bits
-    ($rc, $out, $err) = run('seq 1 300 | bloomfilter-shared add full.bf -q');
+    cli(undef, qw(create full.bf -n 1));    # 64 bits
+    ($rc, $out, $err) = cli(lines(1 .. 300), qw(add full.bf -q));
     is($rc, 0, 'add to a filter with every bit set exits 0');
     is($err, "bloomfilter-shared: warning: full.bf has every bit set: it holds more than its capacity 1"
         . " and every query now answers present\n", '... and says every bit is set');
-    unlink 'hundred.txt', 'full.bf';
+    unlink 'full.bf';
 }
 
 # A long-running add (a stream) warns while it runs, not only at its end.
 {
     require IPC::Open3;
-    run('bloomfilter-shared create stream-over.bf -n 100');
+    cli(undef, qw(create stream-over.bf -n 100));
     my $pid = IPC::Open3::open3(my $to, my $from, my $errfh = Symbol::gensym(),
-        'bloomfilter-shared', 'add', 'stream-over.bf', '-q');
+        $perl, $script, 'add', 'stream-over.bf', '-q');
     local $SIG{ALRM} = sub { kill 'KILL', $pid; die "70-cli: streaming overfull add hung\n" };
     alarm 120;
     syswrite $to, join('', map { "s$_\n" } 1 .. 400);
@@ -378,37 +378,37 @@ sub added_before_blocking {
 
 # --- check -----------------------------------------------------------------------------------
 {
-    my ($rc, $out, $err) = run(q{printf 'a\nzz\nb\n' | bloomfilter-shared check f.bf});
+    my ($rc, $out, $err) = cli("a\nzz\nb\n", qw(check f.bf));
     is($rc, 0, 'check exits 0');
     is($out, "a\tpresent\nzz\tabsent\nb\tpresent\n", 'check prints line, tab, present/absent');
     is($err, '', '... and nothing on stderr');
-    ($rc, $out) = run(q{printf 'a\nzz\nb\nyy\n' | bloomfilter-shared check f.bf --present});
+    ($rc, $out) = cli("a\nzz\nb\nyy\n", qw(check f.bf --present));
     is($rc, 0, 'check --present exits 0 when a line is present');
     is($out, "a\nb\n", 'check --present prints the present lines');
-    ($rc, $out) = run(q{printf 'a\nzz\nb\nyy\n' | bloomfilter-shared check f.bf --absent});
+    ($rc, $out) = cli("a\nzz\nb\nyy\n", qw(check f.bf --absent));
     is($rc, 0, 'check --absent exits 0 when a line is absent');
     is($out, "zz\nyy\n", 'check --absent prints the absent lines');
-    ($rc, $out) = run(q{printf 'zz\nyy\n' | bloomfilter-shared check f.bf --present});
+    ($rc, $out) = cli("zz\nyy\n", qw(check f.bf --present));
     is($rc, 1, 'check --present exits 1 when no line is present');
     is($out, '', '... printing nothing');
-    ($rc, $out) = run(q{printf 'a\nb\n' | bloomfilter-shared check f.bf --absent});
+    ($rc, $out) = cli("a\nb\n", qw(check f.bf --absent));
     is($rc, 1, 'check --absent exits 1 when every line is present');
-    ($rc, $out) = run(q{bloomfilter-shared check f.bf < /dev/null});
+    ($rc, $out) = cli('', qw(check f.bf));
     is($rc, 1, 'check exits 1 on empty input');
-    ($rc, $out) = run(q{printf 'zz\n' | bloomfilter-shared check f.bf --absent | wc -l});
+    ($rc, $out) = cli_sh(q{printf 'zz\n' | bloomfilter-shared check f.bf --absent | wc -l});
     is($out =~ s/\s+//gr, '1', 'check composes in a pipeline');
     my $before = json_info('f.bf')->{bits_set};
-    run(q{printf 'new-1\nnew-2\n' | bloomfilter-shared check f.bf});
+    cli("new-1\nnew-2\n", qw(check f.bf));
     is(json_info('f.bf')->{bits_set}, $before, 'check does not change the filter');
-    fails_ok(q{printf 'a\n' | bloomfilter-shared check f.bf --present --absent},
+    fails_ok([cli("a\n", qw(check f.bf --present --absent))],
         qr/--present and --absent exclude each other/, '--present with --absent');
-    ($rc, $out) = run('bloomfilter-shared check big.bf --absent < many.txt');
+    ($rc, $out) = cli(slurp('many.txt'), qw(check big.bf --absent));
     is($rc . $out, '1', 'check over several batches finds every added line');
 }
 
 # --- info --------------------------------------------------------------------------------------
 {
-    my ($rc, $out, $err) = run('bloomfilter-shared info f.bf');
+    my ($rc, $out, $err) = cli(undef, qw(info f.bf));
     is($rc, 0, 'info exits 0');
     my $f = $C->new_from_fd(do { open(my $fh, '+<', 'f.bf') or die; $fh });
     my %text = $out =~ /^(\w+)\s+(.*)$/mg;
@@ -429,42 +429,42 @@ sub added_before_blocking {
     is($j->{$_}, $s->{$_}, "info --json: $_") for qw(capacity bits hashes seed bits_set count);
     ok(JSON::PP::is_bool($j->{frozen}) && !$j->{frozen}, 'info --json: frozen is a false boolean');
 
-    fails_ok('bloomfilter-shared info nope.bf', qr/nope\.bf: No such file or directory/,
+    fails_ok([cli(undef, qw(info nope.bf))], qr/nope\.bf: No such file or directory/,
         'info on a missing file');
     open(my $fh, '>', 'junk.bf') or die;
     print {$fh} "not a filter\n" x 40_000;    # larger than any header
     close $fh;
-    fails_ok('bloomfilter-shared info junk.bf', qr/junk\.bf: bad magic/, 'info on a foreign file');
-    run('bloomfilter-shared export f.bf > f.ser');
-    fails_ok('bloomfilter-shared info f.ser',
+    fails_ok([cli(undef, qw(info junk.bf))], qr/junk\.bf: bad magic/, 'info on a foreign file');
+    spew('f.ser', (cli(undef, qw(export f.bf)))[1]);
+    fails_ok([cli(undef, qw(info f.ser))],
         qr/f\.ser: this is serialized bytes: use import \(bloomfilter-shared import NEWFILE -i f\.ser/,
         'info on serialized bytes says to import them');
-    fails_ok(q{printf 'a\n' | bloomfilter-shared check f.ser}, qr/f\.ser: this is serialized bytes: use import/,
+    fails_ok([cli("a\n", qw(check f.ser))], qr/f\.ser: this is serialized bytes: use import/,
         'check on serialized bytes too');
-    fails_ok(q{printf 'a\n' | bloomfilter-shared add f.ser}, qr/f\.ser: this is serialized bytes: use import/,
+    fails_ok([cli("a\n", qw(add f.ser))], qr/f\.ser: this is serialized bytes: use import/,
         'add on serialized bytes too');
     symlink('f.bf', 'link.bf') or die;
-    fails_ok('bloomfilter-shared info link.bf', qr/link\.bf: is a symbolic link \(refused\)/,
+    fails_ok([cli(undef, qw(info link.bf))], qr/link\.bf: is a symbolic link \(refused\)/,
         'a symbolic link is refused');
     mkdir 'adir';
-    fails_ok('bloomfilter-shared info adir', qr/adir: .*(?:directory)/i, 'a directory is refused');
+    fails_ok([cli(undef, qw(info adir))], qr/adir: .*(?:directory)/i, 'a directory is refused');
 }
 
 # --- freeze ----------------------------------------------------------------------------------
 {
-    run('bloomfilter-shared create fr.bf -n 100');
-    run(q{printf 'frozen-item\n' | bloomfilter-shared add fr.bf -q});
-    my ($rc, $out, $err) = run('bloomfilter-shared freeze fr.bf');
+    cli(undef, qw(create fr.bf -n 100));
+    cli("frozen-item\n", qw(add fr.bf -q));
+    my ($rc, $out, $err) = cli(undef, qw(freeze fr.bf));
     is($rc . $out . $err, '0', 'freeze exits 0 silently');
     my $ro = $C->new_readonly('fr.bf');
     ok($ro->frozen && $ro->contains('frozen-item'), 'the module sees the file frozen, items kept');
-    fails_ok(q{printf 'x\n' | bloomfilter-shared add fr.bf}, qr/fr\.bf: filter is frozen/,
+    fails_ok([cli("x\n", qw(add fr.bf))], qr/fr\.bf: filter is frozen/,
         'add to a frozen filter');
-    ($rc, $out) = run(q{printf 'frozen-item\nother\n' | bloomfilter-shared check fr.bf});
+    ($rc, $out) = cli("frozen-item\nother\n", qw(check fr.bf));
     is($out, "frozen-item\tpresent\nother\tabsent\n", 'check works on a frozen filter');
     my $j = json_info('fr.bf');
     ok($j->{frozen} && $j->{readonly}, 'info: frozen, opened read-only');
-    ($rc, $out, $err) = run('bloomfilter-shared freeze fr.bf');
+    ($rc, $out, $err) = cli(undef, qw(freeze fr.bf));
     is($rc, 0, 'freezing again exits 0');
     is($err, "bloomfilter-shared: fr.bf: already frozen\n", '... saying so');
 }
@@ -472,58 +472,60 @@ sub added_before_blocking {
 # --- export and import ---------------------------------------------------------------------
 {
     my $f = $C->new_from_fd(do { open(my $fh, '+<', 'f.bf') or die; $fh });
-    my ($rc, $out, $err) = run('bloomfilter-shared export f.bf');
+    my ($rc, $out, $err) = cli(undef, qw(export f.bf));
     is($rc, 0, 'export exits 0');
     is($out, $f->serialize, 'export writes the serialized bytes to stdout');
-    ($rc, $out, $err) = run('bloomfilter-shared export f.bf -o f.bytes');
+    ($rc, $out, $err) = cli(undef, qw(export f.bf -o f.bytes));
     is($rc . $out . $err, '0', 'export -o OUT is silent');
     is(slurp('f.bytes'), $f->serialize, '... and writes OUT');
-    ($rc, $out) = run('bloomfilter-shared export fr.bf | wc -c');
-    is($out =~ s/\s+//gr, length $C->new_readonly('fr.bf')->serialize, 'export of a frozen filter');
+    ($rc, $out) = cli(undef, qw(export fr.bf));
+    is(length $out, length $C->new_readonly('fr.bf')->serialize, 'export of a frozen filter');
 
-    ($rc, $out, $err) = run('bloomfilter-shared export f.bf | bloomfilter-shared import copy.bf');
+    ($rc, $out, $err) = cli_sh('bloomfilter-shared export f.bf | bloomfilter-shared import copy.bf');
     is($rc . $out . $err, '0', 'export | import exits 0 silently');
     my $copy = $C->new_from_fd(do { open(my $fh, '+<', 'copy.bf') or die; $fh });
     is($copy->serialize, $f->serialize, 'the imported filter has the same bits');
     is(sprintf('%04o', (stat 'copy.bf')[2] & 07777), '0600', 'imported file mode 0600');
-    ($rc) = run('umask 0; bloomfilter-shared import copy2.bf -i f.bytes --mode 0644');
+    ($rc) = cli_sh('umask 0; bloomfilter-shared import copy2.bf -i f.bytes --mode 0644');
     is($rc, 0, 'import -i IN');
     is(sprintf('%04o', (stat 'copy2.bf')[2] & 07777), '0644', 'import --mode 0644');
-    ($rc, $out) = run(q{printf 'a\nzz\n' | bloomfilter-shared check copy2.bf});
+    ($rc, $out) = cli("a\nzz\n", qw(check copy2.bf));
     is($out, "a\tpresent\nzz\tabsent\n", 'the imported filter answers like the original');
 
-    fails_ok('bloomfilter-shared import copy.bf -i f.bytes', qr/copy\.bf: file exists/,
+    fails_ok([cli(undef, qw(import copy.bf -i f.bytes))], qr/copy\.bf: file exists/,
         'import refuses an existing file');
-    fails_ok('bloomfilter-shared import x.bf < junk.bf', qr/standard input: .*magic/,
+    fails_ok([cli(slurp('junk.bf'), qw(import x.bf))], qr/standard input: .*magic/,
         'import of junk');
-    fails_ok('bloomfilter-shared import x.bf < /dev/null', qr/standard input: empty input/,
+    fails_ok([cli('', qw(import x.bf))], qr/standard input: empty input/,
         'import of nothing');
-    fails_ok('head -c 100 f.bytes | bloomfilter-shared import x.bf', qr/truncated/,
+    fails_ok([cli(substr(slurp('f.bytes'), 0, 100), qw(import x.bf))], qr/truncated/,
         'import of truncated bytes');
-    fails_ok('bloomfilter-shared import x.bf -i nope.bytes', qr/nope\.bytes: No such file/,
+    fails_ok([cli(undef, qw(import x.bf -i nope.bytes))], qr/nope\.bytes: No such file/,
         'import -i of a missing file');
     ok(!-e 'x.bf', 'no file left by a failed import');
-    fails_ok('bloomfilter-shared export nope.bf', qr/nope\.bf: No such file/, 'export of a missing file');
+    fails_ok([cli(undef, qw(export nope.bf))], qr/nope\.bf: No such file/, 'export of a missing file');
 }
 
 # --- export and import of windowed filters ------------------------------------------------------
 {
-    my ($rc, $out, $err) = run('bloomfilter-shared create w.bf -n 1000 --window 2h --generations 3');
+    my ($rc, $out, $err) = cli(undef, qw(create w.bf -n 1000 --window 2h --generations 3));
     is($rc . $out . $err, '0', 'create --window');
-    run(q{printf 'a\nb\n' | bloomfilter-shared add w.bf -q});
+    cli("a\nb\n", qw(add w.bf -q));
     my $w = $C->new_from_fd(do { open(my $fh, '+<', 'w.bf') or die; $fh });
     $w->rotate;
-    run(q{printf 'c\n' | bloomfilter-shared add w.bf -q});
-    ($rc, $out, $err) = run('bloomfilter-shared export w.bf | bloomfilter-shared import wcopy.bf');
-    is($rc . $out . $err, '0', 'export | import of a windowed filter exits 0 silently');
+    cli("c\n", qw(add w.bf -q));
+    ($rc, my $bytes, $err) = cli(undef, qw(export w.bf));
+    is($rc . $err, '0', 'export of a windowed filter exits 0');
+    ($rc, $out, $err) = cli($bytes, qw(import wcopy.bf));
+    is($rc . $out . $err, '0', '... and import of its bytes exits 0 silently');
     my ($src, $copy) = map { json_info($_) } qw(w.bf wcopy.bf);
     is($copy->{window}, 7200, 'info of the import shows the window');
     is($copy->{generations}, 3, '... the generations');
     is($copy->{generation}, 1, '... and the current generation');
     is($copy->{generation_start}, $src->{generation_start}, '... which started when the original did');
-    ($rc, $out) = run('bloomfilter-shared info wcopy.bf');
+    ($rc, $out) = cli(undef, qw(info wcopy.bf));
     like($out, qr/^window\s+7200 s$/m, 'info as text shows the window');
-    ($rc, $out) = run(q{printf 'a\nc\nzz\n' | bloomfilter-shared check wcopy.bf});
+    ($rc, $out) = cli("a\nc\nzz\n", qw(check wcopy.bf));
     is($out, "a\tpresent\nc\tpresent\nzz\tabsent\n", 'the import holds the items of both generations');
     my $c = $C->new_from_fd(do { open(my $fh, '+<', 'wcopy.bf') or die; $fh });
     is($c->serialize, $w->serialize, 'the import serializes as the original does');
@@ -532,97 +534,101 @@ sub added_before_blocking {
     $_->rotate for $w, $c;
     ok(!$c->contains('c') && !$w->contains('c'), 'and forget it at the gth');
 
-    ($rc, $out, $err) = run('bloomfilter-shared export w.bf -o w.bytes && bloomfilter-shared import wc2.bf -i w.bytes --window 2h --generations 3');
+    ($rc, $out, $err) = cli(undef, qw(export w.bf -o w.bytes));
+    is($rc . $out . $err, '0', 'export -o of a windowed filter');
+    ($rc, $out, $err) = cli(undef, qw(import wc2.bf -i w.bytes --window 2h --generations 3));
     is($rc . $out . $err, '0', 'import with the bytes\' own window');
-    fails_ok('bloomfilter-shared import wc3.bf -i w.bytes --window 1h',
+    fails_ok([cli(undef, qw(import wc3.bf -i w.bytes --window 1h))],
         qr/w\.bytes: window mismatch \(the bytes have window 7200s, 3 generations, not window 3600s, 3 generations\)/,
         'import with another window');
     ok(!-e 'wc3.bf', 'no file left by a window mismatch');
 
     # Plain bytes into a window.
-    ($rc, $out, $err) = run('bloomfilter-shared import pw.bf -i f.bytes --window 1d --generations 2');
+    ($rc, $out, $err) = cli(undef, qw(import pw.bf -i f.bytes --window 1d --generations 2));
     is($rc . $out . $err, '0', 'import of plain bytes with --window');
     my $pw = json_info('pw.bf');
     is($pw->{window}, 86400, '... makes a windowed filter');
     is($pw->{generations}, 2, '... of those generations');
     is($pw->{bits}, json_info('f.bf')->{bits}, '... of the bytes\' geometry');
-    ($rc, $out) = run(q{printf 'a\nzz\n' | bloomfilter-shared check pw.bf});
+    ($rc, $out) = cli("a\nzz\n", qw(check pw.bf));
     is($out, "a\tpresent\nzz\tabsent\n", '... holding their items');
     ok(!defined json_info('copy2.bf')->{window}, 'without --window plain bytes stay plain');
-    fails_ok('bloomfilter-shared import pw2.bf -i f.bytes --generations 2', qr/--generations needs --window/,
+    fails_ok([cli(undef, qw(import pw2.bf -i f.bytes --generations 2))], qr/--generations needs --window/,
         'import --generations alone');
 }
 
 # --- merge -------------------------------------------------------------------------------------
 {
-    run('bloomfilter-shared create m1.bf -n 500 --seed 7');
-    run('bloomfilter-shared create m2.bf -n 500 --seed 7');
-    run(q{printf 'one\nboth\n' | bloomfilter-shared add m1.bf -q});
-    run(q{printf 'two\nboth\n' | bloomfilter-shared add m2.bf -q});
-    my ($rc, $out, $err) = run('bloomfilter-shared merge all.bf m1.bf m2.bf');
+    cli(undef, qw(create m1.bf -n 500 --seed 7));
+    cli(undef, qw(create m2.bf -n 500 --seed 7));
+    cli("one\nboth\n", qw(add m1.bf -q));
+    cli("two\nboth\n", qw(add m2.bf -q));
+    my ($rc, $out, $err) = cli(undef, qw(merge all.bf m1.bf m2.bf));
     is($rc . $out . $err, '0', 'merge into a new OUT exits 0 silently');
     my ($m1, $all) = map { json_info($_) } qw(m1.bf all.bf);
     is_deeply([@$all{qw(capacity fp_rate bits hashes seed)}], [@$m1{qw(capacity fp_rate bits hashes seed)}],
         'the new OUT has the geometry and seed of the first IN');
-    ($rc, $out) = run(q{printf 'one\ntwo\nboth\nnone\n' | bloomfilter-shared check all.bf});
+    ($rc, $out) = cli("one\ntwo\nboth\nnone\n", qw(check all.bf));
     is($out, "one\tpresent\ntwo\tpresent\nboth\tpresent\nnone\tabsent\n", 'OUT holds the union');
 
-    run(q{printf 'three\n' | bloomfilter-shared add m2.bf -q});
+    cli("three\n", qw(add m2.bf -q));
     my $user = $C->new_from_fd(do { open(my $fh, '+<', 'm1.bf') or die; $fh });
     ok(!$user->contains('three'), 'a process using OUT does not see an item of IN yet');
-    ($rc) = run('bloomfilter-shared merge m1.bf m2.bf');
+    ($rc) = cli(undef, qw(merge m1.bf m2.bf));
     is($rc, 0, 'merge into an existing OUT');
     ok($user->contains('three'), '... changes it in place: a process using it sees the union');
-    ($rc, $out) = run(q{printf 'one\nthree\n' | bloomfilter-shared check m1.bf --present});
+    ($rc, $out) = cli("one\nthree\n", qw(check m1.bf --present));
     is($out, "one\nthree\n", '... ORs IN into it');
 
-    run('bloomfilter-shared create s0.bf -n 500');
+    cli(undef, qw(create s0.bf -n 500));
     my $before = slurp('all.bf');
-    fails_ok('bloomfilter-shared merge all.bf m2.bf s0.bf',
+    fails_ok([cli(undef, qw(merge all.bf m2.bf s0.bf))],
         qr/s0\.bf: not compatible with all\.bf \(.*seeds differ\)/, 'merge of another seed');
     is(slurp('all.bf'), $before, '... changes nothing, not even the compatible IN');
-    run('bloomfilter-shared create big2.bf -n 50000 --seed 7');
-    fails_ok('bloomfilter-shared merge all.bf big2.bf', qr/big2\.bf: not compatible .*bits/,
+    cli(undef, qw(create big2.bf -n 50000 --seed 7));
+    fails_ok([cli(undef, qw(merge all.bf big2.bf))], qr/big2\.bf: not compatible .*bits/,
         'merge of another size');
-    fails_ok('bloomfilter-shared merge new.bf m1.bf s0.bf',
+    fails_ok([cli(undef, qw(merge new.bf m1.bf s0.bf))],
         qr/s0\.bf: not compatible with m1\.bf \(.*seeds differ\)/, 'merge of incompatible INs');
     ok(!-e 'new.bf', '... creates no OUT');
-    fails_ok('bloomfilter-shared merge fr.bf f.bf', qr/fr\.bf: filter is frozen/,
+    fails_ok([cli(undef, qw(merge fr.bf f.bf))], qr/fr\.bf: filter is frozen/,
         'merge into a frozen filter');
-    fails_ok('bloomfilter-shared merge only.bf', qr/merge: missing OUT and at least one IN/,
+    fails_ok([cli(undef, qw(merge only.bf))], qr/merge: missing OUT and at least one IN/,
         'merge without IN');
-    fails_ok('bloomfilter-shared merge new.bf nope.bf', qr/nope\.bf: No such file/,
+    fails_ok([cli(undef, qw(merge new.bf nope.bf))], qr/nope\.bf: No such file/,
         'merge of a missing IN');
     ok(!-e 'new.bf', '... creates no OUT');
 
     # Filters that grow: a new OUT grows alike, from the same first stage.
-    run('bloomfilter-shared create g1.bf -n 50 --seed 7 --grow 2 --max-capacity 100000');
-    run('bloomfilter-shared create g2.bf -n 50 --seed 7 --grow 2 --max-capacity 100000');
-    run(q{seq 1 400 | sed 's/^/a/' | bloomfilter-shared add g1.bf -q});
-    run(q{seq 1 900 | sed 's/^/b/' | bloomfilter-shared add g2.bf -q});
-    ($rc, $out, $err) = run('bloomfilter-shared merge gall.bf g1.bf g2.bf');
+    cli(undef, qw(create g1.bf -n 50 --seed 7 --grow 2 --max-capacity 100000));
+    cli(undef, qw(create g2.bf -n 50 --seed 7 --grow 2 --max-capacity 100000));
+    my @a = map {"a$_"} 1 .. 400;
+    my @b = map {"b$_"} 1 .. 900;
+    cli(lines(@a), qw(add g1.bf -q));
+    cli(lines(@b), qw(add g2.bf -q));
+    ($rc, $out, $err) = cli(undef, qw(merge gall.bf g1.bf g2.bf));
     is($rc . $out . $err, '0', 'merge of filters that grow into a new OUT');
     my ($g2, $gall) = map { json_info($_) } qw(g2.bf gall.bf);
     cmp_ok($g2->{stages}, '>', 1, '... the second IN has grown');
     is_deeply([@$gall{qw(grow max_capacity stages seed)}], [@$g2{qw(grow max_capacity stages seed)}],
         '... OUT grows alike, to as many stages as the IN with the most');
     is($gall->{stage_info}[0]{capacity}, 50, '... from the same first stage');
-    ($rc, $out) = run(q{{ seq 1 400 | sed 's/^/a/'; seq 1 900 | sed 's/^/b/'; } | bloomfilter-shared check gall.bf --absent});
+    ($rc, $out) = cli(lines(@a, @b), qw(check gall.bf --absent));
     is($out, '', '... holding every item of both');
 }
 
 # --- progress line: only on a terminal ------------------------------------------------------
 {
-    my ($rc, $out, $err) = run('bloomfilter-shared add big.bf --print-new < many.txt');
+    my ($rc, $out, $err) = cli(slurp('many.txt'), qw(add big.bf --print-new));
     is($err, '', 'no progress line on stderr when it is not a terminal (add)');
-    ($rc, $out, $err) = run('bloomfilter-shared check big.bf < many.txt');
+    ($rc, $out, $err) = cli(slurp('many.txt'), qw(check big.bf));
     is($err, '', 'no progress line on stderr when it is not a terminal (check)');
-    ($rc, $out, $err) = run('bloomfilter-shared add big.bf < many.txt');
+    ($rc, $out, $err) = cli(slurp('many.txt'), qw(add big.bf));
     unlike($err, qr/\r/, 'only the summary when stderr is not a terminal');
   SKIP: {
         # script(1) gives the command a terminal: the same run then shows progress.
         skip 'script(1) is not installed', 1 if system('script -V >/dev/null 2>&1') != 0;
-        ($rc, $out) = run(q{script -qec 'bloomfilter-shared add big.bf < many.txt' /dev/null});
+        ($rc, $out) = cli_sh(q{script -qec 'bloomfilter-shared add big.bf < many.txt' /dev/null});
         like($out, qr/\rbloomfilter-shared: add: \d+ lines, \d+ new/,
             'a progress line when stderr is a terminal');
     }
@@ -638,16 +644,16 @@ SKIP: {
     # Can nobody run the tool from here at all? (not when the checkout is private)
     chmod 0755, $dir;
     chmod 0644, 'fr.bf', 'f.bf';
-    my ($rc) = run("$as_nobody bloomfilter-shared --help");
+    my ($rc) = cli_sh("$as_nobody bloomfilter-shared --help");
     skip 'user nobody cannot read the module under test', 4 if $rc != 0;
     my $out;
-    ($rc, $out) = run(qq{printf 'frozen-item\\n' | $as_nobody bloomfilter-shared check fr.bf});
+    ($rc, $out) = cli_sh(qq{printf 'frozen-item\\n' | $as_nobody bloomfilter-shared check fr.bf});
     is($out, "frozen-item\tpresent\n", 'a frozen filter is queried without write access');
-    ($rc, $out) = run(qq{printf 'a\\n' | $as_nobody bloomfilter-shared check f.bf});
+    ($rc, $out) = cli_sh(qq{printf 'a\\n' | $as_nobody bloomfilter-shared check f.bf});
     is($out, "a\tpresent\n", 'a live (unfrozen) filter is queried without write access too');
-    fails_ok(qq{printf 'a\\n' | $as_nobody bloomfilter-shared add f.bf}, qr/f\.bf: Permission denied/,
+    fails_ok([cli_sh(qq{printf 'a\\n' | $as_nobody bloomfilter-shared add f.bf})], qr/f\.bf: Permission denied/,
         'add without write access');
-    ($rc) = run("$as_nobody bloomfilter-shared info fr.bf");
+    ($rc) = cli_sh("$as_nobody bloomfilter-shared info fr.bf");
     is($rc, 0, 'info on a frozen filter without write access');
 }
 

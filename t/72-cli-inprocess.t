@@ -5,36 +5,13 @@ use strict;
 use warnings;
 use Test::More;
 use File::Temp qw(tempdir);
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use BFTest qw(cli);    # run(@args) with its stdin and outputs in files; checks that it returns
 use Data::BloomFilter::Shared;
 use Data::BloomFilter::Shared::CLI;
 
 my $dir = tempdir(CLEANUP => 1);
-
-# run(@args) with $stdin as standard input: (status, stdout, stderr).
-sub cli {
-    my ($stdin, @args) = @_;
-    my ($in, $out, $err) = map { "$dir/$_" } qw(stdin stdout stderr);
-    open(my $fh, '>', $in) or die "$in: $!";
-    print {$fh} $stdin;
-    close $fh or die "$in: $!";
-    open(my $save_in, '<&', \*STDIN) or die "dup STDIN: $!";
-    open(my $save_out, '>&', \*STDOUT) or die "dup STDOUT: $!";
-    open(my $save_err, '>&', \*STDERR) or die "dup STDERR: $!";
-    open(STDIN, '<', $in) or die "$in: $!";
-    open(STDOUT, '>', $out) or die "$out: $!";
-    open(STDERR, '>', $err) or die "$err: $!";
-    my $status = eval { Data::BloomFilter::Shared::CLI::run(@args) };
-    my $died = $@;
-    # STDOUT first: the command closes it, and the lowest free descriptor
-    # is the one it had.
-    open(STDOUT, '>&', $save_out) or die "restore STDOUT: $!";
-    open(STDERR, '>&', $save_err) or die "restore STDERR: $!";
-    open(STDIN, '<&', $save_in) or die "restore STDIN: $!";
-    is($died, '', "run(@args) returns rather than dies");
-    my %got = map { my $f = "$dir/$_"; open(my $r, '<', $f) or die "$f: $!"; local $/; ($_ => scalar <$r>) }
-        qw(stdout stderr);
-    return ($status, $got{stdout}, $got{stderr});
-}
 
 my $f = "$dir/seen.bf";
 
@@ -107,6 +84,10 @@ for my $w (['2s', '2'], ['1.5s', '1.5'], ['90', '90'], ['2m', '120'], ['0.001', 
     ($st, $out, $err) = cli('', 'info', '--json', $wf);
     is(JSON::PP::decode_json($out)->{window}, $shown, "info --json: window $shown");
 }
+
+($st, $out, $err) = cli('', '--help');
+is($st, 0, '--help: exit 0');
+like($out, qr/\ANAME\s+bloomfilter-shared - .*SYNOPSIS/s, "... the manual: the command's POD");
 
 ($st, $out, $err) = cli('', '--version');
 is($st, 0, '--version: exit 0');

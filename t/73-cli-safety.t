@@ -5,45 +5,31 @@
 use strict;
 use warnings;
 use Test::More;
-use Cwd ();
 use File::Temp qw(tempdir);
 use FindBin ();
 use POSIX ();
 use Time::HiRes qw(time sleep);
 use lib "$FindBin::Bin/lib";
-use BFTest qw(perl5lib reap slurp spew);
+use BFTest qw(perl5lib reap slurp spew cli cli_argv);
 use Data::BloomFilter::Shared;
 
 my $C = 'Data::BloomFilter::Shared';
-my $script = Cwd::abs_path("$FindBin::Bin/../script/bloomfilter-shared");
+my (undef, $script) = cli_argv();
 my $dir = tempdir(CLEANUP => 1);
 $SIG{ALRM} = sub { die "73-cli-safety: global timeout\n" };
 alarm 300;
 $ENV{PERL5LIB} = perl5lib();
 chdir $dir or die "chdir: $!";
 
-# Run the command with @args (no shell between), standard input from the
-# string $in (undef: /dev/null): (exit code, stdout, stderr).
-sub cli {
-    my ($in, @args) = @_;
-    spew("$dir/.in", $in // '');
-    my $pid = fork // die "fork: $!";
-    if (!$pid) {
-        open(STDIN, '<', "$dir/.in") or POSIX::_exit(126);
-        open(STDOUT, '>', "$dir/.out") or POSIX::_exit(126);
-        open(STDERR, '>', "$dir/.err") or POSIX::_exit(126);
-        { exec $^X, $script, @args }
-        POSIX::_exit(127);
-    }
-    my ($status, $timed_out) = reap($pid, 60);
-    die "bloomfilter-shared @args: timed out\n" if $timed_out;
-    my $rc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
-    return ($rc, slurp("$dir/.out"), slurp("$dir/.err"));
-}
+# The command's code runs in this process (cli, t/lib/BFTest.pm) where a
+# process of its own adds nothing: what it refuses and what it leaves on
+# disk are the same. A kill, a stop, a mount namespace run the script
+# ($script) as a process.
 
 # An error: exit 2, nothing on stdout, exactly one line on stderr matching $re.
 sub refused_ok {
     my ($args, $re, $name) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
     my ($rc, $out, $err) = cli(undef, @$args);
     subtest $name => sub {
         is($rc, 2, 'exit 2');
@@ -57,7 +43,7 @@ sub refused_ok {
 sub entries {
     my ($d) = @_;
     opendir(my $dh, $d // '.') or die "opendir: $!";
-    return [sort grep { $_ ne '.' && $_ ne '..' && !/\A\.(?:in|out|err)\z/ } readdir $dh];
+    return [sort grep { $_ ne '.' && $_ ne '..' } readdir $dh];
 }
 
 sub filter_file {

@@ -10,7 +10,7 @@ use Exporter 'import';
 
 our @EXPORT_OK = qw(in_child reap spawn_perl start_child child_status_text perl5lib slurp spew readable_build
     run_sh run_cli for_each_layout croaks_like sleep_until wait_until time_bound
-    become_user);
+    become_user cli cli_process cli_sh cli_argv);
 
 # The multi-process suites run on every layout: for_each_layout runs
 # $code->($layout) once per name of @$layouts, each in a subtest of its
@@ -285,16 +285,111 @@ sub readable_build {
     return ("$to/lib", "$to/bloomfilter-shared");
 }
 
-# Run the built CLI (script/bloomfilter-shared, with this module) with
-# @args; returns (its exit code, its output and errors together).
-sub run_cli {
-    my (@args) = @_;
+# --- the command line tool, bloomfilter-shared -------------------------------------------
+#
+# cli($stdin, @args) runs it in this process: Data::BloomFilter::Shared::CLI::run(@args)
+# (what script/bloomfilter-shared runs), with STDIN reading the string
+# $stdin (undef: nothing) and STDOUT and STDERR going to files for the
+# call. Returns (exit code, stdout, stderr), and checks, as a test, that
+# run returned rather than died (for errors and --help too). Most cases
+# need nothing more: the tool's outputs and files are the same.
+#
+# A process is needed where the case is about one: an exit by a signal,
+# pipes between commands, a terminal, the umask, another user, a kill.
+# cli_process($stdin, @args) runs the real script (this perl, this module)
+# as a process, at most 60 s; cli_sh($cmd) runs the shell command line
+# $cmd, as a user types it, with bloomfilter-shared on PATH. Both return
+# (exit code, or 128 + the signal that ended it; stdout; stderr).
+# cli_argv() is the command to exec for the tool, with PERL5LIB set to
+# perl5lib().
+
+my $cli_dir;    # the files of the calls, and bin/ with the command on PATH
+
+sub cli_files {
+    return $cli_dir if $cli_dir;
+    require File::Temp;
+    $cli_dir = File::Temp::tempdir(CLEANUP => 1);
+    # Another user's command (setpriv) finds the command on PATH too.
+    chmod 0711, $cli_dir or die "chmod $cli_dir: $!";
+    mkdir "$cli_dir/bin" or die "mkdir: $!";
+    my ($perl, $script) = cli_argv();
+    spew("$cli_dir/bin/bloomfilter-shared", qq{#!/bin/sh\nexec '$perl' '$script' "\$@"\n});
+    chmod 0755, "$cli_dir/bin", "$cli_dir/bin/bloomfilter-shared" or die "chmod: $!";
+    return $cli_dir;
+}
+
+sub cli_argv {
     require FindBin;
-    my $script = "$FindBin::Bin/../script/bloomfilter-shared";
+    require Cwd;
+    return ($^X, Cwd::abs_path("$FindBin::Bin/../script/bloomfilter-shared"));
+}
+
+# An argument list as one line of a test's name.
+sub cli_shown { join ' ', map { s/([^\x20-\x7e])/sprintf '\\x%02x', ord $1/ger } @_ }
+
+sub cli {
+    my ($stdin, @args) = @_;
+    require Data::BloomFilter::Shared::CLI;
+    my $d = cli_files();
+    my ($in, $out, $err) = map {"$d/$_"} qw(stdin stdout stderr);
+    spew($in, $stdin // '');
+    open(my $save_in, '<&', \*STDIN) or die "dup STDIN: $!";
+    open(my $save_out, '>&', \*STDOUT) or die "dup STDOUT: $!";
+    open(my $save_err, '>&', \*STDERR) or die "dup STDERR: $!";
+    open(STDIN, '<', $in) or die "$in: $!";
+    open(STDOUT, '>', $out) or die "$out: $!";
+    open(STDERR, '>', $err) or die "$err: $!";
+    # --help's manual is the POD of the command run().
+    my $status = eval { local $0 = (cli_argv())[1]; Data::BloomFilter::Shared::CLI::run(@args) };
+    my $died = $@;
+    # STDOUT first: the command closes it, and the lowest free descriptor
+    # is the one it had.
+    open(STDOUT, '>&', $save_out) or die "restore STDOUT: $!";
+    open(STDERR, '>&', $save_err) or die "restore STDERR: $!";
+    open(STDIN, '<&', $save_in) or die "restore STDIN: $!";
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
+    Test::More::is($died, '', 'run(' . cli_shown(@args) . ') returns rather than dies');
+    return ($status, slurp($out), slurp($err));
+}
+
+# Runs @cmd with the command's files as its standard input and outputs.
+sub cli_spawn {
+    my ($stdin, @cmd) = @_;
+    my $d = cli_files();
+    my ($in, $out, $err) = map {"$d/$_"} qw(stdin stdout stderr);
+    spew($in, $stdin // '');
     local $ENV{PERL5LIB} = perl5lib();
-    my $cmd = join ' ', map {"'$_'"} $^X, $script, @args;
-    my $out = `$cmd 2>&1`;
-    return ($? >> 8, $out);
+    local $ENV{PATH} = "$d/bin:$ENV{PATH}";
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        open(STDIN, '<', $in) or _exit(126);
+        open(STDOUT, '>', $out) or _exit(126);
+        open(STDERR, '>', $err) or _exit(126);
+        { exec @cmd }
+        _exit(127);
+    }
+    $live{$pid} = 1;
+    my ($status, $timed_out) = reap($pid, 60);
+    die "@cmd: timed out\n" if $timed_out;
+    my $rc = $status & 127 ? 128 + ($status & 127) : $status >> 8;
+    return ($rc, slurp($out), slurp($err));
+}
+
+sub cli_process {
+    my ($stdin, @args) = @_;
+    return cli_spawn($stdin, cli_argv(), @args);
+}
+
+sub cli_sh {
+    my ($cmd) = @_;
+    return cli_spawn(undef, 'sh', '-c', $cmd);
+}
+
+# The tool as a process with @args; returns (its exit code, its output and
+# errors together).
+sub run_cli {
+    my ($rc, $out, $err) = cli_process(undef, @_);
+    return ($rc, $out . $err);
 }
 
 # Run `@cmd sh -c $prelude sh perl -e $script` (the prelude ends by
