@@ -67,6 +67,30 @@ sub _made {
     return $self;
 }
 
+# What new and new_memfd share: the checks, in this order, of the options
+# (an options hash from _options: window and generations, grow and
+# max_capacity, bits and hashes), of the path or name ($what), capacity,
+# fp_rate, mode (undef: the default) and the seed and layout options; each
+# message names $method. Returns the XS constructor's arguments after the
+# class: (path, capacity, fp_rate, mode, seed, layout, generations,
+# window, bits, hashes, grow, max_capacity).
+sub _new_args {
+    my ($method, $what, $path, $capacity, $fp_rate, $mode, $opts) = @_;
+    my ($generations, $window) = _window($method, $opts);
+    my ($grow, $max_capacity) = _grow($method, $opts);
+    my ($bits, $hashes) = Data::BloomFilter::Shared::Args::size(__PACKAGE__, $method, $opts);
+    $path = _bytes_string($method, $what, $path) if defined $path;
+    my $capacity_given = $capacity;
+    $capacity = _capacity($method, $capacity);
+    $fp_rate = _fp_rate($method, $fp_rate, $capacity_given);
+    $mode = _mode($method, $mode);
+    my $seed = _seed($method, $opts->{seed}, exists $opts->{seed});
+    my $layout = _layout($method, $opts->{layout});
+    $seed = Data::BloomFilter::Shared::Args::default_seed($layout) if !defined $opts->{seed};
+    return ($path, $capacity, $fp_rate, $mode, $seed, $layout,
+        $generations, $window, $bits, $hashes, $grow, $max_capacity);
+}
+
 sub new {
     my $class = _class('new', $_[0]);
     _croak('new', 'usage: ' . __PACKAGE__
@@ -75,18 +99,12 @@ sub new {
     my (undef, $path, $capacity, $fp_rate, $last) = @_;
     my $fp_rate_given = defined $fp_rate;
 
-    my ($mode, $seed, $layout, $generations, $window) = (undef, undef, undef, 0, 0);
-    my ($bits, $hashes, $grow, $max_capacity) = (0, 0, 0, 0);
-    my ($seed_given, $mode_given) = (0, 0);
+    # The last argument: an options hash, or the mode itself.
+    my ($opts, $mode) = ({}, undef);
     if (ref $last eq 'HASH') {
-        my $opts = _options('new', $last,
+        $opts = _options('new', $last,
             qw(mode seed layout window generations bits hashes grow max_capacity));
-        ($mode, $seed, $layout) = @$opts{qw(mode seed layout)};
-        $mode_given = defined $mode;
-        $seed_given = exists $opts->{seed};
-        ($generations, $window) = _window('new', $opts);
-        ($grow, $max_capacity) = _grow('new', $opts);
-        ($bits, $hashes) = Data::BloomFilter::Shared::Args::size(__PACKAGE__, 'new', $opts);
+        $mode = $opts->{mode};
     }
     elsif (ref $last) {
         _croak('new', 'last argument must be a file mode or a hash reference of options, got '
@@ -94,20 +112,15 @@ sub new {
     }
     else {
         $mode = $last;
-        $mode_given = defined $mode;
     }
+    my $mode_given = defined $mode;
+    my $explicit_seed = defined $opts->{seed};
 
-    $path = _bytes_string('new', 'path', $path) if defined $path;
-    my $capacity_given = $capacity;
-    $capacity = _capacity('new', $capacity);
-    $fp_rate = _fp_rate('new', $fp_rate, $capacity_given);
-    $mode = _mode('new', $mode);
-    my $explicit_seed = defined $seed;
-    $seed = _seed('new', $seed, $seed_given);
-    $layout = _layout('new', $layout);
-    $seed = Data::BloomFilter::Shared::Args::default_seed($layout) if !$explicit_seed;
-    my $self = _made('new', _xs_new($class, $path, $capacity, $fp_rate, $mode, $seed, $layout,
-            $generations, $window, $bits, $hashes, $grow, $max_capacity));
+    my @args = _new_args('new', 'path', $path, $capacity, $fp_rate, $mode, $opts);
+    # The checked values, for the checks and warnings about an existing file.
+    ($path, $capacity, $fp_rate, $mode) = @args;
+    my ($seed, $bits, $hashes) = @args[4, 8, 9];
+    my $self = _made('new', _xs_new($class, @args));
     # An existing file keeps its size; other bits or hashes asked for would
     # otherwise be dropped without a word.
     _croak('new', "the file's bits and hashes differ from the bits and hashes options"
@@ -177,20 +190,13 @@ sub new_memfd {
     my (undef, $name, $capacity, $fp_rate, $opts) = @_;
     $opts = _options('new_memfd', $opts,
         qw(seed layout window generations bits hashes grow max_capacity));
-    my ($bits, $hashes) = Data::BloomFilter::Shared::Args::size(__PACKAGE__, 'new_memfd', $opts);
-    my ($generations, $window) = _window('new_memfd', $opts);
-    my ($grow, $max_capacity) = _grow('new_memfd', $opts);
-    $name = _bytes_string('new_memfd', 'name', $name) if defined $name;
-    my $capacity_given = $capacity;
-    $capacity = _capacity('new_memfd', $capacity);
-    $fp_rate = _fp_rate('new_memfd', $fp_rate, $capacity_given);
-    my $seed = _seed('new_memfd', $opts->{seed}, exists $opts->{seed});
-    my $layout = _layout('new_memfd', $opts->{layout});
-    $seed = Data::BloomFilter::Shared::Args::default_seed($layout) if !defined $opts->{seed};
+    # new_memfd has always checked bits and hashes before the window and
+    # grow options (new after them): so it does still, for the message a
+    # call wrong in both gives.
+    Data::BloomFilter::Shared::Args::size(__PACKAGE__, 'new_memfd', $opts);
+    # No mode option: _new_args gives the default mode.
     return _made('new_memfd',
-        _xs_new_memfd($class, $name, $capacity, $fp_rate, $Data::BloomFilter::Shared::Args::DEFAULT_MODE,
-            $seed, $layout,
-            $generations, $window, $bits, $hashes, $grow, $max_capacity));
+        _xs_new_memfd($class, _new_args('new_memfd', 'name', $name, $capacity, $fp_rate, undef, $opts)));
 }
 
 sub new_from_fd {
