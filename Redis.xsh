@@ -419,6 +419,19 @@ _xs_quiet(fd)
     RETVAL
 
 bool
+_xs_wait(fd, write, seconds)
+    IV fd
+    bool write
+    NV seconds
+  CODE:
+    /* Whether descriptor fd can be read (write false) or written within
+       seconds: bfs_io_wait, whose signal handlers run while it waits
+       (Link.pm's _ready). */
+    RETVAL = bfs_io_wait(aTHX_ (int)fd, write ? POLLOUT : POLLIN, bfs_io_now() + seconds);
+  OUTPUT:
+    RETVAL
+
+bool
 _xs_fit(fd, id, ours)
     IV fd
     SV *id

@@ -140,6 +140,8 @@ bfs_bf_command(pTHX_ CV *cv, const BfsRemote *r, IV verb, uint32_t per, SV *key,
  * here is left to free) and the wait goes on to the same deadline.
  */
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -169,24 +171,52 @@ bfs_io_now(void)
 
 /* Wait until fd can be read (POLLIN) or written (POLLOUT), until deadline
    (bfs_io_now's clock): 1 when it can (or the descriptor has an error, which
-   the read or write then says), 0 when the time ran out. */
+   the read or write then says), 0 when the time ran out.
+
+   Perl's handler of a signal only marks it pending (PL_sig_pending); the
+   Perl code runs at PERL_ASYNC_CHECK. A signal that came after the last
+   check and before a plain poll would wait, unseen, until the reply or the
+   timeout. So the signals are blocked, the pending mark read, and ppoll
+   unblocks them for the wait alone, atomically: a signal either was seen
+   by the check or ends the ppoll (EINTR). The faults a thread raises
+   itself (SIGSEGV, SIGBUS, ...) stay unblocked: nothing between the two
+   masks touches more than the stack and PL_sig_pending. */
 static int
 bfs_io_wait(pTHX_ int fd, short events, double deadline)
 {
+    sigset_t all, old;
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    sigdelset(&all, SIGTRAP);
     for (;;) {
         struct pollfd p;
+        struct timespec ts;
         double left = deadline - bfs_io_now();
-        int n;
+        int n, e;
         if (left <= 0)
             return 0;
+        if (left > 1e6)
+            left = 1e6;
+        ts.tv_sec = (time_t)left;
+        ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
         p.fd = fd;
         p.events = events;
         p.revents = 0;
-        /* rounded up: a wait cut a little short only loops */
-        n = poll(&p, 1, left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        if (PL_sig_pending) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            PERL_ASYNC_CHECK();
+            continue;
+        }
+        n = ppoll(&p, 1, &ts, &old);
+        e = errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (n > 0)
             return 1;
-        if (n < 0 && errno != EINTR)
+        if (n < 0 && e != EINTR)
             return 1;
         if (n < 0)
             PERL_ASYNC_CHECK();

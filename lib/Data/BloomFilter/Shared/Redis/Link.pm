@@ -117,21 +117,15 @@ sub quiet { Data::BloomFilter::Shared::Redis::_xs_quiet(fileno($_[0]{fh}) // -1)
 
 # Wait until the socket can be read ($write false) or written, until
 # $deadline: 1 when it can, 0 when the time ran out. A signal's handler
-# that returns does not end the wait early.
+# that returns does not end the wait early; one that dies ends it. The
+# wait is the C round trip's (redis_xs.h, bfs_io_wait): a signal that
+# comes just before it is seen, which Perl's select would leave until the
+# wait's end.
 sub _ready {
     my ($self, $write, $deadline) = @_;
-    my $bits = '';
-    vec($bits, fileno $self->{fh}, 1) = 1;
-    while (1) {
-        my $left = $deadline - Time::HiRes::time();
-        return 0 if $left <= 0;
-        my ($r, $w) = $write ? (undef, $bits) : ($bits, undef);
-        my $n = select $r, $w, undef, $left;
-        return 1 if $n > 0;
-        return 0 if $n == 0;
-        next if $! == EINTR;
-        return 1;    # an error on the descriptor: the read or write says which
-    }
+    my $left = $deadline - Time::HiRes::time();
+    return 0 if $left <= 0;
+    return Data::BloomFilter::Shared::Redis::_xs_wait(fileno $self->{fh}, $write ? 1 : 0, $left) ? 1 : 0;
 }
 
 # Write all of $bytes within write_timeout: undef, or the error.
