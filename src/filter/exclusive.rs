@@ -21,7 +21,7 @@ fn growth_shown(g: Option<crate::math::growth::Growth>) -> String {
 /// owner and for a process finishing it alike.
 impl sync::StageSet for Filter {
     fn stage_words(&self, n: u32) -> Option<Vec<&[AtomicU64]>> {
-        let s = self.grown.as_deref()?;
+        let s = self.grown()?;
         if n > s.all.len() as u32 {
             return None;
         }
@@ -33,7 +33,7 @@ impl sync::StageSet for Filter {
     }
 
     fn raise_fills(&self, n: u32) {
-        let Some(s) = self.grown.as_deref() else { return };
+        let Some(s) = self.grown() else { return };
         for (i, (st, fill)) in s.all.iter().zip(self.fill_words()).take(n as usize).enumerate() {
             // Relaxed: we are exclusive; the epoch/excl release publishes.
             let set: u64 = self
@@ -297,7 +297,7 @@ impl Filter {
             sh.count_ops(c, 1); // a write call all the same
             return Ok(());
         }
-        if let (Some(s), Some(so)) = (self.grown.as_deref(), other.grown.as_deref()) {
+        if let (Some(s), Some(so)) = (self.grown(), other.grown()) {
             return self.grown_journaled(s, other, so, PENDING_MERGE, c);
         }
         if self.journaled(other, PENDING_MERGE, c)? {
@@ -335,7 +335,7 @@ impl Filter {
             self.shared().count_ops(held.c, 1); // a write call all the same
             return Ok(());
         }
-        if let (Some(s), Some(so)) = (self.grown.as_deref(), other.grown.as_deref()) {
+        if let (Some(s), Some(so)) = (self.grown(), other.grown()) {
             return self.grown_journaled(s, other, so, PENDING_INTERSECT, held.c);
         }
         if self.journaled(other, PENDING_INTERSECT, held.c)? {

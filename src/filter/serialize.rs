@@ -51,7 +51,7 @@ impl Filter {
     /// The length of the filter's portable bytes: `serial::serialized_len`,
     /// or `serial::windowed_len` for a windowed filter.
     pub fn serialized_size(&self) -> u64 {
-        if let Some(s) = &self.grown {
+        if let Some(s) = self.grown() {
             return self.grown_serialized_size(s, self.stages());
         }
         let m = self.geometry().m;
@@ -73,7 +73,7 @@ impl Filter {
     /// Write the portable bytes into `out`, exactly `serialized_size`
     /// bytes long.
     pub fn serialize_into(&self, out: &mut [u8]) -> Result<()> {
-        if let Some(s) = &self.grown {
+        if let Some(s) = self.grown() {
             return self.grown_serialize_into(s, out);
         }
         if out.len() as u64 != self.serialized_size() {

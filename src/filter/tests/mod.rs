@@ -6,17 +6,7 @@ mod grown;
 mod grown_merge;
 mod window;
 
-thread_local! {
-    /// Run by this thread's windowed adds between raising a
-    /// generation's `last` and setting the item's bits.
-    static BETWEEN: std::cell::RefCell<Option<Box<dyn FnMut()>>> = const { std::cell::RefCell::new(None) };
-}
-
-pub(in crate::filter) fn between_last_and_bits() {
-    if let Some(mut f) = BETWEEN.with(|b| b.borrow_mut().take()) {
-        f();
-    }
-}
+use crate::filter::window::BETWEEN;
 
 /// Two adders of an item in a fresh generation of a windowed blocked
 /// filter (no stripe): A raises the generation's `last` from 0, then
@@ -40,7 +30,7 @@ fn a_fresh_generation_tells_one_of_two_lockfree_adders_new() {
             f.add(b"warm").unwrap();
             f.rotate().unwrap(); // a generation a step has just published
         }
-        let w = &f.win.as_ref().unwrap().w;
+        let w = &f.win().unwrap().w;
         assert_eq!(f.last_word(f.load_view(w).pos).load(Ordering::Relaxed), 0);
         let b_new = std::sync::Arc::new(std::sync::Mutex::new(None));
         let b = b_new.clone();
