@@ -512,9 +512,7 @@ impl Filter {
         };
         let mut h = region::new_header(g, opts.seed);
         if let Some(wo) = opts.window {
-            let g = wo.generations_or(Window::DEFAULT_GENERATIONS);
-            let w = Window::new(wo.window_ns, g, now_ns()).map_err(Error::arg)?;
-            h.window = Some(w);
+            h.window = Some(window::new_window(wo)?);
         }
         Ok(h)
     }
@@ -624,21 +622,13 @@ impl Filter {
         let words = gen_words * h.arrays() as usize;
         let bits_off = h.layout().bits_off as usize;
         // Where the state goes: a view, and `(header offset, word)` pairs.
-        let mut view = None;
-        let mut header_words = Vec::new();
-        if let (Some(w), Some(st)) = (h.window, state) {
-            debug_assert_eq!(st.window, w);
-            debug_assert_eq!(st.last.len(), w.generations() as usize);
-            let v = View { m: st.current, pos: 0 };
-            header_words.push((format::OFF_VIEW, v.pack()));
-            for (d, last) in st.last.iter().enumerate() {
-                header_words.push((format::OFF_LAST + 8 * w.slot_at(v, d as u32) as u64, *last));
+        let (view, header_words) = match (h.window, state) {
+            (Some(w), Some(st)) => {
+                let (v, words) = window::state_words(w, st);
+                (Some((w, v)), words)
             }
-            // write_header marked slot 1 clean for the initial view's step;
-            // mark it for this view's.
-            header_words.push((format::OFF_CLEAN + 8 * w.spare(v) as u64, v.clean_mark()));
-            view = Some((w, v));
-        }
+            _ => (None, Vec::new()),
+        };
         // The ring word of the image's word `i`.
         let place = |i: usize| -> usize {
             match view {

@@ -128,6 +128,30 @@ enum StepState {
     SpareDirty { expired: bool },
 }
 
+/// The window of a new filter made with options `wo`, starting now.
+pub(in crate::filter) fn new_window(wo: WindowOptions) -> Result<Window> {
+    let g = wo.generations_or(Window::DEFAULT_GENERATIONS);
+    Window::new(wo.window_ns, g, now_ns()).map_err(Error::arg)
+}
+
+/// Where a windowed image's state `st` goes in a new filter of window
+/// `w` (`Filter::with_state`): the view its current generation is slot 0
+/// of, and the `(header offset, word)` pairs of the view, `last` and
+/// clean words.
+pub(in crate::filter) fn state_words(w: Window, st: &crate::shm::serial::WindowState) -> (View, Vec<(u64, u64)>) {
+    debug_assert_eq!(st.window, w);
+    debug_assert_eq!(st.last.len(), w.generations() as usize);
+    let v = View { m: st.current, pos: 0 };
+    let mut words = vec![(format::OFF_VIEW, v.pack())];
+    for (d, last) in st.last.iter().enumerate() {
+        words.push((format::OFF_LAST + 8 * w.slot_at(v, d as u32) as u64, *last));
+    }
+    // write_header marked slot 1 clean for the initial view's step; mark
+    // it for this view's.
+    words.push((format::OFF_CLEAN + 8 * w.spare(v) as u64, v.clean_mark()));
+    (v, words)
+}
+
 impl Filter {
     /// Refuse an explicit window that differs from this filter's (the
     /// generations, when not given, are the filter's).

@@ -316,6 +316,19 @@ impl Filter {
         ))
     }
 
+    /// `serialize_into` of a windowed filter: its generations copied
+    /// (`copy_window`), then the header and trailer of `serial`'s windowed
+    /// bytes; `out` is `serialized_size` bytes long.
+    pub(in crate::filter) fn window_serialize_into(&self, win: &Win, out: &mut [u8]) -> Result<()> {
+        let g = self.geometry();
+        let off = crate::shm::serial::windowed_bits_off(win.w.generations());
+        let end = out.len() - crate::shm::serial::TRAILER_LEN;
+        let st = self.copy_window(&mut out[off..end])?;
+        crate::shm::serial::write_windowed_header(&g, self.seed(), &st, out);
+        crate::shm::serial::seal_windowed(out);
+        Ok(())
+    }
+
     /// Take a generation step now, due or not: the oldest generation is
     /// discarded. Clears the spare first if it is not clean yet (waiting
     /// for another process clearing it). Errors on a plain filter.
