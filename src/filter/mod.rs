@@ -38,9 +38,9 @@ use crate::sys::keeper::{self, Lease};
 use crate::sys::sigbus::Lost;
 use crate::sys::{fork, membarrier};
 
-pub use grown::StageStats;
+pub use grown::{GrowOptions, StageStats};
 pub(crate) use serialize::within_ceiling;
-pub use window::WindowStats;
+pub use window::{WindowOptions, WindowStats};
 
 /// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
 /// 256 MiB filter, mostly absent items, 2-core AMD EPYC VM: with huge pages,
@@ -317,72 +317,6 @@ pub struct Options {
     /// file the stored growth wins, and an explicit different one is
     /// refused.
     pub grow: Option<GrowOptions>,
-}
-
-/// How a filter grows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GrowOptions {
-    /// 2 to 16.
-    pub factor: u32,
-    /// The most items it may take (None: no bound but the stage limit).
-    pub max_capacity: Option<u64>,
-}
-
-impl GrowOptions {
-    /// The options for `factor` and `max_capacity`, the factor checked
-    /// (the bound is checked against the capacity when the filter is made).
-    pub fn new(factor: u32, max_capacity: Option<u64>) -> Result<GrowOptions> {
-        if !(crate::math::growth::MIN_FACTOR..=crate::math::growth::MAX_FACTOR).contains(&factor) {
-            return Err(Error::arg(crate::math::growth::GrowthError::Factor(factor).to_string()));
-        }
-        Ok(GrowOptions { factor, max_capacity })
-    }
-
-    /// Whether a filter's growth is the one asked for: the same factor,
-    /// and the same bound when one is asked for.
-    pub fn matches(&self, have: Option<crate::math::growth::Growth>) -> bool {
-        have.is_some_and(|g| {
-            g.factor() == self.factor && (self.max_capacity.is_none() || self.max_capacity == g.max_capacity())
-        })
-    }
-}
-
-/// A windowed filter's configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WindowOptions {
-    /// The window in ns (`window::window_from_secs`); None: the filter
-    /// steps only when told (`rotate`).
-    pub window_ns: Option<u64>,
-    /// 2 to 16; 0 when not given: `Window::DEFAULT_GENERATIONS` for a new
-    /// filter, an existing one's (or windowed bytes') own otherwise.
-    pub generations: u32,
-}
-
-impl WindowOptions {
-    /// The options for a window of `secs` seconds (0: stepped only by
-    /// `rotate`) and `generations` (None: not given), each checked.
-    pub fn from_secs(secs: f64, generations: Option<u32>) -> Result<WindowOptions> {
-        Ok(WindowOptions {
-            window_ns: if secs == 0.0 {
-                None
-            } else {
-                Some(crate::math::window::window_from_secs(secs).map_err(Error::arg)?)
-            },
-            generations: match generations {
-                None => 0,
-                Some(g) => crate::math::window::check_generations(g as i64).map_err(Error::arg)?,
-            },
-        })
-    }
-
-    /// The generations asked for, `existing` when not given.
-    pub fn generations_or(&self, existing: u32) -> u32 {
-        if self.generations == 0 {
-            existing
-        } else {
-            self.generations
-        }
-    }
 }
 
 impl Filter {

@@ -161,6 +161,34 @@ impl sync::StageSet for Filter {
     }
 }
 
+/// How a filter grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrowOptions {
+    /// 2 to 16.
+    pub factor: u32,
+    /// The most items it may take (None: no bound but the stage limit).
+    pub max_capacity: Option<u64>,
+}
+
+impl GrowOptions {
+    /// The options for `factor` and `max_capacity`, the factor checked
+    /// (the bound is checked against the capacity when the filter is made).
+    pub fn new(factor: u32, max_capacity: Option<u64>) -> Result<GrowOptions> {
+        if !(crate::math::growth::MIN_FACTOR..=crate::math::growth::MAX_FACTOR).contains(&factor) {
+            return Err(Error::arg(crate::math::growth::GrowthError::Factor(factor).to_string()));
+        }
+        Ok(GrowOptions { factor, max_capacity })
+    }
+
+    /// Whether a filter's growth is the one asked for: the same factor,
+    /// and the same bound when one is asked for.
+    pub fn matches(&self, have: Option<crate::math::growth::Growth>) -> bool {
+        have.is_some_and(|g| {
+            g.factor() == self.factor && (self.max_capacity.is_none() || self.max_capacity == g.max_capacity())
+        })
+    }
+}
+
 impl Filter {
     /// The header of a new filter that grows (doc/DESIGN.md, §3 growth):
     /// stage 0's geometry, the filter's `fp_rate`.

@@ -152,6 +152,44 @@ pub(in crate::filter) fn state_words(w: Window, st: &crate::shm::serial::WindowS
     (v, words)
 }
 
+/// A windowed filter's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowOptions {
+    /// The window in ns (`window::window_from_secs`); None: the filter
+    /// steps only when told (`rotate`).
+    pub window_ns: Option<u64>,
+    /// 2 to 16; 0 when not given: `Window::DEFAULT_GENERATIONS` for a new
+    /// filter, an existing one's (or windowed bytes') own otherwise.
+    pub generations: u32,
+}
+
+impl WindowOptions {
+    /// The options for a window of `secs` seconds (0: stepped only by
+    /// `rotate`) and `generations` (None: not given), each checked.
+    pub fn from_secs(secs: f64, generations: Option<u32>) -> Result<WindowOptions> {
+        Ok(WindowOptions {
+            window_ns: if secs == 0.0 {
+                None
+            } else {
+                Some(crate::math::window::window_from_secs(secs).map_err(Error::arg)?)
+            },
+            generations: match generations {
+                None => 0,
+                Some(g) => crate::math::window::check_generations(g as i64).map_err(Error::arg)?,
+            },
+        })
+    }
+
+    /// The generations asked for, `existing` when not given.
+    pub fn generations_or(&self, existing: u32) -> u32 {
+        if self.generations == 0 {
+            existing
+        } else {
+            self.generations
+        }
+    }
+}
+
 impl Filter {
     /// Refuse an explicit window that differs from this filter's (the
     /// generations, when not given, are the filter's).
