@@ -81,6 +81,54 @@ fn add_contains_and_known_bits() {
     assert_eq!(f.ops(), 2);
 }
 
+/// Each header makes its kind of handle (`Filter::from_region`), whichever
+/// way the filter is opened: new, through its descriptor, and from its
+/// portable bytes.
+#[test]
+fn each_header_makes_its_kind() {
+    let kind = |f: &Filter| match f.kind {
+        Kind::Plain => "plain",
+        Kind::Windowed(_) => "windowed",
+        Kind::Grown(_) => "grown",
+    };
+    let window = Some(WindowOptions {
+        window_ns: None,
+        generations: 3,
+    });
+    let grow = Some(GrowOptions::new(2, None).unwrap());
+    for (opts, want) in [
+        (Options::default(), "plain"),
+        (
+            Options {
+                window,
+                ..Options::default()
+            },
+            "windowed",
+        ),
+        (
+            Options {
+                grow,
+                ..Options::default()
+            },
+            "grown",
+        ),
+    ] {
+        let f = Filter::new_memfd("kinds", 1000, 0.01, opts).unwrap();
+        assert_eq!(kind(&f), want, "new");
+        assert_eq!(
+            kind(&Filter::from_fd(f.memfd()).unwrap()),
+            want,
+            "{want}, through its descriptor"
+        );
+        let bytes = f.serialize().unwrap();
+        assert_eq!(
+            kind(&Filter::deserialize(&bytes, None, 0o600).unwrap()),
+            want,
+            "{want}, from its bytes"
+        );
+    }
+}
+
 /// `n` items `prefix-0`, `prefix-1`, ... cycling over `distinct` names.
 fn keys(prefix: &str, n: u32, distinct: u32) -> Vec<Vec<u8>> {
     (0..n)
