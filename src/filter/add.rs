@@ -1,5 +1,7 @@
-//! Items: add and contains, one at a time and in batches (pipelined
-//! beyond the caches), on a filter that is not windowed.
+//! Items: add and contains, one at a time and in batches, each call
+//! dispatched once on the filter's kind (`plain`, `window`, `grown` do the
+//! work); and the pipeline every kind's batches go through beyond the
+//! caches (`Filter::pipelined`, over `prefetch_ahead`).
 
 use super::*;
 
@@ -8,49 +10,6 @@ impl Filter {
     // Each operation on items is generic over the layout's `Probe` and is
     // instantiated once per layout by `with_probe!`: the loops below never
     // ask which layout they run.
-
-    /// Add an item at `loc`; `c` is this handle's slot.
-    #[inline(always)]
-    fn add_at<P: Probe>(&self, p: &P, loc: &P::Loc, c: Claim) -> Result<bool> {
-        let sh = self.shared();
-        let bits = self.words_slice();
-        let stripe = p.stripe(loc);
-        // A new item will lock its stripe: on a filter that fits the caches,
-        // fetch that line while the bits are loaded rather than after (the
-        // locked op cannot overlap the miss). On a larger one the bit words
-        // miss too, and an extra line per present item costs more than it
-        // saves per new one.
-        if let Some(s) = stripe {
-            if !self.beyond_caches() {
-                prefetch_line(&sh.stripes[s]);
-            }
-        }
-        // Fast path for an item that is already present.
-        if self.present_now(p, bits, loc) {
-            return Ok(false);
-        }
-        match stripe {
-            // Adders of this item serialize on its stripe (doc/DESIGN.md, C2).
-            Some(s) => {
-                if !sh.begin_add(s, c)? {
-                    return Err(Error::frozen());
-                }
-                let new = p.set(bits, loc);
-                sh.end_add(s);
-                Ok(new)
-            }
-            // One atomic update decides among adders of this item; the
-            // slot mark only keeps exclusive operations out (doc/DESIGN.md, C9).
-            None => {
-                if !sh.begin_lockfree_add(c)? {
-                    return Err(Error::frozen());
-                }
-                let new = p.set(bits, loc);
-                sh.end_lockfree_add(c);
-                Ok(new)
-            }
-        }
-    }
 
     /// `add` in its common case, in as few instructions as it takes: a
     /// plain (unwindowed) blocked filter, written through
@@ -69,26 +28,11 @@ impl Filter {
     #[inline(always)]
     fn try_add_lockfree_with<P: Probe>(&self, p: &P, item: &[u8]) -> Option<bool> {
         debug_assert!(!P::STRIPED);
-        if let Some(win) = &self.win {
-            return self.try_window_add_lockfree(win, p, item);
+        match &self.kind {
+            Kind::Plain => self.try_plain_add_lockfree(p, item),
+            Kind::Windowed(win) => self.try_window_add_lockfree(win, p, item),
+            Kind::Grown(_) => None,
         }
-        if self.region.readonly || self.grown.is_some() {
-            return None;
-        }
-        let sh = self.control_and_slot(self.cached_claim()?)?;
-        // As writable (a present item is answered below without the slot
-        // mark, which checks again).
-        if !sh.light() || sh.ctl.frozen() {
-            return None;
-        }
-        let h = p.hash(self.seed, item);
-        let loc = p.locate(&h);
-        let bits = self.words_slice();
-        if self.present_now(p, bits, &loc) {
-            sh.count_ops(1);
-            return Some(false);
-        }
-        sh.lockfree_add_light(|| p.set(bits, &loc))
     }
 
     /// Add an item: true if it was probably new (some bit was 0). Inlined
@@ -107,12 +51,10 @@ impl Filter {
         self.writable()?;
         let held = self.claim()?;
         let c = held.c;
-        if let Some(win) = &self.win {
-            return with_probe!(&self.probing, p => self.window_add_one(win, p, item, c));
-        }
-        let r = match &self.grown {
-            Some(s) => self.grown_add(s, item, c),
-            None => with_probe!(&self.probing, p => self.add_at(p, &p.locate(&p.hash(self.seed, item)), c)),
+        let r = match &self.kind {
+            Kind::Plain => with_probe!(&self.probing, p => self.plain_add(p, item, c)),
+            Kind::Windowed(win) => return with_probe!(&self.probing, p => self.window_add_one(win, p, item, c)),
+            Kind::Grown(s) => self.grown_add(s, item, c),
         };
         self.shared().count_ops(c, 1);
         r
@@ -240,95 +182,29 @@ impl Filter {
         self.writable()?;
         let held = self.claim()?;
         let c = held.c;
-        if let Some(win) = &self.win {
-            return with_probe!(&self.probing, p => self.window_add_many(win, p, items, results, c));
+        match &self.kind {
+            Kind::Plain => with_probe!(&self.probing, p => self.plain_add_many(p, items, results, c)),
+            Kind::Windowed(win) => with_probe!(&self.probing, p => self.window_add_many(win, p, items, results, c)),
+            Kind::Grown(s) => self.grown_add_many(s, items, results, c),
         }
-        if let Some(s) = &self.grown {
-            return self.grown_add_many(s, items, results, c);
-        }
-        with_probe!(&self.probing, p => self.add_many_with(p, items, results, c))
-    }
-
-    fn add_many_with<P: Probe>(&self, p: &P, items: &[&[u8]], mut results: Option<&mut [u8]>, c: Claim) -> Result<u64> {
-        let mut new = 0u64;
-        let sh = self.shared();
-        let bits = self.words_slice();
-        // Lock-free layouts: one slot mark covers up to MARK_ITEMS adds of
-        // the batch (under it no exclusive operation runs, so each `set` is
-        // all an add needs); exclusive operations wait for at most that many.
-        let mut marked = 0usize;
-        let r = self.pipelined(p, items, self.pipelines(items.len()), true, |i, _, l| {
-            let n = if P::STRIPED {
-                self.add_at(p, l, c)?
-            } else {
-                if marked == 0 {
-                    if !sh.begin_lockfree_add(c)? {
-                        return Err(Error::frozen());
-                    }
-                    marked = MARK_ITEMS;
-                }
-                let n = p.set(bits, l);
-                marked -= 1;
-                if marked == 0 {
-                    sh.end_lockfree_add(c);
-                }
-                n
-            };
-            new += n as u64;
-            if let Some(r) = results.as_deref_mut() {
-                r[i] = n as u8;
-            }
-            Ok(())
-        });
-        if marked != 0 {
-            sh.end_lockfree_add(c);
-        }
-        sh.count_ops(c, 1);
-        r.map(|_| new)
     }
 
     /// Whether the item is probably present. Loads only (doc/DESIGN.md, C1).
     #[inline]
     pub fn contains(&self, item: &[u8]) -> bool {
-        if let Some(win) = &self.win {
-            return self.window_contains(win, item);
+        match &self.kind {
+            Kind::Plain => with_probe!(&self.probing, p => self.plain_contains(p, item)),
+            Kind::Windowed(win) => self.window_contains(win, item),
+            Kind::Grown(s) => self.grown_contains(s, item),
         }
-        if let Some(s) = &self.grown {
-            return self.grown_contains(s, item);
-        }
-        with_probe!(&self.probing, p => p.contains(self.words_slice(), &p.locate(&p.hash(self.seed, item))))
     }
 
     /// Query many items; returns how many are present.
     pub fn contains_many(&self, items: &[&[u8]], results: Option<&mut [u8]>) -> u64 {
-        if let Some(win) = &self.win {
-            return with_probe!(&self.probing, p => self.window_contains_many(win, p, items, results));
+        match &self.kind {
+            Kind::Plain => with_probe!(&self.probing, p => self.plain_contains_many(p, items, results)),
+            Kind::Windowed(win) => with_probe!(&self.probing, p => self.window_contains_many(win, p, items, results)),
+            Kind::Grown(s) => self.grown_contains_many(s, items, results),
         }
-        if let Some(s) = &self.grown {
-            return self.grown_contains_many(s, items, results);
-        }
-        with_probe!(&self.probing, p => self.contains_many_with(p, items, results))
-    }
-
-    fn contains_many_with<P: Probe>(&self, p: &P, items: &[&[u8]], mut results: Option<&mut [u8]>) -> u64 {
-        let mut present = 0u64;
-        let bits = self.words_slice();
-        // Pipelined, an absent item's first zero bit usually ends it before
-        // its later words were fetched (only the first is prefetched when
-        // that bit is 0): stop at the first 0 rather than load them all.
-        let early = self.pipelines(items.len());
-        let _ = self.pipelined(p, items, early, false, |i, _, l| {
-            let found = if early {
-                p.contains_early(bits, l)
-            } else {
-                p.contains(bits, l)
-            };
-            present += found as u64;
-            if let Some(r) = results.as_deref_mut() {
-                r[i] = found as u8;
-            }
-            Ok(())
-        });
-        present
     }
 }

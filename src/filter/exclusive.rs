@@ -16,39 +16,6 @@ fn growth_shown(g: Option<crate::math::growth::Growth>) -> String {
     }
 }
 
-/// A grown filter's stages as a journaled operation changes them
-/// (`sync::StageSet`): mapped through this handle, for the operation's
-/// owner and for a process finishing it alike.
-impl sync::StageSet for Filter {
-    fn stage_words(&self, n: u32) -> Option<Vec<&[AtomicU64]>> {
-        let s = self.grown.as_deref()?;
-        if n > s.all.len() as u32 {
-            return None;
-        }
-        // Maps every published stage; one that cannot be is left empty.
-        let _ = self.stages_now(s);
-        (0..n)
-            .map(|i| Some(self.stage_bits(s, i)).filter(|b| !b.is_empty()))
-            .collect()
-    }
-
-    fn raise_fills(&self, n: u32) {
-        let Some(s) = self.grown.as_deref() else { return };
-        for (i, (st, fill)) in s.all.iter().zip(self.fill_words()).take(n as usize).enumerate() {
-            // Relaxed: we are exclusive; the epoch/excl release publishes.
-            let set: u64 = self
-                .stage_bits(s, i as u32)
-                .iter()
-                .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
-                .sum();
-            // Relaxed: the word decides only when to grow (as an adder's
-            // count); an RMW, since a handle going away adds its own count
-            // to it without any lock.
-            fill.fetch_max(st.geometry.count_from_bits_set(set), Ordering::Relaxed);
-        }
-    }
-}
-
 impl Filter {
     /// Same layout, bit array shape and hash: their bits mean the same items.
     pub fn is_compatible(&self, other: &Filter) -> bool {
@@ -297,7 +264,7 @@ impl Filter {
             sh.count_ops(c, 1); // a write call all the same
             return Ok(());
         }
-        if let (Some(s), Some(so)) = (self.grown.as_deref(), other.grown.as_deref()) {
+        if let (Kind::Grown(s), Kind::Grown(so)) = (&self.kind, &other.kind) {
             return self.grown_journaled(s, other, so, PENDING_MERGE, c);
         }
         if self.journaled(other, PENDING_MERGE, c)? {
@@ -335,7 +302,7 @@ impl Filter {
             self.shared().count_ops(held.c, 1); // a write call all the same
             return Ok(());
         }
-        if let (Some(s), Some(so)) = (self.grown.as_deref(), other.grown.as_deref()) {
+        if let (Kind::Grown(s), Kind::Grown(so)) = (&self.kind, &other.kind) {
             return self.grown_journaled(s, other, so, PENDING_INTERSECT, held.c);
         }
         if self.journaled(other, PENDING_INTERSECT, held.c)? {

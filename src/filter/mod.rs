@@ -7,8 +7,7 @@
 mod add;
 mod exclusive;
 mod grown;
-mod grown_batch;
-mod lanes;
+mod plain;
 mod serialize;
 mod stats;
 #[cfg(feature = "test-hooks")]
@@ -39,8 +38,9 @@ use crate::sys::keeper::{self, Lease};
 use crate::sys::sigbus::Lost;
 use crate::sys::{fork, membarrier};
 
-pub use grown::StageStats;
+pub use grown::{GrowOptions, StageStats};
 pub(crate) use serialize::within_ceiling;
+pub use window::{WindowOptions, WindowStats};
 
 /// Pipeline stage distance, in items (see `Filter::pipelined`). Measured on a
 /// 256 MiB filter, mostly absent items, 2-core AMD EPYC VM: with huge pages,
@@ -48,9 +48,6 @@ pub(crate) use serialize::within_ceiling;
 /// calls, where prefetching every word of an item at once was no faster at
 /// all; with 4 KiB pages each probe is a TLB miss and no scheme helped much.
 const DISTANCE: usize = 8;
-/// Adds of a batch under one slot mark, in a lock-free layout: an exclusive
-/// operation waits for at most this many (a few microseconds).
-const MARK_ITEMS: usize = 256;
 /// How far ahead a batch on a cache-sized filter prefetches item bytes.
 const ITEM_AHEAD: usize = 8;
 /// Bit arrays smaller than this are taken to stay in the caches: batches
@@ -60,46 +57,6 @@ const ITEM_AHEAD: usize = 8;
 /// made queries about 10% slower, at 4 MiB it made them 10-30% faster and
 /// adds of present items 25-50% faster.
 const PIPELINE_MIN_BYTES: u64 = 4 << 20;
-
-/// How long a windowed filter's cleaner waits for adds in flight before it
-/// leaves the clear to a later writer: far longer than an add takes, so
-/// mostly a stopped adder makes it give up (steps wait meanwhile, and
-/// items live longer, never shorter).
-const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
-/// After a drain that gave up, how long this handle's adds leave the
-/// spare alone: an adder pays DRAIN_LIMIT at most once in this long.
-const DRAIN_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
-/// How much of the spare a windowed add call clears (64 KiB: a few
-/// microseconds). Right after a step the spare is clean again after
-/// generation bytes / 64 KiB writing calls, long before the next step is
-/// due; a step that finds it not clean yet waits for more writes (items
-/// only live longer meanwhile).
-const SPARE_SLICE_WORDS: usize = 8192;
-/// Items of a windowed `contains_many` that share one reading of the clock
-/// and the view, and of an `add_many` that share one reading of the clock
-/// (and one look for a due step): few enough that the clock is read every
-/// few microseconds.
-const WINDOW_QUERY_GROUP: usize = 64;
-/// Items of a windowed `contains_many` hashed at a time (ahead of their
-/// looks, which then prefetch ahead within the chunk).
-const WINDOW_HASH_CHUNK: usize = 1024;
-/// The most ring slots a windowed filter has (generations and the spare).
-const MAX_RING: usize = Window::MAX_GENERATIONS as usize + 1;
-
-/// Attempts of a windowed copy that cannot hold the cleaner word (a
-/// read-only handle) before it gives up: each fails only when two steps
-/// land during one copy of the generations.
-const SNAPSHOT_TRIES: u32 = 16;
-
-/// The cleaner word held by a windowed copy, released when it ends.
-struct CleanerHold<'a>(&'a AtomicU32);
-
-impl Drop for CleanerHold<'_> {
-    fn drop(&mut self) {
-        // Release: pairs with the next cleaner's Acquire (take_cleaner).
-        self.0.store(0, Ordering::Release);
-    }
-}
 
 /// Ask for the bytes of the item `ITEM_AHEAD` places after item `i` (they
 /// are wherever the caller's strings are) while item `i` is hashed.
@@ -190,52 +147,32 @@ pub struct Filter {
     claim: Cell<Option<(Claim, claims::Ticket)>>,
     /// Unique among this process's handles: names the slot's holder.
     serial: u64,
-    /// A windowed filter's generations (None: a plain filter).
-    win: Option<Win>,
-    /// A grown filter's stages (None: a filter that does not grow).
-    grown: Option<Box<grown::Stages>>,
-    /// Until when this handle's adds leave the spare alone: its last clear
-    /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
-    clean_after: Cell<Option<std::time::Instant>>,
-    /// How many times this handle's clears gave up on a drain: the tests'
-    /// measure of how often adds paid `DRAIN_LIMIT`, which a loaded
-    /// machine's clock cannot give.
-    #[cfg(test)]
-    drains_given_up: Cell<u32>,
-    /// Until when this handle leaves closing and opening the filter to
-    /// lock-free adds alone, having found a stopped adder in a drain (see
-    /// `DRAIN_LIMIT`).
-    step_after: Cell<Option<std::time::Instant>>,
-    /// The clock's last grid number and the instants `[from, to)` it holds
-    /// for (`Window::grid_span`): most calls find the clock still inside.
-    grid_cache: Cell<(u64, u64, u64)>,
+    /// What this kind of filter has of its own.
+    kind: Kind,
 }
 
-/// A windowed filter's facts, copied from the validated header.
-#[derive(Clone, Copy, Debug)]
-struct Win {
-    w: Window,
-    /// Words of one generation's bit array.
-    gen_words: usize,
-    /// Where each ring slot's bit array starts, in the mapping; the
-    /// entries past the ring point at slot 0's, so that every entry is a
-    /// generation's start (`Filter::generation`).
-    gens: [*const AtomicU64; MAX_RING],
+/// The kinds of filter: each one's state, and its code in a module of its
+/// own (`plain`, `window`, `grown`), which the calls on items and the
+/// whole-filter operations dispatch to once per call.
+// A windowed filter's state stays inline, where it was a field of the
+// handle, so that its adds and queries chase no pointer: a handle is one
+// per filter and thread, its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Kind {
+    /// One bit array, kept for good.
+    Plain,
+    /// Generations that a clock steps (doc/DESIGN.md, §3 windows).
+    Windowed(window::Win),
+    /// Stages added as it fills (doc/DESIGN.md, §3 growth).
+    Grown(Box<grown::Stages>),
 }
 
-/// What `stats` reports of a windowed filter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WindowStats {
-    /// The window in ns as it was given (`Window::given_ns`; None:
-    /// stepped only by `rotate`).
-    pub window_ns: Option<u64>,
-    pub generations: u32,
-    /// The current generation's number: the grid period it started in
-    /// (for a filter stepped only by `rotate`, the steps taken).
-    pub current: u64,
-    /// When the current generation's period started, in ns since the Unix
-    /// epoch (None for a filter stepped only by `rotate`).
-    pub current_start_ns: Option<u64>,
+/// The bits set in `words` (loads only, Relaxed: a count).
+fn bits_in(words: &[AtomicU64]) -> u64 {
+    words
+        .iter()
+        .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
+        .sum()
 }
 
 /// Whether a back-off deadline is set and still ahead.
@@ -244,19 +181,7 @@ fn not_yet(until: Option<std::time::Instant>) -> bool {
     until.is_some_and(|t| std::time::Instant::now() < t)
 }
 
-/// What `Filter::step_state` found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StepState {
-    /// This call stepped.
-    Stepped,
-    /// No step due, or another process took it.
-    NoStep,
-    /// A step is due, but the spare is not clear yet; `expired`: nor is
-    /// the current generation visible any more.
-    SpareDirty { expired: bool },
-}
-
-/// Wall-clock time in ns since the Unix epoch (0 before it), from
+/// The next handle's serial number (`Filter::serial`).
 static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The slot a call runs under: the thread's slot for the filter, or one
@@ -394,73 +319,25 @@ pub struct Options {
     pub grow: Option<GrowOptions>,
 }
 
-/// How a filter grows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GrowOptions {
-    /// 2 to 16.
-    pub factor: u32,
-    /// The most items it may take (None: no bound but the stage limit).
-    pub max_capacity: Option<u64>,
-}
-
-impl GrowOptions {
-    /// The options for `factor` and `max_capacity`, the factor checked
-    /// (the bound is checked against the capacity when the filter is made).
-    pub fn new(factor: u32, max_capacity: Option<u64>) -> Result<GrowOptions> {
-        if !(crate::math::growth::MIN_FACTOR..=crate::math::growth::MAX_FACTOR).contains(&factor) {
-            return Err(Error::arg(crate::math::growth::GrowthError::Factor(factor).to_string()));
-        }
-        Ok(GrowOptions { factor, max_capacity })
-    }
-
-    /// Whether a filter's growth is the one asked for: the same factor,
-    /// and the same bound when one is asked for.
-    pub fn matches(&self, have: Option<crate::math::growth::Growth>) -> bool {
-        have.is_some_and(|g| {
-            g.factor() == self.factor && (self.max_capacity.is_none() || self.max_capacity == g.max_capacity())
-        })
-    }
-}
-
-/// A windowed filter's configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WindowOptions {
-    /// The window in ns (`window::window_from_secs`); None: the filter
-    /// steps only when told (`rotate`).
-    pub window_ns: Option<u64>,
-    /// 2 to 16; 0 when not given: `Window::DEFAULT_GENERATIONS` for a new
-    /// filter, an existing one's (or windowed bytes') own otherwise.
-    pub generations: u32,
-}
-
-impl WindowOptions {
-    /// The options for a window of `secs` seconds (0: stepped only by
-    /// `rotate`) and `generations` (None: not given), each checked.
-    pub fn from_secs(secs: f64, generations: Option<u32>) -> Result<WindowOptions> {
-        Ok(WindowOptions {
-            window_ns: if secs == 0.0 {
-                None
-            } else {
-                Some(crate::math::window::window_from_secs(secs).map_err(Error::arg)?)
-            },
-            generations: match generations {
-                None => 0,
-                Some(g) => crate::math::window::check_generations(g as i64).map_err(Error::arg)?,
-            },
-        })
-    }
-
-    /// The generations asked for, `existing` when not given.
-    pub fn generations_or(&self, existing: u32) -> u32 {
-        if self.generations == 0 {
-            existing
-        } else {
-            self.generations
-        }
-    }
-}
-
 impl Filter {
+    /// A windowed filter's state (None: another kind).
+    #[inline(always)]
+    fn win(&self) -> Option<&window::Win> {
+        match &self.kind {
+            Kind::Windowed(win) => Some(win),
+            _ => None,
+        }
+    }
+
+    /// A grown filter's stages (None: another kind).
+    #[inline(always)]
+    fn grown(&self) -> Option<&grown::Stages> {
+        match &self.kind {
+            Kind::Grown(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// Whether a page of this handle's mappings was lost (another process
     /// truncated the file, or removed its pages): read after the accesses
     /// a call answers for, one load.
@@ -499,36 +376,26 @@ impl Filter {
         // SAFETY: decode validated that the mapping is exactly l.total bytes,
         // and bits_off + m/8 == l.total, so the words are inside it.
         let bits = unsafe { base.add(l.bits_off as usize) } as *const AtomicU64;
-        let win = h.window.map(|w| {
-            let gen_words = h.geometry.words();
-            let mut gens = [bits; MAX_RING];
-            for (slot, g) in gens.iter_mut().enumerate().take(w.ring_len() as usize) {
-                // SAFETY: the bit array is `ring_len` generations of
-                // `gen_words` words (words = gen_words * arrays, and a
-                // windowed header's arrays are its ring), so each slot's
-                // start lies inside it.
-                *g = unsafe { bits.add(slot * gen_words) };
-            }
-            Win { w, gen_words, gens }
-        });
+        // A header is never both windowed and grown (`format` refuses it).
+        let kind = match h.window {
+            Some(w) => Kind::Windowed(window::Win::new(w, h.geometry.words(), bits)),
+            None => match grown::Stages::of(&h, l.stripes, Some((bits, h.geometry.words()))) {
+                Some(s) => Kind::Grown(Box::new(s)),
+                None => Kind::Plain,
+            },
+        };
         Filter {
             lost: Arc::clone(region.lost()),
-            grown: grown::Stages::of(&h, l.stripes, Some((bits, h.geometry.words()))).map(Box::new),
             geometry: h.geometry,
             seed: h.seed,
             probing: Probing::new(&h.geometry, l.stripes),
             words: h.geometry.words() * h.arrays() as usize,
-            win,
+            kind,
             stripes: l.stripes,
             base,
             bits,
             region,
             claim: Cell::new(None),
-            clean_after: Cell::new(None),
-            #[cfg(test)]
-            drains_given_up: Cell::new(0),
-            step_after: Cell::new(None),
-            grid_cache: Cell::new((0, 0, 0)),
             // Relaxed: only uniqueness matters.
             serial: SERIALS.fetch_add(1, Ordering::Relaxed),
         }
@@ -579,87 +446,9 @@ impl Filter {
         };
         let mut h = region::new_header(g, opts.seed);
         if let Some(wo) = opts.window {
-            let g = wo.generations_or(Window::DEFAULT_GENERATIONS);
-            let w = Window::new(wo.window_ns, g, now_ns()).map_err(Error::arg)?;
-            h.window = Some(w);
+            h.window = Some(window::new_window(wo)?);
         }
         Ok(h)
-    }
-
-    /// The header of a new filter that grows (doc/DESIGN.md, §3 growth):
-    /// stage 0's geometry, the filter's `fp_rate`.
-    fn grown_header(capacity: u64, fp_rate: f64, layout: Layout, go: GrowOptions, opts: &Options) -> Result<Header> {
-        if opts.window.is_some() {
-            return Err(Error::arg(
-                "grow and window do not go together: a windowed filter forgets old items instead of growing",
-            ));
-        }
-        if opts.size.is_some() {
-            return Err(Error::arg("bits and hashes are options of layout 'datasketches' only"));
-        }
-        let growth = crate::math::growth::Growth::new(capacity, fp_rate, layout, go.factor, go.max_capacity)
-            .map_err(|e| Error::arg(e.to_string()))?;
-        let mut g = growth
-            .stage(0)
-            .ok_or_else(|| Error::arg("the first stage cannot be sized"))?;
-        // The header keeps the filter's rate; stage 0's is derived from it.
-        g.fp_rate = fp_rate;
-        Ok(Header {
-            growth: Some(growth),
-            ..region::new_header(g, opts.seed)
-        })
-    }
-
-    /// Refuse an explicit growth that differs from this filter's.
-    fn check_growth(self, want: Option<GrowOptions>) -> Result<Filter> {
-        let Some(go) = want else { return Ok(self) };
-        let have = self.growth();
-        if go.matches(have) {
-            return Ok(self);
-        }
-        let shown = |f: u32, max: Option<u64>| match max {
-            Some(m) => format!("grows by {f} up to {m} items"),
-            None => format!("grows by {f}"),
-        };
-        Err(Error::new(
-            ErrorKind::Mismatch,
-            format!(
-                "growth mismatch (the filter {}, not {})",
-                have.map_or_else(|| "does not grow".to_string(), |g| shown(g.factor(), g.max_capacity())),
-                shown(go.factor, go.max_capacity)
-            ),
-        ))
-    }
-
-    /// Map the stages a grown filter has published, so that a file too
-    /// short for them is refused when it is opened (§8 N8).
-    fn stages_mapped(self) -> Result<Filter> {
-        if let Some(s) = &self.grown {
-            self.stages_now(s)?;
-        }
-        Ok(self)
-    }
-
-    /// Refuse an explicit window that differs from this filter's (the
-    /// generations, when not given, are the filter's).
-    fn check_window(self, want: Option<WindowOptions>) -> Result<Filter> {
-        let Some(wo) = want else { return Ok(self) };
-        let g = wo.generations_or(self.win.map_or(Window::DEFAULT_GENERATIONS, |s| s.w.generations()));
-        let asked = Window::new(wo.window_ns, g, 0);
-        let ok = self.win.is_some_and(|s| {
-            s.w.generations() == g && asked.as_ref().ok().map(|w| w.window_ns()) == Some(s.w.window_ns())
-        });
-        if ok {
-            return Ok(self);
-        }
-        Err(Error::new(
-            ErrorKind::Mismatch,
-            format!(
-                "window mismatch (the filter has {}, not {})",
-                self.win.map_or_else(|| "no window".to_string(), |s| s.w.to_string()),
-                asked.map_or_else(|e| e, |w| w.to_string())
-            ),
-        ))
     }
 
     /// Refuse an explicit layout that differs from this filter's.
@@ -767,21 +556,13 @@ impl Filter {
         let words = gen_words * h.arrays() as usize;
         let bits_off = h.layout().bits_off as usize;
         // Where the state goes: a view, and `(header offset, word)` pairs.
-        let mut view = None;
-        let mut header_words = Vec::new();
-        if let (Some(w), Some(st)) = (h.window, state) {
-            debug_assert_eq!(st.window, w);
-            debug_assert_eq!(st.last.len(), w.generations() as usize);
-            let v = View { m: st.current, pos: 0 };
-            header_words.push((format::OFF_VIEW, v.pack()));
-            for (d, last) in st.last.iter().enumerate() {
-                header_words.push((format::OFF_LAST + 8 * w.slot_at(v, d as u32) as u64, *last));
+        let (view, header_words) = match (h.window, state) {
+            (Some(w), Some(st)) => {
+                let (v, words) = window::state_words(w, st);
+                (Some((w, v)), words)
             }
-            // write_header marked slot 1 clean for the initial view's step;
-            // mark it for this view's.
-            header_words.push((format::OFF_CLEAN + 8 * w.spare(v) as u64, v.clean_mark()));
-            view = Some((w, v));
-        }
+            _ => (None, Vec::new()),
+        };
         // The ring word of the image's word `i`.
         let place = |i: usize| -> usize {
             match view {
@@ -869,7 +650,7 @@ impl Filter {
                 scratch: std::slice::from_raw_parts(self.at::<AtomicU64>(format::SCRATCH_OFF), format::SCRATCH_WORDS),
                 journal: Some(&self.region),
                 fills: self.fill_words(),
-                stages: self.grown.as_ref().map(|_| self as &dyn sync::StageSet),
+                stages: self.grown().map(|_| self as &dyn sync::StageSet),
             }
         }
     }
@@ -1054,7 +835,7 @@ impl Drop for Filter {
         // A holder dropped in another thread leaves its slot in the claiming
         // thread's table, which keeps the mapping and gives the slot back
         // there (see `claims`).
-        if let Some(s) = &self.grown {
+        if let Kind::Grown(s) = &self.kind {
             self.flush_own_count(s);
         }
         if self.claim.get().is_some() {

@@ -2,7 +2,7 @@
 //! new filter from them or from a remote copy's bit array.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::filter::{Filter, GrowOptions, Target, WindowOptions};
+use crate::filter::{Filter, GrowOptions, Kind, Target, WindowOptions};
 use crate::math::geometry::Geometry;
 use crate::math::scheme::{Layout, Scheme};
 use crate::math::window::Window;
@@ -51,13 +51,11 @@ impl Filter {
     /// The length of the filter's portable bytes: `serial::serialized_len`,
     /// or `serial::windowed_len` for a windowed filter.
     pub fn serialized_size(&self) -> u64 {
-        if let Some(s) = &self.grown {
-            return self.grown_serialized_size(s, self.stages());
-        }
-        let m = self.geometry().m;
-        match self.window() {
-            None => serial::serialized_len(m),
-            Some(w) => serial::windowed_len(m, w.generations()),
+        let m = self.geometry.m;
+        match &self.kind {
+            Kind::Plain => serial::serialized_len(m),
+            Kind::Windowed(win) => serial::windowed_len(m, win.w.generations()),
+            Kind::Grown(s) => self.grown_serialized_size(s, self.stages()),
         }
     }
 
@@ -73,23 +71,15 @@ impl Filter {
     /// Write the portable bytes into `out`, exactly `serialized_size`
     /// bytes long.
     pub fn serialize_into(&self, out: &mut [u8]) -> Result<()> {
-        if let Some(s) = &self.grown {
-            return self.grown_serialize_into(s, out);
+        match &self.kind {
+            Kind::Grown(s) => self.grown_serialize_into(s, out),
+            _ if out.len() as u64 != self.serialized_size() => Err(Error::arg("serialize buffer has the wrong size")),
+            Kind::Plain => {
+                serial::write(&self.geometry, self.seed, |f| self.for_each_word(f), out);
+                Ok(())
+            }
+            Kind::Windowed(win) => self.window_serialize_into(win, out),
         }
-        if out.len() as u64 != self.serialized_size() {
-            return Err(Error::arg("serialize buffer has the wrong size"));
-        }
-        let g = self.geometry();
-        let Some(w) = self.window() else {
-            serial::write(&g, self.seed(), |f| self.for_each_word(f), out);
-            return Ok(());
-        };
-        let off = serial::windowed_bits_off(w.generations());
-        let end = out.len() - serial::TRAILER_LEN;
-        let st = self.copy_window(&mut out[off..end])?;
-        serial::write_windowed_header(&g, self.seed(), &st, out);
-        serial::seal_windowed(out);
-        Ok(())
     }
 
     /// A new filter from portable bytes: anonymous, or a new file at `path`

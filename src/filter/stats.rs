@@ -38,45 +38,36 @@ impl Filter {
     /// no write has taken it yet (the step would make a clean generation
     /// current).
     pub fn bits_set(&self) -> u64 {
-        if let Some(s) = &self.grown {
-            return self.grown_bits_set(s);
+        match &self.kind {
+            Kind::Plain => bits_in(self.words_slice()),
+            Kind::Windowed(win) => self.window_bits_set(win),
+            Kind::Grown(s) => self.grown_bits_set(s),
         }
-        let words = match &self.win {
-            Some(win) => match self.clock_current(win).1 {
-                Some(slot) => self.generation(win, slot),
-                None => return 0,
-            },
-            None => self.words_slice(),
-        };
-        words
-            .iter()
-            .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
-            .sum()
     }
 
     /// Whether `contains` is false for every item: no bit set; for a
     /// windowed filter, none in a generation visible now (those the clock
     /// expired count as empty, written over or not).
     pub fn is_empty(&self) -> bool {
-        match &self.win {
-            Some(win) => self.window_is_empty(win),
-            None => self.bits_set() == 0,
+        match &self.kind {
+            Kind::Windowed(win) => self.window_is_empty(win),
+            Kind::Plain | Kind::Grown(_) => self.bits_set() == 0,
         }
     }
 
     /// Estimated number of distinct items added.
     pub fn count(&self) -> u64 {
-        match &self.grown {
-            Some(s) => self.grown_count(s),
-            None => self.geometry.count_from_bits_set(self.bits_set()),
+        match &self.kind {
+            Kind::Grown(s) => self.grown_count(s),
+            Kind::Plain | Kind::Windowed(_) => self.geometry.count_from_bits_set(self.bits_set()),
         }
     }
 
     /// The chance a random absent item is reported present now.
     pub fn estimated_fpp(&self) -> f64 {
-        match &self.grown {
-            Some(s) => self.grown_fpp(s),
-            None => self.geometry.fpp_from_bits_set(self.bits_set()),
+        match &self.kind {
+            Kind::Grown(s) => self.grown_fpp(s),
+            Kind::Plain | Kind::Windowed(_) => self.geometry.fpp_from_bits_set(self.bits_set()),
         }
     }
 
@@ -84,9 +75,9 @@ impl Filter {
     /// set (an answer of `bits_set`); a grown filter's depends on how its
     /// bits fall in its stages, so it is `estimated_fpp`, whatever `set`.
     pub fn fpp_from_bits_set(&self, set: u64) -> f64 {
-        match &self.grown {
-            Some(s) => self.grown_fpp(s),
-            None => self.geometry.fpp_from_bits_set(set),
+        match &self.kind {
+            Kind::Grown(s) => self.grown_fpp(s),
+            Kind::Plain | Kind::Windowed(_) => self.geometry.fpp_from_bits_set(set),
         }
     }
 

@@ -57,9 +57,9 @@ fn merge_keeps_every_item_of_both_whatever_their_stages() {
                     after[j] >= before.get(j).copied().unwrap_or(0),
                     "{layout:?} stage {j}: fill lowered"
                 );
-                let g = a.grown.as_ref().unwrap().all[j].geometry;
+                let g = a.grown().unwrap().all[j].geometry;
                 let set: u64 = a
-                    .stage_bits(a.grown.as_ref().unwrap(), j as u32)
+                    .stage_bits(a.grown().unwrap(), j as u32)
                     .iter()
                     .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
                     .sum();

@@ -6,17 +6,7 @@ mod grown;
 mod grown_merge;
 mod window;
 
-thread_local! {
-    /// Run by this thread's windowed adds between raising a
-    /// generation's `last` and setting the item's bits.
-    static BETWEEN: std::cell::RefCell<Option<Box<dyn FnMut()>>> = const { std::cell::RefCell::new(None) };
-}
-
-pub(in crate::filter) fn between_last_and_bits() {
-    if let Some(mut f) = BETWEEN.with(|b| b.borrow_mut().take()) {
-        f();
-    }
-}
+use crate::filter::window::BETWEEN;
 
 /// Two adders of an item in a fresh generation of a windowed blocked
 /// filter (no stripe): A raises the generation's `last` from 0, then
@@ -40,7 +30,7 @@ fn a_fresh_generation_tells_one_of_two_lockfree_adders_new() {
             f.add(b"warm").unwrap();
             f.rotate().unwrap(); // a generation a step has just published
         }
-        let w = &f.win.as_ref().unwrap().w;
+        let w = &f.win().unwrap().w;
         assert_eq!(f.last_word(f.load_view(w).pos).load(Ordering::Relaxed), 0);
         let b_new = std::sync::Arc::new(std::sync::Mutex::new(None));
         let b = b_new.clone();
@@ -89,6 +79,54 @@ fn add_contains_and_known_bits() {
     assert_eq!(f.count(), 1);
     // Both adds counted, new or not (§8 A6).
     assert_eq!(f.ops(), 2);
+}
+
+/// Each header makes its kind of handle (`Filter::from_region`), whichever
+/// way the filter is opened: new, through its descriptor, and from its
+/// portable bytes.
+#[test]
+fn each_header_makes_its_kind() {
+    let kind = |f: &Filter| match f.kind {
+        Kind::Plain => "plain",
+        Kind::Windowed(_) => "windowed",
+        Kind::Grown(_) => "grown",
+    };
+    let window = Some(WindowOptions {
+        window_ns: None,
+        generations: 3,
+    });
+    let grow = Some(GrowOptions::new(2, None).unwrap());
+    for (opts, want) in [
+        (Options::default(), "plain"),
+        (
+            Options {
+                window,
+                ..Options::default()
+            },
+            "windowed",
+        ),
+        (
+            Options {
+                grow,
+                ..Options::default()
+            },
+            "grown",
+        ),
+    ] {
+        let f = Filter::new_memfd("kinds", 1000, 0.01, opts).unwrap();
+        assert_eq!(kind(&f), want, "new");
+        assert_eq!(
+            kind(&Filter::from_fd(f.memfd()).unwrap()),
+            want,
+            "{want}, through its descriptor"
+        );
+        let bytes = f.serialize().unwrap();
+        assert_eq!(
+            kind(&Filter::deserialize(&bytes, None, 0o600).unwrap()),
+            want,
+            "{want}, from its bytes"
+        );
+    }
 }
 
 /// `n` items `prefix-0`, `prefix-1`, ... cycling over `distinct` names.

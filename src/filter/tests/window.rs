@@ -1,6 +1,7 @@
 //! Windowed filters: retention, steps, the spare, serialization, batches.
 
 use super::*;
+use crate::filter::window::{DRAIN_BACKOFF, DRAIN_LIMIT, SPARE_SLICE_WORDS};
 use crate::math::rng::xorshift;
 use crate::sys::clock::FakeClock;
 
@@ -287,7 +288,7 @@ fn windowed_blocked_steps_close_and_open_the_view_word() {
     }
     assert!(closed(), "left alone for DRAIN_BACKOFF");
     f.shared().end_add(s);
-    f.step_after.set(None);
+    f.win().unwrap().step_after.set(None);
     assert!(f.add(b"c").unwrap());
     assert!(!closed(), "opened once the stripe is free");
 }
@@ -306,17 +307,17 @@ fn windowed_blocked_step_waits_for_lockfree_adds() {
     let o = f.control_and_slot(other.claim()).unwrap();
     assert!(o.mark(), "a mark as a lock-free adder sets it");
     let c = f.claim().unwrap().c;
-    let w = f.win.unwrap().w;
+    let win = f.win().unwrap();
     let t = std::time::Instant::now();
-    assert!(!f.try_step(&w, now_ns(), true, c), "no step past a lock-free add");
+    assert!(!f.try_step(win, now_ns(), true, c), "no step past a lock-free add");
     assert!(t.elapsed() >= DRAIN_LIMIT, "it waited {:?}", t.elapsed());
     assert!(View::closed(f.view_word().load(Ordering::SeqCst)));
     assert_eq!(f.window_stats().unwrap().current, 0);
     assert!(f.add(b"b").unwrap());
     assert!(!f.add(b"a").unwrap());
     o.unmark();
-    f.step_after.set(None);
-    assert!(f.try_step(&w, now_ns(), true, c));
+    f.win().unwrap().step_after.set(None);
+    assert!(f.try_step(win, now_ns(), true, c));
     assert_eq!(f.window_stats().unwrap().current, 1);
     assert!(!View::closed(f.view_word().load(Ordering::SeqCst)));
     assert!(!f.add(b"b").unwrap(), "b in the previous generation");
@@ -352,8 +353,12 @@ fn windowed_stopped_adder_holds_up_no_adder() {
     let took = t_rotate.elapsed();
     println!("# rotate with a stopped adder took {took:?} (DRAIN_LIMIT {DRAIN_LIMIT:?})");
     assert!(took < NO_HANG, "rotate took {took:?}");
-    assert_eq!(f.drains_given_up.get(), 1, "the rotate gave up one drain, once");
-    assert!(f.spare_dirty(&f.win.unwrap().w), "the spare is left dirty");
+    assert_eq!(
+        f.win().unwrap().drains_given_up.get(),
+        1,
+        "the rotate gave up one drain, once"
+    );
+    assert!(f.spare_dirty(&f.win().unwrap().w), "the spare is left dirty");
     // Items of other stripes (the held one is this thread's own).
     let items: Vec<[u8; 4]> = (0..2000u32)
         .map(|i| i.to_le_bytes())
@@ -365,7 +370,7 @@ fn windowed_stopped_adder_holds_up_no_adder() {
         f.add(b).unwrap();
     }
     let took = t.elapsed();
-    let paid = f.drains_given_up.get() - 1;
+    let paid = f.win().unwrap().drains_given_up.get() - 1;
     println!("# 1000 adds with a stopped adder took {took:?}, {paid} drain(s) given up");
     assert!(took < NO_HANG, "1000 adds took {took:?}");
     // The backoff began with the rotate's drain, after `t_rotate`: the
@@ -376,9 +381,9 @@ fn windowed_stopped_adder_holds_up_no_adder() {
         "{paid} drains given up in {took:?} of adds: more than one per {DRAIN_BACKOFF:?}"
     );
     f.shared().end_add(s);
-    f.clean_after.set(None);
+    f.win().unwrap().clean_after.set(None);
     f.add(b"held").unwrap();
-    assert!(!f.spare_dirty(&f.win.unwrap().w), "cleared once the stripe is free");
+    assert!(!f.spare_dirty(&f.win().unwrap().w), "cleared once the stripe is free");
     f.rotate().unwrap();
     assert_eq!(f.window_stats().unwrap().current, 2);
 }
@@ -396,7 +401,7 @@ fn windowed_adds_clear_the_spare_a_slice_each() {
         ..Options::default()
     };
     let f = Filter::new_anonymous(3_000_000, 0.01, opts).unwrap();
-    let win = f.win.unwrap();
+    let win = f.win().unwrap();
     let slices = win.gen_words.div_ceil(SPARE_SLICE_WORDS);
     assert!(slices >= 32, "{} words: {slices} slices", win.gen_words);
     let old: Vec<[u8; 8]> = (0..200_000u64).map(|i| i.to_le_bytes()).collect();
@@ -410,11 +415,11 @@ fn windowed_adds_clear_the_spare_a_slice_each() {
     }
     // Step as a timed filter's add does: `old`'s generation becomes
     // the spare, and nothing is cleared yet.
-    assert!(f.try_step(&win.w, now_ns(), true, f.claim().unwrap().c));
+    assert!(f.try_step(win, now_ns(), true, f.claim().unwrap().c));
     let w = &win.w;
     let spare = w.spare(f.load_view(w));
     let dirty = |f: &Filter| {
-        f.generation(&win, spare)
+        f.generation(win, spare)
             .iter()
             .filter(|x| x.load(Ordering::Relaxed) != 0)
             .count()
@@ -462,7 +467,7 @@ fn a_due_step_clears_the_rest_of_the_spare_first() {
     };
     // The current generation expired: written at grid q0, nothing since.
     let f = Filter::new_anonymous(300_000, 0.01, opts).unwrap();
-    let win = f.win.as_ref().unwrap();
+    let win = f.win().unwrap();
     assert!(win.gen_words > 2 * SPARE_SLICE_WORDS);
     let w = &win.w;
     f.add(b"x").unwrap();
@@ -488,7 +493,7 @@ fn a_due_step_clears_the_rest_of_the_spare_first() {
         ..Options::default()
     };
     let f = Filter::new_anonymous(300_000, 0.01, opts).unwrap();
-    let w = &f.win.as_ref().unwrap().w;
+    let w = &f.win().unwrap().w;
     let e = w.epoch_ns();
     f.add(b"z").unwrap(); // grid 0
     sleep_to(e + period + period / 4);
@@ -544,8 +549,9 @@ fn windowed_present_add_takes_no_stripe_and_rotate_waits_for_a_stopped_adder() {
     let r = other(|g| g.add(b"held")).recv_timeout(std::time::Duration::from_secs(60));
     assert_eq!(r, Ok(Ok(false)), "answered, not new, with the stripe held");
     // Make the spare dirty, as an add's step does.
-    let w = f.win.unwrap().w;
-    assert!(f.try_step(&w, now_ns(), true, f.claim().unwrap().c));
+    let win = f.win().unwrap();
+    let w = win.w;
+    assert!(f.try_step(win, now_ns(), true, f.claim().unwrap().c));
     assert!(f.spare_dirty(&w));
     let rx = other(|g| g.rotate().map(|_| true));
     assert!(

@@ -1,6 +1,22 @@
 //! Windowed adds: one item, lock-free or under its stripe, and batches.
 
-use crate::filter::*;
+use super::*;
+
+#[cfg(test)]
+thread_local! {
+    /// Run by this thread's windowed adds between raising a
+    /// generation's `last` and setting the item's bits (the unit tests'
+    /// hook).
+    pub(in crate::filter) static BETWEEN: std::cell::RefCell<Option<Box<dyn FnMut()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+#[cfg(test)]
+fn between_last_and_bits() {
+    if let Some(mut f) = BETWEEN.with(|b| b.borrow_mut().take()) {
+        f();
+    }
+}
 
 impl Filter {
     /// A windowed add of one item (stripe `s`), under slot `c`.
@@ -111,7 +127,7 @@ impl Filter {
         let loc = p.locate(&h);
         let now = now_ns();
         let v = self.mark_open(w, &o)?;
-        let (q, last) = self.grid_and_last(w, v, now);
+        let (q, last) = self.grid_and_last(win, v, now);
         if w.step_possible(v, q, false) {
             o.unmark();
             return None;
@@ -154,7 +170,7 @@ impl Filter {
     fn window_write<P: Probe>(&self, win: &Win, p: &P, loc: &P::Loc, v: View, now: u64) -> (u64, bool) {
         // `last` as grid_and_last read it (Acquire: pairs with the Release
         // of the fetch_max in window_write_at, in whichever adder raised it).
-        let (q, seen) = self.grid_and_last(&win.w, v, now);
+        let (q, seen) = self.grid_and_last(win, v, now);
         (q, self.window_write_at(win, p, loc, v, q, seen))
     }
 
@@ -169,7 +185,7 @@ impl Filter {
             // visible to them from our grid).
             self.last_word(v.pos).fetch_max(q.saturating_add(1), Ordering::Release);
             #[cfg(test)]
-            crate::filter::tests::between_last_and_bits();
+            between_last_and_bits();
         }
         // Release fence: `last` as we saw or raised it comes before our
         // bits, for a reader that sees the bits first (`held_visible`'s
@@ -204,7 +220,7 @@ impl Filter {
         // by), and the bit loads complete before the view and epoch are
         // read again (seqlock reader).
         fence(Ordering::Acquire);
-        let (q, last) = self.grid_and_last(w, v, now);
+        let (q, last) = self.grid_and_last(win, v, now);
         if Window::raised_last(last, q) != last {
             return false;
         }
@@ -319,7 +335,7 @@ impl Filter {
     /// decides again).
     #[inline(always)]
     fn clean_slice(&self, win: &Win, c: Claim, v: View) {
-        if !not_yet(self.clean_after.get()) && self.spare_dirty_in(&win.w, v) {
+        if !not_yet(win.clean_after.get()) && self.spare_dirty_in(&win.w, v) {
             self.clean_spare(win, c, Some(SPARE_SLICE_WORDS));
         }
     }
@@ -353,7 +369,7 @@ impl Filter {
     ) -> Result<bool> {
         if i % WINDOW_QUERY_GROUP == 0 {
             *now = now_ns();
-            if let StepState::SpareDirty { expired } = self.step_state(&win.w, *now, false, c) {
+            if let StepState::SpareDirty { expired } = self.step_state(win, *now, false, c) {
                 self.clear_spare_and_step(win, c, *now, expired);
             }
         }

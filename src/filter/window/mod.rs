@@ -4,9 +4,215 @@
 mod add;
 mod query;
 
+#[cfg(test)]
+pub(in crate::filter) use add::BETWEEN;
+
 use super::*;
 
+/// How long a windowed filter's cleaner waits for adds in flight before it
+/// leaves the clear to a later writer: far longer than an add takes, so
+/// mostly a stopped adder makes it give up (steps wait meanwhile, and
+/// items live longer, never shorter).
+pub(in crate::filter) const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_millis(20);
+/// After a drain that gave up, how long this handle's adds leave the
+/// spare alone: an adder pays DRAIN_LIMIT at most once in this long.
+pub(in crate::filter) const DRAIN_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+/// How much of the spare a windowed add call clears (64 KiB: a few
+/// microseconds). Right after a step the spare is clean again after
+/// generation bytes / 64 KiB writing calls, long before the next step is
+/// due; a step that finds it not clean yet waits for more writes (items
+/// only live longer meanwhile).
+pub(in crate::filter) const SPARE_SLICE_WORDS: usize = 8192;
+/// Items of a windowed `contains_many` that share one reading of the clock
+/// and the view, and of an `add_many` that share one reading of the clock
+/// (and one look for a due step): few enough that the clock is read every
+/// few microseconds.
+const WINDOW_QUERY_GROUP: usize = 64;
+/// Items of a windowed `contains_many` hashed at a time (ahead of their
+/// looks, which then prefetch ahead within the chunk).
+const WINDOW_HASH_CHUNK: usize = 1024;
+/// The most ring slots a windowed filter has (generations and the spare).
+const MAX_RING: usize = Window::MAX_GENERATIONS as usize + 1;
+
+/// Attempts of a windowed copy that cannot hold the cleaner word (a
+/// read-only handle) before it gives up: each fails only when two steps
+/// land during one copy of the generations.
+const SNAPSHOT_TRIES: u32 = 16;
+
+/// The cleaner word held by a windowed copy, released when it ends.
+struct CleanerHold<'a>(&'a AtomicU32);
+
+impl Drop for CleanerHold<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the next cleaner's Acquire (take_cleaner).
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// A windowed filter's facts, copied from the validated header, and this
+/// handle's own state of its steps and clears (`Kind::Windowed`).
+pub(in crate::filter) struct Win {
+    pub(in crate::filter) w: Window,
+    /// Words of one generation's bit array.
+    pub(in crate::filter) gen_words: usize,
+    /// Where each ring slot's bit array starts, in the mapping; the
+    /// entries past the ring point at slot 0's, so that every entry is a
+    /// generation's start (`Filter::generation`).
+    gens: [*const AtomicU64; MAX_RING],
+    /// Until when this handle's adds leave the spare alone: its last clear
+    /// found a stopped adder in the drain (see `DRAIN_LIMIT`).
+    pub(in crate::filter) clean_after: Cell<Option<std::time::Instant>>,
+    /// How many times this handle's clears gave up on a drain: the tests'
+    /// measure of how often adds paid `DRAIN_LIMIT`, which a loaded
+    /// machine's clock cannot give.
+    #[cfg(test)]
+    pub(in crate::filter) drains_given_up: Cell<u32>,
+    /// Until when this handle leaves closing and opening the filter to
+    /// lock-free adds alone, having found a stopped adder in a drain (see
+    /// `DRAIN_LIMIT`).
+    pub(in crate::filter) step_after: Cell<Option<std::time::Instant>>,
+    /// The clock's last grid number and the instants `[from, to)` it holds
+    /// for (`Window::grid_span`): most calls find the clock still inside.
+    grid_cache: Cell<(u64, u64, u64)>,
+}
+
+impl Win {
+    /// The state of window `w` over the bit array at `bits`, generations
+    /// of `gen_words` words each.
+    pub(in crate::filter) fn new(w: Window, gen_words: usize, bits: *const AtomicU64) -> Win {
+        let mut gens = [bits; MAX_RING];
+        for (slot, g) in gens.iter_mut().enumerate().take(w.ring_len() as usize) {
+            // SAFETY: the bit array is `ring_len` generations of
+            // `gen_words` words (words = gen_words * arrays, and a
+            // windowed header's arrays are its ring), so each slot's
+            // start lies inside it.
+            *g = unsafe { bits.add(slot * gen_words) };
+        }
+        Win {
+            w,
+            gen_words,
+            gens,
+            clean_after: Cell::new(None),
+            #[cfg(test)]
+            drains_given_up: Cell::new(0),
+            step_after: Cell::new(None),
+            grid_cache: Cell::new((0, 0, 0)),
+        }
+    }
+}
+
+/// What `stats` reports of a windowed filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowStats {
+    /// The window in ns as it was given (`Window::given_ns`; None:
+    /// stepped only by `rotate`).
+    pub window_ns: Option<u64>,
+    pub generations: u32,
+    /// The current generation's number: the grid period it started in
+    /// (for a filter stepped only by `rotate`, the steps taken).
+    pub current: u64,
+    /// When the current generation's period started, in ns since the Unix
+    /// epoch (None for a filter stepped only by `rotate`).
+    pub current_start_ns: Option<u64>,
+}
+
+/// What `Filter::step_state` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepState {
+    /// This call stepped.
+    Stepped,
+    /// No step due, or another process took it.
+    NoStep,
+    /// A step is due, but the spare is not clear yet; `expired`: nor is
+    /// the current generation visible any more.
+    SpareDirty { expired: bool },
+}
+
+/// The window of a new filter made with options `wo`, starting now.
+pub(in crate::filter) fn new_window(wo: WindowOptions) -> Result<Window> {
+    let g = wo.generations_or(Window::DEFAULT_GENERATIONS);
+    Window::new(wo.window_ns, g, now_ns()).map_err(Error::arg)
+}
+
+/// Where a windowed image's state `st` goes in a new filter of window
+/// `w` (`Filter::with_state`): the view its current generation is slot 0
+/// of, and the `(header offset, word)` pairs of the view, `last` and
+/// clean words.
+pub(in crate::filter) fn state_words(w: Window, st: &crate::shm::serial::WindowState) -> (View, Vec<(u64, u64)>) {
+    debug_assert_eq!(st.window, w);
+    debug_assert_eq!(st.last.len(), w.generations() as usize);
+    let v = View { m: st.current, pos: 0 };
+    let mut words = vec![(format::OFF_VIEW, v.pack())];
+    for (d, last) in st.last.iter().enumerate() {
+        words.push((format::OFF_LAST + 8 * w.slot_at(v, d as u32) as u64, *last));
+    }
+    // write_header marked slot 1 clean for the initial view's step; mark
+    // it for this view's.
+    words.push((format::OFF_CLEAN + 8 * w.spare(v) as u64, v.clean_mark()));
+    (v, words)
+}
+
+/// A windowed filter's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowOptions {
+    /// The window in ns (`window::window_from_secs`); None: the filter
+    /// steps only when told (`rotate`).
+    pub window_ns: Option<u64>,
+    /// 2 to 16; 0 when not given: `Window::DEFAULT_GENERATIONS` for a new
+    /// filter, an existing one's (or windowed bytes') own otherwise.
+    pub generations: u32,
+}
+
+impl WindowOptions {
+    /// The options for a window of `secs` seconds (0: stepped only by
+    /// `rotate`) and `generations` (None: not given), each checked.
+    pub fn from_secs(secs: f64, generations: Option<u32>) -> Result<WindowOptions> {
+        Ok(WindowOptions {
+            window_ns: if secs == 0.0 {
+                None
+            } else {
+                Some(crate::math::window::window_from_secs(secs).map_err(Error::arg)?)
+            },
+            generations: match generations {
+                None => 0,
+                Some(g) => crate::math::window::check_generations(g as i64).map_err(Error::arg)?,
+            },
+        })
+    }
+
+    /// The generations asked for, `existing` when not given.
+    pub fn generations_or(&self, existing: u32) -> u32 {
+        if self.generations == 0 {
+            existing
+        } else {
+            self.generations
+        }
+    }
+}
+
 impl Filter {
+    /// Refuse an explicit window that differs from this filter's (the
+    /// generations, when not given, are the filter's).
+    pub(in crate::filter) fn check_window(self, want: Option<WindowOptions>) -> Result<Filter> {
+        let Some(wo) = want else { return Ok(self) };
+        let g = wo.generations_or(self.win().map_or(Window::DEFAULT_GENERATIONS, |s| s.w.generations()));
+        let asked = Window::new(wo.window_ns, g, 0);
+        let ok = self.win().is_some_and(|s| {
+            s.w.generations() == g && asked.as_ref().ok().map(|w| w.window_ns()) == Some(s.w.window_ns())
+        });
+        if ok {
+            return Ok(self);
+        }
+        Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "window mismatch (the filter has {}, not {})",
+                self.win().map_or_else(|| "no window".to_string(), |s| s.w.to_string()),
+                asked.map_or_else(|e| e, |w| w.to_string())
+            ),
+        ))
+    }
+
     //
     // The step protocol of the `window` module docs; the decisions are its
     // functions, this only reads and writes the shared words.
@@ -70,16 +276,16 @@ impl Filter {
     }
 
     /// The grid a reader or writer of view `v` goes by now.
-    fn grid_now(&self, w: &Window, v: View, now: u64) -> u64 {
-        self.grid_and_last(w, v, now).0
+    fn grid_now(&self, win: &Win, v: View, now: u64) -> u64 {
+        self.grid_and_last(win, v, now).0
     }
 
     /// `grid_now`, and the current generation's `last` it went by.
-    fn grid_and_last(&self, w: &Window, v: View, now: u64) -> (u64, u64) {
+    fn grid_and_last(&self, win: &Win, v: View, now: u64) -> (u64, u64) {
         // Acquire: pairs with an adder's fetch_max (its grid is seen).
         let cur_last = self.last_word(v.pos).load(Ordering::Acquire);
         (
-            Window::reader_grid_of(self.clock_grid(w, now), cur_last).max(v.m),
+            Window::reader_grid_of(self.clock_grid(win, now), cur_last).max(v.m),
             cur_last,
         )
     }
@@ -87,31 +293,33 @@ impl Filter {
     /// `w.grid(now)`, without a division while `now` stays in the span of
     /// the last one worked out.
     #[inline]
-    fn clock_grid(&self, w: &Window, now: u64) -> u64 {
-        let (n, from, to) = self.grid_cache.get();
+    fn clock_grid(&self, win: &Win, now: u64) -> u64 {
+        let w = &win.w;
+        let (n, from, to) = win.grid_cache.get();
         if from <= now && now < to {
             return n;
         }
         let span = w.grid_span(now);
-        self.grid_cache.set(span);
+        win.grid_cache.set(span);
         span.0
     }
 
     /// Take a step if one is due (or `forced`) and the spare is clean.
     /// True when this call stepped. `c` is this handle's slot: a blocked
     /// filter's steps go through `step_lockfree`.
-    pub(in crate::filter) fn try_step(&self, w: &Window, now: u64, forced: bool, c: Claim) -> bool {
-        self.step_state(w, now, forced, c) == StepState::Stepped
+    pub(in crate::filter) fn try_step(&self, win: &Win, now: u64, forced: bool, c: Claim) -> bool {
+        self.step_state(win, now, forced, c) == StepState::Stepped
     }
 
     /// `try_step`, telling a step that is due but waits for the spare's
     /// clear apart from no step at all.
-    fn step_state(&self, w: &Window, now: u64, forced: bool, c: Claim) -> StepState {
+    fn step_state(&self, win: &Win, now: u64, forced: bool, c: Claim) -> StepState {
+        let w = &win.w;
         let (v, word) = self.load_view_word(w);
-        let q = self.grid_now(w, v, now);
+        let q = self.grid_now(win, v, now);
         if !w.step_possible(v, q, forced) {
             if View::closed(word) {
-                self.step_lockfree(w, now, forced, c);
+                self.step_lockfree(win, now, forced, c);
             }
             return StepState::NoStep; // the common case: nothing more to read
         }
@@ -123,7 +331,7 @@ impl Filter {
         match w.decide_step(v, q, oldest_last, spare_clean, forced) {
             // A blocked filter's step: under the cleaner word, which
             // decides again.
-            Some(_) if self.lockfree_adds() => match self.step_lockfree(w, now, forced, c) {
+            Some(_) if self.lockfree_adds() => match self.step_lockfree(win, now, forced, c) {
                 true => StepState::Stepped,
                 false => StepState::NoStep,
             },
@@ -145,7 +353,7 @@ impl Filter {
             }
             None => {
                 if View::closed(word) {
-                    self.step_lockfree(w, now, forced, c); // only opens it
+                    self.step_lockfree(win, now, forced, c); // only opens it
                 }
                 StepState::NoStep
             }
@@ -174,18 +382,18 @@ impl Filter {
         let mut seen = progress();
         let mut until = std::time::Instant::now() + 4 * DRAIN_LIMIT;
         loop {
-            if not_yet(self.clean_after.get()) {
+            if not_yet(win.clean_after.get()) {
                 return; // a drain failed lately: a stopped adder holds a stripe
             }
             self.clean_spare(win, c, None);
-            if self.step_state(w, now, false, c) == StepState::Stepped || !expired {
+            if self.step_state(win, now, false, c) == StepState::Stepped || !expired {
                 return;
             }
             // Another process may hold the cleaner word, clearing or
             // stepping (a blocked filter's step takes it too): go on once
             // the current generation is one that has not expired.
             let (v, _) = self.load_view_word(w);
-            let (q, cur_last) = self.grid_and_last(w, v, now);
+            let (q, cur_last) = self.grid_and_last(win, v, now);
             if !w.expired(cur_last, q) {
                 return;
             }
@@ -213,16 +421,16 @@ impl Filter {
     /// later writer; this handle then leaves it alone for `DRAIN_BACKOFF`.
     #[cold]
     #[inline(never)]
-    fn step_lockfree(&self, w: &Window, now: u64, forced: bool, c: Claim) -> bool {
-        if not_yet(self.step_after.get()) {
+    fn step_lockfree(&self, win: &Win, now: u64, forced: bool, c: Claim) -> bool {
+        if not_yet(win.step_after.get()) {
             return false;
         }
         if !self.take_cleaner(c) {
             return false;
         }
-        let (stepped, drained) = self.step_closed(w, now, forced, c);
+        let (stepped, drained) = self.step_closed(win, now, forced, c);
         if !drained {
-            self.step_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
+            win.step_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
         }
         // Release: pairs with the next cleaner's Acquire.
         self.cleaner_word().store(0, Ordering::Release);
@@ -233,10 +441,11 @@ impl Filter {
     /// stepped, and whether its drains ended (false: a stopped adder).
     /// Only the holder of the cleaner word changes a blocked filter's view
     /// word, so the CASes below fail only on a corrupt word.
-    fn step_closed(&self, w: &Window, now: u64, forced: bool, c: Claim) -> (bool, bool) {
+    fn step_closed(&self, win: &Win, now: u64, forced: bool, c: Claim) -> (bool, bool) {
+        let w = &win.w;
         let sh = self.shared();
         let (v, mut word) = self.load_view_word(w);
-        let q = self.grid_now(w, v, now);
+        let q = self.grid_now(win, v, now);
         let mut stepped = false;
         // Acquire: as try_step.
         let oldest_last = self.last_word(w.oldest(v)).load(Ordering::Acquire);
@@ -385,9 +594,9 @@ impl Filter {
                 // its stripe, and a later writer retries. Later slices need
                 // no drain: every adder since read `v` or a later view.
                 if !sh.drain_stripes(DRAIN_LIMIT) {
-                    self.clean_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
+                    win.clean_after.set(Some(std::time::Instant::now() + DRAIN_BACKOFF));
                     #[cfg(test)]
-                    self.drains_given_up.set(self.drains_given_up.get() + 1);
+                    win.drains_given_up.set(win.drains_given_up.get() + 1);
                     // Release: pairs with the next cleaner's Acquire.
                     cw.store(0, Ordering::Release);
                     return;

@@ -1,7 +1,7 @@
 //! Windowed queries, the window's state (stats, copy for serialization),
 //! and `rotate`.
 
-use crate::filter::*;
+use super::*;
 
 impl Filter {
     /// Whether a windowed filter holds the item in a visible generation.
@@ -19,7 +19,7 @@ impl Filter {
         let gate = p.gate(loc);
         let mut v = self.load_view(w);
         loop {
-            let q = self.grid_now(w, v, now_ns());
+            let q = self.grid_now(win, v, now_ns());
             let mut slot = v.pos;
             let mut found = false;
             for _ in 0..w.generations() {
@@ -102,7 +102,7 @@ impl Filter {
         let mut v = self.load_view(w);
         let mut first_look = piped;
         while todo > 0 {
-            let q = self.grid_now(w, v, now_ns());
+            let q = self.grid_now(win, v, now_ns());
             // The generations visible at `q`, by their `last` read once for
             // the group: the answers stand at this instant (a generation
             // made visible later only adds items concurrent with the call;
@@ -160,8 +160,8 @@ impl Filter {
     /// (None: not windowed): on an idle filter, the generation the due
     /// step would start, though no write has taken it yet.
     pub fn window_stats(&self) -> Option<WindowStats> {
-        let win = self.win?;
-        let (m, _) = self.clock_current(&win);
+        let win = self.win()?;
+        let (m, _) = self.clock_current(win);
         Some(WindowStats {
             window_ns: win.w.given_ns(),
             generations: win.w.generations(),
@@ -176,11 +176,20 @@ impl Filter {
     pub(in crate::filter) fn clock_current(&self, win: &Win) -> (u64, Option<u32>) {
         let w = &win.w;
         let v = self.load_view(w);
-        let q = self.grid_now(w, v, now_ns());
+        let q = self.grid_now(win, v, now_ns());
         // Acquire: pairs with the adders' fetch_max, as try_step's.
         let oldest_last = self.last_word(w.oldest(v)).load(Ordering::Acquire);
         let (m, same) = w.current_by_clock(v, q, oldest_last);
         (m, same.then_some(v.pos))
+    }
+
+    /// `bits_set` of a windowed filter: its current generation's, as the
+    /// clock has it (0 once a step is due).
+    pub(in crate::filter) fn window_bits_set(&self, win: &Win) -> u64 {
+        match self.clock_current(win).1 {
+            Some(slot) => bits_in(self.generation(win, slot)),
+            None => 0,
+        }
     }
 
     /// Whether no generation visible now holds a bit: then `contains` is
@@ -189,7 +198,7 @@ impl Filter {
     pub(in crate::filter) fn window_is_empty(&self, win: &Win) -> bool {
         let w = &win.w;
         let v = self.load_view(w);
-        let q = self.grid_now(w, v, now_ns());
+        let q = self.grid_now(win, v, now_ns());
         w.slots_newest_first(v).all(|slot| {
             !self.last_visible(w, slot, q)
                 // Relaxed: a count, as bits_set's.
@@ -199,7 +208,7 @@ impl Filter {
 
     /// The window configuration (None: not windowed).
     pub fn window(&self) -> Option<Window> {
-        self.win.map(|w| w.w)
+        self.win().map(|w| w.w)
     }
 
     /// Copy a windowed filter's `g` generations into `out` (`g` arrays of
@@ -224,7 +233,7 @@ impl Filter {
     /// than one step landed, `SNAPSHOT_TRIES` times, a writable handle
     /// trying for the cleaner word before each.
     pub(crate) fn copy_window(&self, out: &mut [u8]) -> Result<crate::shm::serial::WindowState> {
-        let Some(win) = self.win else {
+        let Some(win) = self.win() else {
             return Err(Error::arg("not a windowed filter"));
         };
         let w = &win.w;
@@ -236,7 +245,7 @@ impl Filter {
         let held = if self.readonly() { None } else { self.claim().ok() };
         let mut holding = None;
         let copy = |slot: u32, to: &mut [u8]| {
-            for (word, bytes) in self.generation(&win, slot).iter().zip(to.chunks_exact_mut(8)) {
+            for (word, bytes) in self.generation(win, slot).iter().zip(to.chunks_exact_mut(8)) {
                 // Relaxed: a per-word snapshot, as for a plain filter; the
                 // views read around the copy order it against steps.
                 bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
@@ -307,11 +316,24 @@ impl Filter {
         ))
     }
 
+    /// `serialize_into` of a windowed filter: its generations copied
+    /// (`copy_window`), then the header and trailer of `serial`'s windowed
+    /// bytes; `out` is `serialized_size` bytes long.
+    pub(in crate::filter) fn window_serialize_into(&self, win: &Win, out: &mut [u8]) -> Result<()> {
+        let g = self.geometry();
+        let off = crate::shm::serial::windowed_bits_off(win.w.generations());
+        let end = out.len() - crate::shm::serial::TRAILER_LEN;
+        let st = self.copy_window(&mut out[off..end])?;
+        crate::shm::serial::write_windowed_header(&g, self.seed(), &st, out);
+        crate::shm::serial::seal_windowed(out);
+        Ok(())
+    }
+
     /// Take a generation step now, due or not: the oldest generation is
     /// discarded. Clears the spare first if it is not clean yet (waiting
     /// for another process clearing it). Errors on a plain filter.
     pub fn rotate(&self) -> Result<()> {
-        let Some(win) = self.win else {
+        let Some(win) = self.win() else {
             return Err(Error::arg("rotate needs a windowed filter"));
         };
         self.writable()?;
@@ -329,15 +351,15 @@ impl Filter {
         let (mut was, mut since) = (seen(), std::time::Instant::now());
         loop {
             if self.spare_dirty(&win.w) {
-                self.clean_spare(&win, c, None);
+                self.clean_spare(win, c, None);
             }
             if self.shared().frozen() {
                 return Err(Error::frozen());
             }
             let v = self.load_view(&win.w);
             // A rotate tries the drains again at once.
-            self.step_after.set(None);
-            if self.try_step(&win.w, now_ns(), true, c) {
+            win.step_after.set(None);
+            if self.try_step(win, now_ns(), true, c) {
                 break;
             }
             if self.load_view(&win.w) == v {
@@ -347,7 +369,7 @@ impl Filter {
                 if self.lockfree_adds() && !self.shared().fence_light_adders(c) {
                     return Err(no_fence(sync::SyncError::NoFence));
                 }
-                let q = self.grid_now(&win.w, v, now_ns());
+                let q = self.grid_now(win, v, now_ns());
                 if !self.spare_dirty(&win.w) && win.w.next_view(v, q).is_none() {
                     // Clean spare, same view, no step: the next start does
                     // not fit the view word (only a corrupt file gets there).
@@ -373,14 +395,14 @@ impl Filter {
             }
         }
         // Ready the next step at once.
-        self.clean_spare(&win, c, None);
+        self.clean_spare(win, c, None);
         self.shared().count_ops(c, 1);
         Ok(())
     }
 
     /// Refuse operations a windowed filter does not have.
     pub(in crate::filter) fn not_windowed(&self, what: &str) -> Result<()> {
-        match self.win {
+        match self.win() {
             Some(_) => Err(Error::arg(format!("{what} is not supported on a windowed filter"))),
             None => Ok(()),
         }

@@ -10,15 +10,18 @@
 //! adders of one item take the same stripe whatever the number of stages
 //! they saw.
 
+mod batch;
+mod lanes;
+
 use std::cell::OnceCell;
 
-use super::lanes::KeptLanes;
 use super::*;
 use crate::math::growth::{self, Growth};
 use crate::math::hashing::hash_item;
 use crate::shm::format::OFF_FILL;
 use crate::shm::serial;
 use crate::shm::stages::{self, StageMap};
+use lanes::KeptLanes;
 
 /// One stage as every handle derives it from the validated header.
 #[derive(Clone, Copy, Debug)]
@@ -125,7 +128,128 @@ impl Stages {
     }
 }
 
+/// A grown filter's stages as a journaled operation changes them
+/// (`sync::StageSet`): mapped through this handle, for the operation's
+/// owner and for a process finishing it alike.
+impl sync::StageSet for Filter {
+    fn stage_words(&self, n: u32) -> Option<Vec<&[AtomicU64]>> {
+        let s = self.grown()?;
+        if n > s.all.len() as u32 {
+            return None;
+        }
+        // Maps every published stage; one that cannot be is left empty.
+        let _ = self.stages_now(s);
+        (0..n)
+            .map(|i| Some(self.stage_bits(s, i)).filter(|b| !b.is_empty()))
+            .collect()
+    }
+
+    fn raise_fills(&self, n: u32) {
+        let Some(s) = self.grown() else { return };
+        for (i, (st, fill)) in s.all.iter().zip(self.fill_words()).take(n as usize).enumerate() {
+            // Relaxed: we are exclusive; the epoch/excl release publishes.
+            let set: u64 = self
+                .stage_bits(s, i as u32)
+                .iter()
+                .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
+                .sum();
+            // Relaxed: the word decides only when to grow (as an adder's
+            // count); an RMW, since a handle going away adds its own count
+            // to it without any lock.
+            fill.fetch_max(st.geometry.count_from_bits_set(set), Ordering::Relaxed);
+        }
+    }
+}
+
+/// How a filter grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrowOptions {
+    /// 2 to 16.
+    pub factor: u32,
+    /// The most items it may take (None: no bound but the stage limit).
+    pub max_capacity: Option<u64>,
+}
+
+impl GrowOptions {
+    /// The options for `factor` and `max_capacity`, the factor checked
+    /// (the bound is checked against the capacity when the filter is made).
+    pub fn new(factor: u32, max_capacity: Option<u64>) -> Result<GrowOptions> {
+        if !(crate::math::growth::MIN_FACTOR..=crate::math::growth::MAX_FACTOR).contains(&factor) {
+            return Err(Error::arg(crate::math::growth::GrowthError::Factor(factor).to_string()));
+        }
+        Ok(GrowOptions { factor, max_capacity })
+    }
+
+    /// Whether a filter's growth is the one asked for: the same factor,
+    /// and the same bound when one is asked for.
+    pub fn matches(&self, have: Option<crate::math::growth::Growth>) -> bool {
+        have.is_some_and(|g| {
+            g.factor() == self.factor && (self.max_capacity.is_none() || self.max_capacity == g.max_capacity())
+        })
+    }
+}
+
 impl Filter {
+    /// The header of a new filter that grows (doc/DESIGN.md, §3 growth):
+    /// stage 0's geometry, the filter's `fp_rate`.
+    pub(in crate::filter) fn grown_header(
+        capacity: u64,
+        fp_rate: f64,
+        layout: Layout,
+        go: GrowOptions,
+        opts: &Options,
+    ) -> Result<Header> {
+        if opts.window.is_some() {
+            return Err(Error::arg(
+                "grow and window do not go together: a windowed filter forgets old items instead of growing",
+            ));
+        }
+        if opts.size.is_some() {
+            return Err(Error::arg("bits and hashes are options of layout 'datasketches' only"));
+        }
+        let growth = crate::math::growth::Growth::new(capacity, fp_rate, layout, go.factor, go.max_capacity)
+            .map_err(|e| Error::arg(e.to_string()))?;
+        let mut g = growth
+            .stage(0)
+            .ok_or_else(|| Error::arg("the first stage cannot be sized"))?;
+        // The header keeps the filter's rate; stage 0's is derived from it.
+        g.fp_rate = fp_rate;
+        Ok(Header {
+            growth: Some(growth),
+            ..region::new_header(g, opts.seed)
+        })
+    }
+
+    /// Refuse an explicit growth that differs from this filter's.
+    pub(in crate::filter) fn check_growth(self, want: Option<GrowOptions>) -> Result<Filter> {
+        let Some(go) = want else { return Ok(self) };
+        let have = self.growth();
+        if go.matches(have) {
+            return Ok(self);
+        }
+        let shown = |f: u32, max: Option<u64>| match max {
+            Some(m) => format!("grows by {f} up to {m} items"),
+            None => format!("grows by {f}"),
+        };
+        Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "growth mismatch (the filter {}, not {})",
+                have.map_or_else(|| "does not grow".to_string(), |g| shown(g.factor(), g.max_capacity())),
+                shown(go.factor, go.max_capacity)
+            ),
+        ))
+    }
+
+    /// Map the stages a grown filter has published, so that a file too
+    /// short for them is refused when it is opened (§8 N8).
+    pub(in crate::filter) fn stages_mapped(self) -> Result<Filter> {
+        if let Some(s) = self.grown() {
+            self.stages_now(s)?;
+        }
+        Ok(self)
+    }
+
     /// Stage `i`'s fill word (§6: its own cache lines of the header page).
     #[inline]
     fn fill_word(&self, i: u32) -> &AtomicU64 {
@@ -138,7 +262,7 @@ impl Filter {
 
     /// The fill words of a grown filter (`Shared::fills`), else none.
     pub(in crate::filter) fn fill_words(&self) -> &[AtomicU64] {
-        match &self.grown {
+        match self.grown() {
             // SAFETY: as fill_word; the filter can have `limit` stages.
             Some(s) => unsafe { std::slice::from_raw_parts(self.at::<AtomicU64>(OFF_FILL), s.limit() as usize) },
             None => &[],
@@ -616,7 +740,7 @@ impl Filter {
 
     /// Each published stage: its capacity, bits, hashes and fill word.
     pub fn stage_stats(&self) -> Vec<StageStats> {
-        let Some(s) = &self.grown else { return Vec::new() };
+        let Some(s) = self.grown() else { return Vec::new() };
         let n = self.stages_now(s).unwrap_or(1);
         (0..n)
             .map(|i| {
@@ -634,18 +758,18 @@ impl Filter {
 
     /// How a grown filter grows: its factor and bound (None: it does not).
     pub fn growth(&self) -> Option<Growth> {
-        self.grown.as_ref().map(|s| s.growth)
+        self.grown().map(|s| s.growth)
     }
 
     /// The stages published (1 for a filter that does not grow).
     pub fn stages(&self) -> u32 {
-        self.grown.as_ref().map_or(1, |s| self.published(s))
+        self.grown().map_or(1, |s| self.published(s))
     }
 
     /// The items the published stages hold together (the `capacity` of a
     /// filter that does not grow).
     pub fn total_capacity(&self) -> u64 {
-        match &self.grown {
+        match self.grown() {
             Some(s) => s.growth.total_capacity(self.published(s)),
             None => self.geometry.capacity,
         }
@@ -653,7 +777,7 @@ impl Filter {
 
     /// The bits of the published stages together.
     pub fn total_bits(&self) -> u64 {
-        match &self.grown {
+        match self.grown() {
             Some(s) => (0..self.published(s)).map(|i| s.all[i as usize].geometry.m).sum(),
             None => self.geometry.m,
         }
@@ -663,7 +787,7 @@ impl Filter {
     /// mapping of `m / 8` bytes, made when this handle first needs it),
     /// added to the first stage's mapping by `mmap_size`.
     pub(in crate::filter) fn later_stage_bytes(&self) -> u64 {
-        match &self.grown {
+        match self.grown() {
             Some(s) => (1..self.published(s)).map(|i| s.all[i as usize].range.1).sum(),
             None => 0,
         }
@@ -671,7 +795,7 @@ impl Filter {
 
     /// Refuse an operation a grown filter does not have.
     pub(in crate::filter) fn not_grown(&self, what: &str) -> Result<()> {
-        match self.grown {
+        match self.grown() {
             Some(_) => Err(Error::arg(format!("{what} is not supported on a filter that grows"))),
             None => Ok(()),
         }
@@ -679,7 +803,7 @@ impl Filter {
 
     /// Flush the mapped stages past the first to the file (`sync`).
     pub(in crate::filter) fn sync_stages(&self) -> Result<()> {
-        if let Some(s) = &self.grown {
+        if let Some(s) = self.grown() {
             for m in s.maps.iter().filter_map(|m| m.get()) {
                 m.flush().map_err(|e| Error::io("msync of a stage", e))?;
             }

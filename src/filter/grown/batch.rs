@@ -20,9 +20,9 @@
 //! a run). An item that finds the stage full, or the look no longer
 //! standing, goes the single add's way (`add_absent`).
 
-use super::grown::{Seen, Stages};
 use super::lanes::{with_kept, KeptLanes, Lanes};
-use super::*;
+use super::{Seen, Stages};
+use crate::filter::*;
 use crate::math::hashing::hash_item;
 
 /// Items of a grown batch hashed and looked for at a time: one reading of
