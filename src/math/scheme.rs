@@ -46,6 +46,13 @@ macro_rules! layout_table {
                 DataSketches = 4, block 0, shape datasketches_shape, probe DataSketches,
                     doc "Apache DataSketches' Bloom filter (scheme 4; `math::datasketches`).";
             }
+            // A layout the crate's tests add to show that a row and a module
+            // are all a layout takes (probe/toy.rs): in test builds only.
+            when feature = "test-hooks", Toy "toy" code 250
+                sizing |c, r| Geometry::for_capacity(c, r).map(|g| Geometry { scheme: Scheme::Toy, ..g }), mod toy {
+                Toy = 250, block 0, shape spread_shape, probe Toy,
+                    doc "A layout of the tests only (probe/toy.rs).";
+            }
         }
     };
 }
