@@ -1351,7 +1351,7 @@ serialize(h, ...)
   CODE:
     if (items == 3) {
         /* format => 'datasketches': Apache DataSketches' image. */
-        const char *k, *v;
+        const char *k, *v, *format;
         STRLEN klen, vlen;
         /* Magic once each, then the values as they are. */
         SvGETMAGIC(ST(1));
@@ -1362,7 +1362,9 @@ serialize(h, ...)
         if (klen != 6 || memcmp(k, "format", 6) != 0)
             bfs_croak(aTHX_ cv, "unknown option '%.*s' (the one option is format)", (int)(klen > 40 ? 40 : klen), k);
         v = SvPV_nomg_const(ST(2), vlen);
-        if (vlen != 12 || memcmp(v, "datasketches", 12) != 0)
+        /* The format is named as the layout it is the image of. */
+        format = bfs_layout_name(BFS_LAYOUT_DATASKETCHES);
+        if (vlen != strlen(format) || memcmp(v, format, vlen) != 0)
             bfs_croak(aTHX_ cv, "format must be 'datasketches', got '%.*s'", (int)(vlen > 40 ? 40 : vlen), v);
         ds = 1;
         h = bfs_recheck(aTHX_ ST(0), cv);

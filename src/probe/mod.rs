@@ -1,6 +1,9 @@
 //! Layouts: where an item's bits are and how they are tested and set, one
-//! file per layout (`standard`, `blocked`) behind the `Probe` trait. Their
-//! sizing math is in `math` (`scheme`, `blocked`, `geometry`).
+//! file per layout (`standard`, `blocked`, `datasketches`) behind the
+//! `Probe` trait. Each is a row of the layouts' table
+//! (`math::scheme::layout_table!`), from which the modules here are
+//! declared and `Probing` and `with_probe!` are made; their sizing math is
+//! in `math` (`geometry`, `blocked`).
 //!
 //! A layout is a probing strategy (`Probe`). The rest of the crate does not
 //! know which one it runs: `Filter` holds a `Probing` (one of the strategies)
