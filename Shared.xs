@@ -48,21 +48,12 @@
 /* ---------------------------------------------------------------- constants */
 
 /*
- * The C API's numbers and the layouts' names, in one place: _constants and
- * _layouts hand them to the Perl side (Shared.pm, Redis.pm, the command
- * line tool), which retypes none of them. The names are those the Rust
- * core takes for a remote filter's layout (bfs_remote_geometry).
+ * The C API's numbers, in one place: _constants hands them to the Perl side
+ * (Shared.pm, Redis.pm, the command line tool), which retypes none of them.
+ * The layouts' names and codes are the C API's own table (bfs_layout_at),
+ * which _layouts hands on as it is; the names are those the Rust core takes
+ * for a remote filter's layout (bfs_remote_geometry).
  */
-typedef struct {
-    const char *name;
-    uint32_t code;
-} BfsLayoutName;
-
-static const BfsLayoutName bfs_layouts[] = {
-    { "standard", BFS_LAYOUT_STANDARD }, /* the first: the default */
-    { "blocked", BFS_LAYOUT_BLOCKED },
-    { "datasketches", BFS_LAYOUT_DATASKETCHES },
-};
 
 #define BFS_CONSTANT(c) { #c + 4, (UV)(c) } /* the name without "BFS_" */
 
@@ -96,16 +87,33 @@ static const struct {
 
 #undef BFS_CONSTANT
 
-/* The name of a layout code from bfs_info; the default layout's for a code
-   this table does not know. */
+/* The name of a layout code from bfs_info; the default layout's (the C
+   API's first) for a code it does not know. */
 static const char *
 bfs_layout_name(uint32_t code)
 {
-    size_t i;
-    for (i = 0; i < C_ARRAY_LENGTH(bfs_layouts); i++)
-        if (bfs_layouts[i].code == code)
-            return bfs_layouts[i].name;
-    return bfs_layouts[0].name;
+    uint32_t i, c;
+    const char *name;
+    for (i = 0; bfs_layout_at(i, &name, &c); i++)
+        if (c == code)
+            return name;
+    bfs_layout_at(0, &name, NULL);
+    return name;
+}
+
+/* A layout code from Perl as the C API takes it: BFS_LAYOUT_DEFAULT and
+   the codes of the C API's layouts as they are, any other (too large for
+   32 bits among them) UINT32_MAX, which the C API refuses. */
+static uint32_t
+bfs_layout_arg(UV layout)
+{
+    uint32_t i, c;
+    if (layout == BFS_LAYOUT_DEFAULT)
+        return BFS_LAYOUT_DEFAULT;
+    for (i = 0; bfs_layout_at(i, NULL, &c); i++)
+        if ((UV)c == layout)
+            return c;
+    return UINT32_MAX;
 }
 
 /* ---------------------------------------------------------------- croaking */
@@ -833,7 +841,7 @@ _xs_new(klass, path, capacity, fp_rate, mode, seed, layout = 0, generations = 0,
         BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
     opts.mode = (uint32_t)mode;
     opts.seed = (uint64_t)seed;
-    opts.layout = layout > BFS_LAYOUT_DATASKETCHES ? UINT32_MAX : (uint32_t)layout;
+    opts.layout = bfs_layout_arg(layout);
     opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
     opts.window = (double)window;
     opts.bits = (uint64_t)bits;
@@ -931,7 +939,7 @@ _xs_deserialize(klass, bytes, path, mode, layout = 0, generations = 0, window = 
         BFS_RETURN_ERROR("mode must be an integer between 0 and 07777");
     opts.mode = (uint32_t)mode;
     opts.seed = 0; /* the seed travels in the bytes */
-    opts.layout = layout > BFS_LAYOUT_DATASKETCHES ? UINT32_MAX : (uint32_t)layout;
+    opts.layout = bfs_layout_arg(layout);
     opts.generations = generations > 16 ? UINT32_MAX : (uint32_t)generations;
     opts.window = (double)window;
     opts.bits = 0;
@@ -962,13 +970,15 @@ _constants()
 void
 _layouts()
   PREINIT:
-    size_t i;
+    uint32_t i, code;
+    const char *name;
   PPCODE:
-    /* The layouts as name => BFS_LAYOUT_* code pairs, the default first. */
-    EXTEND(SP, (SSize_t)(2 * C_ARRAY_LENGTH(bfs_layouts)));
-    for (i = 0; i < C_ARRAY_LENGTH(bfs_layouts); i++) {
-        mPUSHp(bfs_layouts[i].name, strlen(bfs_layouts[i].name));
-        mPUSHu((UV)bfs_layouts[i].code);
+    /* The layouts as name => BFS_LAYOUT_* code pairs, the default first:
+       the C API's table. */
+    for (i = 0; bfs_layout_at(i, &name, &code); i++) {
+        EXTEND(SP, 2);
+        mPUSHp(name, strlen(name));
+        mPUSHu((UV)code);
     }
 
 UV
@@ -1341,7 +1351,7 @@ serialize(h, ...)
   CODE:
     if (items == 3) {
         /* format => 'datasketches': Apache DataSketches' image. */
-        const char *k, *v;
+        const char *k, *v, *format;
         STRLEN klen, vlen;
         /* Magic once each, then the values as they are. */
         SvGETMAGIC(ST(1));
@@ -1352,7 +1362,9 @@ serialize(h, ...)
         if (klen != 6 || memcmp(k, "format", 6) != 0)
             bfs_croak(aTHX_ cv, "unknown option '%.*s' (the one option is format)", (int)(klen > 40 ? 40 : klen), k);
         v = SvPV_nomg_const(ST(2), vlen);
-        if (vlen != 12 || memcmp(v, "datasketches", 12) != 0)
+        /* The format is named as the layout it is the image of. */
+        format = bfs_layout_name(BFS_LAYOUT_DATASKETCHES);
+        if (vlen != strlen(format) || memcmp(v, format, vlen) != 0)
             bfs_croak(aTHX_ cv, "format must be 'datasketches', got '%.*s'", (int)(vlen > 40 ? 40 : vlen), v);
         ds = 1;
         h = bfs_recheck(aTHX_ ST(0), cv);

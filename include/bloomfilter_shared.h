@@ -168,7 +168,7 @@ typedef struct BfsInfo {
   uint8_t frozen;
   uint8_t readonly;
   /**
-   * `BFS_LAYOUT_STANDARD` or `BFS_LAYOUT_BLOCKED`.
+   * The layout's code (`BFS_LAYOUT_*`; `bfs_layout_at` names it).
    */
   uint32_t layout;
   /**
@@ -625,6 +625,17 @@ BfsStatus bfs_sync(const struct BfsFilter *h, char *err);
  * `h`: live handle. `err`: NULL or BFS_ERRBUF_LEN bytes.
  */
 BfsStatus bfs_check(const struct BfsFilter *h, char *err);
+
+/**
+ * Layout `i` of this build, the default first (`i` = 0): its name
+ * (NUL-terminated, static) in `*name` and its code (`BFS_LAYOUT_*`, what
+ * `BfsOptions::layout` takes and `bfs_info` reports) in `*code`, and 1;
+ * 0 past the last, writing nothing.
+ *
+ * # Safety
+ * `name`, `code`: NULL or valid.
+ */
+uint8_t bfs_layout_at(uint32_t i, const char **name, uint32_t *code);
 
 /**
  * Remove a filter file by path. `*removed` (if not NULL) = 1 when a file

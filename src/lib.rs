@@ -20,10 +20,11 @@
 //! * `sys` — syscalls and OS mechanisms behind small functions: the clock,
 //!   files, the fork hooks, the futex, `membarrier(2)`, robust futex words
 //!   and the keeper thread that holds them (`keeper`).
-//! * `math` — pure: the layouts by name (`scheme`), sizing (`geometry`,
-//!   `blocked`), hashing an item (`hashing`), DataSketches' hashing and
-//!   sizing (`datasketches`), a window's generation grid (`window`), a
-//!   growing filter's stages (`growth`).
+//! * `math` — pure: the layouts' table, their names and numbers
+//!   (`scheme`), sizing (`geometry`, `blocked`), hashing an item
+//!   (`hashing`), DataSketches' hashing and sizing (`datasketches`), a
+//!   window's generation grid (`window`), a growing filter's stages
+//!   (`growth`).
 //! * `probe` — where an item's bits are: the standard, blocked and
 //!   datasketches layouts and a grown filter's standard stages (`stage`)
 //!   behind one trait, `with_probe!` choosing one at run time.

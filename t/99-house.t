@@ -362,6 +362,40 @@ is_deeply([sort keys %allowed_seen], [sort keys %ALLOWED_LIBC], 'every allowed l
     is_deeply(\@outside, [], "$header names only bfs_/Bfs/BFS_ items");
 }
 
+# ---------------------------------------------------------------- layout names
+
+# Every layout's name and numbers are one row of math::scheme::layout_table!:
+# each name is a string literal there and nowhere else in the code (the
+# tests and comments aside), neither in src/ nor in the XS, which asks the
+# C API for the table (bfs_layout_at).
+{
+    # Code without comments, its string literals kept; a Rust file without
+    # its test module (at the end of a file, by the house's custom).
+    my $code_with_strings = sub {
+        my ($text) = @_;
+        $text =~ s{
+            ( //[^\n]* | /\*.*?\*/ )
+          | ( b?r(\#*)".*?"\3 | b?"(?:\\.|[^"\\])*" | '(?:\\.|[^'\\])' )
+        }{ defined $1 ? ' ' : $2 }gsex;
+        return $text;
+    };
+    my @files = ((grep { !m{/tests/} } @rs), grep { -f } 'Shared.xs', 'Redis.xsh', 'redis_xs.h');
+    my %where;
+    for my $f (@files) {
+        my $text = slurp($f);
+        $text =~ s/^\s*#\[cfg\(test\)\]\s*\n\s*mod\s+tests\b.*//ms if $f =~ /\.rs\z/;
+        my $code = $code_with_strings->($text);
+        for my $name (qw(standard blocked datasketches)) {
+            my $n = () = $code =~ /"\Q$name\E"/g;
+            push @{ $where{$name} }, ($f) x $n;
+        }
+    }
+    for my $name (qw(standard blocked datasketches)) {
+        is_deeply($where{$name} || [], ['src/math/scheme.rs'], "the name \"$name\" is written once, in the layouts' table")
+            or diag("written in: @{ $where{$name} || [] }");
+    }
+}
+
 # ---------------------------------------------------------------- test hooks
 
 SKIP: {

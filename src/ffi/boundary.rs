@@ -155,10 +155,7 @@ pub(super) fn options(opts: *const BfsOptions) -> Result<Options, Error> {
             seed: o.seed,
             layout: match o.layout {
                 BFS_LAYOUT_DEFAULT => None,
-                BFS_LAYOUT_STANDARD => Some(Layout::Standard),
-                BFS_LAYOUT_BLOCKED => Some(Layout::Blocked),
-                BFS_LAYOUT_DATASKETCHES => Some(Layout::DataSketches),
-                n => return Err(Error::arg(format!("unknown layout {n}"))),
+                n => Some(Layout::from_code(n).ok_or_else(|| Error::arg(format!("unknown layout {n}")))?),
             },
             window: match o.generations {
                 0 => None,

@@ -174,3 +174,26 @@ pub unsafe extern "C" fn bfs_check(h: *const BfsFilter, err: *mut c_char) -> Bfs
     // SAFETY: per the function's contract.
     guard(err, || unsafe { handle(h) }.map(|_| ()))
 }
+
+/// Layout `i` of this build, the default first (`i` = 0): its name
+/// (NUL-terminated, static) in `*name` and its code (`BFS_LAYOUT_*`, what
+/// `BfsOptions::layout` takes and `bfs_info` reports) in `*code`, and 1;
+/// 0 past the last, writing nothing.
+///
+/// # Safety
+/// `name`, `code`: NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn bfs_layout_at(i: u32, name: *mut *const c_char, code: *mut u32) -> u8 {
+    let Some(&l) = Layout::ALL.get(i as usize) else {
+        return 0;
+    };
+    // SAFETY: NULL or valid, per the contract.
+    if let Some(n) = unsafe { name.as_mut() } {
+        *n = l.name_nul().as_ptr() as *const c_char;
+    }
+    // SAFETY: NULL or valid, per the contract.
+    if let Some(c) = unsafe { code.as_mut() } {
+        *c = l.code();
+    }
+    1
+}

@@ -105,12 +105,14 @@ pub const BFS_LAYOUT_DATASKETCHES: u32 = 3;
 #[allow(dead_code)]
 pub const BFS_DATASKETCHES_SEED: u64 = 9001;
 
+/// The C API's code of a layout: its row's (`math::scheme::layout_table!`).
 fn layout_code(l: Layout) -> u32 {
-    match l {
-        Layout::Standard => BFS_LAYOUT_STANDARD,
-        Layout::Blocked => BFS_LAYOUT_BLOCKED,
-        Layout::DataSketches => BFS_LAYOUT_DATASKETCHES,
-    }
+    // The constants above are the table's codes, written out for C users of
+    // the header: checked here, at build time.
+    const _: () = assert!(BFS_LAYOUT_STANDARD == Layout::Standard.code());
+    const _: () = assert!(BFS_LAYOUT_BLOCKED == Layout::Blocked.code());
+    const _: () = assert!(BFS_LAYOUT_DATASKETCHES == Layout::DataSketches.code());
+    l.code()
 }
 
 /// Facts about a filter.
@@ -129,7 +131,7 @@ pub struct BfsInfo {
     pub memfd: i32,
     pub frozen: u8,
     pub readonly: u8,
-    /// `BFS_LAYOUT_STANDARD` or `BFS_LAYOUT_BLOCKED`.
+    /// The layout's code (`BFS_LAYOUT_*`; `bfs_layout_at` names it).
     pub layout: u32,
     /// A windowed filter's generations; 0 for a plain filter.
     pub generations: u32,

@@ -54,7 +54,7 @@ pub unsafe extern "C" fn bfs_remote_command(
         let (width, per) = if add != 0 {
             (1, rm.g.k as usize)
         } else {
-            rm.layout.query_shape(&rm.g)
+            remote::query_shape(&rm.g)
         };
         let fields = n.checked_mul(per).ok_or_else(|| Error::arg("too many items"))?;
         // SAFETY: out_len is valid per contract.

@@ -31,7 +31,7 @@ pub(super) unsafe fn layout_arg(p: *const c_char) -> Result<crate::math::scheme:
     // SAFETY: per the contract above.
     let name = unsafe { opt_cbytes(p) }.ok_or_else(|| Error::arg("layout is required"))?;
     let name = std::str::from_utf8(name).map_err(|_| Error::arg("layout is not valid UTF-8"))?;
-    crate::math::scheme::Layout::named(name)
+    remote::layout_named(name)
 }
 
 /// The geometry `layout` ("standard", "blocked" or "datasketches") gives `capacity` and `fp_rate`.
@@ -49,13 +49,13 @@ pub unsafe extern "C" fn bfs_remote_geometry(
     guard(err, || {
         // SAFETY: per the function's contract.
         let l = unsafe { layout_arg(layout) }?;
-        let g = l.geometry(capacity, fp_rate)?;
+        let g = remote::geometry(l, capacity, fp_rate)?;
         // SAFETY: out is valid per contract.
         let o = unsafe { out.as_mut() }.ok_or_else(|| Error::arg("null output pointer"))?;
         *o = BfsRemoteGeometry {
             bits: g.m,
             hashes: g.k,
-            span_bits: l.span_bits(&g).unwrap_or(0),
+            span_bits: remote::span_bits(&g).unwrap_or(0),
         };
         Ok(())
     })
@@ -82,8 +82,8 @@ pub(super) unsafe fn remote_arg(r: *const BfsRemote) -> Result<remote::Remote, E
     let r = unsafe { r.as_ref() }.ok_or_else(|| Error::arg("null filter description"))?;
     // SAFETY: per the contract above.
     let l = unsafe { layout_arg(r.layout) }?;
-    let g = l.stored_geometry(r.bits, r.hashes, r.span_bits)?;
-    remote::Remote::new(l, r.seed, g, r.piece_bits)
+    let g = remote::stored_geometry(l, r.bits, r.hashes, r.span_bits)?;
+    remote::Remote::new(r.seed, g, r.piece_bits)
 }
 
 /// For each of the `n` items of filter `r`, the offsets of its probe bits
@@ -160,7 +160,7 @@ pub unsafe extern "C" fn bfs_remote_query_shape(
     guard(err, || {
         // SAFETY: per the function's contract.
         let rm = unsafe { remote_arg(r) }?;
-        let (width, per) = rm.layout.query_shape(&rm.g);
+        let (width, per) = remote::query_shape(&rm.g);
         // SAFETY: both are valid per contract.
         unsafe { put_pair(field_bits, width as u32, per_item, per as u32) }
     })
@@ -191,7 +191,7 @@ pub unsafe extern "C" fn bfs_remote_queries(
         // SAFETY: per the function's contract.
         let rm = unsafe { remote_arg(r) }?;
         let total = n
-            .checked_mul(rm.layout.query_shape(&rm.g).1)
+            .checked_mul(remote::query_shape(&rm.g).1)
             .ok_or_else(|| Error::arg("too many items"))?;
         // SAFETY: per the function's contract.
         let it = unsafe { slices(items, n) };

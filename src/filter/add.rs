@@ -21,7 +21,8 @@ impl Filter {
         match &self.probing {
             Probing::Word64(p) => self.try_add_lockfree_with(p, item),
             Probing::Block128(p) => self.try_add_lockfree_with(p, item),
-            Probing::Standard(_) | Probing::StandardStage(_) | Probing::DataSketches(_) => None,
+            // The striped layouts.
+            _ => None,
         }
     }
 

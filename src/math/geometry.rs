@@ -8,7 +8,7 @@ use std::f64::consts::LN_2;
 
 use crate::math::blocked::{best_k, blocked_fp, WORD64_MAX_OVERHEAD};
 use crate::math::datasketches;
-use crate::math::scheme::{Layout, Scheme, BLOCKED_MAX_K};
+use crate::math::scheme::{layout_table, Layout, Scheme, BLOCKED_MAX_K};
 
 /// The smallest bit array (one 64-bit word).
 pub const MIN_BITS: u64 = 64;
@@ -106,31 +106,43 @@ impl Geometry {
         })
     }
 
-    /// The geometry of `layout` for `capacity` and `fp_rate`: `bloom.h`'s
-    /// for the standard layout, `blocked_geometry`'s for the blocked.
+    /// The geometry of `layout` for `capacity` and `fp_rate`: its row's
+    /// sizing (`scheme::layout_table!`): `bloom.h`'s for the standard layout,
+    /// `blocked_geometry`'s for the blocked, DataSketches' builder's.
     pub fn for_layout(capacity: u64, fp_rate: f64, layout: Layout) -> Result<Geometry, GeometryError> {
-        if layout == Layout::DataSketches {
-            return Geometry::datasketches(capacity, fp_rate);
+        macro_rules! sizing {
+            (
+                ($capacity:ident, $fp_rate:ident, $l:ident)
+                $(when $when:meta, $layout:ident $name:literal code $code:literal sizing $sizing:expr, mod $module:ident {
+                    $($rest:tt)*
+                })+
+            ) => {
+                match $l {
+                    $(#[cfg($when)] Layout::$layout => ($sizing)($capacity, $fp_rate),)+
+                }
+            };
         }
-        let g = Geometry::for_capacity(capacity, fp_rate)?;
-        match layout {
-            Layout::Standard => Ok(g),
-            Layout::Blocked => blocked_geometry(capacity, fp_rate),
-            Layout::DataSketches => unreachable!("sized above"),
-        }
+        layout_table!(sizing!(capacity, fp_rate, layout))
     }
 
     /// Whether stored values form a geometry this library could have made.
     /// Used on every attach (file headers, serialized bytes are untrusted).
     pub fn is_valid(&self) -> bool {
-        let shape = match self.scheme {
-            Scheme::Standard => (MIN_K..=MAX_K).contains(&self.k) && self.m.is_power_of_two(),
-            Scheme::DataSketches => {
-                (MIN_K..=datasketches::MAX_K).contains(&self.k) && self.m % 64 == 0 && self.m <= datasketches::MAX_BITS
-            }
-            s => (MIN_K..=BLOCKED_MAX_K).contains(&self.k) && self.m % s.block_bits() == 0,
-        };
-        shape
+        macro_rules! shape {
+            (
+                ($g:ident)
+                $(when $when:meta, $layout:ident $name:literal code $code:literal sizing $sizing:expr, mod $module:ident {
+                    $($scheme:ident = $id:literal, block $block:literal, shape $shape:ident, probe $probe:ident,
+                        doc $doc:literal;)+
+                })+
+            ) => {
+                match $g.scheme {
+                    $($(#[cfg($when)] Scheme::$scheme => $shape($g),)+)+
+                }
+            };
+        }
+        let g = self;
+        layout_table!(shape!(g))
             && (MIN_BITS..=MAX_BITS).contains(&self.m)
             && self.capacity >= 1
             && self.fp_rate > 0.0
@@ -150,7 +162,7 @@ impl Geometry {
     /// The estimated number of distinct items from the number of set bits.
     pub fn count_from_bits_set(&self, set: u64) -> u64 {
         match self.scheme {
-            Scheme::Standard | Scheme::DataSketches => estimate_count(self.m, self.k, self.capacity, set),
+            s if s.block_bits() == 0 => estimate_count(self.m, self.k, self.capacity, set),
             _ => blocked_count(self, set),
         }
     }
@@ -160,7 +172,7 @@ impl Geometry {
     /// layout's exact rate at the load `count` estimates.
     pub fn fpp_from_bits_set(&self, set: u64) -> f64 {
         match self.scheme {
-            Scheme::Standard | Scheme::DataSketches => estimated_fpp(self.m, self.k, set),
+            s if s.block_bits() == 0 => estimated_fpp(self.m, self.k, set),
             _ if set >= self.m => 1.0,
             _ => expected_fp(self, self.count_from_bits_set(set) as f64),
         }
@@ -170,6 +182,23 @@ impl Geometry {
     pub fn layout(&self) -> Layout {
         self.scheme.layout()
     }
+}
+
+/// The shape of a geometry of k probes over the whole array (`bloom.h`'s):
+/// `MIN_K..=MAX_K` probes, a power of two bits.
+fn spread_shape(g: &Geometry) -> bool {
+    (MIN_K..=MAX_K).contains(&g.k) && g.m.is_power_of_two()
+}
+
+/// The shape of a blocked geometry: at most `BLOCKED_MAX_K` bits per item,
+/// whole blocks.
+fn block_shape(g: &Geometry) -> bool {
+    (MIN_K..=BLOCKED_MAX_K).contains(&g.k) && g.m % g.scheme.block_bits() == 0
+}
+
+/// The shape of a DataSketches geometry: its builder's limits, whole words.
+fn datasketches_shape(g: &Geometry) -> bool {
+    (MIN_K..=datasketches::MAX_K).contains(&g.k) && g.m % 64 == 0 && g.m <= datasketches::MAX_BITS
 }
 
 /// Apache DataSketches' builder's sizes (its hashing and limits:
@@ -308,7 +337,7 @@ pub fn blocked_geometry(capacity: u64, rate: f64) -> Result<Geometry, GeometryEr
 /// The expected false-positive rate of geometry `g` holding `n` items.
 pub fn expected_fp(g: &Geometry, n: f64) -> f64 {
     match g.scheme {
-        Scheme::Standard | Scheme::DataSketches => (1.0 - (-(g.k as f64) * n / g.m as f64).exp()).powi(g.k as i32),
+        s if s.block_bits() == 0 => (1.0 - (-(g.k as f64) * n / g.m as f64).exp()).powi(g.k as i32),
         s => {
             let b = s.block_bits();
             blocked_fp(b, g.k, n / (g.m / b) as f64)

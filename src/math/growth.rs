@@ -157,7 +157,8 @@ fn stage_geometry(
     match layout {
         Layout::Standard => standard_stage_geometry(n, rate).ok(),
         Layout::Blocked => blocked_stage_geometry(n, rate),
-        Layout::DataSketches => None,
+        // A layout grows only when its sizing here says how.
+        _ => None,
     }
 }
 
@@ -240,7 +241,7 @@ impl Growth {
         match layout {
             Layout::Standard => standard_stage_geometry(capacity, first),
             Layout::Blocked => blocked_geometry(capacity, first),
-            Layout::DataSketches => return Err(GrowthError::Layout(layout)),
+            _ => return Err(GrowthError::Layout(layout)),
         }
         .map_err(GrowthError::Geometry)?;
         // Halve on a monotone question: does the stage exist untrimmed, and

@@ -32,8 +32,9 @@ impl ItemHash {
         self.h1.wrapping_add((i as u64).wrapping_mul(self.h2)) & mask
     }
 
-    /// Iterator over the `k` bit indexes.
-    #[inline]
+    /// Iterator over the `k` bit indexes (the tests' model of the standard
+    /// layout's probes).
+    #[cfg(test)]
     pub fn probes(self, k: u32, mask: u64) -> impl Iterator<Item = u64> {
         (0..k).map(move |i| self.probe(i, mask))
     }

@@ -5,6 +5,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{prefetch_line, word, Probe, Probing};
+use crate::math::geometry::Geometry;
 use crate::math::hashing::ItemHash;
 use crate::math::scheme::BLOCKED_MAX_K;
 
@@ -179,6 +180,14 @@ impl Probe for Word64 {
         }
     }
 
+    fn for_geometry(g: &Geometry, _stripes: u32) -> Word64 {
+        Word64 { k: g.k, n: g.m / 64 }
+    }
+
+    fn positions(&self, h: &ItemHash, out: &mut Vec<u64>) {
+        out.extend(blocked_bits(h, 64, self.n, self.k));
+    }
+
     type Patterns = Patterns<u64>;
     const FLAT: bool = true;
 
@@ -270,6 +279,14 @@ impl Probe for Block128 {
             Probing::Block128(p) => Some(p),
             _ => None,
         }
+    }
+
+    fn for_geometry(g: &Geometry, _stripes: u32) -> Block128 {
+        Block128 { k: g.k, n: g.m / 128 }
+    }
+
+    fn positions(&self, h: &ItemHash, out: &mut Vec<u64>) {
+        out.extend(blocked_bits(h, 128, self.n, self.k));
     }
 
     type Patterns = Patterns<(u64, u64)>;

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{no_patterns, prefetch_line, word, Probe, Probing};
 use crate::math::datasketches::{bit_index, hash};
+use crate::math::geometry::Geometry;
 use crate::math::hashing::ItemHash;
 
 /// DataSketches' layout over `m` bits (a multiple of 64).
@@ -54,6 +55,14 @@ impl Probe for DataSketches {
     #[inline(always)]
     fn locate(&self, h: &ItemHash) -> ItemHash {
         *h
+    }
+
+    fn for_geometry(g: &Geometry, stripes: u32) -> DataSketches {
+        DataSketches { k: g.k, m: g.m, stripes }
+    }
+
+    fn positions(&self, h: &ItemHash, out: &mut Vec<u64>) {
+        out.extend((1..=self.k).map(|i| bit_index(h, i, self.m)));
     }
 
     #[inline(always)]

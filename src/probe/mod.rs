@@ -1,6 +1,9 @@
 //! Layouts: where an item's bits are and how they are tested and set, one
-//! file per layout (`standard`, `blocked`) behind the `Probe` trait. Their
-//! sizing math is in `math` (`scheme`, `blocked`, `geometry`).
+//! file per layout (`standard`, `blocked`, `datasketches`) behind the
+//! `Probe` trait. Each is a row of the layouts' table
+//! (`math::scheme::layout_table!`), from which the modules here are
+//! declared and `Probing` and `with_probe!` are made; their sizing math is
+//! in `math` (`geometry`, `blocked`).
 //!
 //! A layout is a probing strategy (`Probe`). The rest of the crate does not
 //! know which one it runs: `Filter` holds a `Probing` (one of the strategies)
@@ -32,17 +35,49 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::math::geometry::Geometry;
 use crate::math::hashing::{hash_item, ItemHash};
-use crate::math::scheme::Scheme;
+use crate::math::scheme::{layout_table, Scheme};
 
-mod blocked;
-mod datasketches;
 mod stage;
-mod standard;
 
-pub use blocked::{blocked_bits, cas128_available, Block128, Word64};
-pub use datasketches::DataSketches;
+/// The layouts' modules and their probe types, from the table
+/// (`math::scheme::layout_table!`).
+macro_rules! layout_modules {
+    (
+        ()
+        $(when $when:meta, $layout:ident $name:literal code $code:literal sizing $sizing:expr, mod $module:ident {
+            $($scheme:ident = $id:literal, block $block:literal, shape $shape:ident, probe $probe:ident,
+                doc $doc:literal;)+
+        })+
+    ) => {
+        $(
+            #[cfg($when)]
+            mod $module;
+            #[cfg($when)]
+            pub use $module::{$($probe),+};
+        )+
+
+        /// One of the strategies, as a filter holds it: a variant per
+        /// scheme (named as the scheme), and a grown filter's standard
+        /// stages.
+        #[derive(Clone, Copy, Debug)]
+        pub enum Probing {
+            $($(#[cfg($when)] $scheme($probe),)+)+
+            StandardStage(StandardStage),
+        }
+
+        impl Probing {
+            pub fn new(g: &Geometry, stripes: u32) -> Probing {
+                match g.scheme {
+                    $($(#[cfg($when)] Scheme::$scheme => Probing::$scheme(<$probe as Probe>::for_geometry(g, stripes)),)+)+
+                }
+            }
+        }
+    };
+}
+layout_table!(layout_modules!());
+
+pub use blocked::cas128_available;
 pub use stage::StandardStage;
-pub use standard::Standard;
 
 // ---------------------------------------------------------------- strategies
 
@@ -89,6 +124,17 @@ pub trait Probe: Copy {
     const STRIPED: bool;
 
     fn locate(&self, h: &ItemHash) -> Self::Loc;
+
+    /// The strategy for an array of geometry `g` (of this type's scheme)
+    /// whose adds serialize on `stripes` stripes (a power of two) if they
+    /// do (`STRIPED`).
+    fn for_geometry(g: &Geometry, stripes: u32) -> Self;
+
+    /// Append the bit indexes of the item of hash `h` (as `hash` gave it)
+    /// to `out`: its `k` probes in order, a bit named twice if two probes
+    /// fall on it. What a copy kept elsewhere sets (`remote`), so exactly
+    /// the bits `set` sets.
+    fn positions(&self, h: &ItemHash, out: &mut Vec<u64>);
 
     /// The strategy `probing` holds, if it is this one: a run of arrays of
     /// one layout (a grown filter's stages) walked by one instance.
@@ -219,6 +265,11 @@ pub struct SpreadGate {
 /// `stripes` and `at(h, i)`, probe `i`'s position, always below `m`.
 macro_rules! spread_probes {
     () => {
+        fn positions(&self, h: &$crate::math::hashing::ItemHash, out: &mut Vec<u64>) {
+            let l = self.locate(h);
+            out.extend((0..self.k).map(|i| self.at(&l, i)));
+        }
+
         /// No early exit: the k loads are independent and go out together,
         /// and no branch depends on a bit (in a half-full filter each such
         /// branch is a coin toss, and a mispredicted one costs more than
@@ -345,34 +396,7 @@ macro_rules! spread_prefetch {
 }
 use spread_prefetch;
 
-/// One of the strategies, as a filter holds it.
-#[derive(Clone, Copy, Debug)]
-pub enum Probing {
-    Standard(Standard),
-    StandardStage(StandardStage),
-    Word64(Word64),
-    Block128(Block128),
-    DataSketches(DataSketches),
-}
-
 impl Probing {
-    pub fn new(g: &Geometry, stripes: u32) -> Probing {
-        match g.scheme {
-            Scheme::Standard => Probing::Standard(Standard {
-                k: g.k,
-                mask: g.m - 1,
-                stripes,
-            }),
-            Scheme::Word64 => Probing::Word64(Word64 { k: g.k, n: g.m / 64 }),
-            Scheme::Block128 => Probing::Block128(Block128 { k: g.k, n: g.m / 128 }),
-            Scheme::DataSketches => Probing::DataSketches(DataSketches {
-                k: g.k,
-                m: g.m,
-                stripes,
-            }),
-        }
-    }
-
     /// Stage `stage` of a grown filter of geometry `g` (doc/DESIGN.md, §3
     /// growth): a standard stage probes as `StandardStage` (not `bloom.h`'s
     /// double hashing, whose floor of about `n/(m^2/2)` small stages at low
@@ -386,18 +410,31 @@ impl Probing {
 }
 
 /// Run `$body` with `$p` bound to the concrete strategy of `$probing` (a
-/// `Probing`): the one place a layout is chosen at run time.
+/// `Probing`): the one place a layout is chosen at run time, an arm per
+/// scheme of the table (`math::scheme::layout_table!`) and one for a grown
+/// filter's standard stages.
 macro_rules! with_probe {
     ($probing:expr, $p:ident => $body:expr) => {
+        $crate::math::scheme::layout_table!($crate::probe::probe_match!($probing, $p, $body))
+    };
+}
+
+/// `with_probe!`'s match, from the table.
+macro_rules! probe_match {
+    (
+        ($probing:expr, $p:ident, $body:expr)
+        $(when $when:meta, $layout:ident $name:literal code $code:literal sizing $sizing:expr, mod $module:ident {
+            $($scheme:ident = $id:literal, block $block:literal, shape $shape:ident, probe $probe:ident,
+                doc $doc:literal;)+
+        })+
+    ) => {
         match $probing {
-            $crate::probe::Probing::Standard($p) => $body,
+            $($(#[cfg($when)] $crate::probe::Probing::$scheme($p) => $body,)+)+
             $crate::probe::Probing::StandardStage($p) => $body,
-            $crate::probe::Probing::Word64($p) => $body,
-            $crate::probe::Probing::Block128($p) => $body,
-            $crate::probe::Probing::DataSketches($p) => $body,
         }
     };
 }
+pub(crate) use probe_match;
 pub(crate) use with_probe;
 
 #[cfg(test)]

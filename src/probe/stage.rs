@@ -23,6 +23,7 @@
 //! bound over the stages needs no more.
 
 use super::{no_patterns, spread_prefetch, spread_probes, Probe, Probing, SpreadGate};
+use crate::math::geometry::Geometry;
 use crate::math::hashing::ItemHash;
 
 /// Stage `s` adds `s * SALT` to `h1`: odd, `2^64` over the golden ratio,
@@ -96,6 +97,11 @@ impl Probe for StandardStage {
             Probing::StandardStage(p) => Some(p),
             _ => None,
         }
+    }
+
+    /// Stage 0's (`Probing::for_stage` makes every stage's).
+    fn for_geometry(g: &Geometry, stripes: u32) -> StandardStage {
+        StandardStage::new(g.k, g.m, 0, stripes)
     }
 
     /// The item's hash with the stage's salt added to `h1`; `h2`, which

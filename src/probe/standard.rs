@@ -2,6 +2,7 @@
 //! serialized per item on a stripe.
 
 use super::{no_patterns, spread_prefetch, spread_probes, Probe, Probing, SpreadGate};
+use crate::math::geometry::Geometry;
 use crate::math::hashing::ItemHash;
 
 /// `bloom.h`'s layout: probe `i` at `(h1 + i*h2) mod m`.
@@ -41,6 +42,14 @@ impl Probe for Standard {
     #[inline(always)]
     fn locate(&self, h: &ItemHash) -> ItemHash {
         *h
+    }
+
+    fn for_geometry(g: &Geometry, stripes: u32) -> Standard {
+        Standard {
+            k: g.k,
+            mask: g.m - 1,
+            stripes,
+        }
     }
 
     spread_probes!();

@@ -13,120 +13,109 @@
 pub mod resp;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::math::datasketches;
 use crate::math::geometry::Geometry;
-use crate::math::hashing::hash_item;
-use crate::math::scheme::{Layout, Scheme};
-use crate::probe::blocked_bits;
+use crate::math::scheme::{layout_names, Layout, Scheme};
+use crate::probe::{with_probe, Probe, Probing};
 
-/// What the remote code needs of a layout (where an item's probes fall),
-/// so that it never asks which one it runs.
-impl Layout {
-    /// The layout a name (as the Perl option `layout`) stands for.
-    pub fn named(name: &str) -> Result<Layout> {
-        Layout::from_name(name).ok_or_else(|| {
-            Error::arg(format!(
-                "unknown layout '{}' (this build has: standard, blocked, datasketches)",
-                name.escape_default()
-            ))
-        })
+/// The layout a name (as the Perl option `layout`) stands for.
+pub fn layout_named(name: &str) -> Result<Layout> {
+    Layout::from_name(name).ok_or_else(|| {
+        Error::arg(format!(
+            "unknown layout '{}' (this build has: {})",
+            name.escape_default(),
+            layout_names()
+        ))
+    })
+}
+
+/// The geometry `layout` gives `capacity` and `fp_rate`.
+pub fn geometry(layout: Layout, capacity: u64, fp_rate: f64) -> Result<Geometry> {
+    Geometry::for_layout(capacity, fp_rate, layout).map_err(|e| Error::arg(e.to_string()))
+}
+
+/// The size of the aligned range that holds all of one item's bits: a
+/// filter can be cut into pieces of any multiple of this many bits with
+/// every item inside one piece. None when an item's bits can fall anywhere
+/// (the standard layout spreads its probes over the whole array), except
+/// that a single bit (`k` = 1) stays in one word. A blocked item's bits
+/// are in one word (64) or block (128): its scheme's block.
+pub fn span_bits(g: &Geometry) -> Option<u64> {
+    match g.scheme.block_bits() {
+        0 if g.k == 1 => Some(64),
+        0 => None,
+        block => Some(block),
     }
+}
 
-    /// The geometry this layout gives `capacity` and `fp_rate`.
-    pub fn geometry(self, capacity: u64, fp_rate: f64) -> Result<Geometry> {
-        Geometry::for_layout(capacity, fp_rate, self).map_err(|e| Error::arg(e.to_string()))
+/// How a remote query reads an item, as (bits per field, fields per item):
+/// a standard item's probes are read one bit each; a blocked item's word
+/// or block is read whole, as one or two 64-bit fields tested against
+/// masks, so a query sends 1 or 2 fields instead of k.
+pub fn query_shape(g: &Geometry) -> (u64, usize) {
+    match g.scheme.block_bits() {
+        0 => (1, g.k as usize),
+        block => (64, (block / 64) as usize),
     }
+}
 
-    /// The size of the aligned range that holds all of one item's bits: a
-    /// filter can be cut into pieces of any multiple of this many bits with
-    /// every item inside one piece. None when an item's bits can fall
-    /// anywhere (the standard layout spreads its probes over the whole
-    /// array), except that a single bit (`k` = 1) stays in one word. A
-    /// blocked item's bits are in one word (64) or block (128).
-    pub fn span_bits(self, g: &Geometry) -> Option<u64> {
-        match self {
-            Layout::Standard | Layout::DataSketches if g.k == 1 => Some(64),
-            Layout::Standard | Layout::DataSketches => None,
-            Layout::Blocked => Some(g.scheme.block_bits()),
-        }
+/// Append the bit indexes of `item`'s `g.k` probes to `out`, in the local
+/// filter's numbering: the local filter's probe (`probe::Probe::positions`)
+/// names them. A blocked item's all lie in its one word or block, and two
+/// of them may be the same bit (as in the local filter, whose mask then has
+/// fewer than k bits).
+pub fn positions(seed: u64, probing: &Probing, item: &[u8], out: &mut Vec<u64>) {
+    with_probe!(probing, p => p.positions(&p.hash(seed, item), out))
+}
+
+/// The geometry of a filter of `layout` from its stored size `m`, `k` and
+/// span (as `span_bits` gave it; 0 for none), checked as untrusted values:
+/// a layout of several schemes (blocked: 64 or 128) is the one whose block
+/// is the span.
+pub fn stored_geometry(layout: Layout, m: u64, k: u32, span: u64) -> Result<Geometry> {
+    let schemes = layout.schemes();
+    let scheme = match schemes {
+        [one] => *one,
+        _ => schemes
+            .iter()
+            .copied()
+            .find(|s| s.block_bits() == span)
+            .ok_or_else(|| {
+                let blocks: Vec<String> = schemes.iter().map(|s| s.block_bits().to_string()).collect();
+                Error::arg(format!(
+                    "span {span} is not a {} filter's ({})",
+                    layout.name(),
+                    blocks.join(" or ")
+                ))
+            })?,
+    };
+    let g = Geometry {
+        k,
+        m,
+        capacity: 1,
+        fp_rate: 0.5,
+        scheme,
+    };
+    // The standard layout's sizes are powers of two, except that a remote
+    // copy may be of any whole number of words (it is never mapped locally
+    // from these values, only addressed).
+    let shape_ok = match scheme {
+        Scheme::Standard => m % 64 == 0 && (crate::math::geometry::MIN_K..=crate::math::geometry::MAX_K).contains(&k),
+        _ => g.is_valid(),
+    };
+    if !shape_ok || !(crate::math::geometry::MIN_BITS..=crate::math::geometry::MAX_BITS).contains(&m) {
+        return Err(Error::arg(format!(
+            "bits {m}, hashes {k} are not a {} filter's geometry",
+            layout.name()
+        )));
     }
-
-    /// How a remote query reads an item, as (bits per field, fields per
-    /// item): a standard item's probes are read one bit each; a blocked
-    /// item's word or block is read whole, as one or two 64-bit fields
-    /// tested against masks, so a query sends 1 or 2 fields instead of k.
-    pub fn query_shape(self, g: &Geometry) -> (u64, usize) {
-        match self {
-            Layout::Standard | Layout::DataSketches => (1, g.k as usize),
-            Layout::Blocked => (64, (g.scheme.block_bits() / 64) as usize),
-        }
-    }
-
-    /// Append the bit indexes of `item`'s `g.k` probes to `out`, in the
-    /// local filter's numbering. A blocked item's all lie in its one word or
-    /// block, and two of them may be the same bit (as in the local filter,
-    /// whose mask then has fewer than k bits).
-    pub fn positions(self, seed: u64, g: &Geometry, item: &[u8], out: &mut Vec<u64>) {
-        if self == Layout::DataSketches {
-            let h = datasketches::hash(seed, item);
-            out.extend((1..=g.k).map(|i| datasketches::bit_index(&h, i, g.m)));
-            return;
-        }
-        let h = hash_item(seed, item);
-        match self {
-            Layout::Standard => out.extend(h.probes(g.k, g.m - 1)),
-            Layout::Blocked => {
-                let b = g.scheme.block_bits();
-                out.extend(blocked_bits(&h, b, g.m / b, g.k))
-            }
-            Layout::DataSketches => unreachable!("placed above"),
-        }
-    }
-
-    /// The geometry of a filter of this layout from its stored size `m`,
-    /// `k` and span (as `span_bits` gave it; 0 for none), checked as
-    /// untrusted values: the blocked width is the span.
-    pub fn stored_geometry(self, m: u64, k: u32, span: u64) -> Result<Geometry> {
-        let scheme = match self {
-            Layout::Standard => Scheme::Standard,
-            Layout::DataSketches => Scheme::DataSketches,
-            Layout::Blocked if span == 64 => Scheme::Word64,
-            Layout::Blocked if span == 128 => Scheme::Block128,
-            Layout::Blocked => {
-                return Err(Error::arg(format!("span {span} is not a blocked filter's (64 or 128)")));
-            }
-        };
-        let g = Geometry {
-            k,
+    if span_bits(&g).unwrap_or(0) != span {
+        return Err(Error::arg(format!(
+            "span {span} is not the span of a {}-bit {} filter with {k} hashes",
             m,
-            capacity: 1,
-            fp_rate: 0.5,
-            scheme,
-        };
-        // The standard layout's sizes are powers of two, except that a
-        // remote copy may be of any whole number of words (it is never
-        // mapped locally from these values, only addressed).
-        let shape_ok = match scheme {
-            Scheme::Standard => {
-                m % 64 == 0 && (crate::math::geometry::MIN_K..=crate::math::geometry::MAX_K).contains(&k)
-            }
-            _ => g.is_valid(),
-        };
-        if !shape_ok || !(crate::math::geometry::MIN_BITS..=crate::math::geometry::MAX_BITS).contains(&m) {
-            return Err(Error::arg(format!(
-                "bits {m}, hashes {k} are not a {} filter's geometry",
-                self.name()
-            )));
-        }
-        if self.span_bits(&g).unwrap_or(0) != span {
-            return Err(Error::arg(format!(
-                "span {span} is not the span of a {}-bit {} filter with {k} hashes",
-                m,
-                self.name()
-            )));
-        }
-        Ok(g)
+            layout.name()
+        )));
     }
+    Ok(g)
 }
 
 /// The byte-string offset (bit 0 = most significant bit of byte 0) of local
@@ -136,13 +125,12 @@ pub fn msb_first(i: u64) -> u64 {
     i ^ 7
 }
 
-/// A filter kept elsewhere, as its items are addressed there: the layout,
-/// seed and geometry that place an item's bits, and the size of the pieces
+/// A filter kept elsewhere, as its items are addressed there: the seed and
+/// geometry (its scheme the layout) that place an item's bits, and the size of the pieces
 /// (keys) the bit array is cut into; piece `i` is bits `i * piece_bits ..`
 /// of the array (the last one may be shorter).
 #[derive(Clone, Copy, Debug)]
 pub struct Remote {
-    pub layout: Layout,
     pub seed: u64,
     pub g: Geometry,
     pub piece_bits: u64,
@@ -164,8 +152,8 @@ impl Remote {
     /// Refuses pieces that cannot hold whole items: `piece_bits` must be a
     /// multiple of the layout's span (or hold the whole array) and of 8
     /// (pieces are whole bytes).
-    pub fn new(layout: Layout, seed: u64, g: Geometry, piece_bits: u64) -> Result<Remote> {
-        let cut_ok = match layout.span_bits(&g) {
+    pub fn new(seed: u64, g: Geometry, piece_bits: u64) -> Result<Remote> {
+        let cut_ok = match span_bits(&g) {
             _ if piece_bits >= g.m => true,
             Some(span) => piece_bits % span == 0,
             None => false,
@@ -174,15 +162,10 @@ impl Remote {
             return Err(Error::arg(format!(
                 "a piece of {piece_bits} bits cannot hold whole items of a {}-bit {} filter",
                 g.m,
-                layout.name()
+                g.layout().name()
             )));
         }
-        Ok(Remote {
-            layout,
-            seed,
-            g,
-            piece_bits,
-        })
+        Ok(Remote { seed, g, piece_bits })
     }
 
     /// Call `each(n, piece, positions)` with every item's probe positions
@@ -191,9 +174,11 @@ impl Remote {
     /// layout would send a bit to the wrong key.
     fn each_item(&self, items: &[&[u8]], mut each: impl FnMut(usize, u64, &[u64])) -> Result<()> {
         let mut pos = Vec::with_capacity(self.g.k as usize);
+        // One stripe: a stripe is the local adders' lock, and none is taken.
+        let probing = Probing::new(&self.g, 1);
         for (n, item) in items.iter().enumerate() {
             pos.clear();
-            self.layout.positions(self.seed, &self.g, item, &mut pos);
+            positions(self.seed, &probing, item, &mut pos);
             let piece = pos[0] / self.piece_bits;
             if pos.iter().any(|&p| p / self.piece_bits != piece) {
                 return Err(Error::new(
@@ -223,7 +208,7 @@ impl Remote {
         })
     }
 
-    /// For each item, the fields a query reads (`layout.query_shape` tells
+    /// For each item, the fields a query reads (`query_shape` tells
     /// their width and number per item): their byte-string offsets within
     /// the item's piece, and the bits each must hold for the item to be
     /// present, as the remote store returns the field's value (a 64-bit
@@ -236,7 +221,7 @@ impl Remote {
         masks: &mut [u64],
         pieces: Option<&mut [u64]>,
     ) -> Result<()> {
-        let (width, per) = self.layout.query_shape(&self.g);
+        let (width, per) = query_shape(&self.g);
         check_lengths(items.len(), per, offsets.len(), &pieces)?;
         check_lengths(items.len(), per, masks.len(), &None)?;
         let mut pieces = pieces;
@@ -270,7 +255,7 @@ impl Remote {
 /// The count and false-positive estimates of a filter of this layout with
 /// `bits_set` of its bits set: what a local filter with those bits reports.
 pub fn estimates(layout: Layout, capacity: u64, fp_rate: f64, bits_set: u64) -> Result<(u64, f64)> {
-    let g = layout.geometry(capacity, fp_rate)?;
+    let g = geometry(layout, capacity, fp_rate)?;
     if bits_set > g.m {
         return Err(Error::arg(format!("{bits_set} bits set in a filter of {} bits", g.m)));
     }
@@ -326,7 +311,7 @@ mod tests {
     use crate::math::scheme::Scheme;
 
     fn offsets(
-        layout: Layout,
+        _layout: Layout,
         seed: u64,
         g: &Geometry,
         piece: u64,
@@ -334,12 +319,12 @@ mod tests {
         off: &mut [u64],
         pieces: Option<&mut [u64]>,
     ) -> Result<()> {
-        Remote::new(layout, seed, *g, piece)?.offsets(items, off, pieces)
+        Remote::new(seed, *g, piece)?.offsets(items, off, pieces)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn query_fields(
-        layout: Layout,
+        _layout: Layout,
         seed: u64,
         g: &Geometry,
         piece: u64,
@@ -348,7 +333,7 @@ mod tests {
         masks: &mut [u64],
         pieces: Option<&mut [u64]>,
     ) -> Result<()> {
-        Remote::new(layout, seed, *g, piece)?.query_fields(items, off, masks, pieces)
+        Remote::new(seed, *g, piece)?.query_fields(items, off, masks, pieces)
     }
 
     fn bit_of(bytes: &[u8], msb_offset: u64) -> bool {
@@ -392,7 +377,7 @@ mod tests {
         ] {
             let f = local(cap, rate, seed, layout);
             let g = f.geometry();
-            assert_eq!(g, layout.geometry(cap, rate).unwrap(), "the same geometry");
+            assert_eq!(g, geometry(layout, cap, rate).unwrap(), "the same geometry");
             schemes.push(g.scheme);
             let items: Vec<Vec<u8>> = (0..300u32).map(|i| format!("item-{i}").into_bytes()).collect();
             let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
@@ -411,7 +396,7 @@ mod tests {
             );
             // Each item alone: its offsets are exactly the bits a local
             // filter sets for it, all in its one word or block.
-            if let Some(span) = layout.span_bits(&g) {
+            if let Some(span) = span_bits(&g) {
                 for item in &refs[..20] {
                     let one = local(cap, rate, seed, layout);
                     one.add(item).unwrap();
@@ -450,14 +435,14 @@ mod tests {
         ] {
             let f = local(cap, rate, seed, layout);
             let g = f.geometry();
-            let (width, per) = layout.query_shape(&g);
+            let (width, per) = query_shape(&g);
             let added: Vec<Vec<u8>> = (0..cap as u32).map(|i| format!("in-{i}").into_bytes()).collect();
             let refs: Vec<&[u8]> = added.iter().map(|v| v.as_slice()).collect();
             f.add_many(&refs, None).unwrap();
             let bytes = bit_bytes(&f);
             let probe: Vec<Vec<u8>> = (0..4000u32).map(|i| format!("in-{}", i * 3).into_bytes()).collect();
             let probe: Vec<&[u8]> = probe.iter().map(|v| v.as_slice()).collect();
-            let piece_sizes = match layout.span_bits(&g) {
+            let piece_sizes = match span_bits(&g) {
                 Some(span) => vec![g.m, span * 8],
                 None => vec![g.m],
             };
@@ -494,8 +479,8 @@ mod tests {
     fn blocked_filters_cut_into_pieces() {
         for rate in [0.01, 0.0001] {
             let l = Layout::Blocked;
-            let g = l.geometry(5000, rate).unwrap();
-            let span = l.span_bits(&g).unwrap();
+            let g = geometry(l, 5000, rate).unwrap();
+            let span = span_bits(&g).unwrap();
             assert_eq!(span, g.scheme.block_bits());
             let items: Vec<Vec<u8>> = (0..500u32).map(|i| i.to_le_bytes().to_vec()).collect();
             let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
@@ -525,23 +510,23 @@ mod tests {
     #[test]
     fn stored_geometry_checks_its_values() {
         for rate in [0.01, 0.0001] {
-            let g = Layout::Blocked.geometry(5000, rate).unwrap();
+            let g = geometry(Layout::Blocked, 5000, rate).unwrap();
             let span = g.scheme.block_bits();
-            let s = Layout::Blocked.stored_geometry(g.m, g.k, span).unwrap();
+            let s = stored_geometry(Layout::Blocked, g.m, g.k, span).unwrap();
             assert_eq!((s.m, s.k, s.scheme), (g.m, g.k, g.scheme));
             for bad in [0, 32, 256, 192] {
-                let e = Layout::Blocked.stored_geometry(g.m, g.k, bad).unwrap_err();
+                let e = stored_geometry(Layout::Blocked, g.m, g.k, bad).unwrap_err();
                 assert!(e.msg.contains("span"), "{}", e.msg);
             }
-            assert!(Layout::Blocked.stored_geometry(g.m / 128 * 128 + 64, g.k, 128).is_err());
-            assert!(Layout::Blocked.stored_geometry(g.m, 17, span).is_err());
+            assert!(stored_geometry(Layout::Blocked, g.m / 128 * 128 + 64, g.k, 128).is_err());
+            assert!(stored_geometry(Layout::Blocked, g.m, 17, span).is_err());
         }
-        let g = Layout::Standard.geometry(1000, 0.01).unwrap();
-        assert_eq!(Layout::Standard.stored_geometry(g.m, g.k, 0).unwrap().m, g.m);
-        let e = Layout::Standard.stored_geometry(g.m, g.k, 64).unwrap_err();
+        let g = geometry(Layout::Standard, 1000, 0.01).unwrap();
+        assert_eq!(stored_geometry(Layout::Standard, g.m, g.k, 0).unwrap().m, g.m);
+        let e = stored_geometry(Layout::Standard, g.m, g.k, 64).unwrap_err();
         assert!(e.msg.contains("span"), "{}", e.msg);
-        assert!(Layout::Standard.stored_geometry(g.m + 1, g.k, 0).is_err());
-        assert!(Layout::Standard.stored_geometry(g.m, 0, 0).is_err());
+        assert!(stored_geometry(Layout::Standard, g.m + 1, g.k, 0).is_err());
+        assert!(stored_geometry(Layout::Standard, g.m, 0, 0).is_err());
     }
 
     #[test]
@@ -558,7 +543,7 @@ mod tests {
 
     #[test]
     fn pieces_and_bad_piece_sizes() {
-        let g = Layout::Standard.geometry(1000, 0.01).unwrap();
+        let g = geometry(Layout::Standard, 1000, 0.01).unwrap();
         let items: [&[u8]; 2] = [b"a", b"b"];
         let mut off = vec![0u64; 2 * g.k as usize];
         let mut pc = vec![9u64; 2];
@@ -579,11 +564,11 @@ mod tests {
     /// piece `i`, offset `o` is byte-string bit `i * piece + o` of the array.
     #[test]
     fn single_probe_filters_cut_into_pieces() {
-        let g = Layout::Standard.geometry(1000, 0.5).unwrap();
+        let g = geometry(Layout::Standard, 1000, 0.5).unwrap();
         assert_eq!(g.k, 1);
-        assert_eq!(Layout::Standard.span_bits(&g), Some(64));
-        let g7 = Layout::Standard.geometry(1000, 0.01).unwrap();
-        assert_eq!(Layout::Standard.span_bits(&g7), None);
+        assert_eq!(span_bits(&g), Some(64));
+        let g7 = geometry(Layout::Standard, 1000, 0.01).unwrap();
+        assert_eq!(span_bits(&g7), None);
         let items: Vec<Vec<u8>> = (0..500u32).map(|i| i.to_le_bytes().to_vec()).collect();
         let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
         let mut whole = vec![0u64; refs.len()];
@@ -656,9 +641,9 @@ mod tests {
 
     #[test]
     fn layout_names() {
-        assert_eq!(Layout::named("standard").unwrap().name(), "standard");
-        assert_eq!(Layout::named("blocked").unwrap().name(), "blocked");
-        assert!(Layout::named("Standard").unwrap_err().msg.contains("unknown layout"));
+        assert_eq!(layout_named("standard").unwrap().name(), "standard");
+        assert_eq!(layout_named("blocked").unwrap().name(), "blocked");
+        assert!(layout_named("Standard").unwrap_err().msg.contains("unknown layout"));
     }
 
     /// A blocked remote copy's bytes give a local filter of the same

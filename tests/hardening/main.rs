@@ -8,5 +8,6 @@ mod contention;
 mod edges;
 mod ffi;
 mod fuzz_replay;
+mod layouts;
 #[path = "../fuzz/oracles.rs"]
 mod oracles;

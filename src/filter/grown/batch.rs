@@ -121,8 +121,8 @@ impl Filter {
             Probing::StandardStage(_) => self.lanes(s, n).map(KeptLanes::Standard),
             Probing::Word64(_) => self.lanes(s, n).map(KeptLanes::Word64),
             Probing::Block128(_) => self.lanes(s, n).map(KeptLanes::Block128),
-            // Never: these layouts do not grow.
-            Probing::Standard(_) | Probing::DataSketches(_) => None,
+            // Never: the other layouts do not grow.
+            _ => None,
         }?;
         if with_kept!(&made, l => l.len()) != n as usize {
             return Some(f(&made));
