@@ -43,10 +43,7 @@ sub _uint64   { return Data::BloomFilter::Shared::Args::uint64(@_) }
 # for the same scalar; the XS takes them as they are.
 sub _bytes_string {
     my ($method, $what, $value) = @_;
-    _croak($method, "undefined $what") if !defined $value;
-    _croak($method, "$what must be a string, got " . Data::BloomFilter::Shared::Args::shown($value))
-        if ref $value && !overload::Method($value, '""');
-    my $copy = "$value";
+    my $copy = Data::BloomFilter::Shared::Args::string(__PACKAGE__, $method, $what, $value);
     _croak($method, "$what contains a NUL byte, got " . Data::BloomFilter::Shared::Args::shown($value, $copy))
         if index($copy, "\0") >= 0;
     _croak($method, "$what must not be empty") if $copy eq '' && $what ne 'name';

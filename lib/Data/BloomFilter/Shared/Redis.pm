@@ -141,10 +141,7 @@ sub _options  { return Data::BloomFilter::Shared::Args::options(__PACKAGE__, @_)
 
 sub _name {
     my ($method, $name) = @_;
-    _croak($method, 'undefined name') if !defined $name;
-    _croak($method, 'name must be a string, got ' . _given($name))
-        if ref $name && !overload::Method($name, '""');
-    my $copy = "$name";
+    my $copy = Data::BloomFilter::Shared::Args::string(__PACKAGE__, $method, 'name', $name);
     utf8::downgrade($copy, 1)
         or _croak($method, 'Wide character in name, got ' . _given($name, $copy)
             . ' (encode first, e.g. Encode::encode_utf8)');
@@ -237,10 +234,7 @@ sub new {
     $capacity = _capacity('new', $capacity);
     $fp_rate = _fp_rate('new', $fp_rate, $capacity_given);
     my $seed = exists $opts->{seed} ? _seed('new', $opts->{seed}, 1) : undef;
-    my $layout = $opts->{layout};
-    _croak('new', 'layout must be a string, got ' . _given($layout)
-            . ' (' . Data::BloomFilter::Shared::Args::layout_choice() . ')')
-        if defined $layout && (ref $layout || $layout !~ /\A\w+\z/);
+    my $layout = Data::BloomFilter::Shared::Args::layout_name(__PACKAGE__, 'new', $opts->{layout});
     my $shards = $opts->{shards};
     if (defined $shards) {
         _croak('new', 'shards must be an integer from 1 to 65536, got ' . _given($shards))
@@ -281,7 +275,7 @@ sub new {
     my $want = {
         # No seed: 0, or DataSketches' default for its layout (as locally).
         capacity => $capacity, fp_rate => $fp_rate,
-        seed => $seed // (defined $layout && $layout eq 'datasketches' ? '9001' : '0'),
+        seed => $seed // '' . Data::BloomFilter::Shared::Args::default_seed_named($layout),
         layout => $layout // (Data::BloomFilter::Shared::Args::layout_names())[0], shards => $shards // 1,
     };
     $self->_set_geometry('new', $want);
