@@ -41,7 +41,7 @@ mod standard;
 
 pub use blocked::{blocked_bits, cas128_available, Block128, Word64};
 pub use datasketches::DataSketches;
-pub use stage::StandardStage;
+pub use stage::{stage_probe, StandardStage};
 pub use standard::Standard;
 
 // ---------------------------------------------------------------- strategies

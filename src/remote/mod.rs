@@ -15,9 +15,10 @@ pub mod resp;
 use crate::error::{Error, ErrorKind, Result};
 use crate::math::datasketches;
 use crate::math::geometry::Geometry;
+use crate::math::growth::Growth;
 use crate::math::hashing::hash_item;
 use crate::math::scheme::{Layout, Scheme};
-use crate::probe::blocked_bits;
+use crate::probe::{blocked_bits, stage_probe, Probe, StandardStage};
 
 /// What the remote code needs of a layout (where an item's probes fall),
 /// so that it never asks which one it runs.
@@ -65,8 +66,10 @@ impl Layout {
     /// Append the bit indexes of `item`'s `g.k` probes to `out`, in the
     /// local filter's numbering. A blocked item's all lie in its one word or
     /// block, and two of them may be the same bit (as in the local filter,
-    /// whose mask then has fewer than k bits).
-    pub fn positions(self, seed: u64, g: &Geometry, item: &[u8], out: &mut Vec<u64>) {
+    /// whose mask then has fewer than k bits). `stage`: Some(s) for stage
+    /// `s` of a filter that grows, whose standard stages probe as a local
+    /// one's (`StandardStage`; the blocked ones as a plain filter).
+    pub fn positions(self, seed: u64, g: &Geometry, stage: Option<u32>, item: &[u8], out: &mut Vec<u64>) {
         if self == Layout::DataSketches {
             let h = datasketches::hash(seed, item);
             out.extend((1..=g.k).map(|i| datasketches::bit_index(&h, i, g.m)));
@@ -74,6 +77,12 @@ impl Layout {
         }
         let h = hash_item(seed, item);
         match self {
+            Layout::Standard if stage.is_some() => {
+                // Stripes do not move a position: one is as good as any.
+                let p = StandardStage::new(g.k, g.m, stage.unwrap_or(0), 1);
+                let loc = p.locate(&h);
+                out.extend((0..g.k).map(|i| stage_probe(&loc, i, p.shift)))
+            }
             Layout::Standard => out.extend(h.probes(g.k, g.m - 1)),
             Layout::Blocked => {
                 let b = g.scheme.block_bits();
@@ -146,6 +155,9 @@ pub struct Remote {
     pub seed: u64,
     pub g: Geometry,
     pub piece_bits: u64,
+    /// Some(s): the bits are stage `s` of a filter that grows (`g` that
+    /// stage's geometry); None: a filter that does not grow.
+    pub stage: Option<u32>,
 }
 
 /// Check the output buffers' lengths: `per` values per item, and one piece
@@ -182,6 +194,7 @@ impl Remote {
             seed,
             g,
             piece_bits,
+            stage: None,
         })
     }
 
@@ -193,7 +206,7 @@ impl Remote {
         let mut pos = Vec::with_capacity(self.g.k as usize);
         for (n, item) in items.iter().enumerate() {
             pos.clear();
-            self.layout.positions(self.seed, &self.g, item, &mut pos);
+            self.layout.positions(self.seed, &self.g, self.stage, item, &mut pos);
             let piece = pos[0] / self.piece_bits;
             if pos.iter().any(|&p| p / self.piece_bits != piece) {
                 return Err(Error::new(
@@ -275,6 +288,101 @@ pub fn estimates(layout: Layout, capacity: u64, fp_rate: f64, bits_set: u64) -> 
         return Err(Error::arg(format!("{bits_set} bits set in a filter of {} bits", g.m)));
     }
     Ok((g.count_from_bits_set(bits_set), g.fpp_from_bits_set(bits_set)))
+}
+
+/// Stage `i` of a filter that grows as a local one of these arguments
+/// does (doc/DESIGN.md, §3 growth), and with `bits_set` of its bits set,
+/// its estimates (`count`, `fpp`; 0 when past the limit).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StageShape {
+    /// How many stages the filter can have (`Growth::limit`).
+    pub limit: u32,
+    /// The stage's geometry: None when `i` is at or past the limit.
+    pub g: Option<Geometry>,
+    pub count: u64,
+    pub fpp: f64,
+}
+
+/// The shape of stage `i` of a filter of `capacity` and `fp_rate` in
+/// `layout` growing by `factor` up to `max_capacity`, or why such a filter
+/// cannot be (in `Growth`'s words, as a local filter refuses it).
+pub fn stage_shape(
+    layout: Layout,
+    capacity: u64,
+    fp_rate: f64,
+    factor: u32,
+    max_capacity: Option<u64>,
+    i: u32,
+    bits_set: u64,
+) -> Result<StageShape> {
+    let growth = Growth::new(capacity, fp_rate, layout, factor, max_capacity).map_err(|e| Error::arg(e.to_string()))?;
+    let g = growth.stage(i);
+    let (count, fpp) = match g {
+        Some(g) if bits_set > g.m => {
+            return Err(Error::arg(format!("{bits_set} bits set in a stage of {} bits", g.m)));
+        }
+        Some(g) => (g.count_from_bits_set(bits_set), g.fpp_from_bits_set(bits_set)),
+        None => (0, 0.0),
+    };
+    Ok(StageShape {
+        limit: growth.limit(),
+        g,
+        count,
+        fpp,
+    })
+}
+
+/// The portable bytes (version 3, `serial::write_grown`) of a filter that
+/// grows as a local one of these arguments does, holding a remote copy's
+/// stages: `fills[i]` the new items counted into stage `i`, `bits` the
+/// stages' byte strings one after the other (a remote store's bytes are a
+/// local filter's: see `msb_first`). What `deserialize` makes of them is
+/// the local filter with those stages.
+#[allow(clippy::too_many_arguments)]
+pub fn grown_image(
+    layout: Layout,
+    capacity: u64,
+    fp_rate: f64,
+    factor: u32,
+    max_capacity: Option<u64>,
+    seed: u64,
+    fills: &[u64],
+    bits: &[u8],
+) -> Result<Vec<u8>> {
+    let growth = Growth::new(capacity, fp_rate, layout, factor, max_capacity).map_err(|e| Error::arg(e.to_string()))?;
+    let n = fills.len() as u32;
+    if n == 0 || n > growth.limit() {
+        return Err(Error::arg(format!("{n} stages of a filter that has 1 to {}", growth.limit())));
+    }
+    if bits.len() as u64 != growth.total_bits(n) / 8 {
+        return Err(Error::format(format!(
+            "{} bytes of bits for {n} stages of {} bits",
+            bits.len(),
+            growth.total_bits(n)
+        )));
+    }
+    let mut g0 = growth
+        .stage(0)
+        .ok_or_else(|| Error::arg("the first stage cannot be sized"))?;
+    // The bytes keep the filter's rate; stage 0's follows from it.
+    g0.fp_rate = fp_rate;
+    let st = crate::shm::serial::GrownState {
+        growth,
+        fills: fills.to_vec(),
+    };
+    let mut out = vec![0u8; crate::shm::serial::grown_len((0..n).filter_map(|i| growth.stage(i)).map(|g| g.m)) as usize];
+    crate::shm::serial::write_grown(
+        &g0,
+        seed,
+        &st,
+        |put| {
+            for w in bits.chunks_exact(8) {
+                put(u64::from_le_bytes(w.try_into().expect("chunks of 8")));
+            }
+        },
+        &mut out,
+    );
+    Ok(out)
 }
 
 /// Fold the field values a remote store returned (`per` fields per item)
