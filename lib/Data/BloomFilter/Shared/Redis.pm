@@ -49,6 +49,10 @@ my $FORMAT = 'Data::BloomFilter::Shared::Redis 1';
 # an older version refuses it rather than read a missing bit string.
 my $WFORMAT = 'Data::BloomFilter::Shared::Redis window 1';
 
+# The metadata's `format` of a filter that grows: an opener of an older
+# version refuses it rather than read a missing bit string.
+my $GFORMAT = 'Data::BloomFilter::Shared::Redis grow 1';
+
 my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shard);
 
 # The kinds of reply _xs_reply gives: the C API's BFS_REPLY_*.
@@ -220,14 +224,13 @@ sub new {
             . '->new($redis_or_address, $name, $capacity, $fp_rate, \%options)')
         if @_ < 4 || @_ > 6;
     my (undef, $redis, $name, $capacity, $fp_rate, $opts) = @_;
-    # A filter in Redis is one bit array that every host sizes alike: it
-    # has no stages to add (see Data::BloomFilter::Shared, FILTERS THAT GROW).
-    _croak('new', 'the grow and max_capacity options are not supported here: a filter in Redis'
-            . ' does not grow (size it for the most items it will hold)')
-        if ref $opts eq 'HASH' && (exists $opts->{grow} || exists $opts->{max_capacity});
     $opts = _options('new', $opts, qw(seed layout shards connect cnx_timeout read_timeout write_timeout
-        window generations));
+        window generations grow max_capacity));
     my $ask = _window_asked($opts);    # undef: a plain filter asked for
+    # (0, 0): no growth asked for; checked as a local filter's options.
+    my ($grow, $max_capacity) = Data::BloomFilter::Shared::Args::grow(__PACKAGE__, 'new', $opts);
+    _croak('new', 'grow and window do not go together: a windowed filter forgets old items instead of growing')
+        if $grow && $ask;
     $name = _name('new', $name);
     my $capacity_given = $capacity;
     my $fp_rate_given = defined $fp_rate;
@@ -243,6 +246,8 @@ sub new {
     }
     _croak('new', 'shards are not supported with window (a windowed filter in Redis is one key per generation)')
         if $ask && defined $shards && $shards > 1;
+    _croak('new', 'shards are not supported with grow (a filter that grows in Redis keeps its stages in one hash slot)')
+        if $grow && defined $shards && $shards > 1;
     my $connect = $opts->{connect};
     _croak('new', 'connect must be a code reference, got ' . _given($connect))
         if defined $connect && ref $connect ne 'CODE';
@@ -278,6 +283,16 @@ sub new {
         seed => $seed // '' . Data::BloomFilter::Shared::Args::default_seed_named($layout),
         layout => $layout // (Data::BloomFilter::Shared::Args::layout_names())[0], shards => $shards // 1,
     };
+    my $explicit = { seed => $seed, layout => $layout, shards => $shards };
+    if ($grow) {
+        # A filter that grows is one metadata key and its stages; a plain
+        # filter's pieces of the same name (name:0, ...) are another filter.
+        _croak('new', 'growth mismatch (the filter does not grow, not ' . _growth_text($grow, $max_capacity) . ')')
+            if defined(($self->_stored_shards("$name:0"))[0]);
+        my $first = $self->_attach_grown($want, $explicit, { grow => $grow, max => $max_capacity || undef });
+        _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef) if $first;
+        return $self;
+    }
     $self->_set_geometry('new', $want);
 
     # The same name under the other key scheme: an unsharded filter's tag is
@@ -301,8 +316,12 @@ sub new {
     # later piece is created (or checked) from what it holds. A windowed
     # filter (asked for, or found where a plain one was asked for) is one
     # metadata key and its generations.
-    my $explicit = { seed => $seed, layout => $layout, shards => $shards };
     my $first = $ask ? undef : $self->_attach_piece(0, $want, $explicit);
+    if ($first && $first->{grown}) {
+        $first = $self->_attach_grown($want, $explicit, undef);
+        _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef);
+        return $self;
+    }
     if ($ask || ($first && $first->{windowed})) {
         $first = $self->_attach_window($want, $explicit, $ask);
         _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef) if $first;
@@ -403,7 +422,7 @@ sub _stored_shards {
             1, "{$tag}:meta");
     };
     die $@ if !defined $r && $@ && $@ !~ /WRONGTYPE/;
-    return if ref $r ne 'ARRAY' || (($r->[0] // '') ne $FORMAT && $r->[0] ne $WFORMAT)
+    return if ref $r ne 'ARRAY' || !grep({ ($r->[0] // '') eq $_ } $FORMAT, $WFORMAT, $GFORMAT)
         || ($r->[1] // '') !~ /\A[0-9]+\z/ || ($r->[2] // '') !~ /\A\w+\z/;
     return @$r[1, 2];
 }
@@ -443,6 +462,7 @@ sub _attach_piece {
     my ($btype, $blen, $pairs) = @rest;
     my %m = @{ $pairs // [] };
     return { windowed => 1 } if $i == 0 && ($m{format} // '') eq $WFORMAT;
+    return { grown => 1 } if $i == 0 && ($m{format} // '') eq $GFORMAT;
     _croak('new', "key $mk is not a filter of this module (format '"
             . ($m{format} // '') . "', expected '$FORMAT')")
         if ($m{format} // '') ne $FORMAT;
@@ -921,6 +941,11 @@ sub _batch {
         eval { _xs_items($plain) } // _croak($method, $method =~ /_many\z/ ? _strip($@) : _strip($@) =~ s/ at index 0\z//r);
         @groups = ([0, $plain, undef]) if $n;
     }
+    if ($self->{grow}) {
+        $self->_grown_batch($b, $plain) if $n;
+        @$out = @{ $b->{each} } if $out;
+        return $b->{count};
+    }
     my @cmds;
     @cmds = $self->_window_cmds($verb, $plain, $b) if $self->{gens} && $n;
     @groups = () if $self->{gens};
@@ -1048,9 +1073,11 @@ sub contains_many {
 
 # ------------------------------------------------------------------ facts
 
-sub capacity { $_[0]{capacity} }
+# Of a filter that grows, the capacities and bits of its stages so far
+# together (as locally), asked of the server.
+sub capacity { $_[0]{grow} ? $_[0]->_grown_state('capacity')->{capacity} : $_[0]{capacity} }
 sub fp_rate  { $_[0]{fp_rate} }
-sub bits     { $_[0]{bits} }
+sub bits     { $_[0]{grow} ? $_[0]->_grown_state('bits')->{bits} : $_[0]{bits} }
 sub hashes   { $_[0]{hashes} }
 sub seed     { $_[0]{seed} }
 sub layout   { $_[0]{layout} }
@@ -1060,6 +1087,7 @@ sub name     { $_[0]{name} }
 sub bits_set {
     my ($self) = @_;
     return $self->_window_state('bits_set')->{bits_set} if $self->{gens};
+    return $self->_grown_state('bits_set')->{bits_set} if $self->{grow};
     my $total = 0;
     $self->_exchange('bits_set', [map {
         { piece => $_, v => ['BITCOUNT', "{$self->{tags}[$_]}:bits"], ok => sub { $total += $_[1] } }
@@ -1074,13 +1102,29 @@ sub _estimates {
     return _xs_estimates(@$self{qw(layout capacity fp_rate)}, $x);
 }
 
-sub count         { ($_[0]->_estimates($_[0]->bits_set))[0] }
-sub fill_ratio    { $_[0]->bits_set / $_[0]{bits} }
-sub estimated_fpp { ($_[0]->_estimates($_[0]->bits_set))[1] }
+sub count         { $_[0]{grow} ? $_[0]->_grown_state('count')->{count} : ($_[0]->_estimates($_[0]->bits_set))[0] }
+sub estimated_fpp {
+    $_[0]{grow} ? $_[0]->_grown_state('estimated_fpp')->{estimated_fpp} : ($_[0]->_estimates($_[0]->bits_set))[1];
+}
+
+sub fill_ratio {
+    my ($self) = @_;
+    return $self->bits_set / $self->{bits} if !$self->{grow};
+    my $st = $self->_grown_state('fill_ratio');
+    return $st->{bits_set} / $st->{bits};
+}
 sub is_empty      { ($_[0]{gens} ? $_[0]->_window_state('is_empty')->{live_bits} : $_[0]->bits_set) == 0 ? 1 : 0 }
 
 sub stats {
     my ($self) = @_;
+    if ($self->{grow}) {
+        my $st = $self->_grown_state('stats');
+        return {
+            (map { $_ => $self->{$_} } qw(name fp_rate hashes seed layout shards grow max_capacity)),
+            (map { $_ => $st->{$_} } qw(capacity bits stages bits_set count estimated_fpp stage_info)),
+            fill_ratio => $st->{bits_set} / $st->{bits},
+        };
+    }
     my $w = $self->{gens} ? $self->_window_state('stats') : undef;
     my $x = $w ? $w->{bits_set} : $self->bits_set;
     my ($count, $fpp) = $self->_estimates($x);
@@ -1114,6 +1158,7 @@ sub clear {
     my ($self) = @_;
     _croak('clear', 'takes no arguments') if @_ != 1;
     return $self->_window_clear if $self->{gens};
+    return $self->_grown_clear if $self->{grow};
     $self->_piece_script('clear', $_, $CLEAR_LUA) for 0 .. $self->{shards} - 1;
     return;
 }
@@ -1161,6 +1206,12 @@ sub to_filter {
         _croak('to_filter', 'path contains a NUL byte') if index($path, "\0") >= 0;
         _croak('to_filter', 'path must not be empty') if $path eq '';
     }
+    if ($self->{grow}) {
+        # The local filter with the same stages: its portable bytes, read
+        # back as a new filter (a file at $path, or anonymous).
+        my $img = $self->_grown_image;
+        return Data::BloomFilter::Shared->deserialize($img, defined $path ? { path => $path, mode => 0 + $mode } : ());
+    }
     my $bits = $self->_fetch_bits('to_filter');
     my ($f, $e) = _xs_from_bits('Data::BloomFilter::Shared', $path, $self->{capacity},
         $self->{fp_rate}, 0 + $mode, $self->{seed}, $self->{layout}, $bits);
@@ -1194,6 +1245,8 @@ sub merge {
     my ($other) = @_;
     _croak('merge', 'not supported for a windowed filter (see WINDOWS)')
         if $self->{gens} || (Scalar::Util::blessed($other) && $other->isa(__PACKAGE__) && $other->{gens});
+    _croak('merge', 'not supported for a filter that grows in Redis (see GROWTH)')
+        if $self->{grow} || (Scalar::Util::blessed($other) && $other->isa(__PACKAGE__) && $other->{grow});
     my $bits;
     if (Scalar::Util::blessed($other) && $other->isa('Data::BloomFilter::Shared')) {
         $bits = $self->_local_bits($other);
@@ -1580,6 +1633,400 @@ sub rotate {
 
 sub window      { $_[0]{gens} ? $_[0]{window_given} : undef }
 sub generations { $_[0]{gens} }
+
+# ------------------------------------------------------------------ growth
+
+# A filter that grows (doc/DESIGN.md, §9, Growth): the metadata key
+# {N}:meta with the growth's fields (grow, max_capacity, stages, and
+# fill:I, the new items counted into stage I) beside the first stage's
+# geometry, and one bit string per stage, {N}:stage:I, each with the
+# geometry, probes and bits a local filter of the same arguments gives its
+# stage I (the core's _xs_stage), so that to_filter makes that local
+# filter. Every add is one script: it looks for the item in every stage,
+# and sets it in the newest, adding the next stage first when the newest
+# has taken its capacity of new items, as a local filter does; so an item
+# is new for exactly one caller, and a stage is added once. The client
+# sends each item's offsets in the stages it knows of and the next one;
+# a script that needs a stage beyond those stops and says so ('more'),
+# and the rest of its items are sent again.
+
+# Creates a filter that grows (its metadata and its first stage, zeroed) or
+# reports what is there. KEYS: the metadata, a plain filter's bit string of
+# the same name, the first stage; ARGV[1]: the first stage's bytes (0: do
+# not create), then the fields.
+my $GATTACH_LUA = <<'LUA';
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+  if tonumber(ARGV[1]) == 0 then return {'gone'} end
+  for _, k in ipairs({KEYS[2], KEYS[3]}) do
+    local b = redis.call('TYPE', k)['ok']
+    if b ~= 'none' then return {'orphan', b, k} end
+  end
+  local info = redis.call('INFO', 'memory')
+  local max = tonumber(string.match(info, 'maxmemory:(%d+)') or '0')
+  local used = tonumber(string.match(info, 'used_memory:(%d+)') or '0')
+  if max > 0 and used + tonumber(ARGV[1]) > max then return {'full', used, max} end
+  redis.call('SETRANGE', KEYS[3], tonumber(ARGV[1]) - 1, '\0')
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  return {'created'}
+end
+if t ~= 'hash' then return {'type', t} end
+return {'exists', redis.call('HGETALL', KEYS[1])}
+LUA
+
+# What every script of a filter that grows does first: check the
+# metadata and take the number of stages. KEYS[1]: the metadata.
+my $GHEAD = <<"LUA";
+local m = redis.call('HMGET', KEYS[1], 'format', 'stages')
+if m[1] ~= '$GFORMAT' then
+  return redis.error_reply('GONE key ' .. KEYS[1] .. ' is gone or no longer a filter that grows')
+end
+local S = tonumber(m[2])
+local pre = string.sub(KEYS[1], 1, -5) .. 'stage:'
+LUA
+
+# Add (ARGV[1] = 1) or look up items. ARGV[2]: the stages T the offsets
+# are for (0 .. T - 1), ARGV[3]: the most stages the filter may have;
+# then k, capacity and bytes of each of the T stages; then the number of
+# items, and each item's offsets: its k in stage 0, then stage 1's, ...
+# An item is found when one stage holds all its bits. An add of an item
+# not found sets its bits in the newest stage, and counts it there when
+# one was 0 (fill:I); when the newest has taken its capacity, the next
+# stage is made (zeroed) first. Replies {status, stages, answers, ...}:
+# 'ok'; 'more' when a stage past the T sent is needed (the answers are
+# those of the items before); 'full' at the most stages; 'oom' when the
+# next stage does not fit under maxmemory (then used and maxmemory).
+my $GITEMS_LUA = $GHEAD . <<'LUA';
+local add, T, limit = ARGV[1] == '1', tonumber(ARGV[2]), tonumber(ARGV[3])
+if S > T then return {'more', S, {}} end
+local k, cap, bytes, off, K, a = {}, {}, {}, {}, 0, 4
+for s = 0, T - 1 do
+  k[s], cap[s], bytes[s], off[s] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), K
+  K, a = K + k[s], a + 3
+end
+local n, base = tonumber(ARGV[a]), a + 1
+local function bits(s, i, op)
+  local f, at = {}, base + i * K + off[s]
+  for r = 0, k[s] - 1 do
+    if op then
+      f[4 * r + 1], f[4 * r + 2], f[4 * r + 3], f[4 * r + 4] = 'SET', 'u1', ARGV[at + r], 1
+    else
+      f[3 * r + 1], f[3 * r + 2], f[3 * r + 3] = 'GET', 'u1', ARGV[at + r]
+    end
+  end
+  return redis.call('BITFIELD', pre .. s, unpack(f))
+end
+local function all(v)
+  for _, b in ipairs(v) do if b == 0 then return false end end
+  return true
+end
+local fill = tonumber(redis.call('HGET', KEYS[1], 'fill:' .. (S - 1)) or '0')
+local out, why, used, max = {}, 'ok', 0, 0
+for i = 0, n - 1 do
+  local found = false
+  for s = S - 1, 0, -1 do
+    if all(bits(s, i)) then found = true break end
+  end
+  if found or not add then
+    out[i + 1] = found and (add and 0 or 1) or 0
+  else
+    if fill >= cap[S - 1] then
+      if S >= limit then why = 'full' break end
+      if S >= T then why = 'more' break end
+      local info = redis.call('INFO', 'memory')
+      max = tonumber(string.match(info, 'maxmemory:(%d+)') or '0')
+      used = tonumber(string.match(info, 'used_memory:(%d+)') or '0')
+      if max > 0 and used + bytes[S] > max then why = 'oom' break end
+      redis.call('HSET', KEYS[1], 'fill:' .. (S - 1), fill)
+      redis.call('DEL', pre .. S)
+      redis.call('SETRANGE', pre .. S, bytes[S] - 1, '\0')
+      S, fill = S + 1, 0
+      redis.call('HSET', KEYS[1], 'stages', S)
+    end
+    if all(bits(S - 1, i, true)) then out[i + 1] = 0 else out[i + 1], fill = 1, fill + 1 end
+  end
+end
+if add then redis.call('HSET', KEYS[1], 'fill:' .. (S - 1), fill) end
+return {why, S, out, used, max}
+LUA
+
+# The stages, each one's fill and bits set.
+my $GSTATE_LUA = $GHEAD . <<'LUA';
+local fills, set = {}, {}
+for s = 0, S - 1 do
+  fills[s + 1] = tonumber(redis.call('HGET', KEYS[1], 'fill:' .. s) or '0')
+  set[s + 1] = redis.call('BITCOUNT', pre .. s)
+end
+return {S, fills, set}
+LUA
+
+# Back to the first stage, zeroed, as a local clear does; ARGV[1]: its bytes.
+my $GCLEAR_LUA = $GHEAD . <<'LUA';
+for s = 1, S - 1 do
+  redis.call('DEL', pre .. s)
+  redis.call('HDEL', KEYS[1], 'fill:' .. s)
+end
+redis.call('DEL', pre .. 0)
+redis.call('SETRANGE', pre .. 0, tonumber(ARGV[1]) - 1, '\0')
+redis.call('HSET', KEYS[1], 'stages', 1, 'fill:0', 0)
+return 'ok'
+LUA
+
+my %GSHA = map { $_ => Digest::SHA::sha1_hex($_) } $GITEMS_LUA, $GSTATE_LUA, $GCLEAR_LUA;
+
+# How a filter grows, in words (as a local growth mismatch says it).
+sub _growth_text {
+    my ($grow, $max) = @_;
+    return 'does not grow' if !$grow;
+    return "grows by $grow" . ($max ? " up to $max items" : '');
+}
+
+# Stage $i's shape: { bits, hashes, span, capacity }, or undef past the
+# limit; kept once computed (a blocked stage's costs a search).
+sub _stage {
+    my ($self, $i) = @_;
+    return $self->{st}[$i] if $self->{st}[$i];
+    return undef if $i >= $self->{limit};
+    my ($limit, $bits, $hashes, $span, $cap) = _xs_stage(@$self{qw(layout capacity fp_rate grow)},
+        $self->{max_capacity} // 0, $i, 0);
+    _croak('new', $bits) if !defined $limit;
+    return $self->{st}[$i] = { bits => $bits, hashes => $hashes, span => $span, capacity => $cap };
+}
+
+# Attach to a filter that grows, creating it when absent and $asked says
+# how ({ grow, max }; undef: a plain filter was asked for and one that
+# grows found: it is taken as it is). Returns the stored fields when it
+# existed, undef when we created it.
+sub _attach_grown {
+    my ($self, $want, $explicit, $asked) = @_;
+    my $n = $self->{name};
+    my $mk = "{$n}:meta";
+    @$self{qw(tags slots metakey shards)} = ([$n], [__PACKAGE__->key_slot("{$n}")], $mk, 1);
+    my ($bytes, @meta) = (0);
+    if ($asked) {
+        my ($limit, $bits, $hashes) = _xs_stage(@$want{qw(layout capacity fp_rate)}, $asked->{grow},
+            $asked->{max} // 0, 0, 0);
+        _croak('new', $bits) if !defined $limit;
+        _croak('new', "the filter needs $bits bits but a Redis string holds at most 2^32") if $bits > $MAX_KEY_BITS;
+        $bytes = $bits / 8;
+        @meta = (format => $GFORMAT, capacity => $want->{capacity}, fp_rate => sprintf('%.17g', $want->{fp_rate}),
+            bits => $bits, hashes => $hashes, seed => $want->{seed}, layout => $want->{layout}, shards => 1,
+            shard => 0, grow => $asked->{grow}, max_capacity => $asked->{max} // 0, stages => 1, 'fill:0' => 0);
+    }
+    my $r = $self->_call('new', 0, 'eval', $GATTACH_LUA, 3, $mk, "{$n}:bits", "{$n}:stage:0", $bytes, @meta);
+    _croak('new', 'unexpected reply to the attach script') if ref $r ne 'ARRAY';
+    my ($what, @rest) = @$r;
+    _croak('new', "key $mk disappeared while it was opened (nothing was changed)") if $what eq 'gone';
+    _croak('new', "key $rest[1] exists without $mk (not a filter of this module; nothing was changed)")
+        if $what eq 'orphan';
+    _croak('new', "OOM: the filter needs $bytes bytes but the server uses $rest[0] of its maxmemory $rest[1] (nothing was changed)")
+        if $what eq 'full';
+    _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
+        if $what eq 'type';
+    my %m = $what eq 'created' ? @meta : @{ $rest[0] // [] };
+    my $format = $m{format} // '';
+    _croak('new', 'growth mismatch (the filter does not grow, not ' . _growth_text(@$asked{qw(grow max)}) . ')')
+        if $asked && ($format eq $FORMAT || $format eq $WFORMAT);
+    _croak('new', "key $mk is not a filter of this module (format '$format', expected '$GFORMAT')")
+        if $format ne $GFORMAT;
+    for my $f (qw(capacity fp_rate bits hashes seed layout grow max_capacity stages)) {
+        _croak('new', "key $mk: field '$f' is missing") if !defined $m{$f};
+    }
+    _croak('new', "key $mk: field '$_' is not a non-negative integer ('$m{$_}')")
+        for grep { $m{$_} !~ /\A[0-9]{1,20}\z/ } qw(capacity bits hashes seed grow max_capacity stages);
+    _croak('new', "key $mk: field 'fp_rate' is not a number ('$m{fp_rate}')")
+        if !Scalar::Util::looks_like_number($m{fp_rate});
+    _croak('new', "key $mk: field 'layout' is not a layout name ('$m{layout}')") if $m{layout} !~ /\A\w+\z/;
+    my ($limit, $bits, $hashes, $span) = _xs_stage(@m{qw(layout capacity fp_rate grow max_capacity)}, 0, 0);
+    _croak('new', "key $mk: $bits") if !defined $limit;
+    _croak('new', "key $mk: bits $m{bits} and hashes $m{hashes} do not match capacity $m{capacity} and fp_rate $m{fp_rate} (expected $bits and $hashes)")
+        if $bits != $m{bits} || $hashes != $m{hashes};
+    _croak('new', "key $mk: field 'stages' is $m{stages}, not from 1 to $limit") if $m{stages} < 1 || $m{stages} > $limit;
+    for my $f (qw(seed layout)) {
+        my $a = $explicit->{$f};
+        _croak('new', "$f mismatch: the filter in Redis has $f $m{$f}, asked for $a") if defined $a && $a ne $m{$f};
+    }
+    my $max = $m{max_capacity} ? $m{max_capacity} : undef;
+    _croak('new', 'growth mismatch (the filter ' . _growth_text($m{grow}, $max) . ', not '
+            . _growth_text(@$asked{qw(grow max)}) . ')')
+        if $asked && ($asked->{grow} != $m{grow} || (defined $asked->{max} && "$asked->{max}" ne "$m{max_capacity}"));
+    @$self{qw(capacity fp_rate seed layout grow max_capacity limit bits hashes span piece gstages st)}
+        = ((map { $m{$_} } qw(capacity)), 0 + $m{fp_rate}, @m{qw(seed layout grow)}, $max, $limit,
+        $bits, $hashes, $span, $bits, 0 + $m{stages}, []);
+    $self->{fields} = $hashes;
+    return $what eq 'created' ? undef : { %m, fp_rate => 0 + $m{fp_rate} };
+}
+
+# The commands of a batch's items $from .. $to - 1: one script per $CHUNK
+# (fewer when the stages' probes are many), with each item's offsets in
+# the $self->{gstages} stages known and the next one.
+sub _grown_cmds {
+    my ($self, $verb, $plain, $b, @todo) = @_;
+    my $t = $self->{gstages} + 1;
+    $t = $self->{limit} if $t > $self->{limit};
+    my @st = map { $self->_stage($_) } 0 .. $t - 1;
+    my $k = 0;
+    $k += $_->{hashes} for @st;
+    my $chunk = int(4000 / $k) || 1;
+    $chunk = $CHUNK if $chunk > $CHUNK;
+    my @head = ('EVALSHA', $GSHA{$GITEMS_LUA}, 1, $self->{metakey}, $verb, $t, $self->{limit},
+        map { ($_->{hashes}, $_->{capacity}, $_->{bits} / 8) } @st);
+    my @cmds;
+    for my $range (@todo) {
+        my ($from, $to) = @$range;
+        for (my $s = $from; $s < $to; $s += $chunk) {
+            my $e = ($s + $chunk < $to ? $s + $chunk : $to) - 1;
+            my @items = @$plain[$s .. $e];
+            # Each stage's offsets, as the core gives a BITFIELD's: SET u1 OFFSET 1.
+            my @per = map {
+                my $g = $st[$_];
+                my $masks;
+                my @a = _xs_args(1, @$self{qw(layout seed)}, $g->{bits}, $g->{hashes}, $g->{span}, $g->{bits},
+                    \@items, undef, \$masks, $_ + 1);
+                [@a[map { 4 * $_ + 2 } 0 .. $#a / 4]];
+            } 0 .. $#st;
+            my @off;
+            for my $i (0 .. $#items) {
+                push @off, @{ $per[$_] }[$i * $st[$_]{hashes} .. ($i + 1) * $st[$_]{hashes} - 1] for 0 .. $#st;
+            }
+            push @cmds, { piece => 0, script => $GITEMS_LUA, v => [@head, scalar @items, @off], s => $s, e => $e,
+                batch => $b, ok => \&_grown_ok, lost => \&_batch_lost };
+        }
+    }
+    return @cmds;
+}
+
+# A script's reply: the answers of its items (all, or those before where
+# it stopped), and why it stopped.
+sub _grown_ok {
+    my ($c, $r) = @_;
+    my $b = $c->{batch};
+    die "a reply of the wrong shape\n" if ref $r ne 'ARRAY' || ref $r->[2] ne 'ARRAY';
+    my ($why, $stages, $got, $used, $max) = @$r;
+    my ($s, $e) = @$c{qw(s e)};
+    die "a reply of the wrong shape\n" if @$got > $e - $s + 1 || ($why eq 'ok' && @$got != $e - $s + 1);
+    $b->{count} += $_ for @$got;
+    $b->{known} += @$got;
+    @{ $b->{each} }[$s .. $s + $#$got] = @$got if $b->{out};
+    $b->{stages} = $stages if $stages > ($b->{stages} // 0);
+    return if $why eq 'ok';
+    my $at = $s + @$got;
+    push @{ $b->{again} }, [$at, $e + 1] if $why eq 'more';
+    $b->{stop} = [$at, $why, $used, $max] if $why ne 'more' && (!$b->{stop} || $b->{stop}[0] > $at);
+}
+
+# The items of a batch on a filter that grows: sent in rounds, each
+# pipelined; a round's scripts that needed a stage they had no offsets for
+# are sent again, from where they stopped, with the stages their replies
+# named.
+sub _grown_batch {
+    my ($self, $bt, $plain) = @_;
+    my $method = $bt->{method};
+    my @todo = ([0, scalar @$plain]);
+    while (@todo) {
+        $bt->{again} = [];
+        my @cmds = $self->_grown_cmds($bt->{verb}, $plain, $bt, @todo);
+        $self->_exchange($method, \@cmds, sub { _batch_failed($bt, @_) });
+        $self->{gstages} = $bt->{stages} if ($bt->{stages} // 0) > $self->{gstages};
+        last if $bt->{stop};
+        @todo = sort { $a->[0] <=> $b->[0] } @{ $bt->{again} };
+    }
+    my $stop = $bt->{stop} or return;
+    my ($at, $why, $used, $max) = @$stop;
+    $#{ $bt->{each} } = $bt->{n} - 1 if $bt->{out};
+    my $msg = $why eq 'oom'
+        ? 'the filter is full and its next stage needs ' . $self->_stage($self->{gstages})->{bits} / 8
+            . " bytes, but the server uses $used of its maxmemory $max"
+        : defined $self->{max_capacity}
+        ? "the filter is full: it holds its max_capacity of $self->{max_capacity} items"
+        : "the filter is full: its $self->{limit} stages hold " . $self->_total('capacity', $self->{limit})
+            . ' items, the most it can grow to';
+    @{ $bt->{out} } = @{ $bt->{each} } if $bt->{out};
+    Carp::croak(__PACKAGE__ . "->$method: $msg; "
+        . ($method =~ /_many\z/ ? "the first $at items of this batch were added, none after" : 'nothing was added'));
+}
+
+# The capacities or bits of the first $n stages together.
+sub _total {
+    my ($self, $what, $n) = @_;
+    my $t = 0;
+    $t += $self->_stage($_)->{$what} for 0 .. $n - 1;
+    return $t;
+}
+
+# One script of a filter that grows, its reply.
+sub _grown_call {
+    my ($self, $method, $lua, @args) = @_;
+    my $reply;
+    $self->_exchange($method, [{ piece => 0, script => $lua, v => ['EVALSHA', $GSHA{$lua}, 1, $self->{metakey}, @args],
+        ok => sub { $reply = $_[1] } }]);
+    return $reply;
+}
+
+# The stages now, each one's fill and bits set, and the estimates.
+sub _grown_state {
+    my ($self, $method) = @_;
+    my $r = $self->_grown_call($method, $GSTATE_LUA);
+    _croak($method, 'unexpected reply to the state script')
+        if ref $r ne 'ARRAY' || @$r != 3 || ref $r->[1] ne 'ARRAY' || ref $r->[2] ne 'ARRAY' || @{ $r->[1] } != $r->[0];
+    my ($n, $fills, $set) = @$r;
+    _croak($method, "the filter has $n stages, more than the $self->{limit} it can have") if $n > $self->{limit};
+    $self->{gstages} = $n;
+    my ($count, $miss, @info) = (0, 1);
+    for my $i (0 .. $n - 1) {
+        my $g = $self->_stage($i);
+        my (undef, undef, undef, undef, undef, $c, $fpp) = _xs_stage(@$self{qw(layout capacity fp_rate grow)},
+            $self->{max_capacity} // 0, $i, $set->[$i]);
+        _croak($method, "stage $i: $c") if !defined $fpp;
+        $count += $c;
+        $miss *= 1 - $fpp;
+        push @info, { capacity => $g->{capacity}, bits => $g->{bits}, hashes => $g->{hashes}, fill => 0 + $fills->[$i] };
+    }
+    my $bits_set = 0;
+    $bits_set += $_ for @$set;
+    return { stages => $n, bits_set => $bits_set, count => $count, estimated_fpp => 1 - $miss,
+        capacity => $self->_total('capacity', $n), bits => $self->_total('bits', $n), stage_info => \@info };
+}
+
+# A filter that grows as local bytes (to_filter): its stages' bits, fetched
+# after their count and fills.
+sub _grown_image {
+    my ($self) = @_;
+    my $st = $self->_grown_state('to_filter');
+    my $all = '';
+    for my $i (0 .. $st->{stages} - 1) {
+        my $bytes = $self->_stage($i)->{bits} / 8;
+        my $key = "{$self->{name}}:stage:$i";
+        my @parts;
+        my @cmds;
+        for (my $o = 0, my $j = 0; $o < $bytes; $o += $XFER, $j++) {
+            my $e = ($o + $XFER < $bytes ? $o + $XFER : $bytes) - 1;
+            my $slot = $j;
+            push @cmds, { piece => 0, v => ['GETRANGE', $key, $o, $e], ok => sub { $parts[$slot] = $_[1] } };
+        }
+        $self->_exchange('to_filter', \@cmds);
+        my $piece = join '', map { $_ // '' } @parts;
+        _croak('to_filter', "key $key holds " . length($piece) . " bytes, expected $bytes (deleted or replaced?)")
+            if length $piece != $bytes;
+        $all .= $piece;
+    }
+    my ($img, $e) = _xs_grown_image(@$self{qw(layout capacity fp_rate grow)}, $self->{max_capacity} // 0,
+        $self->{seed}, [map { $_->{fill} } @{ $st->{stage_info} }], $all);
+    _croak('to_filter', $e) if !defined $img;
+    return $img;
+}
+
+sub _grown_clear {
+    my ($self) = @_;
+    $self->_grown_call('clear', $GCLEAR_LUA, $self->_stage(0)->{bits} / 8);
+    $self->{gstages} = 1;
+    return;
+}
+
+sub grow         { $_[0]{grow} }
+sub max_capacity { $_[0]{max_capacity} }
+sub stages       { $_[0]{grow} ? $_[0]->_grown_state('stages')->{stages} : 1 }
+
 
 
 1;
