@@ -1807,7 +1807,8 @@ sub _attach_grown {
         my ($limit, $bits, $hashes) = _xs_stage(@$want{qw(layout capacity fp_rate)}, $asked->{grow},
             $asked->{max} // 0, 0, 0);
         _croak('new', $bits) if !defined $limit;
-        _croak('new', "the filter needs $bits bits but a Redis string holds at most 2^32") if $bits > $MAX_KEY_BITS;
+        _croak('new', "the first stage needs $bits bits but a Redis string holds at most 2^32 (a stage is one string: give a smaller capacity)")
+            if $bits > $MAX_KEY_BITS;
         $bytes = $bits / 8;
         @meta = (format => $GFORMAT, capacity => $want->{capacity}, fp_rate => sprintf('%.17g', $want->{fp_rate}),
             bits => $bits, hashes => $hashes, seed => $want->{seed}, layout => $want->{layout}, shards => 1,
@@ -1854,6 +1855,14 @@ sub _attach_grown {
         = ((map { $m{$_} } qw(capacity)), 0 + $m{fp_rate}, @m{qw(seed layout grow)}, $max, $limit,
         $bits, $hashes, $span, $bits, 0 + $m{stages}, []);
     $self->{fields} = $hashes;
+    # A Redis string holds 2^32 bits: the stages stop before the first
+    # larger one (a local filter would go on).
+    for my $i (1 .. $limit - 1) {
+        next if $self->_stage($i)->{bits} <= $MAX_KEY_BITS;
+        @$self{qw(limit cut)} = ($i, 1);
+        last;
+    }
+    _croak('new', "key $mk: field 'stages' is $m{stages}, not from 1 to $self->{limit}") if $m{stages} > $self->{limit};
     return $what eq 'created' ? undef : { %m, fp_rate => 0 + $m{fp_rate} };
 }
 
@@ -1937,10 +1946,10 @@ sub _grown_batch {
     my $msg = $why eq 'oom'
         ? 'the filter is full and its next stage needs ' . $self->_stage($self->{gstages})->{bits} / 8
             . " bytes, but the server uses $used of its maxmemory $max"
-        : defined $self->{max_capacity}
+        : defined $self->{max_capacity} && !$self->{cut}
         ? "the filter is full: it holds its max_capacity of $self->{max_capacity} items"
         : "the filter is full: its $self->{limit} stages hold " . $self->_total('capacity', $self->{limit})
-            . ' items, the most it can grow to';
+            . ' items, the most it can grow to' . ($self->{cut} ? ' in Redis (a string holds at most 2^32 bits)' : '');
     @{ $bt->{out} } = @{ $bt->{each} } if $bt->{out};
     Carp::croak(__PACKAGE__ . "->$method: $msg; "
         . ($method =~ /_many\z/ ? "the first $at items of this batch were added, none after" : 'nothing was added'));
