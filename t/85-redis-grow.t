@@ -170,6 +170,26 @@ for my $case (['standard', 10, 0.01, 2], ['blocked', 10, 0.01, 2], ['standard', 
         'the keys: one bit string per stage';
 }
 
+# --- maxmemory: a stage that does not fit is not added ---------------------------------------------
+{
+    # The first stage 64 KiB, the second (16 times the items) 1 MiB: room
+    # for half of it.
+    my $r = $R->new($srv->address, 'oom', 20_000, 0.001, { grow => 16 });
+    my $used = $rc->info('memory')->{used_memory};
+    $rc->config('set', 'maxmemory', $used + (512 << 10));
+    my $n = 0;
+    $n += $r->add_many([map { "m-$_" } $_ * 1000 + 1 .. $_ * 1000 + 1000]) for 0 .. 19;
+    is $n, 20_000, 'the first stage takes its capacity';
+    dies_like { $r->add('one more') }
+        qr/->add: the filter is full and its next stage needs 1048576 bytes, but the server uses \d+ of its maxmemory \d+; nothing was added/,
+        'the next stage past maxmemory: the add croaks';
+    is $r->stages, 1, '... no stage was added';
+    is $r->contains('one more'), 0, '... nor the item';
+    $rc->config('set', 'maxmemory', 0);
+    is $r->add('one more'), 1, 'with room, the next add adds the stage';
+    is $r->stages, 2, '... two stages';
+}
+
 # --- options, reopening, what is not supported ----------------------------------------------------
 {
     my $a = $srv->address;

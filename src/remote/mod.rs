@@ -352,7 +352,10 @@ pub fn grown_image(
     let growth = Growth::new(capacity, fp_rate, layout, factor, max_capacity).map_err(|e| Error::arg(e.to_string()))?;
     let n = fills.len() as u32;
     if n == 0 || n > growth.limit() {
-        return Err(Error::arg(format!("{n} stages of a filter that has 1 to {}", growth.limit())));
+        return Err(Error::arg(format!(
+            "{n} stages of a filter that has 1 to {}",
+            growth.limit()
+        )));
     }
     if bits.len() as u64 != growth.total_bits(n) / 8 {
         return Err(Error::format(format!(
@@ -370,7 +373,8 @@ pub fn grown_image(
         growth,
         fills: fills.to_vec(),
     };
-    let mut out = vec![0u8; crate::shm::serial::grown_len((0..n).filter_map(|i| growth.stage(i)).map(|g| g.m)) as usize];
+    let mut out =
+        vec![0u8; crate::shm::serial::grown_len((0..n).filter_map(|i| growth.stage(i)).map(|g| g.m)) as usize];
     crate::shm::serial::write_grown(
         &g0,
         seed,
@@ -814,5 +818,87 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.msg.contains("bytes of bits"), "{}", e.msg);
+    }
+
+    /// A grown filter kept remotely, stage by stage as the Redis mode's
+    /// script keeps it (an item found in no stage is set in the newest; the
+    /// next stage is added when the newest has taken its capacity of new
+    /// items), from the positions `stage_shape` and `Remote` give: its
+    /// bytes (`grown_image`) are a local grown filter's of the same items,
+    /// header and every stage's bits, and both tell the same items new.
+    #[test]
+    fn grown_stages_are_the_local_filters() {
+        use crate::filter::GrowOptions;
+        for layout in [Layout::Standard, Layout::Blocked] {
+            let (cap, rate, seed, factor) = (50u64, 0.01, 7u64, 2u32);
+            let l = Filter::new_anonymous(
+                cap,
+                rate,
+                Options {
+                    mode: 0o600,
+                    seed,
+                    layout: Some(layout),
+                    grow: Some(GrowOptions {
+                        factor,
+                        max_capacity: None,
+                    }),
+                    ..Options::default()
+                },
+            )
+            .unwrap();
+            let shape = |i| stage_shape(layout, cap, rate, factor, None, i, 0).unwrap();
+            let mut stages: Vec<(Remote, Vec<u8>, u64)> = Vec::new();
+            let add_stage = |stages: &mut Vec<(Remote, Vec<u8>, u64)>| {
+                let g = shape(stages.len() as u32).g.unwrap();
+                let mut r = Remote::new(layout, seed, g, g.m).unwrap();
+                r.stage = Some(stages.len() as u32);
+                stages.push((r, vec![0u8; (g.m / 8) as usize], 0));
+            };
+            add_stage(&mut stages);
+            let bit = |b: &[u8], off: u64| b[(off / 8) as usize] & (0x80 >> (off % 8)) != 0;
+            for n in 0..1000u32 {
+                let item = format!("item-{}", n % 700);
+                let offs = |r: &Remote| {
+                    let mut o = vec![0u64; r.g.k as usize];
+                    r.offsets(&[item.as_bytes()], &mut o, None).unwrap();
+                    o
+                };
+                let found = stages.iter().any(|(r, b, _)| offs(r).iter().all(|&o| bit(b, o)));
+                let new = if found {
+                    false
+                } else {
+                    if stages.last().unwrap().2 >= stages.last().unwrap().0.g.capacity {
+                        add_stage(&mut stages);
+                    }
+                    let (r, b, fill) = stages.last_mut().unwrap();
+                    let mut new = false;
+                    for o in offs(r) {
+                        new |= !bit(b, o);
+                        b[(o / 8) as usize] |= 0x80 >> (o % 8);
+                    }
+                    *fill += new as u64;
+                    new
+                };
+                assert_eq!(l.add(item.as_bytes()).unwrap(), new, "{layout:?} {item}");
+            }
+            assert!(stages.len() >= 4, "{layout:?}: {} stages", stages.len());
+            let fills: Vec<u64> = stages.iter().map(|s| s.2).collect();
+            let bits: Vec<u8> = stages.iter().flat_map(|s| s.1.iter().copied()).collect();
+            let img = grown_image(layout, cap, rate, factor, None, seed, &fills, &bits).unwrap();
+            let want = l.serialize().unwrap();
+            let fills_end = 72 + 8 * stages.len();
+            assert_eq!(img.len(), want.len(), "{layout:?}");
+            assert_eq!(img[..72], want[..72], "{layout:?}: the header");
+            assert_eq!(
+                img[fills_end..img.len() - 8],
+                want[fills_end..want.len() - 8],
+                "{layout:?}: the stages' bits"
+            );
+            assert_eq!(
+                shape(0).limit,
+                Growth::new(cap, rate, layout, factor, None).unwrap().limit()
+            );
+            assert!(grown_image(layout, cap, rate, factor, None, seed, &fills, &bits[1..]).is_err());
+        }
     }
 }

@@ -1871,8 +1871,9 @@ stage (see there why no more).
 
 B<What it does not do.> C<invert> croaks. C<grow> does not go with
 C<window> (a windowed filter forgets old items instead), nor with the
-C<datasketches> layout (whose other implementations read one bit array),
-nor with L<Data::BloomFilter::Shared::Redis>. A filter that grows is never
+C<datasketches> layout (whose other implementations read one bit array).
+In Redis (L<Data::BloomFilter::Shared::Redis/GROWTH>) it grows stage for
+stage as here, but is not sharded or merged. A filter that grows is never
 bit-compatible with the original module, whatever its layout.
 
 =item *

@@ -2184,7 +2184,8 @@ DataSketches' 9001, as locally), C<shards> (see L</CLUSTER>), C<connect> (a code
 connected client, used for the other nodes of a cluster; default: a
 socket of the module's own to C<host:port>), C<cnx_timeout>, C<read_timeout>
 and C<write_timeout> (see L</Timeouts>), C<window> and C<generations> (a
-windowed filter: see L</WINDOWS>). An explicit C<seed>, C<layout> or
+windowed filter: see L</WINDOWS>), C<grow> and C<max_capacity> (a filter
+that grows: see L</GROWTH>). An explicit C<seed>, C<layout> or
 C<shards> that differs from the stored one croaks. A C<capacity> or an
 C<fp_rate> that differs from the stored one warns, as a local filter's
 reopening does (L<Data::BloomFilter::Shared/new>): "the filter's capacity
@@ -2222,13 +2223,18 @@ generation holds a bit, and C<stats> adds C<window>, C<generations>,
 C<generation> (the current generation's number: the periods since
 creation, or the rotations of a filter without a window) and
 C<generation_start> (when its period started, in seconds since the epoch
-by the server's clock; undef without a window).
+by the server's clock; undef without a window). For a filter that grows,
+as locally: see L</GROWTH>.
 
-=head2 capacity, fp_rate, bits, hashes, seed, layout, shards, name, window, generations
+=head2 capacity, fp_rate, bits, hashes, seed, layout, shards, name, window, generations, grow, max_capacity, stages
 
 The stored geometry and options. C<window> (seconds, as given) and
 C<generations> are undef for a plain filter; C<window> is undef for a
-windowed filter stepped only by L</rotate>.
+windowed filter stepped only by L</rotate>. C<grow> and C<max_capacity>
+are undef for a filter that does not grow, C<stages> 1; for one that
+grows (L</GROWTH>) C<stages> is the number of stages now, and
+C<capacity> and C<bits> those of its stages so far together, as locally
+(each asks the server).
 
 =head2 rotate
 
@@ -2330,6 +2336,78 @@ C<to_filter> croak. The memory is up to I<g> times a plain filter's (each
 generation key grows to C<bits / 8> bytes as it fills), checked against
 C<maxmemory> at creation.
 
+=head1 GROWTH
+
+    # Deduplicate a stream of unknown size, fleet-wide.
+    my $seen = Data::BloomFilter::Shared::Redis->new('redis.internal:6379', 'ids',
+        1_000_000, 0.001, { grow => 2, max_capacity => 1e9 });
+
+The options C<grow> (2 to 16) and C<max_capacity> make a filter that
+I<grows>, with the local filter's meaning and arguments
+(L<Data::BloomFilter::Shared/FILTERS THAT GROW>): past C<$capacity> new
+items it adds a stage C<grow> times larger instead of passing its
+C<fp_rate>. Stage I<i> has exactly the geometry, probes and bits a local
+filter of the same arguments gives its stage I<i>, and a stage is added
+at the same point, when the newest has taken its capacity of new items
+(counted exactly: the server holds one count per stage). So the same
+items added in the same order give the same stages and bits as locally,
+and L</to_filter> gives that local filter that grows (the same bytes as
+its C<serialize>).
+
+I<One script.> Each add and query is one Lua script (C<EVALSHA>; C<EVAL>
+for a server that does not hold it): it looks for the item in every
+stage; an add of an item found in none sets its bits in the newest stage
+and counts it there, adding the next stage first (zeroed) when the newest
+is full. So an item is told new exactly once among all clients, also
+while a stage is added, and a stage is added once. A batch is one script
+per 100 items (fewer with many probes), pipelined; a script that needs a
+stage beyond those whose offsets it was sent (another client added
+stages meanwhile, or its own items filled more than one) stops there,
+and the rest of its items are sent again.
+
+I<Bounds.> With C<max_capacity>, an C<add> of a new item past it croaks
+as locally (C<the filter is full: it holds its max_capacity of N items;
+nothing was added>; from C<add_many>, C<the first N items of this batch
+were added, none after>); the items already in it stay, and adding them
+again returns 0. Without it, the filter stops where a local one would,
+or before the first stage a Redis string cannot hold (more than 2^32
+bits), and the croak names that bound (C<... the most it can grow to>,
+with C<in Redis (a string holds at most 2^32 bits)> in the second case).
+A stage is checked against C<maxmemory> before it is made: past it, the
+add croaks (C<the filter is full and its next stage needs N bytes, but
+the server uses U of its maxmemory M; nothing was added>), adds nothing,
+and the next add that needs the stage when there is room adds it.
+
+I<Keys.> A filter that grows named C<ids> is C<{ids}:meta> (the first
+stage's geometry, C<grow>, C<max_capacity>, C<stages> and each stage's
+count of new items, C<fill:I>) and one string per stage,
+C<{ids}:stage:I>: all in one hash slot (see L</CLUSTER>).
+
+I<Reopening.> As locally: an existing filter keeps its growth; an
+explicit C<grow> (or C<max_capacity>) that differs croaks (C<growth
+mismatch (the filter grows by 2, not grows by 3)>), and so does C<grow>
+for a filter of that name that does not grow (C<growth mismatch (the
+filter does not grow, not grows by 2)>); C<new> without them opens a
+filter that grows as it is. A C<capacity> or C<fp_rate> that differs from
+the stored first stage's warns, as for any filter (L</new>).
+
+I<Whole filter.> C<count>, C<estimated_fpp> and C<stats> (L</count, bits_set, fill_ratio, estimated_fpp, is_empty, stats>) are the local
+filter's: the stages' estimates together, and C<stats> adds C<grow>,
+C<stages>, C<max_capacity> and C<stage_info> (per stage, oldest first: its
+C<capacity>, C<bits>, C<hashes> and C<fill>). L</clear> goes back to the
+first stage, zeroed (the later stages are dropped), as locally. The
+options and the bad ones are checked as a local filter checks them, in the
+same words (C<grow must be an integer from 2 to 16 ...>, C<max_capacity N
+is below the capacity M>, C<the datasketches layout does not grow>, C<grow
+and window do not go together ...>).
+
+I<Not here.> C<shards> (a filter that grows is one hash slot: C<shards
+are not supported with grow>), and L</merge>, of a filter that grows with
+any other or of any filter with one that grows: it croaks (C<not supported
+for a filter that grows in Redis (see GROWTH)>); merge local copies
+instead (L</to_filter>, then L<Data::BloomFilter::Shared/merge>). A first
+stage of more than 2^32 bits croaks at creation.
+
 =head1 CLUSTER
 
 C<< shards => N >> cuts the bit array into N contiguous pieces, each its own
@@ -2358,8 +2436,9 @@ remembered), so the first command to a piece may take one extra round trip.
 The connection you pass (or the address) is the first node asked; the
 others are connected with the C<connect> option or L<Redis::Fast>.
 
-A windowed filter's keys all carry its name as their hash tag, so they lie
-in one slot, on one node, and its scripts run there whole.
+A windowed filter's keys, and those of a filter that grows, all carry its
+name as their hash tag, so they lie in one slot, on one node, and its
+scripts run there whole.
 
 =head1 FAILURES
 
@@ -2394,7 +2473,9 @@ acknowledged add can be lost with the server's last second of writes, and a
 later add of the same item is then told "new" again. A windowed filter's
 scripts are replicated and persisted by their effects (the bits set, the
 step, the expiry), so the same holds for it: no acknowledged add of the
-current window is lost.
+current window is lost. So are a filter that grows's scripts (the bits
+set, the counts, a stage added): no acknowledged add is lost across a
+stage change either.
 
 =head1 LIMITS
 
@@ -2408,9 +2489,10 @@ interrupted call's socket is not used again (a L<Redis::Fast> client's
 then answers its next command with the late replies: do not reuse a client
 whose call into the filter died).
 
-A filter in Redis does not grow: C<new> refuses the C<grow> and
-C<max_capacity> options of L<Data::BloomFilter::Shared/FILTERS THAT GROW>.
-Size it for the most items it will hold.
+A filter that grows (L</GROWTH>) is not sharded (one node serves all of
+it), cannot be merged, and stops growing before a stage of more than
+2^32 bits. Each of its adds and queries is a Lua script that reads every
+stage, as a windowed filter's reads every generation.
 
 A windowed filter (L</WINDOWS>) costs the server more per item than a
 plain one: each of its commands is a Lua script, which hands the items'
@@ -2477,7 +2559,58 @@ C<merge> with a windowed filter on either side, C<to_filter> of one.
 An add, query or step found the filter's metadata deleted or replaced
 after C<new>: the server refused the script, and nothing was changed.
 
-=item the grow and max_capacity options are not supported here: a filter in Redis does not grow (size it for the most items it will hold)
+=item grow must be an integer from 2 to 16 (the factor each new stage is larger by), got %s
+
+=item max_capacity must be a positive integer (the most items the filter may take), got %s
+
+=item the max_capacity option needs the grow option (a filter that does not grow is bounded by its capacity)
+
+=item max_capacity %d is below the capacity %d
+
+=item max_capacity %d is out of reach: %d stages hold at most %d items at this capacity, fp_rate and grow
+
+=item the datasketches layout does not grow
+
+=item grow and window do not go together: a windowed filter forgets old items instead of growing
+
+=item shards are not supported with grow (a filter that grows in Redis keeps its stages in one hash slot)
+
+=item the first stage needs %d bits but a Redis string holds at most 2^32 (a stage is one string: give a smaller capacity)
+
+Options of a filter that grows that cannot be (L</GROWTH>); the first
+seven in the local filter's words.
+
+=item growth mismatch (the filter %s, not %s)
+
+An existing filter keeps its growth, or none (L</GROWTH>).
+
+=item the filter is full: it holds its max_capacity of %d items; nothing was added
+
+=item the filter is full: its %d stages hold %d items, the most it can grow to; nothing was added
+
+=item the filter is full: its %d stages hold %d items, the most it can grow to in Redis (a string holds at most 2^32 bits); nothing was added
+
+=item the filter is full and its next stage needs %d bytes, but the server uses %d of its maxmemory %d; nothing was added
+
+=item ...; the first %d items of this batch were added, none after
+
+A filter that grows at its bound, or whose next stage does not fit
+(L</GROWTH>); from C<add_many>, the items before the one that met it
+were added.
+
+=item not supported for a filter that grows in Redis (see GROWTH)
+
+L</merge> with a filter that grows on either side.
+
+=item GONE key %s is gone or no longer a filter that grows
+
+The filter's metadata was deleted or replaced since it was opened.
+
+=item key %s: field 'stages' is %s, not from 1 to %d
+
+=item the filter has %d stages, more than the %d it can have
+
+A filter that grows whose metadata was damaged.
 
 C<new> was given C<grow> or C<max_capacity>; see L</LIMITS>.
 
