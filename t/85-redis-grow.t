@@ -93,6 +93,7 @@ for my $case (['standard', 10, 0.01, 2], ['blocked', 10, 0.01, 2], ['standard', 
     my $t = $r->to_filter("$dir/$name.to", { mode => 0640 });
     ok -f "$dir/$name.to" && ((stat _)[2] & 07777) == 0640, "$name: to_filter with a path makes that file, with the mode";
     is $t->grow, $grow, "$name: the local filter grows by $grow";
+    dies_like { $r->to_filter("$dir/$name.to") } qr/\A\Q$R\E->to_filter: .*exists/, "$name: to_filter to an existing path croaks, naming to_filter";
     # stats: the keys and figures of the local filter's (those both have)
     my $rs = $r->stats;
     my $ls = $L->new("$dir/$name.bf", $cap, $fp)->stats;

@@ -1210,7 +1210,11 @@ sub to_filter {
         # The local filter with the same stages: its portable bytes, read
         # back as a new filter (a file at $path, or anonymous).
         my $img = $self->_grown_image;
-        return Data::BloomFilter::Shared->deserialize($img, defined $path ? { path => $path, mode => 0 + $mode } : ());
+        my $f = eval {
+            Data::BloomFilter::Shared->deserialize($img, defined $path ? { path => $path, mode => 0 + $mode } : ());
+        };
+        _croak('to_filter', _strip($@)) if !$f;
+        return $f;
     }
     my $bits = $self->_fetch_bits('to_filter');
     my ($f, $e) = _xs_from_bits('Data::BloomFilter::Shared', $path, $self->{capacity},
