@@ -293,7 +293,7 @@ _xs_query_fields(layout, bits, hashes, span_bits)
     RETVAL
 
 SV *
-_xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_ref, from, count, masks_out)
+_xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_ref, from, count, masks_out, stage = 0)
     IV verb
     const char *layout
     UV seed
@@ -306,6 +306,7 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     UV from
     UV count
     SV *masks_out
+    UV stage
   PREINIT:
     uint64_t *masks = NULL;
     uint32_t width = 1, per = (uint32_t)hashes;
@@ -314,8 +315,8 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     /* One BITFIELD command in the Redis protocol, as bytes, for items
        from .. from + count - 1 of the array (all in one piece): verb 1 an
        add, 0 a query, whose field masks (native u64s) go to masks_out, a
-       scalar ref. */
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, 0, masks_out, &width, &per);
+       scalar ref. stage: 0, or s + 1 for stage s of a filter that grows. */
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, stage, masks_out, &width, &per);
     RETVAL = bfs_bf_command(aTHX_ cv, &r, verb, per, key, items_ref, from, count, &masks);
     if (!verb)
         sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)count * per * 8);

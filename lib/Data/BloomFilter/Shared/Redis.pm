@@ -615,6 +615,7 @@ sub _classify {
 sub _wire {
     my ($self, $c) = @_;
     return ($self->_window_wire($c), \&Data::BloomFilter::Shared::Redis::Link::take_value) if defined $c->{wverb};
+    return ($self->_grown_wire($c), \&Data::BloomFilter::Shared::Redis::Link::take_value) if defined $c->{gverb};
     my $bf = $c->{bf} or return (Data::BloomFilter::Shared::Redis::Link->command(@{ $c->{v} }),
         \&Data::BloomFilter::Shared::Redis::Link::take_value);
     my ($verb, $list, $from, $count, $key, $out) = @$bf;
@@ -683,7 +684,7 @@ sub _call_client {
         };
     }
     else {
-        ($m, @args) = @{ $c->{v} // $self->_window_v($c) };
+        ($m, @args) = @{ $c->{v} // (defined $c->{gverb} ? $self->_grown_v($c) : $self->_window_v($c)) };
         $m = lc $m;
     }
     my $sent = eval {
@@ -1692,65 +1693,125 @@ LUA
 # Add (ARGV[1] = 1) or look up items. ARGV[2]: the stages T the offsets
 # are for (0 .. T - 1), ARGV[3]: the most stages the filter may have;
 # then k, capacity and bytes of each of the T stages; then the number of
-# items, and each item's offsets: its k in stage 0, then stage 1's, ...
-# An item is found when one stage holds all its bits. An add of an item
-# not found sets its bits in the newest stage, and counts it there when
-# one was 0 (fill:I); when the newest has taken its capacity, the next
-# stage is made (zeroed) first. Replies {status, stages, answers, ...}:
-# 'ok'; 'more' when a stage past the T sent is needed (the answers are
-# those of the items before); 'full' at the most stages; 'oom' when the
-# next stage does not fit under maxmemory (then used and maxmemory).
+# items n; then, stage after stage, the items' BITFIELD arguments there
+# (SET u1 OFFSET 1 per probe, from the core). An item is found when one
+# stage holds all its bits; an add of an item found in none sets its bits
+# in the newest stage, and counts it there when one was 0 (fill:I); when
+# the newest has taken its capacity, the next stage is made (zeroed)
+# first. As a windowed script does, the stages no add of this script
+# writes are read for all the items at once, probe by probe (an absent
+# item usually misses at its first probe or two), and when the newest
+# stage has room for every item left they are set there in one BITFIELD,
+# whose old bits say which were new: what adding them one by one gives.
+# Near the end of a stage the items left go one by one. Replies {status,
+# stages, answers, ...}: 'ok'; 'more' when a stage past the T sent is
+# needed (the answers are those of the items before); 'full' at the most
+# stages; 'oom' when the next stage does not fit under maxmemory (then
+# used and maxmemory).
 my $GITEMS_LUA = $GHEAD . <<'LUA';
 local add, T, limit = ARGV[1] == '1', tonumber(ARGV[2]), tonumber(ARGV[3])
 if S > T then return {'more', S, {}} end
-local k, cap, bytes, off, K, a = {}, {}, {}, {}, 0, 4
+local k, cap, bytes, a = {}, {}, {}, 4
 for s = 0, T - 1 do
-  k[s], cap[s], bytes[s], off[s] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), K
-  K, a = K + k[s], a + 3
+  k[s], cap[s], bytes[s] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  a = a + 3
 end
-local n, base = tonumber(ARGV[a]), a + 1
-local function bits(s, i, op)
-  local f, at = {}, base + i * K + off[s]
+local n = tonumber(ARGV[a])
+local sb = {}    -- where stage s's arguments start: 4 per probe, SET u1 OFFSET 1
+a = a + 1
+for s = 0, T - 1 do sb[s], a = a, a + 4 * n * k[s] end
+local function off(s, i, r) return ARGV[sb[s] + 4 * (i * k[s] + r) + 2] end
+local found = {}
+-- Stage s read for the items of list (0-based), probe by probe.
+local function look(s, list)
+  local alive = list
   for r = 0, k[s] - 1 do
-    if op then
-      f[4 * r + 1], f[4 * r + 2], f[4 * r + 3], f[4 * r + 4] = 'SET', 'u1', ARGV[at + r], 1
-    else
-      f[3 * r + 1], f[3 * r + 2], f[3 * r + 3] = 'GET', 'u1', ARGV[at + r]
+    local na = #alive
+    if na == 0 then return end
+    local get = {}
+    for x = 1, na do get[3 * x - 2], get[3 * x - 1], get[3 * x] = 'GET', 'u1', off(s, alive[x], r) end
+    local bits = redis.call('BITFIELD', pre .. s, unpack(get))
+    local still = {}
+    for x = 1, na do
+      if bits[x] == 1 then still[#still + 1] = alive[x] end
     end
+    alive = still
   end
-  return redis.call('BITFIELD', pre .. s, unpack(f))
+  for _, i in ipairs(alive) do found[i + 1] = true end
 end
-local function all(v)
-  for _, b in ipairs(v) do if b == 0 then return false end end
-  return true
+local function left()
+  local l = {}
+  for i = 0, n - 1 do
+    if not found[i + 1] then l[#l + 1] = i end
+  end
+  return l
 end
-local fill = tonumber(redis.call('HGET', KEYS[1], 'fill:' .. (S - 1)) or '0')
+-- An add writes only the newest stage: the others are read for all at once.
+for s = (add and S - 2 or S - 1), 0, -1 do
+  local l = left()
+  if #l == 0 then break end
+  look(s, l)
+end
 local out, why, used, max = {}, 'ok', 0, 0
-for i = 0, n - 1 do
-  local found = false
-  for s = S - 1, 0, -1 do
-    if all(bits(s, i)) then found = true break end
+for i = 1, n do out[i] = (found[i] and not add) and 1 or 0 end
+if not add then return {why, S, out, 0, 0} end
+local S0, l = S, left()
+local fill = tonumber(redis.call('HGET', KEYS[1], 'fill:' .. (S - 1)) or '0')
+if fill + #l <= cap[S - 1] then
+  local set, kn = {}, k[S - 1]
+  for x, i in ipairs(l) do
+    for j = 0, 4 * kn - 1 do set[4 * kn * (x - 1) + j + 1] = ARGV[sb[S - 1] + 4 * i * kn + j] end
   end
-  if found or not add then
-    out[i + 1] = found and (add and 0 or 1) or 0
-  else
-    if fill >= cap[S - 1] then
-      if S >= limit then why = 'full' break end
-      if S >= T then why = 'more' break end
-      local info = redis.call('INFO', 'memory')
-      max = tonumber(string.match(info, 'maxmemory:(%d+)') or '0')
-      used = tonumber(string.match(info, 'used_memory:(%d+)') or '0')
-      if max > 0 and used + bytes[S] > max then why = 'oom' break end
-      redis.call('HSET', KEYS[1], 'fill:' .. (S - 1), fill)
-      redis.call('DEL', pre .. S)
-      redis.call('SETRANGE', pre .. S, bytes[S] - 1, '\0')
-      S, fill = S + 1, 0
-      redis.call('HSET', KEYS[1], 'stages', S)
+  if #l > 0 then
+    local old = redis.call('BITFIELD', pre .. (S - 1), unpack(set))
+    for x, i in ipairs(l) do
+      for j = (x - 1) * kn + 1, x * kn do
+        if old[j] == 0 then out[i + 1], fill = 1, fill + 1 break end
+      end
     end
-    if all(bits(S - 1, i, true)) then out[i + 1] = 0 else out[i + 1], fill = 1, fill + 1 end
   end
+else
+  local function holds(s, i, op)
+    local f = {}
+    for r = 0, k[s] - 1 do
+      if op then f[4 * r + 1], f[4 * r + 2], f[4 * r + 3], f[4 * r + 4] = 'SET', 'u1', off(s, i, r), 1
+      else f[3 * r + 1], f[3 * r + 2], f[3 * r + 3] = 'GET', 'u1', off(s, i, r) end
+    end
+    for _, b in ipairs(redis.call('BITFIELD', pre .. s, unpack(f))) do
+      if b == 0 then return false end
+    end
+    return true
+  end
+  local done = 0
+  for i = 0, n - 1 do
+    if not found[i + 1] then
+      -- The stages this script may have written: the newest when it began, and any added since.
+      local f = false
+      for s = S - 1, S0 - 1, -1 do
+        if holds(s, i) then f = true break end
+      end
+      if not f then
+        if fill >= cap[S - 1] then
+          if S >= limit then why = 'full' break end
+          if S >= T then why = 'more' break end
+          local info = redis.call('INFO', 'memory')
+          max = tonumber(string.match(info, 'maxmemory:(%d+)') or '0')
+          used = tonumber(string.match(info, 'used_memory:(%d+)') or '0')
+          if max > 0 and used + bytes[S] > max then why = 'oom' break end
+          redis.call('HSET', KEYS[1], 'fill:' .. (S - 1), fill)
+          redis.call('DEL', pre .. S)
+          redis.call('SETRANGE', pre .. S, bytes[S] - 1, '\0')
+          S, fill = S + 1, 0
+          redis.call('HSET', KEYS[1], 'stages', S)
+        end
+        if not holds(S - 1, i, true) then out[i + 1], fill = 1, fill + 1 end
+      end
+    end
+    done = i + 1
+  end
+  for i = #out, done + 1, -1 do out[i] = nil end
 end
-if add then redis.call('HSET', KEYS[1], 'fill:' .. (S - 1), fill) end
+redis.call('HSET', KEYS[1], 'fill:' .. (S - 1), fill)
 return {why, S, out, used, max}
 LUA
 
@@ -1870,43 +1931,75 @@ sub _attach_grown {
     return $what eq 'created' ? undef : { %m, fp_rate => 0 + $m{fp_rate} };
 }
 
-# The commands of a batch's items $from .. $to - 1: one script per $CHUNK
-# (fewer when the stages' probes are many), with each item's offsets in
-# the $self->{gstages} stages known and the next one.
+# The commands of a batch's items in the ranges @todo ([from, to]): one
+# script per $CHUNK (fewer when the stages' probes are many, so that a
+# script's BITFIELD of them stays within what Lua's unpack takes), with
+# each item's offsets in the $self->{gstages} stages known and the next
+# one. On a socket its arguments are the core's BITFIELD bytes for each
+# stage (_grown_wire); through a client's methods, a list (_grown_v).
 sub _grown_cmds {
     my ($self, $verb, $plain, $b, @todo) = @_;
     my $t = $self->{gstages} + 1;
     $t = $self->{limit} if $t > $self->{limit};
     my @st = map { $self->_stage($_) } 0 .. $t - 1;
-    my $k = 0;
-    $k += $_->{hashes} for @st;
-    my $chunk = int(4000 / $k) || 1;
+    my ($k, $kmax) = (0, 0);
+    for (@st) { $k += $_->{hashes}; $kmax = $_->{hashes} if $_->{hashes} > $kmax }
+    my $chunk = int(1000 / $kmax);
+    $chunk = int(4000 / $k) if int(4000 / $k) < $chunk;
     $chunk = $CHUNK if $chunk > $CHUNK;
-    my @head = ('EVALSHA', $GSHA{$GITEMS_LUA}, 1, $self->{metakey}, $verb, $t, $self->{limit},
-        map { ($_->{hashes}, $_->{capacity}, $_->{bits} / 8) } @st);
+    $chunk ||= 1;
     my @cmds;
     for my $range (@todo) {
         my ($from, $to) = @$range;
         for (my $s = $from; $s < $to; $s += $chunk) {
             my $e = ($s + $chunk < $to ? $s + $chunk : $to) - 1;
-            my @items = @$plain[$s .. $e];
-            # Each stage's offsets, as the core gives a BITFIELD's: SET u1 OFFSET 1.
-            my @per = map {
-                my $g = $st[$_];
-                my $masks;
-                my @a = _xs_args(1, @$self{qw(layout seed)}, $g->{bits}, $g->{hashes}, $g->{span}, $g->{bits},
-                    \@items, undef, \$masks, $_ + 1);
-                [@a[map { 4 * $_ + 2 } 0 .. $#a / 4]];
-            } 0 .. $#st;
-            my @off;
-            for my $i (0 .. $#items) {
-                push @off, @{ $per[$_] }[$i * $st[$_]{hashes} .. ($i + 1) * $st[$_]{hashes} - 1] for 0 .. $#st;
-            }
-            push @cmds, { piece => 0, script => $GITEMS_LUA, v => [@head, scalar @items, @off], s => $s, e => $e,
-                batch => $b, ok => \&_grown_ok, lost => \&_batch_lost };
+            push @cmds, { piece => 0, script => $GITEMS_LUA, gverb => $verb, stages => \@st, items => $plain,
+                s => $s, e => $e, batch => $b, ok => \&_grown_ok, lost => \&_batch_lost };
         }
     }
     return @cmds;
+}
+
+# The head of an items script (EVALSHA, or EVAL after NOSCRIPT) before
+# the stages' arguments.
+sub _grown_head {
+    my ($self, $c) = @_;
+    my $st = $c->{stages};
+    return ($c->{eval} ? 'EVAL' : 'EVALSHA', $c->{eval} ? $GITEMS_LUA : $GSHA{$GITEMS_LUA}, 1,
+        $self->{metakey}, $c->{gverb}, scalar @$st, $self->{limit},
+        (map { ($_->{hashes}, $_->{capacity}, $_->{bits} / 8) } @$st), $c->{e} - $c->{s} + 1);
+}
+
+# The command's bytes: its head, then for each stage the fields of the
+# core's BITFIELD command for the items there (past that command's first
+# five lines: its length, the verb's and the key's).
+sub _grown_wire {
+    my ($self, $c) = @_;
+    my @head = $self->_grown_head($c);
+    my ($n, $body) = (scalar @head, '');
+    for my $i (0 .. $#{ $c->{stages} }) {
+        my $g = $c->{stages}[$i];
+        my $masks;
+        my $bf = _xs_command(1, @$self{qw(layout seed)}, $g->{bits}, $g->{hashes}, $g->{span}, $g->{bits}, 'k',
+            $c->{items}, $c->{s}, $c->{e} - $c->{s} + 1, \$masks, $i + 1);
+        $bf =~ /\A\*(\d+)\r\n\$8\r\nBITFIELD\r\n\$1\r\nk\r\n/ or die "the core's BITFIELD is not as expected\n";
+        $n += $1 - 2;
+        $body .= substr $bf, $+[0];
+    }
+    my $cmd = Data::BloomFilter::Shared::Redis::Link->command(@head);
+    return "*$n" . substr($cmd, index($cmd, "\r\n")) . $body;
+}
+
+# The same as a list, for a client's methods.
+sub _grown_v {
+    my ($self, $c) = @_;
+    my @items = @{ $c->{items} }[$c->{s} .. $c->{e}];
+    return [$self->_grown_head($c), map {
+        my $g = $c->{stages}[$_];
+        my $masks;
+        _xs_args(1, @$self{qw(layout seed)}, $g->{bits}, $g->{hashes}, $g->{span}, $g->{bits}, \@items, undef,
+            \$masks, $_ + 1);
+    } 0 .. $#{ $c->{stages} }];
 }
 
 # A script's reply: the answers of its items (all, or those before where
