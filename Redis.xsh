@@ -102,6 +102,54 @@ _xs_grown_image(layout, capacity, fp_rate, grow, max_capacity, seed, fills_ref, 
     SvCUR_set(img, need);
     XPUSHs(img);
 
+SV *
+_xs_offsets(layout, seed, bits, hashes, span_bits, piece_bits, stage, items_ref, from, count)
+    const char *layout
+    UV seed
+    UV bits
+    UV hashes
+    UV span_bits
+    UV piece_bits
+    UV stage
+    SV *items_ref
+    UV from
+    UV count
+  PREINIT:
+    BfsRemote r;
+    BfsSlice *slices;
+    uint64_t *off;
+    size_t i, total;
+    uint32_t width = 1, per = (uint32_t)hashes;
+    unsigned char *p;
+  CODE:
+    /* The probe offsets (as an add's BITFIELD SETs them) of items from ..
+       from + count - 1, hashes per item in item order, each a 32-bit
+       little-endian number (a piece holds at most 2^32 bits): what a
+       script of a filter that grows takes, one string per stage. stage:
+       0, or s + 1 for stage s of a filter that grows. */
+    if (piece_bits > ((UV)1 << 32))
+        bfs_croak(aTHX_ cv, "a piece of %" UVuf " bits is past 2^32", piece_bits);
+    bfs_remote_setup(aTHX_ cv, &r, 1, layout, seed, bits, hashes, span_bits, piece_bits, stage, NULL, &width, &per);
+    slices = bfs_items_range(aTHX_ cv, items_ref, from, count);
+    total = (size_t)count * per;
+    Newx(off, total + 1, uint64_t);
+    SAVEFREEPV(off);
+    BFS_CALL(bfs_remote_offsets(&r, slices, (size_t)count, off, NULL, bfs_err));
+    RETVAL = newSV(4 * total + 1);
+    SvPOK_on(RETVAL);
+    p = (unsigned char *)SvPVX(RETVAL);
+    for (i = 0; i < total; i++) {
+        uint64_t v = off[i];
+        p[4 * i] = (unsigned char)(v & 0xff);
+        p[4 * i + 1] = (unsigned char)((v >> 8) & 0xff);
+        p[4 * i + 2] = (unsigned char)((v >> 16) & 0xff);
+        p[4 * i + 3] = (unsigned char)((v >> 24) & 0xff);
+    }
+    SvCUR_set(RETVAL, 4 * total);
+    *SvEND(RETVAL) = '\0';
+  OUTPUT:
+    RETVAL
+
 void
 _xs_estimates(layout, capacity, fp_rate, bits_set)
     const char *layout
@@ -154,7 +202,7 @@ _xs_plain(items_ref)
     RETVAL
 
 void
-_xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pieces_out, masks_out, stage = 0)
+_xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pieces_out, masks_out)
     IV verb
     const char *layout
     UV seed
@@ -165,7 +213,6 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
     SV *items_ref
     SV *pieces_out
     SV *masks_out
-    UV stage
   PREINIT:
     BfsSlice *slices;
     SSize_t n, i, total;
@@ -181,11 +228,10 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
        u1 OFFSET per probe, or GET i64 OFFSET per word of a blocked item,
        with the bits each field must hold packed (native u64s) into
        masks_out, a scalar ref. pieces_out, an array ref or undef, gets
-       each item's piece number. stage: 0, or s + 1 for stage s of a filter
-       that grows. */
+       each item's piece number. */
     if (SvROK(pieces_out) && SvTYPE(SvRV(pieces_out)) == SVt_PVAV)
         pav = (AV *)SvRV(pieces_out);
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, stage, masks_out, &width, &per);
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, 0, masks_out, &width, &per);
     n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
     total = n * (SSize_t)per;
     Newx(offsets, 2 * total + (pav ? n : 0) + 1, uint64_t);
@@ -293,7 +339,7 @@ _xs_query_fields(layout, bits, hashes, span_bits)
     RETVAL
 
 SV *
-_xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_ref, from, count, masks_out, stage = 0)
+_xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_ref, from, count, masks_out)
     IV verb
     const char *layout
     UV seed
@@ -306,7 +352,6 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     UV from
     UV count
     SV *masks_out
-    UV stage
   PREINIT:
     uint64_t *masks = NULL;
     uint32_t width = 1, per = (uint32_t)hashes;
@@ -315,8 +360,8 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     /* One BITFIELD command in the Redis protocol, as bytes, for items
        from .. from + count - 1 of the array (all in one piece): verb 1 an
        add, 0 a query, whose field masks (native u64s) go to masks_out, a
-       scalar ref. stage: 0, or s + 1 for stage s of a filter that grows. */
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, stage, masks_out, &width, &per);
+       scalar ref. */
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, 0, masks_out, &width, &per);
     RETVAL = bfs_bf_command(aTHX_ cv, &r, verb, per, key, items_ref, from, count, &masks);
     if (!verb)
         sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)count * per * 8);

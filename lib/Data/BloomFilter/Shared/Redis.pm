@@ -615,7 +615,6 @@ sub _classify {
 sub _wire {
     my ($self, $c) = @_;
     return ($self->_window_wire($c), \&Data::BloomFilter::Shared::Redis::Link::take_value) if defined $c->{wverb};
-    return ($self->_grown_wire($c), \&Data::BloomFilter::Shared::Redis::Link::take_value) if defined $c->{gverb};
     my $bf = $c->{bf} or return (Data::BloomFilter::Shared::Redis::Link->command(@{ $c->{v} }),
         \&Data::BloomFilter::Shared::Redis::Link::take_value);
     my ($verb, $list, $from, $count, $key, $out) = @$bf;
@@ -684,7 +683,7 @@ sub _call_client {
         };
     }
     else {
-        ($m, @args) = @{ $c->{v} // (defined $c->{gverb} ? $self->_grown_v($c) : $self->_window_v($c)) };
+        ($m, @args) = @{ $c->{v} // $self->_window_v($c) };
         $m = lc $m;
     }
     my $sent = eval {
@@ -1693,8 +1692,10 @@ LUA
 # Add (ARGV[1] = 1) or look up items. ARGV[2]: the stages T the offsets
 # are for (0 .. T - 1), ARGV[3]: the most stages the filter may have;
 # then k, capacity and bytes of each of the T stages; then the number of
-# items n; then, stage after stage, the items' BITFIELD arguments there
-# (SET u1 OFFSET 1 per probe, from the core). An item is found when one
+# items n; then, one string per stage, the items' probe offsets there (k
+# per item, in item order, each a 32-bit little-endian number: one
+# argument per stage, not four per probe, as the server makes an object
+# of every argument). An item is found when one
 # stage holds all its bits; an add of an item found in none sets its bits
 # in the newest stage, and counts it there when one was 0 (fill:I); when
 # the newest has taken its capacity, the next stage is made (zeroed)
@@ -1717,10 +1718,10 @@ for s = 0, T - 1 do
   a = a + 3
 end
 local n = tonumber(ARGV[a])
-local sb = {}    -- where stage s's arguments start: 4 per probe, SET u1 OFFSET 1
-a = a + 1
-for s = 0, T - 1 do sb[s], a = a, a + 4 * n * k[s] end
-local function off(s, i, r) return ARGV[sb[s] + 4 * (i * k[s] + r) + 2] end
+for s = 0, T - 1 do
+  if #ARGV[a + 1 + s] ~= 4 * n * k[s] then return redis.error_reply('ERR stage ' .. s .. ': offsets of the wrong length') end
+end
+local function off(s, i, r) return (struct.unpack('<I4', ARGV[a + 1 + s], 4 * (i * k[s] + r) + 1)) end
 local found = {}
 -- Stage s read for the items of list (0-based), probe by probe.
 local function look(s, list)
@@ -1760,7 +1761,10 @@ local fill = tonumber(redis.call('HGET', KEYS[1], 'fill:' .. (S - 1)) or '0')
 if fill + #l <= cap[S - 1] then
   local set, kn = {}, k[S - 1]
   for x, i in ipairs(l) do
-    for j = 0, 4 * kn - 1 do set[4 * kn * (x - 1) + j + 1] = ARGV[sb[S - 1] + 4 * i * kn + j] end
+    for r = 0, kn - 1 do
+      local at = 4 * (kn * (x - 1) + r)
+      set[at + 1], set[at + 2], set[at + 3], set[at + 4] = 'SET', 'u1', off(S - 1, i, r), 1
+    end
   end
   if #l > 0 then
     local old = redis.call('BITFIELD', pre .. (S - 1), unpack(set))
@@ -1935,71 +1939,32 @@ sub _attach_grown {
 # script per $CHUNK (fewer when the stages' probes are many, so that a
 # script's BITFIELD of them stays within what Lua's unpack takes), with
 # each item's offsets in the $self->{gstages} stages known and the next
-# one. On a socket its arguments are the core's BITFIELD bytes for each
-# stage (_grown_wire); through a client's methods, a list (_grown_v).
+# one, a string per stage (_xs_offsets).
 sub _grown_cmds {
     my ($self, $verb, $plain, $b, @todo) = @_;
     my $t = $self->{gstages} + 1;
     $t = $self->{limit} if $t > $self->{limit};
     my @st = map { $self->_stage($_) } 0 .. $t - 1;
-    my ($k, $kmax) = (0, 0);
-    for (@st) { $k += $_->{hashes}; $kmax = $_->{hashes} if $_->{hashes} > $kmax }
+    my $kmax = 0;
+    $_->{hashes} > $kmax and $kmax = $_->{hashes} for @st;
     my $chunk = int(1000 / $kmax);
-    $chunk = int(4000 / $k) if int(4000 / $k) < $chunk;
     $chunk = $CHUNK if $chunk > $CHUNK;
-    $chunk ||= 1;
+    my @head = ('EVALSHA', $GSHA{$GITEMS_LUA}, 1, $self->{metakey}, $verb, $t, $self->{limit},
+        map { ($_->{hashes}, $_->{capacity}, $_->{bits} / 8) } @st);
     my @cmds;
     for my $range (@todo) {
         my ($from, $to) = @$range;
         for (my $s = $from; $s < $to; $s += $chunk) {
             my $e = ($s + $chunk < $to ? $s + $chunk : $to) - 1;
-            push @cmds, { piece => 0, script => $GITEMS_LUA, gverb => $verb, stages => \@st, items => $plain,
-                s => $s, e => $e, batch => $b, ok => \&_grown_ok, lost => \&_batch_lost };
+            my @off = map {
+                _xs_offsets(@$self{qw(layout seed)}, @{ $st[$_] }{qw(bits hashes span bits)}, $_ + 1, $plain, $s,
+                    $e - $s + 1);
+            } 0 .. $#st;
+            push @cmds, { piece => 0, script => $GITEMS_LUA, v => [@head, $e - $s + 1, @off], s => $s, e => $e,
+                batch => $b, ok => \&_grown_ok, lost => \&_batch_lost };
         }
     }
     return @cmds;
-}
-
-# The head of an items script (EVALSHA, or EVAL after NOSCRIPT) before
-# the stages' arguments.
-sub _grown_head {
-    my ($self, $c) = @_;
-    my $st = $c->{stages};
-    return ($c->{eval} ? 'EVAL' : 'EVALSHA', $c->{eval} ? $GITEMS_LUA : $GSHA{$GITEMS_LUA}, 1,
-        $self->{metakey}, $c->{gverb}, scalar @$st, $self->{limit},
-        (map { ($_->{hashes}, $_->{capacity}, $_->{bits} / 8) } @$st), $c->{e} - $c->{s} + 1);
-}
-
-# The command's bytes: its head, then for each stage the fields of the
-# core's BITFIELD command for the items there (past that command's first
-# five lines: its length, the verb's and the key's).
-sub _grown_wire {
-    my ($self, $c) = @_;
-    my @head = $self->_grown_head($c);
-    my ($n, $body) = (scalar @head, '');
-    for my $i (0 .. $#{ $c->{stages} }) {
-        my $g = $c->{stages}[$i];
-        my $masks;
-        my $bf = _xs_command(1, @$self{qw(layout seed)}, $g->{bits}, $g->{hashes}, $g->{span}, $g->{bits}, 'k',
-            $c->{items}, $c->{s}, $c->{e} - $c->{s} + 1, \$masks, $i + 1);
-        $bf =~ /\A\*(\d+)\r\n\$8\r\nBITFIELD\r\n\$1\r\nk\r\n/ or die "the core's BITFIELD is not as expected\n";
-        $n += $1 - 2;
-        $body .= substr $bf, $+[0];
-    }
-    my $cmd = Data::BloomFilter::Shared::Redis::Link->command(@head);
-    return "*$n" . substr($cmd, index($cmd, "\r\n")) . $body;
-}
-
-# The same as a list, for a client's methods.
-sub _grown_v {
-    my ($self, $c) = @_;
-    my @items = @{ $c->{items} }[$c->{s} .. $c->{e}];
-    return [$self->_grown_head($c), map {
-        my $g = $c->{stages}[$_];
-        my $masks;
-        _xs_args(1, @$self{qw(layout seed)}, $g->{bits}, $g->{hashes}, $g->{span}, $g->{bits}, \@items, undef,
-            \$masks, $_ + 1);
-    } 0 .. $#{ $c->{stages} }];
 }
 
 # A script's reply: the answers of its items (all, or those before where
