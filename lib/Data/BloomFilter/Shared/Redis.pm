@@ -2554,7 +2554,13 @@ whose call into the filter died).
 A filter that grows (L</GROWTH>) is not sharded (one node serves all of
 it), cannot be merged, and stops growing before a stage of more than
 2^32 bits. Each of its adds and queries is a Lua script that reads every
-stage, as a windowed filter's reads every generation.
+stage, as a windowed filter's reads every generation: measured with
+C<bench/redis.pl --quick> (grown to 10 times its first capacity, 4
+stages, against a plain filter of the same size holding the same items,
+on a 2-core machine under load), its batches ran 2 to 20 times slower
+than the plain filter's (queries of held and of absent items, adds of
+held items), the C<standard> layout at 11 000 to 33 000 items a second,
+the C<blocked> layout at 60 000 to 140 000.
 
 A windowed filter (L</WINDOWS>) costs the server more per item than a
 plain one: each of its commands is a Lua script, which hands the items'
