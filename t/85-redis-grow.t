@@ -120,6 +120,37 @@ for my $case (['standard', 10, 0.01, 2], ['blocked', 10, 0.01, 2], ['standard', 
     is $r->stages, 5, 'five stages (20 + 40 + 80 + 160 < 500 <= + 320)';
 }
 
+# --- a client of another kind, driven through its methods; SCRIPT FLUSH ------------------------------
+{
+    package Local::Wrap;
+    our $AUTOLOAD;
+    sub new { bless { r => $_[1] }, $_[0] }
+    sub ping { shift->{r}->ping(@_) }
+    sub wait_all_responses { shift->{r}->wait_all_responses }
+    sub AUTOLOAD { my $m = $AUTOLOAD =~ s/.*:://r; return if $m eq 'DESTROY'; shift->{r}->$m(@_) }
+    package main;
+    my $f = $R->new(Local::Wrap->new($srv->client), 'wrapped', 10, 0.01, { grow => 2 });
+    my @ids = map { "w-$_" } 1 .. 100;
+    is $f->add_many(\@ids, \my @w), 100, 'through a client\'s methods: a batch across stages';
+    is scalar(grep { $_ == 1 } @w), 100, '... each new';
+    is $f->stages, 4, '... four stages (10 + 20 + 40 < 100 <= + 80)';
+    is $f->add($ids[0]), 0, 'a single add of one held';
+    $rc->script_flush;
+    is $f->contains($ids[-1]), 1, 'a query after SCRIPT FLUSH (sent again whole)';
+    is $f->add('w-new'), 1, 'and an add';
+}
+
+# --- merge: local copies instead --------------------------------------------------------------------
+{
+    my ($x, $y) = map { $R->new($srv->address, "m$_", 50, 0.01, { grow => 2 }) } 1, 2;
+    $x->add_many([map { "x-$_" } 1 .. 120]);
+    $y->add_many([map { "y-$_" } 1 .. 300]);
+    my $lx = $x->to_filter;
+    $lx->merge($y->to_filter);
+    is $lx->stages, $y->stages, 'to_filter copies merge locally: the stages of the larger';
+    is scalar $lx->contains_many([map { ("x-$_", "y-$_") } 1 .. 120]), 240, '... holding the items of both';
+}
+
 # --- four processes, overlapping ids, several stages: each id told new exactly once ------------------
 {
     my @ids = map { "race-$_" } 1 .. 6000;
