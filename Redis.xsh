@@ -25,6 +25,132 @@ _xs_geometry(layout, capacity, fp_rate)
     mPUSHu((UV)g.span_bits);
 
 void
+_xs_stage(layout, capacity, fp_rate, grow, max_capacity, stage, bits_set)
+    const char *layout
+    UV capacity
+    NV fp_rate
+    UV grow
+    UV max_capacity
+    UV stage
+    UV bits_set
+  PREINIT:
+    BfsRemoteStage g;
+  PPCODE:
+    /* Stage `stage` of a filter that grows, as a local one's (bits 0 past
+       its limit): (limit, bits, hashes, span, capacity, count, fpp), or
+       (undef, why such a filter cannot be). */
+    if (grow > 16 || stage > 32)
+        bfs_croak(aTHX_ cv, "grow %" UVuf " or stage %" UVuf " is out of range", grow, stage);
+    BFS_CALL_OR_RETURN(bfs_remote_stage(layout, (uint64_t)capacity, (double)fp_rate, (uint32_t)grow,
+                                        (uint64_t)max_capacity, (uint32_t)stage, (uint64_t)bits_set, &g, bfs_err),
+                       "bad growth");
+    EXTEND(SP, 7);
+    mPUSHu((UV)g.limit);
+    mPUSHu((UV)g.bits);
+    mPUSHu((UV)g.hashes);
+    mPUSHu((UV)g.span_bits);
+    mPUSHu((UV)g.capacity);
+    mPUSHu((UV)g.count);
+    mPUSHn((NV)g.fpp);
+
+void
+_xs_grown_image(layout, capacity, fp_rate, grow, max_capacity, seed, fills_ref, bits)
+    const char *layout
+    UV capacity
+    NV fp_rate
+    UV grow
+    UV max_capacity
+    UV seed
+    SV *fills_ref
+    SV *bits
+  PREINIT:
+    AV *av;
+    SSize_t n, i;
+    uint64_t *fills;
+    STRLEN len;
+    const char *b;
+    size_t need = 0;
+    SV *img;
+  PPCODE:
+    /* The portable bytes of a filter that grows holding a Redis copy's
+       stages (fills_ref: each stage's count; bits: their strings one after
+       another), or (undef, why not). */
+    if (!SvROK(fills_ref) || SvTYPE(SvRV(fills_ref)) != SVt_PVAV)
+        bfs_croak(aTHX_ cv, "fills is not an array reference");
+    if (grow > 16)
+        bfs_croak(aTHX_ cv, "grow %" UVuf " is out of range", grow);
+    av = (AV *)SvRV(fills_ref);
+    n = av_top_index(av) + 1;
+    Newx(fills, n + 1, uint64_t);
+    SAVEFREEPV(fills);
+    for (i = 0; i < n; i++) {
+        SV **e = av_fetch(av, i, 0);
+        fills[i] = e ? (uint64_t)SvUV(*e) : 0;
+    }
+    b = SvPVbyte(bits, len);
+    BFS_CALL_OR_RETURN(bfs_remote_grown_image(layout, (uint64_t)capacity, (double)fp_rate, (uint32_t)grow,
+                                              (uint64_t)max_capacity, (uint64_t)seed, fills, (size_t)n,
+                                              (const uint8_t *)b, (size_t)len, NULL, 0, &need, bfs_err),
+                       "bad stages");
+    img = sv_2mortal(newSV(need + 1));
+    SvPOK_only(img);
+    BFS_CALL_OR_RETURN(bfs_remote_grown_image(layout, (uint64_t)capacity, (double)fp_rate, (uint32_t)grow,
+                                              (uint64_t)max_capacity, (uint64_t)seed, fills, (size_t)n,
+                                              (const uint8_t *)b, (size_t)len, (uint8_t *)SvPVX(img), need,
+                                              &need, bfs_err),
+                       "bad stages");
+    SvCUR_set(img, need);
+    XPUSHs(img);
+
+SV *
+_xs_offsets(layout, seed, bits, hashes, span_bits, piece_bits, stage, items_ref, from, count)
+    const char *layout
+    UV seed
+    UV bits
+    UV hashes
+    UV span_bits
+    UV piece_bits
+    UV stage
+    SV *items_ref
+    UV from
+    UV count
+  PREINIT:
+    BfsRemote r;
+    BfsSlice *slices;
+    uint64_t *off;
+    size_t i, total;
+    uint32_t width = 1, per = (uint32_t)hashes;
+    unsigned char *p;
+  CODE:
+    /* The probe offsets (as an add's BITFIELD SETs them) of items from ..
+       from + count - 1, hashes per item in item order, each a 32-bit
+       little-endian number (a piece holds at most 2^32 bits): what a
+       script of a filter that grows takes, one string per stage. stage:
+       0, or s + 1 for stage s of a filter that grows. */
+    if (piece_bits > ((UV)1 << 32))
+        bfs_croak(aTHX_ cv, "a piece of %" UVuf " bits is past 2^32", piece_bits);
+    bfs_remote_setup(aTHX_ cv, &r, 1, layout, seed, bits, hashes, span_bits, piece_bits, stage, NULL, &width, &per);
+    slices = bfs_items_range(aTHX_ cv, items_ref, from, count);
+    total = (size_t)count * per;
+    Newx(off, total + 1, uint64_t);
+    SAVEFREEPV(off);
+    BFS_CALL(bfs_remote_offsets(&r, slices, (size_t)count, off, NULL, bfs_err));
+    RETVAL = newSV(4 * total + 1);
+    SvPOK_on(RETVAL);
+    p = (unsigned char *)SvPVX(RETVAL);
+    for (i = 0; i < total; i++) {
+        uint64_t v = off[i];
+        p[4 * i] = (unsigned char)(v & 0xff);
+        p[4 * i + 1] = (unsigned char)((v >> 8) & 0xff);
+        p[4 * i + 2] = (unsigned char)((v >> 16) & 0xff);
+        p[4 * i + 3] = (unsigned char)((v >> 24) & 0xff);
+    }
+    SvCUR_set(RETVAL, 4 * total);
+    *SvEND(RETVAL) = '\0';
+  OUTPUT:
+    RETVAL
+
+void
 _xs_estimates(layout, capacity, fp_rate, bits_set)
     const char *layout
     UV capacity
@@ -105,7 +231,7 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
        each item's piece number. */
     if (SvROK(pieces_out) && SvTYPE(SvRV(pieces_out)) == SVt_PVAV)
         pav = (AV *)SvRV(pieces_out);
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, masks_out, &width, &per);
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, 0, masks_out, &width, &per);
     n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
     total = n * (SSize_t)per;
     Newx(offsets, 2 * total + (pav ? n : 0) + 1, uint64_t);
@@ -207,7 +333,7 @@ _xs_query_fields(layout, bits, hashes, span_bits)
     SV *none = sv_2mortal(newRV_noinc(newSV(0)));
   CODE:
     /* The fields a query reads per item (see _xs_args). */
-    bfs_remote_setup(aTHX_ cv, &r, 0, layout, 0, bits, hashes, span_bits, bits, none, &width, &per);
+    bfs_remote_setup(aTHX_ cv, &r, 0, layout, 0, bits, hashes, span_bits, bits, 0, none, &width, &per);
     RETVAL = per;
   OUTPUT:
     RETVAL
@@ -235,7 +361,7 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
        from .. from + count - 1 of the array (all in one piece): verb 1 an
        add, 0 a query, whose field masks (native u64s) go to masks_out, a
        scalar ref. */
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, masks_out, &width, &per);
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, 0, masks_out, &width, &per);
     RETVAL = bfs_bf_command(aTHX_ cv, &r, verb, per, key, items_ref, from, count, &masks);
     if (!verb)
         sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)count * per * 8);
@@ -342,7 +468,7 @@ _xs_roundtrip(fd, buf_ref, write_timeout, read_timeout, verb, layout, seed, bits
         bfs_croak(aTHX_ cv, "descriptor %" IVdf " is out of range", fd);
     if (SvROK(out_ref) && SvTYPE(SvRV(out_ref)) == SVt_PVAV)
         out = (AV *)SvRV(out_ref);
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, NULL, &width, &per);
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, 0, NULL, &width, &per);
     cmd = bfs_bf_command(aTHX_ cv, &r, verb, per, key, items_ref, from, count, &masks);
     buf = SvRV(buf_ref);
     if (!SvPOK(buf))

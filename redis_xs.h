@@ -78,7 +78,7 @@ bfs_items_range(pTHX_ CV *cv, SV *arg, UV from, UV count)
    are 1 and k), its masks_out checked to be a writable scalar ref. */
 static void
 bfs_remote_setup(pTHX_ CV *cv, BfsRemote *r, IV verb, const char *layout, UV seed, UV bits, UV hashes,
-                 UV span_bits, UV piece_bits, SV *masks_out, uint32_t *width, uint32_t *per)
+                 UV span_bits, UV piece_bits, UV stage, SV *masks_out, uint32_t *width, uint32_t *per)
 {
     if (hashes < 1 || hashes > 32)
         bfs_croak(aTHX_ cv, "hashes %" UVuf " is out of range", hashes);
@@ -88,6 +88,9 @@ bfs_remote_setup(pTHX_ CV *cv, BfsRemote *r, IV verb, const char *layout, UV see
     r->hashes = (uint32_t)hashes;
     r->span_bits = (uint64_t)span_bits;
     r->piece_bits = (uint64_t)piece_bits;
+    if (stage > 32)
+        bfs_croak(aTHX_ cv, "stage %" UVuf " is out of range", stage);
+    r->stage = (uint32_t)stage;
     *width = 1;
     *per = (uint32_t)hashes;
     if (verb)

@@ -235,5 +235,46 @@ for my $fp (0.01, 0.001) {
         $m{contains_many_wratio};
     printf "  server time per add call: BITFIELD %.1f us, the windowed script %.1f us (%.2f, %.2f us per item)\n",
         $bf_us // 0, $ev_us // 0, ($bf_us // 0) / 100, ($ev_us // 0) / 100;
+
+    # A filter that grows, grown to 10 times its first capacity (4 stages
+    # at grow 2), beside a plain filter of the same final size (the
+    # capacity whose bits come nearest the stages' together): queries of
+    # the items held and of absent ones, and adds of the items held again,
+    # from the address, in items per second (median of $REPS).
+    {
+        my $c = $ITEMS / 10;
+        my $g = Data::BloomFilter::Shared::Redis->new($server, "gbench", $c, $fp, { layout => $layout, grow => 2 });
+        my $held = items(10 * $c);
+        $g->add_many([@$held[$_ * $BATCH .. ($_ + 1) * $BATCH - 1]]) for 0 .. @$held / $BATCH - 1;
+        my $want = $g->bits;
+        my ($lo, $hi) = (1, 100 * $ITEMS);
+        while ($hi - $lo > 1) {
+            my $mid = int(($lo + $hi) / 2);
+            (Data::BloomFilter::Shared::Redis::_xs_geometry($layout, $mid, $fp))[0] < $want ? ($lo = $mid) : ($hi = $mid);
+        }
+        my $p = Data::BloomFilter::Shared::Redis->new($server, "gplain", $hi, $fp, { layout => $layout });
+        $p->add_many([@$held[$_ * $BATCH .. ($_ + 1) * $BATCH - 1]]) for 0 .. @$held / $BATCH - 1;
+        my $absent = items(scalar @$held);
+        my %r;
+        for (1 .. $REPS) {
+            for my $via (['grown', $g], ['plain', $p]) {
+                my ($tag, $filter) = @$via;
+                for my $run (['held', 'contains_many', $held], ['absent', 'contains_many', $absent],
+                             ['again', 'add_many', $held]) {
+                    my ($what, $op, $it) = @$run;
+                    my $t0 = time;
+                    scalar $filter->$op([@$it[$_ * $BATCH .. ($_ + 1) * $BATCH - 1]]) for 0 .. @$it / $BATCH - 1;
+                    push @{ $r{"$tag $what"} }, @$it / (time - $t0);
+                }
+            }
+        }
+        my %m = map { $_ => median(@{ $r{$_} }) } keys %r;
+        printf "  grown (after 10x capacity, %d stages, %.1f Mbit) vs plain of the same size (%.1f Mbit), own socket:\n",
+            $g->stages, $want / 1e6, $p->bits / 1e6;
+        printf "    %-24s %9s %9s %7s\n", 'items/s', 'grown', 'plain', 'ratio';
+        printf "    %-24s %9.0f %9.0f %6.2fx\n", $_->[1], $m{"grown $_->[0]"}, $m{"plain $_->[0]"},
+            $m{"plain $_->[0]"} / $m{"grown $_->[0]"}
+            for ['held', 'contains_many, held'], ['absent', 'contains_many, absent'], ['again', 'add_many, held again'];
+    }
 }
 }

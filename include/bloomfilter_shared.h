@@ -278,10 +278,40 @@ typedef struct BfsRemoteGeometry {
 } BfsRemoteGeometry;
 
 /**
+ * One stage of a filter kept elsewhere that grows (`bfs_remote_stage`).
+ */
+typedef struct BfsRemoteStage {
+  /**
+   * How many stages the filter can have (1 to 32).
+   */
+  uint32_t limit;
+  /**
+   * The stage's m, k and span, as `BfsRemoteGeometry`'s; all 0 when the
+   * stage is at or past the limit.
+   */
+  uint64_t bits;
+  uint32_t hashes;
+  uint64_t span_bits;
+  /**
+   * The new items the stage holds before the next is added.
+   */
+  uint64_t capacity;
+  /**
+   * A local stage's count and false-positive estimates with the
+   * `bits_set` given.
+   */
+  uint64_t count;
+  double fpp;
+} BfsRemoteStage;
+
+/**
  * A filter kept elsewhere, as its items are addressed there: its layout
  * ("standard", "blocked" or "datasketches"), seed, `bits`, `hashes` and `span_bits` (as
  * `bfs_remote_geometry` gave them), and the size of the pieces (keys) its
- * bit array is cut into: piece `i` is bits `i * piece_bits ..`.
+ * bit array is cut into: piece `i` is bits `i * piece_bits ..`. `stage`:
+ * 0 for a filter that does not grow; `s + 1` when the bits are stage `s`
+ * of a filter that grows (`bits`, `hashes`, `span_bits` as
+ * `bfs_remote_stage` gave them), whose standard stages probe otherwise.
  */
 typedef struct BfsRemote {
   const char *layout;
@@ -290,6 +320,7 @@ typedef struct BfsRemote {
   uint32_t hashes;
   uint64_t span_bits;
   uint64_t piece_bits;
+  uint32_t stage;
 } BfsRemote;
 
 #define BFS_OK 0
@@ -716,6 +747,18 @@ bool bfs_address_space_has_room(uint64_t size);
 BfsStatus bfs_remote_geometry(const char *layout, uint64_t capacity, double fp_rate, struct BfsRemoteGeometry *out, char *err);
 
 /**
+ * Stage `stage` of a filter of `layout`, `capacity` and `fp_rate` that
+ * grows by `grow` up to `max_capacity` items (0: no bound), with the
+ * geometry a local filter of those arguments gives that stage, and its
+ * estimates with `bits_set` bits set; an error (in the local filter's
+ * words) when such a filter cannot be.
+ *
+ * # Safety
+ * `layout`: NUL-terminated. `out`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_stage(const char *layout, uint64_t capacity, double fp_rate, uint32_t grow, uint64_t max_capacity, uint32_t stage, uint64_t bits_set, struct BfsRemoteStage *out, char *err);
+
+/**
  * For each of the `n` items of filter `r`, the offsets of its probe bits
  * within the piece that holds it (`offsets`: `n * hashes` values), counted
  * as remote stores count (bit 0 is the most significant bit of byte 0),
@@ -835,6 +878,21 @@ BfsStatus bfs_remote_reply(const uint8_t *buf, size_t len, uint32_t per_item, co
  * `bfs_new`.
  */
 BfsStatus bfs_new_from_bits(const char *path, uint64_t capacity, double fp_rate, const struct BfsOptions *opts, const char *layout, const uint8_t *bits, size_t len, struct BfsFilter **out, char *err);
+
+/**
+ * The portable bytes (`bfs_serialize`'s, version 3) of a filter that grows
+ * (`layout`, `capacity`, `fp_rate`, `grow`, `max_capacity` 0 for none,
+ * `seed`) with `n` stages: `fills` the new items counted into each,
+ * `bits` (`len` bytes) their bit strings, stage 0 first, as a remote copy
+ * keeps them. The bytes go to `out` (`cap` bytes) and their length to
+ * `*out_len`; with `out` NULL, `*out_len` is the length they need.
+ *
+ * # Safety
+ * `layout`: NUL-terminated. `fills`: valid for `n` values. `bits`: valid
+ * for `len` bytes. `out`: NULL or valid for `cap` bytes. `out_len`: valid.
+ * `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_grown_image(const char *layout, uint64_t capacity, double fp_rate, uint32_t grow, uint64_t max_capacity, uint64_t seed, const uint64_t *fills, size_t n, const uint8_t *bits, size_t len, uint8_t *out, size_t cap, size_t *out_len, char *err);
 
 #ifdef __cplusplus
 } // extern "C"

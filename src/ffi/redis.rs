@@ -204,3 +204,54 @@ pub unsafe extern "C" fn bfs_new_from_bits(
         publish(out, Filter::from_bit_bytes(capacity, fp_rate, o.seed, l, b, p, o.mode)?)
     })
 }
+
+/// The portable bytes (`bfs_serialize`'s, version 3) of a filter that grows
+/// (`layout`, `capacity`, `fp_rate`, `grow`, `max_capacity` 0 for none,
+/// `seed`) with `n` stages: `fills` the new items counted into each,
+/// `bits` (`len` bytes) their bit strings, stage 0 first, as a remote copy
+/// keeps them. The bytes go to `out` (`cap` bytes) and their length to
+/// `*out_len`; with `out` NULL, `*out_len` is the length they need.
+///
+/// # Safety
+/// `layout`: NUL-terminated. `fills`: valid for `n` values. `bits`: valid
+/// for `len` bytes. `out`: NULL or valid for `cap` bytes. `out_len`: valid.
+/// `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn bfs_remote_grown_image(
+    layout: *const c_char,
+    capacity: u64,
+    fp_rate: f64,
+    grow: u32,
+    max_capacity: u64,
+    seed: u64,
+    fills: *const u64,
+    n: usize,
+    bits: *const u8,
+    len: usize,
+    out: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let l = unsafe { layout_arg(layout) }?;
+        // SAFETY: per the function's contract.
+        let (f, b) = unsafe { (in_words(fills, n).unwrap_or(&[]), bytes(bits, len)) };
+        let max = (max_capacity != 0).then_some(max_capacity);
+        let img = remote::grown_image(l, capacity, fp_rate, grow, max, seed, f, b)?;
+        // SAFETY: out_len is valid per contract.
+        let len_out = unsafe { out_len.as_mut() }.ok_or_else(|| Error::arg("null output pointer"))?;
+        *len_out = img.len();
+        if out.is_null() {
+            return Ok(());
+        }
+        if img.len() > cap {
+            return Err(Error::arg(format!("{} bytes for a buffer of {cap}", img.len())));
+        }
+        // SAFETY: out is valid for cap >= img.len() bytes per contract.
+        unsafe { std::ptr::copy_nonoverlapping(img.as_ptr(), out, img.len()) };
+        Ok(())
+    })
+}

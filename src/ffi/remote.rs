@@ -64,7 +64,10 @@ pub unsafe extern "C" fn bfs_remote_geometry(
 /// A filter kept elsewhere, as its items are addressed there: its layout
 /// ("standard", "blocked" or "datasketches"), seed, `bits`, `hashes` and `span_bits` (as
 /// `bfs_remote_geometry` gave them), and the size of the pieces (keys) its
-/// bit array is cut into: piece `i` is bits `i * piece_bits ..`.
+/// bit array is cut into: piece `i` is bits `i * piece_bits ..`. `stage`:
+/// 0 for a filter that does not grow; `s + 1` when the bits are stage `s`
+/// of a filter that grows (`bits`, `hashes`, `span_bits` as
+/// `bfs_remote_stage` gave them), whose standard stages probe otherwise.
 #[repr(C)]
 pub struct BfsRemote {
     pub layout: *const c_char,
@@ -73,6 +76,7 @@ pub struct BfsRemote {
     pub hashes: u32,
     pub span_bits: u64,
     pub piece_bits: u64,
+    pub stage: u32,
 }
 
 /// # Safety
@@ -83,7 +87,68 @@ pub(super) unsafe fn remote_arg(r: *const BfsRemote) -> Result<remote::Remote, E
     // SAFETY: per the contract above.
     let l = unsafe { layout_arg(r.layout) }?;
     let g = remote::stored_geometry(l, r.bits, r.hashes, r.span_bits)?;
-    remote::Remote::new(r.seed, g, r.piece_bits)
+    let mut rm = remote::Remote::new(r.seed, g, r.piece_bits)?;
+    rm.stage = r.stage.checked_sub(1);
+    Ok(rm)
+}
+
+/// One stage of a filter kept elsewhere that grows (`bfs_remote_stage`).
+#[repr(C)]
+pub struct BfsRemoteStage {
+    /// How many stages the filter can have (1 to 32).
+    pub limit: u32,
+    /// The stage's m, k and span, as `BfsRemoteGeometry`'s; all 0 when the
+    /// stage is at or past the limit.
+    pub bits: u64,
+    pub hashes: u32,
+    pub span_bits: u64,
+    /// The new items the stage holds before the next is added.
+    pub capacity: u64,
+    /// A local stage's count and false-positive estimates with the
+    /// `bits_set` given.
+    pub count: u64,
+    pub fpp: f64,
+}
+
+/// Stage `stage` of a filter of `layout`, `capacity` and `fp_rate` that
+/// grows by `grow` up to `max_capacity` items (0: no bound), with the
+/// geometry a local filter of those arguments gives that stage, and its
+/// estimates with `bits_set` bits set; an error (in the local filter's
+/// words) when such a filter cannot be.
+///
+/// # Safety
+/// `layout`: NUL-terminated. `out`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn bfs_remote_stage(
+    layout: *const c_char,
+    capacity: u64,
+    fp_rate: f64,
+    grow: u32,
+    max_capacity: u64,
+    stage: u32,
+    bits_set: u64,
+    out: *mut BfsRemoteStage,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: per the function's contract.
+        let l = unsafe { layout_arg(layout) }?;
+        let max = (max_capacity != 0).then_some(max_capacity);
+        let s = remote::stage_shape(l, capacity, fp_rate, grow, max, stage, bits_set)?;
+        // SAFETY: out is valid per contract.
+        let o = unsafe { out.as_mut() }.ok_or_else(|| Error::arg("null output pointer"))?;
+        *o = BfsRemoteStage {
+            limit: s.limit,
+            bits: s.g.map_or(0, |g| g.m),
+            hashes: s.g.map_or(0, |g| g.k),
+            span_bits: s.g.and_then(|g| remote::span_bits(&g)).unwrap_or(0),
+            capacity: s.g.map_or(0, |g| g.capacity),
+            count: s.count,
+            fpp: s.fpp,
+        };
+        Ok(())
+    })
 }
 
 /// For each of the `n` items of filter `r`, the offsets of its probe bits

@@ -14,8 +14,9 @@ pub mod resp;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::math::geometry::Geometry;
+use crate::math::growth::Growth;
 use crate::math::scheme::{layout_names, Layout, Scheme};
-use crate::probe::{with_probe, Probe, Probing};
+use crate::probe::{with_probe, Probe, Probing, StandardStage};
 
 /// The layout a name (as the Perl option `layout`) stands for.
 pub fn layout_named(name: &str) -> Result<Layout> {
@@ -134,6 +135,9 @@ pub struct Remote {
     pub seed: u64,
     pub g: Geometry,
     pub piece_bits: u64,
+    /// Some(s): the bits are stage `s` of a filter that grows (`g` that
+    /// stage's geometry); None: a filter that does not grow.
+    pub stage: Option<u32>,
 }
 
 /// Check the output buffers' lengths: `per` values per item, and one piece
@@ -165,7 +169,12 @@ impl Remote {
                 g.layout().name()
             )));
         }
-        Ok(Remote { seed, g, piece_bits })
+        Ok(Remote {
+            seed,
+            g,
+            piece_bits,
+            stage: None,
+        })
     }
 
     /// Call `each(n, piece, positions)` with every item's probe positions
@@ -175,7 +184,14 @@ impl Remote {
     fn each_item(&self, items: &[&[u8]], mut each: impl FnMut(usize, u64, &[u64])) -> Result<()> {
         let mut pos = Vec::with_capacity(self.g.k as usize);
         // One stripe: a stripe is the local adders' lock, and none is taken.
-        let probing = Probing::new(&self.g, 1);
+        // A standard stage of a filter that grows probes as a local one's
+        // (`StandardStage`); a blocked stage as a plain filter.
+        let probing = match self.stage {
+            Some(s) if self.g.scheme == Scheme::Standard => {
+                Probing::StandardStage(StandardStage::new(self.g.k, self.g.m, s, 1))
+            }
+            _ => Probing::new(&self.g, 1),
+        };
         for (n, item) in items.iter().enumerate() {
             pos.clear();
             positions(self.seed, &probing, item, &mut pos);
@@ -260,6 +276,105 @@ pub fn estimates(layout: Layout, capacity: u64, fp_rate: f64, bits_set: u64) -> 
         return Err(Error::arg(format!("{bits_set} bits set in a filter of {} bits", g.m)));
     }
     Ok((g.count_from_bits_set(bits_set), g.fpp_from_bits_set(bits_set)))
+}
+
+/// Stage `i` of a filter that grows as a local one of these arguments
+/// does (doc/DESIGN.md, §3 growth), and with `bits_set` of its bits set,
+/// its estimates (`count`, `fpp`; 0 when past the limit).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StageShape {
+    /// How many stages the filter can have (`Growth::limit`).
+    pub limit: u32,
+    /// The stage's geometry: None when `i` is at or past the limit.
+    pub g: Option<Geometry>,
+    pub count: u64,
+    pub fpp: f64,
+}
+
+/// The shape of stage `i` of a filter of `capacity` and `fp_rate` in
+/// `layout` growing by `factor` up to `max_capacity`, or why such a filter
+/// cannot be (in `Growth`'s words, as a local filter refuses it).
+pub fn stage_shape(
+    layout: Layout,
+    capacity: u64,
+    fp_rate: f64,
+    factor: u32,
+    max_capacity: Option<u64>,
+    i: u32,
+    bits_set: u64,
+) -> Result<StageShape> {
+    let growth = Growth::new(capacity, fp_rate, layout, factor, max_capacity).map_err(|e| Error::arg(e.to_string()))?;
+    let g = growth.stage(i);
+    let (count, fpp) = match g {
+        Some(g) if bits_set > g.m => {
+            return Err(Error::arg(format!("{bits_set} bits set in a stage of {} bits", g.m)));
+        }
+        Some(g) => (g.count_from_bits_set(bits_set), g.fpp_from_bits_set(bits_set)),
+        None => (0, 0.0),
+    };
+    Ok(StageShape {
+        limit: growth.limit(),
+        g,
+        count,
+        fpp,
+    })
+}
+
+/// The portable bytes (version 3, `serial::write_grown`) of a filter that
+/// grows as a local one of these arguments does, holding a remote copy's
+/// stages: `fills[i]` the new items counted into stage `i`, `bits` the
+/// stages' byte strings one after the other (a remote store's bytes are a
+/// local filter's: see `msb_first`). What `deserialize` makes of them is
+/// the local filter with those stages.
+#[allow(clippy::too_many_arguments)]
+pub fn grown_image(
+    layout: Layout,
+    capacity: u64,
+    fp_rate: f64,
+    factor: u32,
+    max_capacity: Option<u64>,
+    seed: u64,
+    fills: &[u64],
+    bits: &[u8],
+) -> Result<Vec<u8>> {
+    let growth = Growth::new(capacity, fp_rate, layout, factor, max_capacity).map_err(|e| Error::arg(e.to_string()))?;
+    let n = fills.len() as u32;
+    if n == 0 || n > growth.limit() {
+        return Err(Error::arg(format!(
+            "{n} stages of a filter that has 1 to {}",
+            growth.limit()
+        )));
+    }
+    if bits.len() as u64 != growth.total_bits(n) / 8 {
+        return Err(Error::format(format!(
+            "{} bytes of bits for {n} stages of {} bits",
+            bits.len(),
+            growth.total_bits(n)
+        )));
+    }
+    let mut g0 = growth
+        .stage(0)
+        .ok_or_else(|| Error::arg("the first stage cannot be sized"))?;
+    // The bytes keep the filter's rate; stage 0's follows from it.
+    g0.fp_rate = fp_rate;
+    let st = crate::shm::serial::GrownState {
+        growth,
+        fills: fills.to_vec(),
+    };
+    let mut out =
+        vec![0u8; crate::shm::serial::grown_len((0..n).filter_map(|i| growth.stage(i)).map(|g| g.m)) as usize];
+    crate::shm::serial::write_grown(
+        &g0,
+        seed,
+        &st,
+        |put| {
+            for w in bits.chunks_exact(8) {
+                put(u64::from_le_bytes(w.try_into().expect("chunks of 8")));
+            }
+        },
+        &mut out,
+    );
+    Ok(out)
 }
 
 /// Fold the field values a remote store returned (`per` fields per item)
@@ -691,5 +806,87 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.msg.contains("bytes of bits"), "{}", e.msg);
+    }
+
+    /// A grown filter kept remotely, stage by stage as the Redis mode's
+    /// script keeps it (an item found in no stage is set in the newest; the
+    /// next stage is added when the newest has taken its capacity of new
+    /// items), from the positions `stage_shape` and `Remote` give: its
+    /// bytes (`grown_image`) are a local grown filter's of the same items,
+    /// header and every stage's bits, and both tell the same items new.
+    #[test]
+    fn grown_stages_are_the_local_filters() {
+        use crate::filter::GrowOptions;
+        for layout in [Layout::Standard, Layout::Blocked] {
+            let (cap, rate, seed, factor) = (50u64, 0.01, 7u64, 2u32);
+            let l = Filter::new_anonymous(
+                cap,
+                rate,
+                Options {
+                    mode: 0o600,
+                    seed,
+                    layout: Some(layout),
+                    grow: Some(GrowOptions {
+                        factor,
+                        max_capacity: None,
+                    }),
+                    ..Options::default()
+                },
+            )
+            .unwrap();
+            let shape = |i| stage_shape(layout, cap, rate, factor, None, i, 0).unwrap();
+            let mut stages: Vec<(Remote, Vec<u8>, u64)> = Vec::new();
+            let add_stage = |stages: &mut Vec<(Remote, Vec<u8>, u64)>| {
+                let g = shape(stages.len() as u32).g.unwrap();
+                let mut r = Remote::new(seed, g, g.m).unwrap();
+                r.stage = Some(stages.len() as u32);
+                stages.push((r, vec![0u8; (g.m / 8) as usize], 0));
+            };
+            add_stage(&mut stages);
+            let bit = |b: &[u8], off: u64| b[(off / 8) as usize] & (0x80 >> (off % 8)) != 0;
+            for n in 0..1000u32 {
+                let item = format!("item-{}", n % 700);
+                let offs = |r: &Remote| {
+                    let mut o = vec![0u64; r.g.k as usize];
+                    r.offsets(&[item.as_bytes()], &mut o, None).unwrap();
+                    o
+                };
+                let found = stages.iter().any(|(r, b, _)| offs(r).iter().all(|&o| bit(b, o)));
+                let new = if found {
+                    false
+                } else {
+                    if stages.last().unwrap().2 >= stages.last().unwrap().0.g.capacity {
+                        add_stage(&mut stages);
+                    }
+                    let (r, b, fill) = stages.last_mut().unwrap();
+                    let mut new = false;
+                    for o in offs(r) {
+                        new |= !bit(b, o);
+                        b[(o / 8) as usize] |= 0x80 >> (o % 8);
+                    }
+                    *fill += new as u64;
+                    new
+                };
+                assert_eq!(l.add(item.as_bytes()).unwrap(), new, "{layout:?} {item}");
+            }
+            assert!(stages.len() >= 4, "{layout:?}: {} stages", stages.len());
+            let fills: Vec<u64> = stages.iter().map(|s| s.2).collect();
+            let bits: Vec<u8> = stages.iter().flat_map(|s| s.1.iter().copied()).collect();
+            let img = grown_image(layout, cap, rate, factor, None, seed, &fills, &bits).unwrap();
+            let want = l.serialize().unwrap();
+            let fills_end = 72 + 8 * stages.len();
+            assert_eq!(img.len(), want.len(), "{layout:?}");
+            assert_eq!(img[..72], want[..72], "{layout:?}: the header");
+            assert_eq!(
+                img[fills_end..img.len() - 8],
+                want[fills_end..want.len() - 8],
+                "{layout:?}: the stages' bits"
+            );
+            assert_eq!(
+                shape(0).limit,
+                Growth::new(cap, rate, layout, factor, None).unwrap().limit()
+            );
+            assert!(grown_image(layout, cap, rate, factor, None, seed, &fills, &bits[1..]).is_err());
+        }
     }
 }

@@ -43,10 +43,7 @@ sub _uint64   { return Data::BloomFilter::Shared::Args::uint64(@_) }
 # for the same scalar; the XS takes them as they are.
 sub _bytes_string {
     my ($method, $what, $value) = @_;
-    _croak($method, "undefined $what") if !defined $value;
-    _croak($method, "$what must be a string, got " . Data::BloomFilter::Shared::Args::shown($value))
-        if ref $value && !overload::Method($value, '""');
-    my $copy = "$value";
+    my $copy = Data::BloomFilter::Shared::Args::string(__PACKAGE__, $method, $what, $value);
     _croak($method, "$what contains a NUL byte, got " . Data::BloomFilter::Shared::Args::shown($value, $copy))
         if index($copy, "\0") >= 0;
     _croak($method, "$what must not be empty") if $copy eq '' && $what ne 'name';
@@ -1880,8 +1877,9 @@ stage (see there why no more).
 
 B<What it does not do.> C<invert> croaks. C<grow> does not go with
 C<window> (a windowed filter forgets old items instead), nor with the
-C<datasketches> layout (whose other implementations read one bit array),
-nor with L<Data::BloomFilter::Shared::Redis>. A filter that grows is never
+C<datasketches> layout (whose other implementations read one bit array).
+In Redis (L<Data::BloomFilter::Shared::Redis/GROWTH>) it grows stage for
+stage as here, but is not sharded or merged. A filter that grows is never
 bit-compatible with the original module, whatever its layout.
 
 =item *

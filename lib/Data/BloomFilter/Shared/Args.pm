@@ -261,6 +261,36 @@ sub default_seed {
     return $layout == $CONSTANT{LAYOUT_DATASKETCHES} ? $CONSTANT{DATASKETCHES_SEED} : 0;
 }
 
+# The seed of a new filter of layout $name given no seed option, as
+# default_seed gives it (0 for a name that is no layout: the layout's own
+# check refuses it).
+sub default_seed_named {
+    my ($name) = @_;
+    my $code = defined $name ? $LAYOUT_CODE{$name} : undef;
+    return defined $code ? default_seed($code) : 0;
+}
+
+# A layout named in the Redis class's options: undef, or a name of word
+# characters (which layout it is, the library says).
+sub layout_name {
+    my ($who, $method, $layout) = @_;
+    fail($who, $method, 'layout must be a string, got ' . shown($layout) . ' (' . layout_choice() . ')')
+        if defined $layout && (ref $layout || $layout !~ /\A\w+\z/);
+    return $layout;
+}
+
+# A string argument ($what: "path", "name", ...): a copy, never the
+# caller's scalar, its bytes the scalar's own; undef and a reference
+# without string overloading refused. What else each argument needs, its
+# caller checks.
+sub string {
+    my ($who, $method, $what, $value) = @_;
+    fail($who, $method, "undefined $what") if !defined $value;
+    fail($who, $method, "$what must be a string, got " . shown($value))
+        if ref $value && !overload::Method($value, '""');
+    return "$value";
+}
+
 # The bits and hashes options (a datasketches filter's size, given rather
 # than sized): (0, 0) when neither is given; both, as non-negative integers,
 # otherwise. Their ranges are the library's to check.

@@ -49,6 +49,10 @@ my $FORMAT = 'Data::BloomFilter::Shared::Redis 1';
 # an older version refuses it rather than read a missing bit string.
 my $WFORMAT = 'Data::BloomFilter::Shared::Redis window 1';
 
+# The metadata's `format` of a filter that grows: an opener of an older
+# version refuses it rather than read a missing bit string.
+my $GFORMAT = 'Data::BloomFilter::Shared::Redis grow 1';
+
 my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shard);
 
 # The kinds of reply _xs_reply gives: the C API's BFS_REPLY_*.
@@ -141,10 +145,7 @@ sub _options  { return Data::BloomFilter::Shared::Args::options(__PACKAGE__, @_)
 
 sub _name {
     my ($method, $name) = @_;
-    _croak($method, 'undefined name') if !defined $name;
-    _croak($method, 'name must be a string, got ' . _given($name))
-        if ref $name && !overload::Method($name, '""');
-    my $copy = "$name";
+    my $copy = Data::BloomFilter::Shared::Args::string(__PACKAGE__, $method, 'name', $name);
     utf8::downgrade($copy, 1)
         or _croak($method, 'Wide character in name, got ' . _given($name, $copy)
             . ' (encode first, e.g. Encode::encode_utf8)');
@@ -223,24 +224,20 @@ sub new {
             . '->new($redis_or_address, $name, $capacity, $fp_rate, \%options)')
         if @_ < 4 || @_ > 6;
     my (undef, $redis, $name, $capacity, $fp_rate, $opts) = @_;
-    # A filter in Redis is one bit array that every host sizes alike: it
-    # has no stages to add (see Data::BloomFilter::Shared, FILTERS THAT GROW).
-    _croak('new', 'the grow and max_capacity options are not supported here: a filter in Redis'
-            . ' does not grow (size it for the most items it will hold)')
-        if ref $opts eq 'HASH' && (exists $opts->{grow} || exists $opts->{max_capacity});
     $opts = _options('new', $opts, qw(seed layout shards connect cnx_timeout read_timeout write_timeout
-        window generations));
+        window generations grow max_capacity));
     my $ask = _window_asked($opts);    # undef: a plain filter asked for
+    # (0, 0): no growth asked for; checked as a local filter's options.
+    my ($grow, $max_capacity) = Data::BloomFilter::Shared::Args::grow(__PACKAGE__, 'new', $opts);
+    _croak('new', 'grow and window do not go together: a windowed filter forgets old items instead of growing')
+        if $grow && $ask;
     $name = _name('new', $name);
     my $capacity_given = $capacity;
     my $fp_rate_given = defined $fp_rate;
     $capacity = _capacity('new', $capacity);
     $fp_rate = _fp_rate('new', $fp_rate, $capacity_given);
     my $seed = exists $opts->{seed} ? _seed('new', $opts->{seed}, 1) : undef;
-    my $layout = $opts->{layout};
-    _croak('new', 'layout must be a string, got ' . _given($layout)
-            . ' (' . Data::BloomFilter::Shared::Args::layout_choice() . ')')
-        if defined $layout && (ref $layout || $layout !~ /\A\w+\z/);
+    my $layout = Data::BloomFilter::Shared::Args::layout_name(__PACKAGE__, 'new', $opts->{layout});
     my $shards = $opts->{shards};
     if (defined $shards) {
         _croak('new', 'shards must be an integer from 1 to 65536, got ' . _given($shards))
@@ -249,6 +246,8 @@ sub new {
     }
     _croak('new', 'shards are not supported with window (a windowed filter in Redis is one key per generation)')
         if $ask && defined $shards && $shards > 1;
+    _croak('new', 'shards are not supported with grow (a filter that grows in Redis keeps its stages in one hash slot)')
+        if $grow && defined $shards && $shards > 1;
     my $connect = $opts->{connect};
     _croak('new', 'connect must be a code reference, got ' . _given($connect))
         if defined $connect && ref $connect ne 'CODE';
@@ -281,9 +280,19 @@ sub new {
     my $want = {
         # No seed: 0, or DataSketches' default for its layout (as locally).
         capacity => $capacity, fp_rate => $fp_rate,
-        seed => $seed // (defined $layout && $layout eq 'datasketches' ? '9001' : '0'),
+        seed => $seed // '' . Data::BloomFilter::Shared::Args::default_seed_named($layout),
         layout => $layout // (Data::BloomFilter::Shared::Args::layout_names())[0], shards => $shards // 1,
     };
+    my $explicit = { seed => $seed, layout => $layout, shards => $shards };
+    if ($grow) {
+        # A filter that grows is one metadata key and its stages; a plain
+        # filter's pieces of the same name (name:0, ...) are another filter.
+        _croak('new', 'growth mismatch (the filter does not grow, not ' . _growth_text($grow, $max_capacity) . ')')
+            if defined(($self->_stored_shards("$name:0"))[0]);
+        my $first = $self->_attach_grown($want, $explicit, { grow => $grow, max => $max_capacity || undef });
+        _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef) if $first;
+        return $self;
+    }
     $self->_set_geometry('new', $want);
 
     # The same name under the other key scheme: an unsharded filter's tag is
@@ -307,8 +316,12 @@ sub new {
     # later piece is created (or checked) from what it holds. A windowed
     # filter (asked for, or found where a plain one was asked for) is one
     # metadata key and its generations.
-    my $explicit = { seed => $seed, layout => $layout, shards => $shards };
     my $first = $ask ? undef : $self->_attach_piece(0, $want, $explicit);
+    if ($first && $first->{grown}) {
+        $first = $self->_attach_grown($want, $explicit, undef);
+        _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef);
+        return $self;
+    }
     if ($ask || ($first && $first->{windowed})) {
         $first = $self->_attach_window($want, $explicit, $ask);
         _warn_geometry($first, $capacity, $fp_rate_given ? $fp_rate : undef) if $first;
@@ -409,7 +422,7 @@ sub _stored_shards {
             1, "{$tag}:meta");
     };
     die $@ if !defined $r && $@ && $@ !~ /WRONGTYPE/;
-    return if ref $r ne 'ARRAY' || (($r->[0] // '') ne $FORMAT && $r->[0] ne $WFORMAT)
+    return if ref $r ne 'ARRAY' || !grep({ ($r->[0] // '') eq $_ } $FORMAT, $WFORMAT, $GFORMAT)
         || ($r->[1] // '') !~ /\A[0-9]+\z/ || ($r->[2] // '') !~ /\A\w+\z/;
     return @$r[1, 2];
 }
@@ -449,6 +462,7 @@ sub _attach_piece {
     my ($btype, $blen, $pairs) = @rest;
     my %m = @{ $pairs // [] };
     return { windowed => 1 } if $i == 0 && ($m{format} // '') eq $WFORMAT;
+    return { grown => 1 } if $i == 0 && ($m{format} // '') eq $GFORMAT;
     _croak('new', "key $mk is not a filter of this module (format '"
             . ($m{format} // '') . "', expected '$FORMAT')")
         if ($m{format} // '') ne $FORMAT;
@@ -927,6 +941,11 @@ sub _batch {
         eval { _xs_items($plain) } // _croak($method, $method =~ /_many\z/ ? _strip($@) : _strip($@) =~ s/ at index 0\z//r);
         @groups = ([0, $plain, undef]) if $n;
     }
+    if ($self->{grow}) {
+        $self->_grown_batch($b, $plain) if $n;
+        @$out = @{ $b->{each} } if $out;
+        return $b->{count};
+    }
     my @cmds;
     @cmds = $self->_window_cmds($verb, $plain, $b) if $self->{gens} && $n;
     @groups = () if $self->{gens};
@@ -1054,9 +1073,11 @@ sub contains_many {
 
 # ------------------------------------------------------------------ facts
 
-sub capacity { $_[0]{capacity} }
+# Of a filter that grows, the capacities and bits of its stages so far
+# together (as locally), asked of the server.
+sub capacity { $_[0]{grow} ? $_[0]->_grown_state('capacity')->{capacity} : $_[0]{capacity} }
 sub fp_rate  { $_[0]{fp_rate} }
-sub bits     { $_[0]{bits} }
+sub bits     { $_[0]{grow} ? $_[0]->_grown_state('bits')->{bits} : $_[0]{bits} }
 sub hashes   { $_[0]{hashes} }
 sub seed     { $_[0]{seed} }
 sub layout   { $_[0]{layout} }
@@ -1066,6 +1087,7 @@ sub name     { $_[0]{name} }
 sub bits_set {
     my ($self) = @_;
     return $self->_window_state('bits_set')->{bits_set} if $self->{gens};
+    return $self->_grown_state('bits_set')->{bits_set} if $self->{grow};
     my $total = 0;
     $self->_exchange('bits_set', [map {
         { piece => $_, v => ['BITCOUNT', "{$self->{tags}[$_]}:bits"], ok => sub { $total += $_[1] } }
@@ -1080,13 +1102,29 @@ sub _estimates {
     return _xs_estimates(@$self{qw(layout capacity fp_rate)}, $x);
 }
 
-sub count         { ($_[0]->_estimates($_[0]->bits_set))[0] }
-sub fill_ratio    { $_[0]->bits_set / $_[0]{bits} }
-sub estimated_fpp { ($_[0]->_estimates($_[0]->bits_set))[1] }
+sub count         { $_[0]{grow} ? $_[0]->_grown_state('count')->{count} : ($_[0]->_estimates($_[0]->bits_set))[0] }
+sub estimated_fpp {
+    $_[0]{grow} ? $_[0]->_grown_state('estimated_fpp')->{estimated_fpp} : ($_[0]->_estimates($_[0]->bits_set))[1];
+}
+
+sub fill_ratio {
+    my ($self) = @_;
+    return $self->bits_set / $self->{bits} if !$self->{grow};
+    my $st = $self->_grown_state('fill_ratio');
+    return $st->{bits_set} / $st->{bits};
+}
 sub is_empty      { ($_[0]{gens} ? $_[0]->_window_state('is_empty')->{live_bits} : $_[0]->bits_set) == 0 ? 1 : 0 }
 
 sub stats {
     my ($self) = @_;
+    if ($self->{grow}) {
+        my $st = $self->_grown_state('stats');
+        return {
+            (map { $_ => $self->{$_} } qw(name fp_rate hashes seed layout shards grow max_capacity)),
+            (map { $_ => $st->{$_} } qw(capacity bits stages bits_set count estimated_fpp stage_info)),
+            fill_ratio => $st->{bits_set} / $st->{bits},
+        };
+    }
     my $w = $self->{gens} ? $self->_window_state('stats') : undef;
     my $x = $w ? $w->{bits_set} : $self->bits_set;
     my ($count, $fpp) = $self->_estimates($x);
@@ -1120,6 +1158,7 @@ sub clear {
     my ($self) = @_;
     _croak('clear', 'takes no arguments') if @_ != 1;
     return $self->_window_clear if $self->{gens};
+    return $self->_grown_clear if $self->{grow};
     $self->_piece_script('clear', $_, $CLEAR_LUA) for 0 .. $self->{shards} - 1;
     return;
 }
@@ -1167,6 +1206,16 @@ sub to_filter {
         _croak('to_filter', 'path contains a NUL byte') if index($path, "\0") >= 0;
         _croak('to_filter', 'path must not be empty') if $path eq '';
     }
+    if ($self->{grow}) {
+        # The local filter with the same stages: its portable bytes, read
+        # back as a new filter (a file at $path, or anonymous).
+        my $img = $self->_grown_image;
+        my $f = eval {
+            Data::BloomFilter::Shared->deserialize($img, defined $path ? { path => $path, mode => 0 + $mode } : ());
+        };
+        _croak('to_filter', _strip($@)) if !$f;
+        return $f;
+    }
     my $bits = $self->_fetch_bits('to_filter');
     my ($f, $e) = _xs_from_bits('Data::BloomFilter::Shared', $path, $self->{capacity},
         $self->{fp_rate}, 0 + $mode, $self->{seed}, $self->{layout}, $bits);
@@ -1200,6 +1249,8 @@ sub merge {
     my ($other) = @_;
     _croak('merge', 'not supported for a windowed filter (see WINDOWS)')
         if $self->{gens} || (Scalar::Util::blessed($other) && $other->isa(__PACKAGE__) && $other->{gens});
+    _croak('merge', 'not supported for a filter that grows in Redis (see GROWTH)')
+        if $self->{grow} || (Scalar::Util::blessed($other) && $other->isa(__PACKAGE__) && $other->{grow});
     my $bits;
     if (Scalar::Util::blessed($other) && $other->isa('Data::BloomFilter::Shared')) {
         $bits = $self->_local_bits($other);
@@ -1587,6 +1638,467 @@ sub rotate {
 sub window      { $_[0]{gens} ? $_[0]{window_given} : undef }
 sub generations { $_[0]{gens} }
 
+# ------------------------------------------------------------------ growth
+
+# A filter that grows (doc/DESIGN.md, §9, Growth): the metadata key
+# {N}:meta with the growth's fields (grow, max_capacity, stages, and
+# fill:I, the new items counted into stage I) beside the first stage's
+# geometry, and one bit string per stage, {N}:stage:I, each with the
+# geometry, probes and bits a local filter of the same arguments gives its
+# stage I (the core's _xs_stage), so that to_filter makes that local
+# filter. Every add is one script: it looks for the item in every stage,
+# and sets it in the newest, adding the next stage first when the newest
+# has taken its capacity of new items, as a local filter does; so an item
+# is new for exactly one caller, and a stage is added once. The client
+# sends each item's offsets in the stages it knows of and the next one;
+# a script that needs a stage beyond those stops and says so ('more'),
+# and the rest of its items are sent again.
+
+# Creates a filter that grows (its metadata and its first stage, zeroed) or
+# reports what is there. KEYS: the metadata, a plain filter's bit string of
+# the same name, the first stage; ARGV[1]: the first stage's bytes (0: do
+# not create), then the fields.
+my $GATTACH_LUA = <<'LUA';
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+  if tonumber(ARGV[1]) == 0 then return {'gone'} end
+  for _, k in ipairs({KEYS[2], KEYS[3]}) do
+    local b = redis.call('TYPE', k)['ok']
+    if b ~= 'none' then return {'orphan', b, k} end
+  end
+  local info = redis.call('INFO', 'memory')
+  local max = tonumber(string.match(info, 'maxmemory:(%d+)') or '0')
+  local used = tonumber(string.match(info, 'used_memory:(%d+)') or '0')
+  if max > 0 and used + tonumber(ARGV[1]) > max then return {'full', used, max} end
+  redis.call('SETRANGE', KEYS[3], tonumber(ARGV[1]) - 1, '\0')
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  return {'created'}
+end
+if t ~= 'hash' then return {'type', t} end
+return {'exists', redis.call('HGETALL', KEYS[1])}
+LUA
+
+# What every script of a filter that grows does first: check the
+# metadata and take the number of stages. KEYS[1]: the metadata.
+my $GHEAD = <<"LUA";
+local m = redis.call('HMGET', KEYS[1], 'format', 'stages')
+if m[1] ~= '$GFORMAT' then
+  return redis.error_reply('GONE key ' .. KEYS[1] .. ' is gone or no longer a filter that grows')
+end
+local S = tonumber(m[2])
+local pre = string.sub(KEYS[1], 1, -5) .. 'stage:'
+LUA
+
+# Add (ARGV[1] = 1) or look up items. ARGV[2]: the stages T the offsets
+# are for (0 .. T - 1), ARGV[3]: the most stages the filter may have;
+# then k, capacity and bytes of each of the T stages; then the number of
+# items n; then, one string per stage, the items' probe offsets there (k
+# per item, in item order, each a 32-bit little-endian number: one
+# argument per stage, not four per probe, as the server makes an object
+# of every argument). An item is found when one
+# stage holds all its bits; an add of an item found in none sets its bits
+# in the newest stage, and counts it there when one was 0 (fill:I); when
+# the newest has taken its capacity, the next stage is made (zeroed)
+# first. As a windowed script does, the stages no add of this script
+# writes are read for all the items at once, probe by probe (an absent
+# item usually misses at its first probe or two), and when the newest
+# stage has room for every item left they are set there in one BITFIELD,
+# whose old bits say which were new: what adding them one by one gives.
+# Near the end of a stage the items left go one by one. Replies {status,
+# stages, answers, ...}: 'ok'; 'more' when a stage past the T sent is
+# needed (the answers are those of the items before); 'full' at the most
+# stages; 'oom' when the next stage does not fit under maxmemory (then
+# used and maxmemory).
+my $GITEMS_LUA = $GHEAD . <<'LUA';
+local add, T, limit = ARGV[1] == '1', tonumber(ARGV[2]), tonumber(ARGV[3])
+if S > T then return {'more', S, {}} end
+local k, cap, bytes, a = {}, {}, {}, 4
+for s = 0, T - 1 do
+  k[s], cap[s], bytes[s] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  a = a + 3
+end
+local n = tonumber(ARGV[a])
+for s = 0, T - 1 do
+  if #ARGV[a + 1 + s] ~= 4 * n * k[s] then return redis.error_reply('ERR stage ' .. s .. ': offsets of the wrong length') end
+end
+local function off(s, i, r) return (struct.unpack('<I4', ARGV[a + 1 + s], 4 * (i * k[s] + r) + 1)) end
+local found = {}
+-- Stage s read for the items of list (0-based), probe by probe.
+local function look(s, list)
+  local alive = list
+  for r = 0, k[s] - 1 do
+    local na = #alive
+    if na == 0 then return end
+    local get = {}
+    for x = 1, na do get[3 * x - 2], get[3 * x - 1], get[3 * x] = 'GET', 'u1', off(s, alive[x], r) end
+    local bits = redis.call('BITFIELD', pre .. s, unpack(get))
+    local still = {}
+    for x = 1, na do
+      if bits[x] == 1 then still[#still + 1] = alive[x] end
+    end
+    alive = still
+  end
+  for _, i in ipairs(alive) do found[i + 1] = true end
+end
+local function left()
+  local l = {}
+  for i = 0, n - 1 do
+    if not found[i + 1] then l[#l + 1] = i end
+  end
+  return l
+end
+-- An add writes only the newest stage: the others are read for all at once.
+for s = (add and S - 2 or S - 1), 0, -1 do
+  local l = left()
+  if #l == 0 then break end
+  look(s, l)
+end
+local out, why, used, max = {}, 'ok', 0, 0
+for i = 1, n do out[i] = (found[i] and not add) and 1 or 0 end
+if not add then return {why, S, out, 0, 0} end
+local S0, l = S, left()
+local fill = tonumber(redis.call('HGET', KEYS[1], 'fill:' .. (S - 1)) or '0')
+if fill + #l <= cap[S - 1] then
+  local set, kn = {}, k[S - 1]
+  for x, i in ipairs(l) do
+    for r = 0, kn - 1 do
+      local at = 4 * (kn * (x - 1) + r)
+      set[at + 1], set[at + 2], set[at + 3], set[at + 4] = 'SET', 'u1', off(S - 1, i, r), 1
+    end
+  end
+  if #l > 0 then
+    local old = redis.call('BITFIELD', pre .. (S - 1), unpack(set))
+    for x, i in ipairs(l) do
+      for j = (x - 1) * kn + 1, x * kn do
+        if old[j] == 0 then out[i + 1], fill = 1, fill + 1 break end
+      end
+    end
+  end
+else
+  local function holds(s, i, op)
+    local f = {}
+    for r = 0, k[s] - 1 do
+      if op then f[4 * r + 1], f[4 * r + 2], f[4 * r + 3], f[4 * r + 4] = 'SET', 'u1', off(s, i, r), 1
+      else f[3 * r + 1], f[3 * r + 2], f[3 * r + 3] = 'GET', 'u1', off(s, i, r) end
+    end
+    for _, b in ipairs(redis.call('BITFIELD', pre .. s, unpack(f))) do
+      if b == 0 then return false end
+    end
+    return true
+  end
+  local done = 0
+  for i = 0, n - 1 do
+    if not found[i + 1] then
+      -- The stages this script may have written: the newest when it began, and any added since.
+      local f = false
+      for s = S - 1, S0 - 1, -1 do
+        if holds(s, i) then f = true break end
+      end
+      if not f then
+        if fill >= cap[S - 1] then
+          if S >= limit then why = 'full' break end
+          if S >= T then why = 'more' break end
+          local info = redis.call('INFO', 'memory')
+          max = tonumber(string.match(info, 'maxmemory:(%d+)') or '0')
+          used = tonumber(string.match(info, 'used_memory:(%d+)') or '0')
+          if max > 0 and used + bytes[S] > max then why = 'oom' break end
+          redis.call('HSET', KEYS[1], 'fill:' .. (S - 1), fill)
+          redis.call('DEL', pre .. S)
+          redis.call('SETRANGE', pre .. S, bytes[S] - 1, '\0')
+          S, fill = S + 1, 0
+          redis.call('HSET', KEYS[1], 'stages', S)
+        end
+        if not holds(S - 1, i, true) then out[i + 1], fill = 1, fill + 1 end
+      end
+    end
+    done = i + 1
+  end
+  for i = #out, done + 1, -1 do out[i] = nil end
+end
+redis.call('HSET', KEYS[1], 'fill:' .. (S - 1), fill)
+return {why, S, out, used, max}
+LUA
+
+# The stages, each one's fill and bits set.
+my $GSTATE_LUA = $GHEAD . <<'LUA';
+local fills, set = {}, {}
+for s = 0, S - 1 do
+  fills[s + 1] = tonumber(redis.call('HGET', KEYS[1], 'fill:' .. s) or '0')
+  set[s + 1] = redis.call('BITCOUNT', pre .. s)
+end
+return {S, fills, set}
+LUA
+
+# Back to the first stage, zeroed, as a local clear does; ARGV[1]: its bytes.
+my $GCLEAR_LUA = $GHEAD . <<'LUA';
+for s = 1, S - 1 do
+  redis.call('DEL', pre .. s)
+  redis.call('HDEL', KEYS[1], 'fill:' .. s)
+end
+redis.call('DEL', pre .. 0)
+redis.call('SETRANGE', pre .. 0, tonumber(ARGV[1]) - 1, '\0')
+redis.call('HSET', KEYS[1], 'stages', 1, 'fill:0', 0)
+return 'ok'
+LUA
+
+my %GSHA = map { $_ => Digest::SHA::sha1_hex($_) } $GITEMS_LUA, $GSTATE_LUA, $GCLEAR_LUA;
+
+# How a filter grows, in words (as a local growth mismatch says it).
+sub _growth_text {
+    my ($grow, $max) = @_;
+    return 'does not grow' if !$grow;
+    return "grows by $grow" . ($max ? " up to $max items" : '');
+}
+
+# Stage $i's shape: { bits, hashes, span, capacity }, or undef past the
+# limit; kept once computed (a blocked stage's costs a search).
+sub _stage {
+    my ($self, $i) = @_;
+    return $self->{st}[$i] if $self->{st}[$i];
+    return undef if $i >= $self->{limit};
+    my ($limit, $bits, $hashes, $span, $cap) = _xs_stage(@$self{qw(layout capacity fp_rate grow)},
+        $self->{max_capacity} // 0, $i, 0);
+    _croak('new', $bits) if !defined $limit;
+    return $self->{st}[$i] = { bits => $bits, hashes => $hashes, span => $span, capacity => $cap };
+}
+
+# Attach to a filter that grows, creating it when absent and $asked says
+# how ({ grow, max }; undef: a plain filter was asked for and one that
+# grows found: it is taken as it is). Returns the stored fields when it
+# existed, undef when we created it.
+sub _attach_grown {
+    my ($self, $want, $explicit, $asked) = @_;
+    my $n = $self->{name};
+    my $mk = "{$n}:meta";
+    @$self{qw(tags slots metakey shards)} = ([$n], [__PACKAGE__->key_slot("{$n}")], $mk, 1);
+    my ($bytes, @meta) = (0);
+    if ($asked) {
+        my ($limit, $bits, $hashes) = _xs_stage(@$want{qw(layout capacity fp_rate)}, $asked->{grow},
+            $asked->{max} // 0, 0, 0);
+        _croak('new', $bits) if !defined $limit;
+        _croak('new', "the first stage needs $bits bits but a Redis string holds at most 2^32 (a stage is one string: give a smaller capacity)")
+            if $bits > $MAX_KEY_BITS;
+        $bytes = $bits / 8;
+        @meta = (format => $GFORMAT, capacity => $want->{capacity}, fp_rate => sprintf('%.17g', $want->{fp_rate}),
+            bits => $bits, hashes => $hashes, seed => $want->{seed}, layout => $want->{layout}, shards => 1,
+            shard => 0, grow => $asked->{grow}, max_capacity => $asked->{max} // 0, stages => 1, 'fill:0' => 0);
+    }
+    my $r = $self->_call('new', 0, 'eval', $GATTACH_LUA, 3, $mk, "{$n}:bits", "{$n}:stage:0", $bytes, @meta);
+    _croak('new', 'unexpected reply to the attach script') if ref $r ne 'ARRAY';
+    my ($what, @rest) = @$r;
+    _croak('new', "key $mk disappeared while it was opened (nothing was changed)") if $what eq 'gone';
+    _croak('new', "key $rest[1] exists without $mk (not a filter of this module; nothing was changed)")
+        if $what eq 'orphan';
+    _croak('new', "OOM: the filter needs $bytes bytes but the server uses $rest[0] of its maxmemory $rest[1] (nothing was changed)")
+        if $what eq 'full';
+    _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
+        if $what eq 'type';
+    my %m = $what eq 'created' ? @meta : @{ $rest[0] // [] };
+    my $format = $m{format} // '';
+    _croak('new', 'growth mismatch (the filter does not grow, not ' . _growth_text(@$asked{qw(grow max)}) . ')')
+        if $asked && ($format eq $FORMAT || $format eq $WFORMAT);
+    _croak('new', "key $mk is not a filter of this module (format '$format', expected '$GFORMAT')")
+        if $format ne $GFORMAT;
+    for my $f (qw(capacity fp_rate bits hashes seed layout grow max_capacity stages)) {
+        _croak('new', "key $mk: field '$f' is missing") if !defined $m{$f};
+    }
+    _croak('new', "key $mk: field '$_' is not a non-negative integer ('$m{$_}')")
+        for grep { $m{$_} !~ /\A[0-9]{1,20}\z/ } qw(capacity bits hashes seed grow max_capacity stages);
+    _croak('new', "key $mk: field 'fp_rate' is not a number ('$m{fp_rate}')")
+        if !Scalar::Util::looks_like_number($m{fp_rate});
+    _croak('new', "key $mk: field 'layout' is not a layout name ('$m{layout}')") if $m{layout} !~ /\A\w+\z/;
+    my ($limit, $bits, $hashes, $span) = _xs_stage(@m{qw(layout capacity fp_rate grow max_capacity)}, 0, 0);
+    _croak('new', "key $mk: $bits") if !defined $limit;
+    _croak('new', "key $mk: bits $m{bits} and hashes $m{hashes} do not match capacity $m{capacity} and fp_rate $m{fp_rate} (expected $bits and $hashes)")
+        if $bits != $m{bits} || $hashes != $m{hashes};
+    _croak('new', "key $mk: field 'stages' is $m{stages}, not from 1 to $limit") if $m{stages} < 1 || $m{stages} > $limit;
+    for my $f (qw(seed layout)) {
+        my $a = $explicit->{$f};
+        _croak('new', "$f mismatch: the filter in Redis has $f $m{$f}, asked for $a") if defined $a && $a ne $m{$f};
+    }
+    my $max = $m{max_capacity} ? $m{max_capacity} : undef;
+    _croak('new', 'growth mismatch (the filter ' . _growth_text($m{grow}, $max) . ', not '
+            . _growth_text(@$asked{qw(grow max)}) . ')')
+        if $asked && ($asked->{grow} != $m{grow} || (defined $asked->{max} && "$asked->{max}" ne "$m{max_capacity}"));
+    @$self{qw(capacity fp_rate seed layout grow max_capacity limit bits hashes span piece gstages st)}
+        = ((map { $m{$_} } qw(capacity)), 0 + $m{fp_rate}, @m{qw(seed layout grow)}, $max, $limit,
+        $bits, $hashes, $span, $bits, 0 + $m{stages}, []);
+    $self->{fields} = $hashes;
+    # A Redis string holds 2^32 bits: the stages stop before the first
+    # larger one (a local filter would go on).
+    for my $i (1 .. $limit - 1) {
+        next if $self->_stage($i)->{bits} <= $MAX_KEY_BITS;
+        @$self{qw(limit cut)} = ($i, 1);
+        last;
+    }
+    _croak('new', "key $mk: field 'stages' is $m{stages}, not from 1 to $self->{limit}") if $m{stages} > $self->{limit};
+    return $what eq 'created' ? undef : { %m, fp_rate => 0 + $m{fp_rate} };
+}
+
+# The commands of a batch's items in the ranges @todo ([from, to]): one
+# script per $CHUNK (fewer when the stages' probes are many, so that a
+# script's BITFIELD of them stays within what Lua's unpack takes), with
+# each item's offsets in the $self->{gstages} stages known and the next
+# one, a string per stage (_xs_offsets).
+sub _grown_cmds {
+    my ($self, $verb, $plain, $b, @todo) = @_;
+    my $t = $self->{gstages} + 1;
+    $t = $self->{limit} if $t > $self->{limit};
+    my @st = map { $self->_stage($_) } 0 .. $t - 1;
+    my $kmax = 0;
+    $_->{hashes} > $kmax and $kmax = $_->{hashes} for @st;
+    my $chunk = int(1000 / $kmax);
+    $chunk = $CHUNK if $chunk > $CHUNK;
+    my @head = ('EVALSHA', $GSHA{$GITEMS_LUA}, 1, $self->{metakey}, $verb, $t, $self->{limit},
+        map { ($_->{hashes}, $_->{capacity}, $_->{bits} / 8) } @st);
+    my @cmds;
+    for my $range (@todo) {
+        my ($from, $to) = @$range;
+        for (my $s = $from; $s < $to; $s += $chunk) {
+            my $e = ($s + $chunk < $to ? $s + $chunk : $to) - 1;
+            my @off = map {
+                _xs_offsets(@$self{qw(layout seed)}, @{ $st[$_] }{qw(bits hashes span bits)}, $_ + 1, $plain, $s,
+                    $e - $s + 1);
+            } 0 .. $#st;
+            push @cmds, { piece => 0, script => $GITEMS_LUA, v => [@head, $e - $s + 1, @off], s => $s, e => $e,
+                batch => $b, ok => \&_grown_ok, lost => \&_batch_lost };
+        }
+    }
+    return @cmds;
+}
+
+# A script's reply: the answers of its items (all, or those before where
+# it stopped), and why it stopped.
+sub _grown_ok {
+    my ($c, $r) = @_;
+    my $b = $c->{batch};
+    die "a reply of the wrong shape\n" if ref $r ne 'ARRAY' || ref $r->[2] ne 'ARRAY';
+    my ($why, $stages, $got, $used, $max) = @$r;
+    my ($s, $e) = @$c{qw(s e)};
+    die "a reply of the wrong shape\n" if @$got > $e - $s + 1 || ($why eq 'ok' && @$got != $e - $s + 1);
+    $b->{count} += $_ for @$got;
+    $b->{known} += @$got;
+    @{ $b->{each} }[$s .. $s + $#$got] = @$got if $b->{out};
+    $b->{stages} = $stages if $stages > ($b->{stages} // 0);
+    return if $why eq 'ok';
+    my $at = $s + @$got;
+    push @{ $b->{again} }, [$at, $e + 1] if $why eq 'more';
+    $b->{stop} = [$at, $why, $used, $max] if $why ne 'more' && (!$b->{stop} || $b->{stop}[0] > $at);
+}
+
+# The items of a batch on a filter that grows: sent in rounds, each
+# pipelined; a round's scripts that needed a stage they had no offsets for
+# are sent again, from where they stopped, with the stages their replies
+# named.
+sub _grown_batch {
+    my ($self, $bt, $plain) = @_;
+    my $method = $bt->{method};
+    my @todo = ([0, scalar @$plain]);
+    while (@todo) {
+        $bt->{again} = [];
+        my @cmds = $self->_grown_cmds($bt->{verb}, $plain, $bt, @todo);
+        $self->_exchange($method, \@cmds, sub { _batch_failed($bt, @_) });
+        $self->{gstages} = $bt->{stages} if ($bt->{stages} // 0) > $self->{gstages};
+        last if $bt->{stop};
+        @todo = sort { $a->[0] <=> $b->[0] } @{ $bt->{again} };
+    }
+    my $stop = $bt->{stop} or return;
+    my ($at, $why, $used, $max) = @$stop;
+    $#{ $bt->{each} } = $bt->{n} - 1 if $bt->{out};
+    my $msg = $why eq 'oom'
+        ? 'the filter is full and its next stage needs ' . $self->_stage($self->{gstages})->{bits} / 8
+            . " bytes, but the server uses $used of its maxmemory $max"
+        : defined $self->{max_capacity} && !$self->{cut}
+        ? "the filter is full: it holds its max_capacity of $self->{max_capacity} items"
+        : "the filter is full: its $self->{limit} stages hold " . $self->_total('capacity', $self->{limit})
+            . ' items, the most it can grow to' . ($self->{cut} ? ' in Redis (a string holds at most 2^32 bits)' : '');
+    @{ $bt->{out} } = @{ $bt->{each} } if $bt->{out};
+    Carp::croak(__PACKAGE__ . "->$method: $msg; "
+        . ($method =~ /_many\z/ ? "the first $at items of this batch were added, none after" : 'nothing was added'));
+}
+
+# The capacities or bits of the first $n stages together.
+sub _total {
+    my ($self, $what, $n) = @_;
+    my $t = 0;
+    $t += $self->_stage($_)->{$what} for 0 .. $n - 1;
+    return $t;
+}
+
+# One script of a filter that grows, its reply.
+sub _grown_call {
+    my ($self, $method, $lua, @args) = @_;
+    my $reply;
+    $self->_exchange($method, [{ piece => 0, script => $lua, v => ['EVALSHA', $GSHA{$lua}, 1, $self->{metakey}, @args],
+        ok => sub { $reply = $_[1] } }]);
+    return $reply;
+}
+
+# The stages now, each one's fill and bits set, and the estimates.
+sub _grown_state {
+    my ($self, $method) = @_;
+    my $r = $self->_grown_call($method, $GSTATE_LUA);
+    _croak($method, 'unexpected reply to the state script')
+        if ref $r ne 'ARRAY' || @$r != 3 || ref $r->[1] ne 'ARRAY' || ref $r->[2] ne 'ARRAY' || @{ $r->[1] } != $r->[0];
+    my ($n, $fills, $set) = @$r;
+    _croak($method, "the filter has $n stages, more than the $self->{limit} it can have") if $n > $self->{limit};
+    $self->{gstages} = $n;
+    my ($count, $miss, @info) = (0, 1);
+    for my $i (0 .. $n - 1) {
+        my $g = $self->_stage($i);
+        my (undef, undef, undef, undef, undef, $c, $fpp) = _xs_stage(@$self{qw(layout capacity fp_rate grow)},
+            $self->{max_capacity} // 0, $i, $set->[$i]);
+        _croak($method, "stage $i: $c") if !defined $fpp;
+        $count += $c;
+        $miss *= 1 - $fpp;
+        push @info, { capacity => $g->{capacity}, bits => $g->{bits}, hashes => $g->{hashes}, fill => 0 + $fills->[$i] };
+    }
+    my $bits_set = 0;
+    $bits_set += $_ for @$set;
+    return { stages => $n, bits_set => $bits_set, count => $count, estimated_fpp => 1 - $miss,
+        capacity => $self->_total('capacity', $n), bits => $self->_total('bits', $n), stage_info => \@info };
+}
+
+# A filter that grows as local bytes (to_filter): its stages' bits, fetched
+# after their count and fills.
+sub _grown_image {
+    my ($self) = @_;
+    my $st = $self->_grown_state('to_filter');
+    my $all = '';
+    for my $i (0 .. $st->{stages} - 1) {
+        my $bytes = $self->_stage($i)->{bits} / 8;
+        my $key = "{$self->{name}}:stage:$i";
+        my @parts;
+        my @cmds;
+        for (my $o = 0, my $j = 0; $o < $bytes; $o += $XFER, $j++) {
+            my $e = ($o + $XFER < $bytes ? $o + $XFER : $bytes) - 1;
+            my $slot = $j;
+            push @cmds, { piece => 0, v => ['GETRANGE', $key, $o, $e], ok => sub { $parts[$slot] = $_[1] } };
+        }
+        $self->_exchange('to_filter', \@cmds);
+        my $piece = join '', map { $_ // '' } @parts;
+        _croak('to_filter', "key $key holds " . length($piece) . " bytes, expected $bytes (deleted or replaced?)")
+            if length $piece != $bytes;
+        $all .= $piece;
+    }
+    my ($img, $e) = _xs_grown_image(@$self{qw(layout capacity fp_rate grow)}, $self->{max_capacity} // 0,
+        $self->{seed}, [map { $_->{fill} } @{ $st->{stage_info} }], $all);
+    _croak('to_filter', $e) if !defined $img;
+    return $img;
+}
+
+sub _grown_clear {
+    my ($self) = @_;
+    $self->_grown_call('clear', $GCLEAR_LUA, $self->_stage(0)->{bits} / 8);
+    $self->{gstages} = 1;
+    return;
+}
+
+sub grow         { $_[0]{grow} }
+sub max_capacity { $_[0]{max_capacity} }
+sub stages       { $_[0]{grow} ? $_[0]->_grown_state('stages')->{stages} : 1 }
+
+
 
 1;
 
@@ -1734,7 +2246,8 @@ DataSketches' 9001, as locally), C<shards> (see L</CLUSTER>), C<connect> (a code
 connected client, used for the other nodes of a cluster; default: a
 socket of the module's own to C<host:port>), C<cnx_timeout>, C<read_timeout>
 and C<write_timeout> (see L</Timeouts>), C<window> and C<generations> (a
-windowed filter: see L</WINDOWS>). An explicit C<seed>, C<layout> or
+windowed filter: see L</WINDOWS>), C<grow> and C<max_capacity> (a filter
+that grows: see L</GROWTH>). An explicit C<seed>, C<layout> or
 C<shards> that differs from the stored one croaks. A C<capacity> or an
 C<fp_rate> that differs from the stored one warns, as a local filter's
 reopening does (L<Data::BloomFilter::Shared/new>): "the filter's capacity
@@ -1772,13 +2285,18 @@ generation holds a bit, and C<stats> adds C<window>, C<generations>,
 C<generation> (the current generation's number: the periods since
 creation, or the rotations of a filter without a window) and
 C<generation_start> (when its period started, in seconds since the epoch
-by the server's clock; undef without a window).
+by the server's clock; undef without a window). For a filter that grows,
+as locally: see L</GROWTH>.
 
-=head2 capacity, fp_rate, bits, hashes, seed, layout, shards, name, window, generations
+=head2 capacity, fp_rate, bits, hashes, seed, layout, shards, name, window, generations, grow, max_capacity, stages
 
 The stored geometry and options. C<window> (seconds, as given) and
 C<generations> are undef for a plain filter; C<window> is undef for a
-windowed filter stepped only by L</rotate>.
+windowed filter stepped only by L</rotate>. C<grow> and C<max_capacity>
+are undef for a filter that does not grow, C<stages> 1; for one that
+grows (L</GROWTH>) C<stages> is the number of stages now, and
+C<capacity> and C<bits> those of its stages so far together, as locally
+(each asks the server).
 
 =head2 rotate
 
@@ -1880,6 +2398,78 @@ C<to_filter> croak. The memory is up to I<g> times a plain filter's (each
 generation key grows to C<bits / 8> bytes as it fills), checked against
 C<maxmemory> at creation.
 
+=head1 GROWTH
+
+    # Deduplicate a stream of unknown size, fleet-wide.
+    my $seen = Data::BloomFilter::Shared::Redis->new('redis.internal:6379', 'ids',
+        1_000_000, 0.001, { grow => 2, max_capacity => 1e9 });
+
+The options C<grow> (2 to 16) and C<max_capacity> make a filter that
+I<grows>, with the local filter's meaning and arguments
+(L<Data::BloomFilter::Shared/FILTERS THAT GROW>): past C<$capacity> new
+items it adds a stage C<grow> times larger instead of passing its
+C<fp_rate>. Stage I<i> has exactly the geometry, probes and bits a local
+filter of the same arguments gives its stage I<i>, and a stage is added
+at the same point, when the newest has taken its capacity of new items
+(counted exactly: the server holds one count per stage). So the same
+items added in the same order give the same stages and bits as locally,
+and L</to_filter> gives that local filter that grows (the same bytes as
+its C<serialize>).
+
+I<One script.> Each add and query is one Lua script (C<EVALSHA>; C<EVAL>
+for a server that does not hold it): it looks for the item in every
+stage; an add of an item found in none sets its bits in the newest stage
+and counts it there, adding the next stage first (zeroed) when the newest
+is full. So an item is told new exactly once among all clients, also
+while a stage is added, and a stage is added once. A batch is one script
+per 100 items (fewer with many probes), pipelined; a script that needs a
+stage beyond those whose offsets it was sent (another client added
+stages meanwhile, or its own items filled more than one) stops there,
+and the rest of its items are sent again.
+
+I<Bounds.> With C<max_capacity>, an C<add> of a new item past it croaks
+as locally (C<the filter is full: it holds its max_capacity of N items;
+nothing was added>; from C<add_many>, C<the first N items of this batch
+were added, none after>); the items already in it stay, and adding them
+again returns 0. Without it, the filter stops where a local one would,
+or before the first stage a Redis string cannot hold (more than 2^32
+bits), and the croak names that bound (C<... the most it can grow to>,
+with C<in Redis (a string holds at most 2^32 bits)> in the second case).
+A stage is checked against C<maxmemory> before it is made: past it, the
+add croaks (C<the filter is full and its next stage needs N bytes, but
+the server uses U of its maxmemory M; nothing was added>), adds nothing,
+and the next add that needs the stage when there is room adds it.
+
+I<Keys.> A filter that grows named C<ids> is C<{ids}:meta> (the first
+stage's geometry, C<grow>, C<max_capacity>, C<stages> and each stage's
+count of new items, C<fill:I>) and one string per stage,
+C<{ids}:stage:I>: all in one hash slot (see L</CLUSTER>).
+
+I<Reopening.> As locally: an existing filter keeps its growth; an
+explicit C<grow> (or C<max_capacity>) that differs croaks (C<growth
+mismatch (the filter grows by 2, not grows by 3)>), and so does C<grow>
+for a filter of that name that does not grow (C<growth mismatch (the
+filter does not grow, not grows by 2)>); C<new> without them opens a
+filter that grows as it is. A C<capacity> or C<fp_rate> that differs from
+the stored first stage's warns, as for any filter (L</new>).
+
+I<Whole filter.> C<count>, C<estimated_fpp> and C<stats> (L</count, bits_set, fill_ratio, estimated_fpp, is_empty, stats>) are the local
+filter's: the stages' estimates together, and C<stats> adds C<grow>,
+C<stages>, C<max_capacity> and C<stage_info> (per stage, oldest first: its
+C<capacity>, C<bits>, C<hashes> and C<fill>). L</clear> goes back to the
+first stage, zeroed (the later stages are dropped), as locally. The
+options and the bad ones are checked as a local filter checks them, in the
+same words (C<grow must be an integer from 2 to 16 ...>, C<max_capacity N
+is below the capacity M>, C<the datasketches layout does not grow>, C<grow
+and window do not go together ...>).
+
+I<Not here.> C<shards> (a filter that grows is one hash slot: C<shards
+are not supported with grow>), and L</merge>, of a filter that grows with
+any other or of any filter with one that grows: it croaks (C<not supported
+for a filter that grows in Redis (see GROWTH)>); merge local copies
+instead (L</to_filter>, then L<Data::BloomFilter::Shared/merge>). A first
+stage of more than 2^32 bits croaks at creation.
+
 =head1 CLUSTER
 
 C<< shards => N >> cuts the bit array into N contiguous pieces, each its own
@@ -1908,8 +2498,9 @@ remembered), so the first command to a piece may take one extra round trip.
 The connection you pass (or the address) is the first node asked; the
 others are connected with the C<connect> option or L<Redis::Fast>.
 
-A windowed filter's keys all carry its name as their hash tag, so they lie
-in one slot, on one node, and its scripts run there whole.
+A windowed filter's keys, and those of a filter that grows, all carry its
+name as their hash tag, so they lie in one slot, on one node, and its
+scripts run there whole.
 
 =head1 FAILURES
 
@@ -1944,7 +2535,9 @@ acknowledged add can be lost with the server's last second of writes, and a
 later add of the same item is then told "new" again. A windowed filter's
 scripts are replicated and persisted by their effects (the bits set, the
 step, the expiry), so the same holds for it: no acknowledged add of the
-current window is lost.
+current window is lost. So are a filter that grows's scripts (the bits
+set, the counts, a stage added): no acknowledged add is lost across a
+stage change either.
 
 =head1 LIMITS
 
@@ -1958,9 +2551,16 @@ interrupted call's socket is not used again (a L<Redis::Fast> client's
 then answers its next command with the late replies: do not reuse a client
 whose call into the filter died).
 
-A filter in Redis does not grow: C<new> refuses the C<grow> and
-C<max_capacity> options of L<Data::BloomFilter::Shared/FILTERS THAT GROW>.
-Size it for the most items it will hold.
+A filter that grows (L</GROWTH>) is not sharded (one node serves all of
+it), cannot be merged, and stops growing before a stage of more than
+2^32 bits. Each of its adds and queries is a Lua script that reads every
+stage, as a windowed filter's reads every generation: measured with
+C<bench/redis.pl --quick> (grown to 10 times its first capacity, 4
+stages, against a plain filter of the same size holding the same items,
+on a 2-core machine under load), its batches ran 2 to 20 times slower
+than the plain filter's (queries of held and of absent items, adds of
+held items), the C<standard> layout at 11 000 to 33 000 items a second,
+the C<blocked> layout at 60 000 to 140 000.
 
 A windowed filter (L</WINDOWS>) costs the server more per item than a
 plain one: each of its commands is a Lua script, which hands the items'
@@ -2027,7 +2627,58 @@ C<merge> with a windowed filter on either side, C<to_filter> of one.
 An add, query or step found the filter's metadata deleted or replaced
 after C<new>: the server refused the script, and nothing was changed.
 
-=item the grow and max_capacity options are not supported here: a filter in Redis does not grow (size it for the most items it will hold)
+=item grow must be an integer from 2 to 16 (the factor each new stage is larger by), got %s
+
+=item max_capacity must be a positive integer (the most items the filter may take), got %s
+
+=item the max_capacity option needs the grow option (a filter that does not grow is bounded by its capacity)
+
+=item max_capacity %d is below the capacity %d
+
+=item max_capacity %d is out of reach: %d stages hold at most %d items at this capacity, fp_rate and grow
+
+=item the datasketches layout does not grow
+
+=item grow and window do not go together: a windowed filter forgets old items instead of growing
+
+=item shards are not supported with grow (a filter that grows in Redis keeps its stages in one hash slot)
+
+=item the first stage needs %d bits but a Redis string holds at most 2^32 (a stage is one string: give a smaller capacity)
+
+Options of a filter that grows that cannot be (L</GROWTH>); the first
+seven in the local filter's words.
+
+=item growth mismatch (the filter %s, not %s)
+
+An existing filter keeps its growth, or none (L</GROWTH>).
+
+=item the filter is full: it holds its max_capacity of %d items; nothing was added
+
+=item the filter is full: its %d stages hold %d items, the most it can grow to; nothing was added
+
+=item the filter is full: its %d stages hold %d items, the most it can grow to in Redis (a string holds at most 2^32 bits); nothing was added
+
+=item the filter is full and its next stage needs %d bytes, but the server uses %d of its maxmemory %d; nothing was added
+
+=item ...; the first %d items of this batch were added, none after
+
+A filter that grows at its bound, or whose next stage does not fit
+(L</GROWTH>); from C<add_many>, the items before the one that met it
+were added.
+
+=item not supported for a filter that grows in Redis (see GROWTH)
+
+L</merge> with a filter that grows on either side.
+
+=item GONE key %s is gone or no longer a filter that grows
+
+The filter's metadata was deleted or replaced since it was opened.
+
+=item key %s: field 'stages' is %s, not from 1 to %d
+
+=item the filter has %d stages, more than the %d it can have
+
+A filter that grows whose metadata was damaged.
 
 C<new> was given C<grow> or C<max_capacity>; see L</LIMITS>.
 

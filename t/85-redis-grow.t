@@ -1,0 +1,352 @@
+# Filters that grow in Redis against a real redis-server: every stage the
+# bits a local grown filter sets (to_filter gives that local filter, byte
+# for byte), four processes adding the same ids across several stages
+# (each id told new exactly once), the bound, the keys in one slot of a
+# 3-master cluster, no acknowledged add lost across a stage change when
+# the server is killed and replays its append-only file, and the options
+# checked as a local filter checks them.
+use strict;
+use warnings;
+use Test::More;
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use RedisServer qw(redis_or_skip);
+use RacingAdders qw(race_adders);
+use Data::BloomFilter::Shared;
+use File::Temp ();
+use Time::HiRes qw(time sleep);
+use IO::Handle ();
+use POSIX ();
+
+redis_or_skip();
+require Data::BloomFilter::Shared::Redis;
+
+my $R = 'Data::BloomFilter::Shared::Redis';
+my $L = 'Data::BloomFilter::Shared';
+$SIG{ALRM} = sub { die "85-redis-grow: global timeout\n" };
+alarm 600;    # a hang guard: an idle host takes seconds, a loaded one minutes
+
+my $srv = RedisServer->new;
+my $rc = $srv->client;
+my $dir = File::Temp::tempdir(CLEANUP => 1);
+
+sub dies_like(&$$) {
+    my ($code, $re, $name) = @_;
+    local $@;
+    eval { $code->(); 1 } and return fail("$name: did not croak");
+    like $@, $re, $name;
+}
+
+# The message of a croak, without its class and method or its line.
+sub said {
+    my ($code) = @_;
+    local $@;
+    return eval { $code->(); 1 } ? 'no croak' : $@ =~ s/\A\S+->\w+: //r =~ s/ at \S+ line \d+\.\n\z//r;
+}
+
+# A local filter's portable bytes with every writer's count in its fill
+# words: written through a file whose handle is dropped (a handle adds its
+# own count of new items to the shared word when it goes away).
+sub local_bytes {
+    my ($path, $add, @args) = @_;
+    unlink $path;
+    my $l = $L->new($path, @args);
+    $add->($l);
+    undef $l;
+    return $L->new($path, $args[0], $args[1])->serialize;
+}
+
+# --- the local filter's stages, bit for bit --------------------------------------------------------
+# Small first capacities, so that one batch of 100 (one script) crosses
+# several stages and the script asks for the offsets of the next ones.
+for my $case (['standard', 10, 0.01, 2], ['blocked', 10, 0.01, 2], ['standard', 300, 0.001, 4],
+              ['blocked', 50, 1e-5, 3]) {
+    my ($layout, $cap, $fp, $grow) = @$case;
+    my $name = "same-$layout-$cap";
+    my $opts = { grow => $grow, layout => $layout };
+    my $r = $R->new($srv->address, $name, $cap, $fp, {%$opts});
+    my $l = $L->new(undef, $cap, $fp, {%$opts});
+    my @ids = map { "id-$_" } 1 .. 40 * $cap;
+    my ($same_batches, $same_singles, $same_queries) = (0, 0, 0);
+    for my $part (0 .. 3) {
+        my @mine = @ids[$part * 10 * $cap .. ($part + 1) * 10 * $cap - 1];
+        # Batches (items seen before among them) and single adds.
+        my @batch = (@mine[0 .. $#mine / 2], @ids[0 .. 9]);
+        my (@rn, @ln);
+        $r->add_many(\@batch, \@rn);
+        $l->add_many(\@batch, \@ln);
+        $same_batches++ if "@rn" eq "@ln";
+        my $singles = grep { $r->add($_) == $l->add($_) } @mine[$#mine / 2 + 1 .. $#mine];
+        $same_singles++ if $singles == @mine - (1 + int($#mine / 2));
+        my @probe = map { "id-$_" } 1 .. 50 * $cap;
+        my @rq = $r->contains_many(\@probe);
+        my @lq = $l->contains_many(\@probe);
+        $same_queries++ if "@rq" eq "@lq";
+    }
+    is $same_batches, 4, "$name: add_many tells the same items new as a local filter that grows";
+    is $same_singles, 4, "$name: single adds too";
+    is $same_queries, 4, "$name: contains_many answers as the local filter";
+    cmp_ok $r->stages, '>=', 3, "$name: the filter grew (" . $r->stages . ' stages)';
+    is $r->stages, $l->stages, "$name: as many stages as the local filter";
+    my $want = local_bytes("$dir/$name.bf", sub { $_[0]->add_many(\@ids) }, $cap, $fp, {%$opts});
+    ok $r->to_filter->serialize eq $want, "$name: to_filter is the local filter that grows: the same bytes (stages, bits, fill counts)";
+    my $t = $r->to_filter("$dir/$name.to", { mode => 0640 });
+    ok -f "$dir/$name.to" && ((stat _)[2] & 07777) == 0640, "$name: to_filter with a path makes that file, with the mode";
+    is $t->grow, $grow, "$name: the local filter grows by $grow";
+    dies_like { $r->to_filter("$dir/$name.to") } qr/\A\Q$R\E->to_filter: .*exists/, "$name: to_filter to an existing path croaks, naming to_filter";
+    # stats: the keys and figures of the local filter's (those both have)
+    my $rs = $r->stats;
+    my $ls = $L->new("$dir/$name.bf", $cap, $fp)->stats;
+    my @keys = qw(capacity fp_rate bits hashes seed layout grow stages max_capacity bits_set count fill_ratio
+        estimated_fpp stage_info);
+    is_deeply { map { $_ => $rs->{$_} } @keys }, { map { $_ => $ls->{$_} } @keys },
+        "$name: stats as the local filter's: @keys";
+    is_deeply [map { $r->$_ } qw(capacity bits hashes grow max_capacity bits_set count)],
+        [map { $ls->{$_} } qw(capacity bits hashes grow max_capacity bits_set count)],
+        "$name: the accessors as the local filter's";
+    is $r->fill_ratio, $ls->{fill_ratio}, "$name: fill_ratio";
+    is $r->estimated_fpp, $ls->{estimated_fpp}, "$name: estimated_fpp";
+    is $r->is_empty, 0, "$name: not empty";
+}
+
+# --- a client object given, its methods' way and its socket's ----------------------------------------
+{
+    my $c = $srv->client;
+    my $r = $R->new($c, 'by-client', 20, 0.01, { grow => 2 });
+    my @ids = map { "c-$_" } 1 .. 500;
+    is $r->add_many(\@ids), 500, 'through a client: 500 new items';
+    is $r->add_many(\@ids), 0, 'and then none';
+    is scalar $r->contains_many(\@ids), 500, 'all found';
+    is $r->stages, 5, 'five stages (20 + 40 + 80 + 160 < 500 <= + 320)';
+}
+
+# --- a client of another kind, driven through its methods; SCRIPT FLUSH ------------------------------
+{
+    package Local::Wrap;
+    our $AUTOLOAD;
+    sub new { bless { r => $_[1] }, $_[0] }
+    sub ping { shift->{r}->ping(@_) }
+    sub wait_all_responses { shift->{r}->wait_all_responses }
+    sub AUTOLOAD { my $m = $AUTOLOAD =~ s/.*:://r; return if $m eq 'DESTROY'; shift->{r}->$m(@_) }
+    package main;
+    my $f = $R->new(Local::Wrap->new($srv->client), 'wrapped', 10, 0.01, { grow => 2 });
+    my @ids = map { "w-$_" } 1 .. 100;
+    is $f->add_many(\@ids, \my @w), 100, 'through a client\'s methods: a batch across stages';
+    is scalar(grep { $_ == 1 } @w), 100, '... each new';
+    is $f->stages, 4, '... four stages (10 + 20 + 40 < 100 <= + 80)';
+    is $f->add($ids[0]), 0, 'a single add of one held';
+    $rc->script_flush;
+    is $f->contains($ids[-1]), 1, 'a query after SCRIPT FLUSH (sent again whole)';
+    is $f->add('w-new'), 1, 'and an add';
+}
+
+# --- merge: local copies instead --------------------------------------------------------------------
+{
+    my ($x, $y) = map { $R->new($srv->address, "m$_", 50, 0.01, { grow => 2 }) } 1, 2;
+    $x->add_many([map { "x-$_" } 1 .. 120]);
+    $y->add_many([map { "y-$_" } 1 .. 300]);
+    my $lx = $x->to_filter;
+    $lx->merge($y->to_filter);
+    is $lx->stages, $y->stages, 'to_filter copies merge locally: the stages of the larger';
+    is scalar $lx->contains_many([map { ("x-$_", "y-$_") } 1 .. 120]), 240, '... holding the items of both';
+}
+
+# --- four processes, overlapping ids, several stages: each id told new exactly once ------------------
+{
+    my @ids = map { "race-$_" } 1 .. 6000;
+    $R->new($srv->address, 'race', 200, 1e-6, { grow => 2 });
+    my %told = race_adders(
+        procs => [1 .. 4],
+        open => sub { $R->new($srv->address, 'race', 200, 1e-6) },
+        items => \@ids,
+        reverse => sub { $_[0] % 2 == 0 },
+        batch => 150,
+        singles => 20,
+        name => 'grown adder',
+    );
+    is scalar(grep { ($told{$_} // 0) > 1 } @ids), 0, 'four processes: no id told new twice';
+    is scalar(grep { !$told{$_} } @ids), 0, 'none told new by no one: each id new exactly once';
+    my $f = $R->new($srv->address, 'race', 200, 1e-6);
+    is scalar $f->contains_many(\@ids), 6000, 'every id is in the filter';
+    my $s = $f->stats;
+    is $s->{stages}, 5, 'five stages: 200 + 400 + 800 + 1600 < 6000 <= + 3200';
+    is_deeply [map { $_->{fill} } @{ $s->{stage_info} }], [200, 400, 800, 1600, 3000],
+        'each stage took its capacity of new items, the newest the rest: counted exactly';
+    is $f->capacity, 6200, 'capacity: the stages so far together';
+}
+
+# --- the bound ------------------------------------------------------------------------------------
+{
+    my @ids = map { "b-$_" } 1 .. 300;
+    my $r = $R->new($srv->address, 'bounded', 100, 1e-6, { grow => 2, max_capacity => 250 });
+    my $l = $L->new(undef, 100, 1e-6, { grow => 2, max_capacity => 250 });
+    my $rs = said(sub { $r->add_many(\@ids, \my @w) });
+    is $rs, said(sub { $l->add_many(\@ids) }), 'add_many past max_capacity: the local filter\'s words';
+    like $rs, qr/\Athe filter is full: it holds its max_capacity of 250 items; the first 250 items of this batch were added, none after\z/,
+        '... the items before the bound added, none after';
+    is scalar $r->contains_many([@ids[0 .. 249]]), 250, 'the items before it are there';
+    is scalar $r->contains_many([@ids[250 .. 299]]), 0, 'those after are not';
+    is said(sub { $r->add('another') }), said(sub { $l->add('another') }), 'a single add: the local words';
+    like said(sub { $r->add('another') }), qr/; nothing was added\z/, '... nothing was added';
+    is $r->add($ids[0]), 0, 'an item already there: added as ever (not new)';
+    is $r->stages, 2, 'two stages (100, then 150)';
+    is $r->max_capacity, 250, 'max_capacity';
+    is $r->capacity, 250, 'capacity: the stages together';
+    # clear: back to the first stage
+    $r->clear;
+    is $r->stages, 1, 'clear: one stage again';
+    is $r->is_empty, 1, '... empty';
+    is $r->capacity, 100, '... the first capacity';
+    is $r->add_many([@ids[0 .. 199]]), 200, 'and grows again';
+    is_deeply [sort grep { /stage/ } $rc->keys('{bounded}:*')], ['{bounded}:stage:0', '{bounded}:stage:1'],
+        'the keys: one bit string per stage';
+}
+
+# --- maxmemory: a stage that does not fit is not added ---------------------------------------------
+{
+    # The first stage 64 KiB, the second (16 times the items) 1 MiB: room
+    # for half of it.
+    my $r = $R->new($srv->address, 'oom', 20_000, 0.001, { grow => 16 });
+    my $used = $rc->info('memory')->{used_memory};
+    $rc->config('set', 'maxmemory', $used + (512 << 10));
+    my $n = 0;
+    $n += $r->add_many([map { "m-$_" } $_ * 1000 + 1 .. $_ * 1000 + 1000]) for 0 .. 19;
+    is $n, 20_000, 'the first stage takes its capacity';
+    dies_like { $r->add('one more') }
+        qr/->add: the filter is full and its next stage needs 1048576 bytes, but the server uses \d+ of its maxmemory \d+; nothing was added/,
+        'the next stage past maxmemory: the add croaks';
+    is $r->stages, 1, '... no stage was added';
+    is $r->contains('one more'), 0, '... nor the item';
+    $rc->config('set', 'maxmemory', 0);
+    is $r->add('one more'), 1, 'with room, the next add adds the stage';
+    is $r->stages, 2, '... two stages';
+}
+
+# --- options, reopening, what is not supported ----------------------------------------------------
+{
+    my $a = $srv->address;
+    my $f = $R->new($a, 'opts', 100, 0.01, { grow => 2 });
+    $f->add_many([map { "o-$_" } 1 .. 150]);
+    my $p = $R->new($a, 'opts', 100, 0.01);
+    is $p->grow, 2, 'opened without growth options: the filter grows as it was made';
+    is $p->stages, 2, '... with its stages';
+    ok eval { $R->new($a, 'opts', 100, 0.01, { grow => 2 }) }, 'the same growth opens it';
+    dies_like { $R->new($a, 'opts', 100, 0.01, { grow => 3 }) }
+        qr/->new: growth mismatch \(the filter grows by 2, not grows by 3\)/, 'another growth croaks (the local words)';
+    dies_like { $R->new($a, 'opts', 100, 0.01, { grow => 2, max_capacity => 1000 }) }
+        qr/->new: growth mismatch \(the filter grows by 2, not grows by 2 up to 1000 items\)/, 'another bound croaks';
+    my @w;
+    {
+        local $SIG{__WARN__} = sub { push @w, $_[0] };
+        $R->new($a, 'opts', 200, 0.01, { grow => 2 });
+    }
+    is scalar @w, 1, 'another capacity warns once';
+    like $w[0], qr/->new: the filter's capacity 100 is kept, not the capacity 200 asked for/, '... naming the first capacity';
+    {
+        no warnings 'Data::BloomFilter::Shared';
+        local $SIG{__WARN__} = sub { push @w, $_[0] };
+        $R->new($a, 'opts', 200, 0.01, { grow => 2 });
+    }
+    is scalar @w, 1, "... in the category 'Data::BloomFilter::Shared'";
+    $R->new($a, 'plain', 100, 0.01);
+    dies_like { $R->new($a, 'plain', 100, 0.01, { grow => 2 }) }
+        qr/->new: growth mismatch \(the filter does not grow, not grows by 2\)/, 'a plain filter asked to grow croaks';
+    $R->new($a, 'wplain', 100, 0.01, { window => 5 });
+    dies_like { $R->new($a, 'wplain', 100, 0.01, { grow => 2 }) }
+        qr/->new: growth mismatch \(the filter does not grow, not grows by 2\)/, 'so does a windowed one';
+    dies_like { $f->merge($R->new($a, 'other', 100, 0.01, { grow => 2 })) }
+        qr/->merge: not supported for a filter that grows in Redis \(see GROWTH\)/, 'merge croaks';
+    dies_like { $p->merge($L->new(undef, 100, 0.01, { grow => 2 })) } qr/->merge: not supported for a filter that grows/,
+        '... with a local filter too';
+    dies_like { $R->new($a, 'plain', 100, 0.01)->merge($f) } qr/->merge: not supported for a filter that grows/,
+        '... and into a plain filter';
+    $rc->del('{opts}:meta');
+    dies_like { $p->add('x') } qr/->add: GONE key \{opts\}:meta is gone or no longer a filter that grows/,
+        'an add to a deleted filter croaks';
+
+    # Bad options: the local filter's words, naming new, and no key made.
+    for my $o ({ grow => 1 }, { grow => 17 }, { grow => 'x' }, { grow => undef }, { grow => 2, max_capacity => 0 },
+               { grow => 2, max_capacity => -5 }, { max_capacity => 1000 }, { grow => 2, max_capacity => 50 },
+               { grow => 2, max_capacity => '18446744073709551615' }, { grow => 2, window => 5 },
+               { grow => 2, layout => 'datasketches' }) {
+        my $shown = join ', ', map { "$_ => " . ($o->{$_} // 'undef') } sort keys %$o;
+        my $e = eval { $R->new($a, 'bad', 100, 0.01, {%$o}); 1 } ? 'no croak' : $@;
+        like $e, qr/\A\Q$R\E->new: /, "{ $shown }: croaks naming new";
+        is said(sub { $R->new($a, 'bad', 100, 0.01, {%$o}) }), said(sub { $L->new(undef, 100, 0.01, {%$o}) }),
+            "{ $shown }: the local filter's words";
+    }
+    dies_like { $R->new($a, 'bad', 100, 0.01, { grow => 2, shards => 2, layout => 'blocked' }) }
+        qr/->new: shards are not supported with grow \(a filter that grows in Redis keeps its stages in one hash slot\)/,
+        'shards with grow croak';
+    dies_like { $R->new($a, 'bad', 1e9, 0.001, { grow => 2 }) }
+        qr/->new: the first stage needs \d+ bits but a Redis string holds at most 2\^32/, 'a first stage past 2^32 bits croaks';
+    is_deeply [$rc->keys('{bad}*')], [], 'refused creations left no keys';
+}
+
+# --- kill -9 with appendfsync always: no acknowledged add lost across stage changes ----------------
+{
+    my $d = RedisServer->new(appendonly => 'yes', appendfsync => 'always');
+    $R->new($d->address, 'durable', 1000, 0.001, { grow => 2 });
+    pipe my $rd, my $wr or die "pipe: $!";
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        close $rd;
+        $wr->autoflush(1);
+        my $f = $R->new($d->address, 'durable', 1000, 0.001);
+        for my $b (0 .. 100_000) {
+            my @ids = map { "d-$b-$_" } 1 .. 200;
+            last if !eval { $f->add_many(\@ids, \my @w); 1 };
+            print $wr "ACK @ids\n";
+        }
+        POSIX::_exit(0);
+    }
+    close $wr;
+    my (@acked, $batches);
+    while (my $l = <$rd>) {
+        push @acked, split ' ', substr $l, 4;
+        $d->stop('KILL') if ++$batches == 20;
+    }
+    waitpid $pid, 0;
+    cmp_ok scalar @acked, '>=', 20 * 200, 'at least 20 batches (4000 items) acknowledged before the kill';
+    $d->start;    # the same directory: it replays its append-only file
+    my $f = $R->new($d->address, 'durable', 1000, 0.001);
+    cmp_ok $f->stages, '>=', 3, 'after the restart: the stages added before the kill (1000 + 2000 < 4000)';
+    is scalar $f->contains_many(\@acked), scalar @acked, 'every acknowledged add is there';
+    is $f->add($acked[0]), 0, 'and an acknowledged item is not new';
+    my $s = $f->stats;
+    is_deeply [map { $_->{fill} } @{ $s->{stage_info} }[0 .. $s->{stages} - 2]],
+        [map { $_->{capacity} } @{ $s->{stage_info} }[0 .. $s->{stages} - 2]], 'every stage but the newest full';
+    $d->stop('TERM');
+}
+
+# --- a 3-master cluster: every key in the slot of {name} ------------------------------------------
+SKIP: {
+    skip 'redis-cli is not installed (Debian: redis-tools)', 6
+        if !grep { -x "$_/redis-cli" } split(/:/, $ENV{PATH} // ''), '/usr/bin';
+    my @nodes = map {
+        RedisServer->new('cluster-enabled' => 'yes', 'cluster-config-file' => 'nodes.conf',
+            'cluster-node-timeout' => 5000, appendonly => 'no')
+    } 1 .. 3;
+    my $out = `redis-cli --cluster create @{[ map { $_->address } @nodes ]} --cluster-yes 2>&1`;
+    is $?, 0, 'redis-cli --cluster create' or diag $out;
+    my @c = map { $_->client } @nodes;
+    my $until = time + 120;    # a few seconds on an idle host
+    sleep 0.1 while grep({ $_->cluster('info') !~ /cluster_state:ok/ } @c) && time < $until;
+    # A name whose slot is not on the first node: every script is redirected.
+    my ($name) = grep {
+        my $slot = $R->key_slot("{$_}");
+        !grep { $_->[0] <= $slot && $slot <= $_->[1] && $_->[2][1] == $nodes[0]->port } @{ $c[0]->cluster('slots') }
+    } map { "cg$_" } 1 .. 100;
+    my $f = $R->new($nodes[0]->address, $name, 100, 0.001, { grow => 2 });
+    my @ids = map { "c-$_" } 1 .. 1000;
+    is $f->add_many(\@ids), 1000, 'cluster: a batch of new items, across stages';
+    is $f->add_many(\@ids), 0, 'told seen';
+    is $f->stages, 4, 'four stages (100 + 200 + 400 < 1000 <= + 800)';
+    my ($owner) = grep { eval { $_->exists("{$name}:meta") } } @c;    # the others answer MOVED
+    my @keys = $owner->keys("{$name}:*");
+    is scalar(@keys), 5, "the metadata and four stages, all on the metadata's node";
+    is scalar(grep { $owner->cluster('keyslot', $_) != $R->key_slot("{$name}") } @keys), 0,
+        'every key in the slot of {name}';
+}
+
+done_testing;
