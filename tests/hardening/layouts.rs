@@ -204,6 +204,7 @@ fn a_toy_layout_is_a_module_and_a_row() {
             hashes: g.hashes,
             span_bits: g.span_bits,
             piece_bits: g.bits,
+            stage: 0,
         };
         let slices: Vec<BfsSlice> = items
             .iter()
