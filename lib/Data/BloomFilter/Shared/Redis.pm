@@ -635,16 +635,22 @@ sub _one {
     if (my $bf = $c->{bf}) {
         my ($verb, $list, $from, $count, $key, $out) = @$bf;
         my @full;
-        my @r = $link->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)}, $key, $list, $from, $count,
-            $out ? \@full : undef);
-        return @r if $r[0] eq 'broken';
-        return ('ok', $r[1], $r[2], \@full) if $r[0] == $REPLY_INTS && $r[2] == $count;    # (the usual)
-        @r = _bf_outcome($count, \@full, @r);
-        return $r[0] eq 'shape' ? ('broken', "unreadable reply from $link->{name}: a reply of the wrong shape") : @r;
+        return _one_outcome($link, $count, \@full, $link->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)},
+            $key, $list, $from, $count, $out ? \@full : undef));
     }
     my ($bytes, $take) = $self->_wire($c);
     my $broke = $link->put($bytes);
     return defined $broke ? ('broken', $broke) : $link->reply($take, 1);
+}
+
+# What Link.pm's roundtrip gave (@r) for a BITFIELD of $count items means,
+# as _next_reply says it.
+sub _one_outcome {
+    my ($link, $count, $full, @r) = @_;
+    return @r if $r[0] eq 'broken';
+    return ('ok', $r[1], $r[2], $full) if $r[0] == $REPLY_INTS && $r[2] == $count;    # (the usual)
+    @r = _bf_outcome($count, $full, @r);
+    return $r[0] eq 'shape' ? ('broken', "unreadable reply from $link->{name}: a reply of the wrong shape") : @r;
 }
 
 # The same through a client's methods: the call is made now, with a
@@ -715,24 +721,25 @@ sub _next_reply {
 # reply that came is handled, $on_fail (if any) is called with the error,
 # then the call croaks. A connection that failed is not used again.
 sub _exchange {
-    my ($self, $method, $cmds, $on_fail) = @_;
+    my ($self, $method, $cmds, $on_fail, $taken) = @_;
     $self->{failed} = 0;    # whether a connection failed (merge asks)
     # The state of a round: its connections, the commands to send again
     # (redirected), the first error, whether sending has stopped.
     my $st = { links => {}, again => [], error => undef, stop => 0 };
     my @todo;
     # The usual single add or contains: one command on a socket kept from
-    # the last call, without the pipeline's bookkeeping. Its outcome is
-    # settled as any other's.
-    if (@$cmds == 1 && !%{ $self->{slot_node} } && ($self->{links}{''} || $self->{lent}{''})) {
+    # the last call, without the pipeline's bookkeeping (or, $taken, [the
+    # connection, what its roundtrip gave], already sent that way by
+    # _single). Its outcome is settled as any other's.
+    if (@$cmds == 1 && ($taken || !%{ $self->{slot_node} } && ($self->{links}{''} || $self->{lent}{''}))) {
         my $c = $cmds->[0];
-        my $link = $st->{links}{''} = eval { $self->_link($method, '') };
+        my $link = $st->{links}{''} = $taken ? $taken->[0] : eval { $self->_link($method, '') };
         if (!$link) {
             $st->{error} = _strip($@);
             $c->{lost}->($c) if $c->{lost};
         }
         elsif (!$link->{client}) {
-            my @r = $self->_one($link, $c);
+            my @r = $taken ? _one_outcome($link, 1, [], @$taken[1 .. $#$taken]) : $self->_one($link, $c);
             if ($r[0] eq 'ok') {
                 # What _settle and _end_round do with a reply that came,
                 # without their rounds' bookkeeping: handled, and the
@@ -899,7 +906,7 @@ sub _call {
 # BITFIELD per chunk of $CHUNK items of one piece, through _exchange.
 # Returns the count; fills @$out (when given) with one 0/1 per item.
 sub _batch {
-    my ($self, $method, $verb, $items, $out) = @_;
+    my ($self, $method, $verb, $items, $out, $taken) = @_;
     _croak($method, 'argument is not an array reference, got ' . _given($items) . ' (give \@items)')
         if ref $items ne 'ARRAY' && !(Scalar::Util::blessed($items) && overload::Method($items, '@{}'));
     # Every element is checked before anything is sent. Plain strings are
@@ -939,7 +946,7 @@ sub _batch {
                 ix => $ix, batch => $b, ok => \&_batch_ok, lost => \&_batch_lost };
         }
     }
-    $self->_exchange($method, \@cmds, sub { _batch_failed($b, @_) }) if @cmds;
+    $self->_exchange($method, \@cmds, sub { _batch_failed($b, @_) }, $taken) if @cmds;
     @$out = @{ $b->{each} } if $out;
     return $b->{count};
 }
@@ -1018,16 +1025,49 @@ sub _out_array {
     return $out;
 }
 
+# A single add or contains. The usual case (a plain unsharded filter, no
+# redirection known, a socket of our own or a client's kept from the last
+# call and still fit for use, an item that is a string of bytes) is one
+# call to C (Link.pm's roundtrip) without a batch's records: the command
+# written, its reply read and folded, and the connection kept. Any other
+# case goes as a batch of one item; so does any outcome but the reply (it
+# is settled and said as a batch's, by _exchange), with $item read once.
+sub _single {
+    my ($self, $method, $verb, $item) = @_;
+    my $own = defined $self->{address};
+    my $l;
+    if (defined $item && !ref $item && !$self->{gens} && $self->{shards} == 1 && !%{ $self->{slot_node} }
+        && ($l = delete(($own ? $self->{links} : $self->{lent})->{''})))
+    {
+        my $s = "$item";
+        # (A UTF-8 string goes the batch's way, which croaks on a wide
+        # character as add_many does.)
+        if (!utf8::is_utf8($s) && ($own ? $l->{pid} == $$ && $l->quiet : $l->fit($self->{client}))) {
+            my @r = $l->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)}, $self->{bitskey}, [$s], 0,
+                1, undef);
+            if ($r[0] eq $REPLY_INTS && $r[2] == 1) {
+                $self->{failed} = 0;
+                ($own ? $self->{links} : $self->{lent})->{''} = $l;
+                return $verb ? 1 - $r[1] : 0 + $r[1];
+            }
+            return $self->_batch($method, $verb, [$s], undef, [$l, @r]);
+        }
+        # Not fit: _link replaces it.
+        ($own ? $self->{links} : $self->{lent})->{''} = $l;
+    }
+    return $self->_batch($method, $verb, [$item]);
+}
+
 sub add {
     my $self = shift;
     _croak('add', 'usage: $filter->add($item)') if @_ != 1;
-    return $self->_batch('add', 1, [$_[0]]);
+    return $self->_single('add', 1, $_[0]);
 }
 
 sub contains {
     my $self = shift;
     _croak('contains', 'usage: $filter->contains($item)') if @_ != 1;
-    return $self->_batch('contains', 0, [$_[0]]);
+    return $self->_single('contains', 0, $_[0]);
 }
 
 sub add_many {
