@@ -1346,23 +1346,33 @@ local function drop(from, to)
 end
 LUA
 
-# Add (ARGV[2] = 1) or look up items: ARGV[1] = k, then each item's
-# BITFIELD arguments (SET u1 OFFSET 1 per probe, from the core). An add
-# steps first when the current number is past `grid`: the generations no
-# longer visible are dropped (they expire by themselves too) and the new
-# current one gets its expiry once it exists. It sets the items' bits in
-# the current generation (one BITFIELD, whose reply is the bits before)
-# and answers 1 for an item unless one visible generation held all its
-# bits before; a query answers 1 when one does. Older generations are
-# never written, and the current one only by the SETs, in item order, as a
-# plain filter's BITFIELD does; so each generation is read for all the
-# items at once, newest first, probe by probe: one BITFIELD reads probe r
-# of every item whose probes before r were all set there. An item not in
-# a generation usually misses at its first probe or two, so a new item
-# costs about a field per generation, not k.
+# Add (ARGV[2] = 1) or look up items: ARGV[1] = k, then for an add each
+# item's BITFIELD arguments (SET u1 OFFSET 1 per probe, from the core), for
+# a query each item's k probe offsets alone. An add steps first when the
+# current number is past `grid`: the generations no longer visible are
+# dropped (they expire by themselves too) and the new current one gets its
+# expiry once it exists. It sets the items' bits in the current generation
+# (one BITFIELD, whose reply is the bits before) and answers 1 for an item
+# unless one visible generation held all its bits before; a query answers
+# 1 when one does. Older generations are never written, and the current
+# one only by the SETs, in item order, as a plain filter's BITFIELD does;
+# so each generation is read for all the items at once, newest first, in
+# two BITFIELD GETs: every item's first probe, then every other probe of
+# the items whose first was set. An item not in a generation nearly always
+# misses at its first probe, so a new item costs about one field per
+# generation, not k. A generation without a key reads as zeros. What a
+# script costs the server goes with its arguments (each taken into Lua, and
+# each of a redis.call made a command's argument again, at several times
+# what the same command sent by a client costs: bench/RESULTS.md): an
+# add's are the SETs the script hands on as they are (building them in
+# Lua from offsets costs what the fewer arguments save), a query's the
+# offsets alone, and the reads are few.
 my $WITEMS_LUA = $WHEAD . <<'LUA';
 local k, add = tonumber(ARGV[1]), ARGV[2] == '1'
-local n = (#ARGV - 2) / (4 * k)
+-- Probe r of item i (from 0) is ARGV[at + step * (i * k + r)].
+local step = add and 4 or 1
+local at = add and 5 or 3
+local n = (#ARGV - 2) / (step * k)
 local cur = pre .. q
 local stepped = add and q > grid
 if stepped then
@@ -1371,25 +1381,38 @@ if stepped then
 end
 local found, left = {}, n
 local function look(key)
-  local alive, na = {}, 0
+  local alive, na, get = {}, 0, {}
   for i = 0, n - 1 do
-    if not found[i + 1] then na = na + 1 alive[na] = i end
-  end
-  for r = 0, k - 1 do
-    local na = #alive
-    if na == 0 then return end
-    local get = {}
-    for x = 1, na do
-      get[3 * x - 2], get[3 * x - 1], get[3 * x] = 'GET', 'u1', ARGV[5 + 4 * (alive[x] * k + r)]
+    if not found[i + 1] then
+      na = na + 1
+      alive[na] = i
+      get[3 * na - 2], get[3 * na - 1], get[3 * na] = 'GET', 'u1', ARGV[at + step * i * k]
     end
-    local bits = redis.call('BITFIELD', key, unpack(get))
-    local still, ns = {}, 0
-    for x = 1, na do
-      if bits[x] == 1 then ns = ns + 1 still[ns] = alive[x] end
-    end
-    alive = still
   end
-  for _, i in ipairs(alive) do found[i + 1], left = true, left - 1 end
+  if na == 0 then return end
+  local bits = redis.call('BITFIELD', key, unpack(get))
+  local still, ns = {}, 0
+  get = {}
+  for x = 1, na do
+    if bits[x] == 1 then
+      local i = alive[x]
+      ns = ns + 1
+      still[ns] = i
+      for r = 1, k - 1 do
+        local j = 3 * ((ns - 1) * (k - 1) + r)
+        get[j - 2], get[j - 1], get[j] = 'GET', 'u1', ARGV[at + step * (i * k + r)]
+      end
+    end
+  end
+  if ns == 0 then return end
+  if k > 1 then bits = redis.call('BITFIELD', key, unpack(get)) end
+  for x = 1, ns do
+    local all = true
+    for j = (x - 1) * (k - 1) + 1, x * (k - 1) do
+      if bits[j] == 0 then all = false break end
+    end
+    if all then found[still[x] + 1], left = true, left - 1 end
+  end
 end
 if add then
   local old = redis.call('BITFIELD', cur, unpack(ARGV, 3))
@@ -1400,12 +1423,12 @@ if add then
     end
     if all then found[i + 1], left = true, left - 1 end
   end
-elseif redis.call('EXISTS', cur) == 1 then
+else
   look(cur)
 end
 for j = q - 1, math.max(0, q - g + 1), -1 do
   if left == 0 then break end
-  if redis.call('EXISTS', pre .. j) == 1 then look(pre .. j) end
+  look(pre .. j)
 end
 if stepped and w > 0 then
   redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((epoch + (q + g) * p) / 1000)))
@@ -1534,9 +1557,9 @@ sub _attach_window {
 }
 
 # The scripts' commands of a batch: one per $CHUNK items (fewer at large
-# k, so that a script's arguments stay well within what Lua's unpack takes,
-# 8000). Each carries the items' BITFIELD arguments (SET u1 OFFSET 1 per
-# probe): on a socket, the bytes the core encodes for a BITFIELD of them
+# k, so that the script's BITFIELD arguments, 4 per probe, stay well within
+# what Lua's unpack takes, 8000). Each carries the items' SET arguments
+# (an add) or probe offsets (a query): on a socket, encoded by the core
 # (_window_wire); through a client's methods, as a list (_window_v).
 sub _window_cmds {
     my ($self, $verb, $plain, $b) = @_;
@@ -1559,26 +1582,31 @@ sub _window_head {
         $self->{metakey}, $self->{hashes}, $c->{wverb});
 }
 
-# The command's bytes: its head, then the fields of the core's BITFIELD
-# command for the items (past that command's first five lines: its length,
-# the verb's and the key's).
+# The command's bytes: its head, then an add's BITFIELD arguments (the
+# fields of the core's BITFIELD command for the items, past that command's
+# first five lines: its length, the verb's and the key's) or a query's
+# probe offsets (_xs_offsets), encoded by the core.
 sub _window_wire {
     my ($self, $c) = @_;
-    my $masks;
-    my $bf = _xs_command(1, $self->_geo, 'k', $c->{items}, $c->{s}, $c->{e} - $c->{s} + 1, \$masks);
-    $bf =~ /\A\*(\d+)\r\n\$8\r\nBITFIELD\r\n\$1\r\nk\r\n/ or die "the core's BITFIELD is not as expected\n";
-    my ($n, $at) = ($1, $+[0]);
+    my $count = $c->{e} - $c->{s} + 1;
     my @head = $self->_window_head($c);
     my $cmd = Data::BloomFilter::Shared::Redis::Link->command(@head);
-    return '*' . (@head + $n - 2) . substr($cmd, index($cmd, "\r\n")) . substr($bf, $at);
+    $cmd = substr $cmd, index($cmd, "\r\n");
+    return '*' . (@head + $count * $self->{hashes}) . $cmd . _xs_offsets($self->_geo, $c->{items}, $c->{s}, $count)
+        if !$c->{wverb};
+    my $masks;
+    my $bf = _xs_command(1, $self->_geo, 'k', $c->{items}, $c->{s}, $count, \$masks);
+    $bf =~ /\A\*(\d+)\r\n\$8\r\nBITFIELD\r\n\$1\r\nk\r\n/ or die "the core's BITFIELD is not as expected\n";
+    return '*' . (@head + $1 - 2) . $cmd . substr($bf, $+[0]);
 }
 
-# The same as a list, for a client's methods.
+# The same as a list, for a client's methods (a query's offsets are every
+# fourth of the SET arguments: SET u1 OFFSET 1).
 sub _window_v {
     my ($self, $c) = @_;
     my $masks;
-    return [$self->_window_head($c),
-        _xs_args(1, $self->_geo, [@{ $c->{items} }[$c->{s} .. $c->{e}]], undef, \$masks)];
+    my @a = _xs_args(1, $self->_geo, [@{ $c->{items} }[$c->{s} .. $c->{e}]], undef, \$masks);
+    return [$self->_window_head($c), $c->{wverb} ? @a : @a[map { 4 * $_ + 2 } 0 .. $#a / 4]];
 }
 
 # A script's reply: one 0/1 per item (new, or found).
