@@ -2034,13 +2034,15 @@ A windowed filter (L</WINDOWS>) costs the server more per item than a
 plain one: each of its commands is a Lua script, which hands the items'
 C<BITFIELD> arguments from Lua back to the server and reads every visible
 generation. Measured with C<bench/redis.pl --quick> (4 generations, on a
-2-core machine under load): a script of 100 adds takes 4.6 to 7.7 times
-the server time of the plain filter's C<BITFIELD> (5 to 8 microseconds
-per item), batches of adds run 2.7 to 4 times slower than a plain
-filter's and batches of queries 3 to 6 times (the blocked layout's plain
-queries read whole words), and a single add or query takes about twice
-as long (4 C<PING> round trips rather than 2). It is not sharded: one
-node serves all of it.
+2-core machine under load): a script of 100 adds takes 4.5 to 8 times
+the server time of the plain filter's C<BITFIELD> (6 to 13 microseconds
+per item; a C<BITFIELD> made by a script costs the server about 3 times
+the same command sent by a client), batches of adds run 2.6 to 3.5 times
+slower than a plain filter's and batches of queries 2 to 3 times
+(standard layout) or 5 to 9 times (blocked, whose plain queries read
+whole words), and a single add or query takes about 3 C<PING> round
+trips where a plain one takes about 1. It is not sharded: one node
+serves all of it.
 
 A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
 limited to that; more needs C<shards> (with C<< layout => 'blocked' >>). The
