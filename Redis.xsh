@@ -103,7 +103,7 @@ _xs_grown_image(layout, capacity, fp_rate, grow, max_capacity, seed, fills_ref, 
     XPUSHs(img);
 
 SV *
-_xs_offsets(layout, seed, bits, hashes, span_bits, piece_bits, stage, items_ref, from, count)
+_xs_offsets_packed(layout, seed, bits, hashes, span_bits, piece_bits, stage, items_ref, from, count)
     const char *layout
     UV seed
     UV bits
@@ -366,6 +366,62 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     if (!verb)
         sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)count * per * 8);
     SvREFCNT_inc_simple_void_NN(RETVAL);
+  OUTPUT:
+    RETVAL
+
+SV *
+_xs_offsets_bulk(layout, seed, bits, hashes, span_bits, piece_bits, items_ref, from, count)
+    const char *layout
+    UV seed
+    UV bits
+    UV hashes
+    UV span_bits
+    UV piece_bits
+    SV *items_ref
+    UV from
+    UV count
+  PREINIT:
+    BfsRemote r;
+    BfsSlice *slices;
+    uint64_t *offsets;
+    uint32_t width = 1, per = (uint32_t)hashes;
+    size_t i, total;
+    char *d;
+  CODE:
+    /* The probe offsets of items from .. from + count - 1 of the array
+       (all in one piece), k per item in item order, each as a bulk string
+       of the Redis protocol, concatenated: a windowed script's arguments
+       (Redis.pm, _window_wire). */
+    bfs_remote_setup(aTHX_ cv, &r, 1, layout, seed, bits, hashes, span_bits, piece_bits, 0, NULL, &width, &per);
+    slices = bfs_items_range(aTHX_ cv, items_ref, from, count);
+    total = (size_t)count * per;
+    Newx(offsets, total + 1, uint64_t);
+    SAVEFREEPV(offsets);
+    BFS_CALL(bfs_remote_offsets(&r, slices, (size_t)count, offsets, NULL, bfs_err));
+    /* "$N\r\n" + at most 20 digits + "\r\n" per offset */
+    RETVAL = newSV(total * 28 + 1);
+    SvPOK_on(RETVAL);
+    d = SvPVX(RETVAL);
+    for (i = 0; i < total; i++) {
+        char dec[24], *e = dec + sizeof dec, *b = e;
+        uint64_t v = offsets[i];
+        do {
+            *--b = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        *d++ = '$';
+        if (e - b >= 10)
+            *d++ = (char)('0' + (e - b) / 10);
+        *d++ = (char)('0' + (e - b) % 10);
+        *d++ = '\r';
+        *d++ = '\n';
+        Copy(b, d, e - b, char);
+        d += e - b;
+        *d++ = '\r';
+        *d++ = '\n';
+    }
+    SvCUR_set(RETVAL, d - SvPVX(RETVAL));
+    *SvEND(RETVAL) = '\0';
   OUTPUT:
     RETVAL
 

@@ -494,6 +494,9 @@ SKIP: {
     sub TIEARRAY  { bless { a => $_[1], n => 0 }, $_[0] }
     sub FETCH     { $_[0]{n}++; $_[0]{a}[ $_[1] ] }
     sub FETCHSIZE { scalar @{ $_[0]{a} } }
+    package CountScalar;
+    sub TIESCALAR { bless { v => $_[1], n => 0 }, $_[0] }
+    sub FETCH     { $_[0]{n}++; $_[0]{v} }
     package Str;
     use overload '""' => sub { $Str::n++; ${ $_[0] } }, fallback => 1;
     package main;
@@ -517,6 +520,27 @@ SKIP: {
         my $e = eval { $f->add_many(['fine', "\x{263a}"]); 1 } ? '' : $@;
         like $e, qr/\A\Q$R\E->add_many: Wide character at index 1/, "$name: a wide character croaks";
         is $f->contains('fine'), 0, "$name: and nothing of the batch was sent";
+        # A single item on the kept socket goes the short way when it is a
+        # string of bytes, the batch's way else: the same answers, the item
+        # read once a call, the same croaks.
+        tie my $ts, 'CountScalar', 't1';
+        is $f->add($ts), 0, "$name: a tied single item";
+        is $f->contains($ts), 1, "$name: and found";
+        is tied($ts)->{n}, 2, "$name: fetched once a call";
+        $Str::n = 0;
+        is $f->add($o[0]), 0, "$name: a single object with overloading";
+        is $Str::n, 1, "$name: stringified once";
+        is $f->add(12345), 1, "$name: a single number";
+        is $f->contains('12345'), 1, "$name: is its decimal string";
+        my $u1 = "na\x{ef}ve";
+        utf8::upgrade($u1);
+        is $f->add($u1), 1, "$name: a single UTF-8 string";
+        is $f->contains("na\xefve"), 1, "$name: is its bytes";
+        $e = eval { $f->add("\x{263a}"); 1 } ? '' : $@;
+        like $e, qr/\A\Q$R\E->add: Wide character at /, "$name: a single wide character croaks";
+        $e = eval { $f->add(undef); 1 } ? '' : $@;
+        like $e, qr/\A\Q$R\E->add: undefined item/, "$name: an undefined single item croaks";
+        ok $f->{ref $from ? 'lent' : 'links'}{''}, "$name: the socket kept through it all";
     }
 }
 

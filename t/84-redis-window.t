@@ -73,6 +73,29 @@ for my $layout (qw(standard blocked)) {
         "$layout: after 8 rotations, only the g - 1 older generations' keys (the new current one is empty)";
 }
 
+# --- a query's arguments: the items' probe offsets, encoded by the core -----------------------------
+# A windowed query's script takes each item's k probe offsets alone: the
+# same offsets an add's SET u1 OFFSET 1 arguments carry, as bulk strings.
+for my $layout (qw(standard blocked)) {
+    my $r = $R->new($srv->address, "offsets-$layout", 50_000, 0.001, { window => 60, layout => $layout });
+    my $u = "caf\x{e9}";
+    utf8::upgrade($u);
+    my @items = (map({ "o$_" } 1 .. 20), $u, '', "caf\xe9");
+    my @a = Data::BloomFilter::Shared::Redis::_xs_args(1, $r->_geo, [@items[3 .. 22]], undef, \my $masks);
+    my @off = @a[grep { $_ % 4 == 2 } 0 .. $#a];
+    is Data::BloomFilter::Shared::Redis::_xs_offsets_bulk($r->_geo, \@items, 3, 20),
+        join('', map { '$' . length($_) . "\r\n$_\r\n" } @off), "$layout: items 3 .. 22: k offsets each, as bulk strings";
+    is scalar(@off), 20 * $r->hashes, "$layout: k of them per item";
+    is Data::BloomFilter::Shared::Redis::_xs_offsets_bulk($r->_geo, \@items, 0, 0), '', "$layout: none for no items";
+    dies_like { Data::BloomFilter::Shared::Redis::_xs_offsets_bulk($r->_geo, \@items, 20, 4) } qr/not in the batch of 23/,
+        "$layout: a range past the batch croaks";
+    dies_like { Data::BloomFilter::Shared::Redis::_xs_offsets_bulk($r->_geo, ['a', \1], 0, 2) } qr/not a plain string/,
+        "$layout: an element that is not a plain string croaks";
+    is_deeply [$r->contains_many(\@items)], [(0) x 23], "$layout: none there";
+    $r->add_many([@items[0 .. 9, 20]]);
+    is_deeply [$r->contains_many(\@items)], [(1) x 10, (0) x 10, 1, 0, 1], "$layout: the added ones found (the UTF-8 string is its bytes)";
+}
+
 # --- four processes, overlapping ids, many steps: each told new exactly once per window --------------
 # A coordinator rotates between rounds; in each round every child adds
 # every id of the round (batches and singles, each in its own order). With

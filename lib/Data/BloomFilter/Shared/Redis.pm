@@ -649,16 +649,22 @@ sub _one {
     if (my $bf = $c->{bf}) {
         my ($verb, $list, $from, $count, $key, $out) = @$bf;
         my @full;
-        my @r = $link->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)}, $key, $list, $from, $count,
-            $out ? \@full : undef);
-        return @r if $r[0] eq 'broken';
-        return ('ok', $r[1], $r[2], \@full) if $r[0] == $REPLY_INTS && $r[2] == $count;    # (the usual)
-        @r = _bf_outcome($count, \@full, @r);
-        return $r[0] eq 'shape' ? ('broken', "unreadable reply from $link->{name}: a reply of the wrong shape") : @r;
+        return _one_outcome($link, $count, \@full, $link->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)},
+            $key, $list, $from, $count, $out ? \@full : undef));
     }
     my ($bytes, $take) = $self->_wire($c);
     my $broke = $link->put($bytes);
     return defined $broke ? ('broken', $broke) : $link->reply($take, 1);
+}
+
+# What Link.pm's roundtrip gave (@r) for a BITFIELD of $count items means,
+# as _next_reply says it.
+sub _one_outcome {
+    my ($link, $count, $full, @r) = @_;
+    return @r if $r[0] eq 'broken';
+    return ('ok', $r[1], $r[2], $full) if $r[0] == $REPLY_INTS && $r[2] == $count;    # (the usual)
+    @r = _bf_outcome($count, $full, @r);
+    return $r[0] eq 'shape' ? ('broken', "unreadable reply from $link->{name}: a reply of the wrong shape") : @r;
 }
 
 # The same through a client's methods: the call is made now, with a
@@ -729,24 +735,25 @@ sub _next_reply {
 # reply that came is handled, $on_fail (if any) is called with the error,
 # then the call croaks. A connection that failed is not used again.
 sub _exchange {
-    my ($self, $method, $cmds, $on_fail) = @_;
+    my ($self, $method, $cmds, $on_fail, $taken) = @_;
     $self->{failed} = 0;    # whether a connection failed (merge asks)
     # The state of a round: its connections, the commands to send again
     # (redirected), the first error, whether sending has stopped.
     my $st = { links => {}, again => [], error => undef, stop => 0 };
     my @todo;
     # The usual single add or contains: one command on a socket kept from
-    # the last call, without the pipeline's bookkeeping. Its outcome is
-    # settled as any other's.
-    if (@$cmds == 1 && !%{ $self->{slot_node} } && ($self->{links}{''} || $self->{lent}{''})) {
+    # the last call, without the pipeline's bookkeeping (or, $taken, [the
+    # connection, what its roundtrip gave], already sent that way by
+    # _single). Its outcome is settled as any other's.
+    if (@$cmds == 1 && ($taken || !%{ $self->{slot_node} } && ($self->{links}{''} || $self->{lent}{''}))) {
         my $c = $cmds->[0];
-        my $link = $st->{links}{''} = eval { $self->_link($method, '') };
+        my $link = $st->{links}{''} = $taken ? $taken->[0] : eval { $self->_link($method, '') };
         if (!$link) {
             $st->{error} = _strip($@);
             $c->{lost}->($c) if $c->{lost};
         }
         elsif (!$link->{client}) {
-            my @r = $self->_one($link, $c);
+            my @r = $taken ? _one_outcome($link, 1, [], @$taken[1 .. $#$taken]) : $self->_one($link, $c);
             if ($r[0] eq 'ok') {
                 # What _settle and _end_round do with a reply that came,
                 # without their rounds' bookkeeping: handled, and the
@@ -913,7 +920,7 @@ sub _call {
 # BITFIELD per chunk of $CHUNK items of one piece, through _exchange.
 # Returns the count; fills @$out (when given) with one 0/1 per item.
 sub _batch {
-    my ($self, $method, $verb, $items, $out) = @_;
+    my ($self, $method, $verb, $items, $out, $taken) = @_;
     _croak($method, 'argument is not an array reference, got ' . _given($items) . ' (give \@items)')
         if ref $items ne 'ARRAY' && !(Scalar::Util::blessed($items) && overload::Method($items, '@{}'));
     # Every element is checked before anything is sent. Plain strings are
@@ -958,7 +965,7 @@ sub _batch {
                 ix => $ix, batch => $b, ok => \&_batch_ok, lost => \&_batch_lost };
         }
     }
-    $self->_exchange($method, \@cmds, sub { _batch_failed($b, @_) }) if @cmds;
+    $self->_exchange($method, \@cmds, sub { _batch_failed($b, @_) }, $taken) if @cmds;
     @$out = @{ $b->{each} } if $out;
     return $b->{count};
 }
@@ -1037,16 +1044,49 @@ sub _out_array {
     return $out;
 }
 
+# A single add or contains. The usual case (a plain unsharded filter, no
+# redirection known, a socket of our own or a client's kept from the last
+# call and still fit for use, an item that is a string of bytes) is one
+# call to C (Link.pm's roundtrip) without a batch's records: the command
+# written, its reply read and folded, and the connection kept. Any other
+# case goes as a batch of one item; so does any outcome but the reply (it
+# is settled and said as a batch's, by _exchange), with $item read once.
+sub _single {
+    my ($self, $method, $verb, $item) = @_;
+    my $own = defined $self->{address};
+    my $l;
+    if (defined $item && !ref $item && !$self->{gens} && !$self->{grow} && $self->{shards} == 1 && !%{ $self->{slot_node} }
+        && ($l = delete(($own ? $self->{links} : $self->{lent})->{''})))
+    {
+        my $s = "$item";
+        # (A UTF-8 string goes the batch's way, which croaks on a wide
+        # character as add_many does.)
+        if (!utf8::is_utf8($s) && ($own ? $l->{pid} == $$ && $l->quiet : $l->fit($self->{client}))) {
+            my @r = $l->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)}, $self->{bitskey}, [$s], 0,
+                1, undef);
+            if ($r[0] eq $REPLY_INTS && $r[2] == 1) {
+                $self->{failed} = 0;
+                ($own ? $self->{links} : $self->{lent})->{''} = $l;
+                return $verb ? 1 - $r[1] : 0 + $r[1];
+            }
+            return $self->_batch($method, $verb, [$s], undef, [$l, @r]);
+        }
+        # Not fit: _link replaces it.
+        ($own ? $self->{links} : $self->{lent})->{''} = $l;
+    }
+    return $self->_batch($method, $verb, [$item]);
+}
+
 sub add {
     my $self = shift;
     _croak('add', 'usage: $filter->add($item)') if @_ != 1;
-    return $self->_batch('add', 1, [$_[0]]);
+    return $self->_single('add', 1, $_[0]);
 }
 
 sub contains {
     my $self = shift;
     _croak('contains', 'usage: $filter->contains($item)') if @_ != 1;
-    return $self->_batch('contains', 0, [$_[0]]);
+    return $self->_single('contains', 0, $_[0]);
 }
 
 sub add_many {
@@ -1357,23 +1397,33 @@ local function drop(from, to)
 end
 LUA
 
-# Add (ARGV[2] = 1) or look up items: ARGV[1] = k, then each item's
-# BITFIELD arguments (SET u1 OFFSET 1 per probe, from the core). An add
-# steps first when the current number is past `grid`: the generations no
-# longer visible are dropped (they expire by themselves too) and the new
-# current one gets its expiry once it exists. It sets the items' bits in
-# the current generation (one BITFIELD, whose reply is the bits before)
-# and answers 1 for an item unless one visible generation held all its
-# bits before; a query answers 1 when one does. Older generations are
-# never written, and the current one only by the SETs, in item order, as a
-# plain filter's BITFIELD does; so each generation is read for all the
-# items at once, newest first, probe by probe: one BITFIELD reads probe r
-# of every item whose probes before r were all set there. An item not in
-# a generation usually misses at its first probe or two, so a new item
-# costs about a field per generation, not k.
+# Add (ARGV[2] = 1) or look up items: ARGV[1] = k, then for an add each
+# item's BITFIELD arguments (SET u1 OFFSET 1 per probe, from the core), for
+# a query each item's k probe offsets alone. An add steps first when the
+# current number is past `grid`: the generations no longer visible are
+# dropped (they expire by themselves too) and the new current one gets its
+# expiry once it exists. It sets the items' bits in the current generation
+# (one BITFIELD, whose reply is the bits before) and answers 1 for an item
+# unless one visible generation held all its bits before; a query answers
+# 1 when one does. Older generations are never written, and the current
+# one only by the SETs, in item order, as a plain filter's BITFIELD does;
+# so each generation is read for all the items at once, newest first, in
+# two BITFIELD GETs: every item's first probe, then every other probe of
+# the items whose first was set. An item not in a generation nearly always
+# misses at its first probe, so a new item costs about one field per
+# generation, not k. A generation without a key reads as zeros. What a
+# script costs the server goes with its arguments (each taken into Lua, and
+# each of a redis.call made a command's argument again, at several times
+# what the same command sent by a client costs: bench/RESULTS.md): an
+# add's are the SETs the script hands on as they are (building them in
+# Lua from offsets costs what the fewer arguments save), a query's the
+# offsets alone, and the reads are few.
 my $WITEMS_LUA = $WHEAD . <<'LUA';
 local k, add = tonumber(ARGV[1]), ARGV[2] == '1'
-local n = (#ARGV - 2) / (4 * k)
+-- Probe r of item i (from 0) is ARGV[at + step * (i * k + r)].
+local step = add and 4 or 1
+local at = add and 5 or 3
+local n = (#ARGV - 2) / (step * k)
 local cur = pre .. q
 local stepped = add and q > grid
 if stepped then
@@ -1382,25 +1432,38 @@ if stepped then
 end
 local found, left = {}, n
 local function look(key)
-  local alive, na = {}, 0
+  local alive, na, get = {}, 0, {}
   for i = 0, n - 1 do
-    if not found[i + 1] then na = na + 1 alive[na] = i end
-  end
-  for r = 0, k - 1 do
-    local na = #alive
-    if na == 0 then return end
-    local get = {}
-    for x = 1, na do
-      get[3 * x - 2], get[3 * x - 1], get[3 * x] = 'GET', 'u1', ARGV[5 + 4 * (alive[x] * k + r)]
+    if not found[i + 1] then
+      na = na + 1
+      alive[na] = i
+      get[3 * na - 2], get[3 * na - 1], get[3 * na] = 'GET', 'u1', ARGV[at + step * i * k]
     end
-    local bits = redis.call('BITFIELD', key, unpack(get))
-    local still, ns = {}, 0
-    for x = 1, na do
-      if bits[x] == 1 then ns = ns + 1 still[ns] = alive[x] end
-    end
-    alive = still
   end
-  for _, i in ipairs(alive) do found[i + 1], left = true, left - 1 end
+  if na == 0 then return end
+  local bits = redis.call('BITFIELD', key, unpack(get))
+  local still, ns = {}, 0
+  get = {}
+  for x = 1, na do
+    if bits[x] == 1 then
+      local i = alive[x]
+      ns = ns + 1
+      still[ns] = i
+      for r = 1, k - 1 do
+        local j = 3 * ((ns - 1) * (k - 1) + r)
+        get[j - 2], get[j - 1], get[j] = 'GET', 'u1', ARGV[at + step * (i * k + r)]
+      end
+    end
+  end
+  if ns == 0 then return end
+  if k > 1 then bits = redis.call('BITFIELD', key, unpack(get)) end
+  for x = 1, ns do
+    local all = true
+    for j = (x - 1) * (k - 1) + 1, x * (k - 1) do
+      if bits[j] == 0 then all = false break end
+    end
+    if all then found[still[x] + 1], left = true, left - 1 end
+  end
 end
 if add then
   local old = redis.call('BITFIELD', cur, unpack(ARGV, 3))
@@ -1411,12 +1474,12 @@ if add then
     end
     if all then found[i + 1], left = true, left - 1 end
   end
-elseif redis.call('EXISTS', cur) == 1 then
+else
   look(cur)
 end
 for j = q - 1, math.max(0, q - g + 1), -1 do
   if left == 0 then break end
-  if redis.call('EXISTS', pre .. j) == 1 then look(pre .. j) end
+  look(pre .. j)
 end
 if stepped and w > 0 then
   redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((epoch + (q + g) * p) / 1000)))
@@ -1545,9 +1608,9 @@ sub _attach_window {
 }
 
 # The scripts' commands of a batch: one per $CHUNK items (fewer at large
-# k, so that a script's arguments stay well within what Lua's unpack takes,
-# 8000). Each carries the items' BITFIELD arguments (SET u1 OFFSET 1 per
-# probe): on a socket, the bytes the core encodes for a BITFIELD of them
+# k, so that the script's BITFIELD arguments, 4 per probe, stay well within
+# what Lua's unpack takes, 8000). Each carries the items' SET arguments
+# (an add) or probe offsets (a query): on a socket, encoded by the core
 # (_window_wire); through a client's methods, as a list (_window_v).
 sub _window_cmds {
     my ($self, $verb, $plain, $b) = @_;
@@ -1570,26 +1633,31 @@ sub _window_head {
         $self->{metakey}, $self->{hashes}, $c->{wverb});
 }
 
-# The command's bytes: its head, then the fields of the core's BITFIELD
-# command for the items (past that command's first five lines: its length,
-# the verb's and the key's).
+# The command's bytes: its head, then an add's BITFIELD arguments (the
+# fields of the core's BITFIELD command for the items, past that command's
+# first five lines: its length, the verb's and the key's) or a query's
+# probe offsets (_xs_offsets_bulk), encoded by the core.
 sub _window_wire {
     my ($self, $c) = @_;
-    my $masks;
-    my $bf = _xs_command(1, $self->_geo, 'k', $c->{items}, $c->{s}, $c->{e} - $c->{s} + 1, \$masks);
-    $bf =~ /\A\*(\d+)\r\n\$8\r\nBITFIELD\r\n\$1\r\nk\r\n/ or die "the core's BITFIELD is not as expected\n";
-    my ($n, $at) = ($1, $+[0]);
+    my $count = $c->{e} - $c->{s} + 1;
     my @head = $self->_window_head($c);
     my $cmd = Data::BloomFilter::Shared::Redis::Link->command(@head);
-    return '*' . (@head + $n - 2) . substr($cmd, index($cmd, "\r\n")) . substr($bf, $at);
+    $cmd = substr $cmd, index($cmd, "\r\n");
+    return '*' . (@head + $count * $self->{hashes}) . $cmd . _xs_offsets_bulk($self->_geo, $c->{items}, $c->{s}, $count)
+        if !$c->{wverb};
+    my $masks;
+    my $bf = _xs_command(1, $self->_geo, 'k', $c->{items}, $c->{s}, $count, \$masks);
+    $bf =~ /\A\*(\d+)\r\n\$8\r\nBITFIELD\r\n\$1\r\nk\r\n/ or die "the core's BITFIELD is not as expected\n";
+    return '*' . (@head + $1 - 2) . $cmd . substr($bf, $+[0]);
 }
 
-# The same as a list, for a client's methods.
+# The same as a list, for a client's methods (a query's offsets are every
+# fourth of the SET arguments: SET u1 OFFSET 1).
 sub _window_v {
     my ($self, $c) = @_;
     my $masks;
-    return [$self->_window_head($c),
-        _xs_args(1, $self->_geo, [@{ $c->{items} }[$c->{s} .. $c->{e}]], undef, \$masks)];
+    my @a = _xs_args(1, $self->_geo, [@{ $c->{items} }[$c->{s} .. $c->{e}]], undef, \$masks);
+    return [$self->_window_head($c), $c->{wverb} ? @a : @a[map { 4 * $_ + 2 } 0 .. $#a / 4]];
 }
 
 # A script's reply: one 0/1 per item (new, or found).
@@ -1939,7 +2007,7 @@ sub _attach_grown {
 # script per $CHUNK (fewer when the stages' probes are many, so that a
 # script's BITFIELD of them stays within what Lua's unpack takes), with
 # each item's offsets in the $self->{gstages} stages known and the next
-# one, a string per stage (_xs_offsets).
+# one, a string per stage (_xs_offsets_packed).
 sub _grown_cmds {
     my ($self, $verb, $plain, $b, @todo) = @_;
     my $t = $self->{gstages} + 1;
@@ -1957,7 +2025,7 @@ sub _grown_cmds {
         for (my $s = $from; $s < $to; $s += $chunk) {
             my $e = ($s + $chunk < $to ? $s + $chunk : $to) - 1;
             my @off = map {
-                _xs_offsets(@$self{qw(layout seed)}, @{ $st[$_] }{qw(bits hashes span bits)}, $_ + 1, $plain, $s,
+                _xs_offsets_packed(@$self{qw(layout seed)}, @{ $st[$_] }{qw(bits hashes span bits)}, $_ + 1, $plain, $s,
                     $e - $s + 1);
             } 0 .. $#st;
             push @cmds, { piece => 0, script => $GITEMS_LUA, v => [@head, $e - $s + 1, @off], s => $s, e => $e,
@@ -2566,13 +2634,15 @@ A windowed filter (L</WINDOWS>) costs the server more per item than a
 plain one: each of its commands is a Lua script, which hands the items'
 C<BITFIELD> arguments from Lua back to the server and reads every visible
 generation. Measured with C<bench/redis.pl --quick> (4 generations, on a
-2-core machine under load): a script of 100 adds takes 4.6 to 7.7 times
-the server time of the plain filter's C<BITFIELD> (5 to 8 microseconds
-per item), batches of adds run 2.7 to 4 times slower than a plain
-filter's and batches of queries 3 to 6 times (the blocked layout's plain
-queries read whole words), and a single add or query takes about twice
-as long (4 C<PING> round trips rather than 2). It is not sharded: one
-node serves all of it.
+2-core machine under load): a script of 100 adds takes 4.5 to 8 times
+the server time of the plain filter's C<BITFIELD> (6 to 13 microseconds
+per item; a C<BITFIELD> made by a script costs the server about 3 times
+the same command sent by a client), batches of adds run 2.6 to 3.5 times
+slower than a plain filter's and batches of queries 2 to 3 times
+(standard layout) or 5 to 9 times (blocked, whose plain queries read
+whole words), and a single add or query takes about 3 C<PING> round
+trips where a plain one takes about 1. It is not sharded: one node
+serves all of it.
 
 A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
 limited to that; more needs C<shards> (with C<< layout => 'blocked' >>). The
