@@ -2269,6 +2269,11 @@ the items whose replies came are known added (or checked), those whose
 commands were sent and not answered may or may not be added (the server,
 once it answers again, may still run them), and the rest were not sent.
 
+A signal's handler runs while a call waits, even one whose signal came
+just as the wait began: a handler that returns lets the wait go on to the
+same deadline, one that dies ends the call with its error (and the
+connection is not used again, as after a timeout).
+
 =head2 Keys
 
 A filter named C<events> is two keys in one hash slot: C<{events}:meta>, a
