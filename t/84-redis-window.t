@@ -299,26 +299,7 @@ for my $layout (qw(standard blocked)) {
 {
     my $d = RedisServer->new(appendonly => 'yes', appendfsync => 'always');
     $R->new($d->address, 'durable', 2_000_000, 0.001, { window => 3600, generations => 4 });
-    pipe my $rd, my $wr or die "pipe: $!";
-    my $pid = fork // die "fork: $!";
-    if (!$pid) {
-        close $rd;
-        $wr->autoflush(1);
-        my $f = $R->new($d->address, 'durable', 2_000_000, 0.001);
-        for my $b (0 .. 100_000) {
-            my @ids = map { "d-$b-$_" } 1 .. 200;
-            last if !eval { $f->add_many(\@ids, \my @w); 1 };
-            print $wr "ACK @ids\n";
-        }
-        POSIX::_exit(0);
-    }
-    close $wr;
-    my (@acked, $batches);
-    while (my $l = <$rd>) {
-        push @acked, split ' ', substr $l, 4;
-        $d->stop('KILL') if ++$batches == 20;
-    }
-    waitpid $pid, 0;
+    my @acked = $d->acked_until_kill(sub { $R->new($d->address, 'durable', 2_000_000, 0.001) }, 20);
     cmp_ok scalar @acked, '>=', 20 * 200, 'at least 20 batches acknowledged before the kill';
     $d->start;    # the same directory: it replays its append-only file
     my $f = $R->new($d->address, 'durable', 2_000_000, 0.001);

@@ -287,26 +287,7 @@ for my $case (['standard', 10, 0.01, 2], ['blocked', 10, 0.01, 2], ['standard', 
 {
     my $d = RedisServer->new(appendonly => 'yes', appendfsync => 'always');
     $R->new($d->address, 'durable', 1000, 0.001, { grow => 2 });
-    pipe my $rd, my $wr or die "pipe: $!";
-    my $pid = fork // die "fork: $!";
-    if (!$pid) {
-        close $rd;
-        $wr->autoflush(1);
-        my $f = $R->new($d->address, 'durable', 1000, 0.001);
-        for my $b (0 .. 100_000) {
-            my @ids = map { "d-$b-$_" } 1 .. 200;
-            last if !eval { $f->add_many(\@ids, \my @w); 1 };
-            print $wr "ACK @ids\n";
-        }
-        POSIX::_exit(0);
-    }
-    close $wr;
-    my (@acked, $batches);
-    while (my $l = <$rd>) {
-        push @acked, split ' ', substr $l, 4;
-        $d->stop('KILL') if ++$batches == 20;
-    }
-    waitpid $pid, 0;
+    my @acked = $d->acked_until_kill(sub { $R->new($d->address, 'durable', 1000, 0.001) }, 20);
     cmp_ok scalar @acked, '>=', 20 * 200, 'at least 20 batches (4000 items) acknowledged before the kill';
     $d->start;    # the same directory: it replays its append-only file
     my $f = $R->new($d->address, 'durable', 1000, 0.001);

@@ -125,6 +125,37 @@ sub stop {
     return;
 }
 
+# Kill -9 the server while a forked child adds batches of 200 new ids
+# through $open->() (a filter on this server): the child reports each batch
+# the server acknowledged (add_many returned) on a pipe, and the server is
+# killed once $batches have been; the child stops at its first failed
+# batch. Returns the acknowledged ids. The caller restarts the server
+# (start: it replays its append-only file) and checks them.
+sub acked_until_kill {
+    my ($self, $open, $batches) = @_;
+    pipe my $rd, my $wr or die "pipe: $!";
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        close $rd;
+        $wr->autoflush(1);
+        my $f = $open->();
+        for my $b (0 .. 100_000) {
+            my @ids = map { "d-$b-$_" } 1 .. 200;
+            last if !eval { $f->add_many(\@ids, \my @w); 1 };
+            print $wr "ACK @ids\n";
+        }
+        POSIX::_exit(0);
+    }
+    close $wr;
+    my (@acked, $seen);
+    while (my $l = <$rd>) {
+        push @acked, split ' ', substr $l, 4;
+        $self->stop('KILL') if ++$seen == $batches;
+    }
+    waitpid $pid, 0;
+    return @acked;
+}
+
 sub DESTROY {
     my ($self) = @_;
     local ($!, $?);
