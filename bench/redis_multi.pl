@@ -26,40 +26,22 @@ use 5.022;
 use strict;
 use warnings;
 
-use File::Temp qw(tempdir);
 use Getopt::Long;
 use IO::Socket::INET ();
 use Socket ();
 use POSIX ();
 use Time::HiRes qw(time sleep);
 
+use FindBin ();
+use lib "$FindBin::Bin/lib";
+use BenchUtil qw(redis_server);
 use Data::BloomFilter::Shared::Redis;
 use Redis::Fast;
 
 $| = 1;
 GetOptions('server=s' => \my $server) or die "usage: perl -Mblib bench/redis_multi.pl [--server HOST:PORT]\n";
 
-my $pid;
-if (!defined $server) {
-    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1', LocalPort => 0) or die "port: $!";
-    my $port = $s->sockport;
-    close $s;
-    my $dir = tempdir(CLEANUP => 1);
-    $pid = fork // die "fork: $!";
-    if (!$pid) {
-        open STDOUT, '>', '/dev/null';
-        { exec 'redis-server', '--port', $port, '--bind', '127.0.0.1', '--dir', $dir,
-            '--save', '', '--appendonly', 'no', '--logfile', "$dir/log" }
-        POSIX::_exit(127);
-    }
-    $server = "127.0.0.1:$port";
-    my $until = time + 10;
-    until (eval { Redis::Fast->new(server => $server, reconnect => 0)->ping }) {
-        die "redis-server did not start\n" if time > $until;
-        sleep 0.05;
-    }
-}
-END { if ($pid) { kill 'TERM', $pid; waitpid $pid, 0 } }
+$server = redis_server($server);
 
 my $r = Redis::Fast->new(server => $server, reconnect => 0);
 my $raw = IO::Socket::INET->new(PeerAddr => $server, Proto => 'tcp') or die "connect: $!";

@@ -13,7 +13,7 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(
     keys_for keys_alike batches_of fill now cpu_now median spread loadavg load1 load_line load_verdict machine
     nice_line human_bytes thp_path thp_setting thp_set shmem_huge_mib note
-    warm_copies
+    warm_copies redis_server
 );
 
 # Every key is a one-letter prefix and a 16-digit number: 17 bytes, so that
@@ -235,5 +235,36 @@ sub nice_line {
 
 # Progress and notes go to stderr; the tables to stdout.
 sub note { print STDERR @_, "\n" }
+
+# The address of a redis-server for the Redis benchmarks: $server as given,
+# or a redis-server started on a free loopback port in a temporary
+# directory, without persistence, stopped when the benchmark ends.
+my $redis_pid;
+sub redis_server {
+    my ($server) = @_;
+    return $server if defined $server;
+    require File::Temp;
+    require IO::Socket::INET;
+    require Redis::Fast;
+    my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1', LocalPort => 0) or die "port: $!";
+    my $port = $s->sockport;
+    close $s;
+    my $dir = File::Temp::tempdir(CLEANUP => 1);
+    $redis_pid = fork // die "fork: $!";
+    if (!$redis_pid) {
+        open STDOUT, '>', '/dev/null';
+        { exec 'redis-server', '--port', $port, '--bind', '127.0.0.1', '--dir', $dir,
+            '--save', '', '--appendonly', 'no', '--logfile', "$dir/log" }
+        POSIX::_exit(127);
+    }
+    $server = "127.0.0.1:$port";
+    my $until = Time::HiRes::time() + 10;
+    until (eval { Redis::Fast->new(server => $server, reconnect => 0)->ping }) {
+        die "redis-server did not start\n" if Time::HiRes::time() > $until;
+        Time::HiRes::sleep(0.05);
+    }
+    return $server;
+}
+END { if ($redis_pid) { kill 'TERM', $redis_pid; waitpid $redis_pid, 0 } }
 
 1;
