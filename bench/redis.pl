@@ -348,12 +348,34 @@ for my $fp (0.01, 0.001) {
                 }
             }
         }
+        # The server's time per item of each, one more pass each alone
+        # (CONFIG RESETSTAT before it): every command's time over the items.
+        my %us;
+        for my $via (['grown', $g], ['plain', $p]) {
+            my ($tag, $filter) = @$via;
+            for my $run (['held', 'contains_many', $held], ['absent', 'contains_many', $absent],
+                         ['again', 'add_many', $held]) {
+                my ($what, $op, $it) = @$run;
+                $redis->config('resetstat');
+                scalar $filter->$op([@$it[$_ * $BATCH .. ($_ + 1) * $BATCH - 1]]) for 0 .. @$it / $BATCH - 1;
+                my $st = server_stats();
+                my $total = 0;
+                $total += $_->[0] * $_->[1] for values %$st;
+                $us{"$tag $what"} = $total / @$it;
+            }
+        }
         my %m = map { $_ => median(@{ $r{$_} }) } keys %r;
+        my $ks = $g->stats->{stage_info};
+        my $fields = 0;
+        $fields += $_->{hashes} for @$ks;
         printf "  grown (after 10x capacity, %d stages, %.1f Mbit) vs plain of the same size (%.1f Mbit), own socket:\n",
             $g->stages, $want / 1e6, $p->bits / 1e6;
-        printf "    %-24s %9s %9s %7s\n", 'items/s', 'grown', 'plain', 'ratio';
-        printf "    %-24s %9.0f %9.0f %6.2fx\n", $_->[1], $m{"grown $_->[0]"}, $m{"plain $_->[0]"},
-            $m{"plain $_->[0]"} / $m{"grown $_->[0]"}
+        printf "    probes of an absent item: %d (every stage: %s) against the plain filter's %d\n", $fields,
+            join('+', map { $_->{hashes} } @$ks), $p->hashes;
+        printf "    %-24s %9s %9s %7s  %s\n", 'items/s', 'grown', 'plain', 'ratio', 'server us per item: grown, plain, ratio';
+        printf "    %-24s %9.0f %9.0f %6.2fx  %.2f %.2f %.2fx\n", $_->[1], $m{"grown $_->[0]"}, $m{"plain $_->[0]"},
+            $m{"plain $_->[0]"} / $m{"grown $_->[0]"}, $us{"grown $_->[0]"}, $us{"plain $_->[0]"},
+            $us{"grown $_->[0]"} / ($us{"plain $_->[0]"} || 1)
             for ['held', 'contains_many, held'], ['absent', 'contains_many, absent'], ['again', 'add_many, held again'];
     }
 }
