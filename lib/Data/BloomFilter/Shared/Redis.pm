@@ -2630,10 +2630,11 @@ it), cannot be merged, and stops growing before a stage of more than
 stage, as a windowed filter's reads every generation: measured with
 C<bench/redis.pl --quick> (grown to 10 times its first capacity, 4
 stages, against a plain filter of the same size holding the same items,
-on a 2-core machine under load), its batches ran 2 to 20 times slower
+on a quiet 2-core machine), its batches ran 2.3 to 14 times slower
 than the plain filter's (queries of held and of absent items, adds of
-held items), the C<standard> layout at 11 000 to 33 000 items a second,
-the C<blocked> layout at 60 000 to 140 000.
+held items), at 72 000 to 161 000 items a second, and cost the server 7 to
+50 times the time per item (F<bench/RESULTS.md>, "Filters that grow in
+Redis").
 
 A windowed filter (L</WINDOWS>) costs the server more per item than a
 plain one: each of its commands is a Lua script, which hands the items'
