@@ -31,22 +31,10 @@ is $R->key_slot('foo{{bar}}zap'), $R->key_slot('{bar'), 'the tag runs from the f
 is $R->key_slot('foo{bar}{zap}'), $R->key_slot('bar'), 'only the first tag counts';
 
 # --- three masters, one cluster -----------------------------------------------------------------
-my @nodes = map {
-    RedisServer->new(
-        'cluster-enabled' => 'yes', 'cluster-config-file' => 'nodes.conf',
-        'cluster-node-timeout' => 5000, appendonly => 'no',
-    )
-} 1 .. 3;
-{
-    my $out = `redis-cli --cluster create @{[ map { $_->address } @nodes ]} --cluster-yes 2>&1`;
-    is $?, 0, 'redis-cli --cluster create' or diag $out;
-}
-my @c = map { $_->client } @nodes;
-my $until = time + 120;    # a few seconds on an idle host
-while (time < $until) {
-    last if !grep { $_->cluster('info') !~ /cluster_state:ok/ } @c;
-    sleep 0.1;
-}
+my ($status, $out, $nodes, $c) = RedisServer->cluster(3);
+is $status, 0, 'redis-cli --cluster create' or diag $out;
+my @nodes = @$nodes;
+my @c = @$c;
 ok !(grep { $_->cluster('info') !~ /cluster_state:ok/ } @c), 'cluster state ok on every node';
 
 # Which node serves a slot (index into @nodes), from the servers' own map.

@@ -304,21 +304,12 @@ for my $case (['standard', 10, 0.01, 2], ['blocked', 10, 0.01, 2], ['standard', 
 SKIP: {
     skip 'redis-cli is not installed (Debian: redis-tools)', 6
         if !grep { -x "$_/redis-cli" } split(/:/, $ENV{PATH} // ''), '/usr/bin';
-    my @nodes = map {
-        RedisServer->new('cluster-enabled' => 'yes', 'cluster-config-file' => 'nodes.conf',
-            'cluster-node-timeout' => 5000, appendonly => 'no')
-    } 1 .. 3;
-    my $out = `redis-cli --cluster create @{[ map { $_->address } @nodes ]} --cluster-yes 2>&1`;
-    is $?, 0, 'redis-cli --cluster create' or diag $out;
-    my @c = map { $_->client } @nodes;
-    my $until = time + 120;    # a few seconds on an idle host
-    sleep 0.1 while grep({ $_->cluster('info') !~ /cluster_state:ok/ } @c) && time < $until;
+    my ($status, $out, $nodes, $c) = RedisServer->cluster(3);
+    is $status, 0, 'redis-cli --cluster create' or diag $out;
+    my @c = @$c;
     # A name whose slot is not on the first node: every script is redirected.
-    my ($name) = grep {
-        my $slot = $R->key_slot("{$_}");
-        !grep { $_->[0] <= $slot && $slot <= $_->[1] && $_->[2][1] == $nodes[0]->port } @{ $c[0]->cluster('slots') }
-    } map { "cg$_" } 1 .. 100;
-    my $f = $R->new($nodes[0]->address, $name, 100, 0.001, { grow => 2 });
+    my $name = RedisServer::name_off_first($nodes, $c, 'cg');
+    my $f = $R->new($nodes->[0]->address, $name, 100, 0.001, { grow => 2 });
     my @ids = map { "c-$_" } 1 .. 1000;
     is $f->add_many(\@ids), 1000, 'cluster: a batch of new items, across stages';
     is $f->add_many(\@ids), 0, 'told seen';

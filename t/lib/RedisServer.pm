@@ -125,6 +125,37 @@ sub stop {
     return;
 }
 
+# A cluster of $n masters on loopback (redis-cli --cluster create),
+# waited for until every node says cluster_state:ok (at most 120 s: a few
+# seconds on an idle host). Returns redis-cli's exit status and output, the
+# servers and a client of each.
+sub cluster {
+    my ($class, $n) = @_;
+    my @nodes = map {
+        $class->new('cluster-enabled' => 'yes', 'cluster-config-file' => 'nodes.conf',
+            'cluster-node-timeout' => 5000, appendonly => 'no')
+    } 1 .. $n;
+    my $out = `redis-cli --cluster create @{[ map { $_->address } @nodes ]} --cluster-yes 2>&1`;
+    my $status = $?;
+    my @c = map { $_->client } @nodes;
+    my $until = time + 120;
+    sleep 0.1 while grep({ $_->cluster('info') !~ /cluster_state:ok/ } @c) && time < $until;
+    return ($status, $out, \@nodes, \@c);
+}
+
+# The first of the names "${prefix}1" .. "${prefix}100" whose hash tag's
+# slot the first node does not serve: every command of a filter of that
+# name to the first node is redirected.
+sub name_off_first {
+    my ($nodes, $c, $prefix) = @_;
+    require Data::BloomFilter::Shared::Redis;
+    my ($name) = grep {
+        my $slot = Data::BloomFilter::Shared::Redis->key_slot("{$_}");
+        !grep { $_->[0] <= $slot && $slot <= $_->[1] && $_->[2][1] == $nodes->[0]->port } @{ $c->[0]->cluster('slots') }
+    } map { "$prefix$_" } 1 .. 100;
+    return $name;
+}
+
 # Kill -9 the server while a forked child adds batches of 200 new ids
 # through $open->() (a filter on this server): the child reports each batch
 # the server acknowledged (add_many returned) on a pipe, and the server is
