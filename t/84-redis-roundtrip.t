@@ -32,10 +32,9 @@ alarm 300;
 # 0 for an add (the item new) and 1 for a query (the item there), in the
 # way its connection's mode says (the Nth connection takes $modes[N - 1],
 # the last mode beyond): 'plain' at once; 'split' a byte at a time,
-# 20 ms apart; 'stall' half of it, then nothing; 'late' after 3 s;
-# 'slow' after 0.6 s; 'gated=PATH' once the file PATH exists (the test
-# opens the gate; at most 60 s); 'huge' an array of 2^20 + 1 elements
-# claimed; 'short' one field fewer than asked.
+# 20 ms apart; 'stall' half of it, then nothing; 'gated=PATH' once the
+# file PATH exists (the test opens the gate; at most 60 s); 'huge' an
+# array of 2^20 + 1 elements claimed; 'short' one field fewer than asked.
 sub fake_server {
     my (@modes) = @_;
     my $l = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1', LocalPort => 0, ReuseAddr => 1)
@@ -76,8 +75,6 @@ sub fake_server {
                             syswrite $c, substr $reply, 0, length($reply) / 2;
                             sleep 1 while 1;
                         }
-                        sleep 3 if $mode eq 'late';
-                        sleep 0.6 if $mode eq 'slow';
                         if ($mode eq 'gated') {
                             for (1 .. 6000) { last if -e $gate; sleep 0.01 }
                         }
@@ -96,19 +93,22 @@ sub fake_server {
 my @servers;
 END { local $?; kill "KILL", -$_ for @servers; waitpid $_, 0 for @servers }
 
-# A filter on a fake server of @modes, from an address and through a
-# Redis::Fast client (whose socket the filter borrows).
+# A filter on a fake server of @modes, reached $via an address or a
+# Redis::Fast client (whose socket the filter borrows): [$via, the filter,
+# the server's address].
+sub filter_via {
+    my ($via, $opts, @modes) = @_;
+    my ($pid, $addr) = fake_server(@modes);
+    push @servers, $pid;
+    require Redis::Fast if $via ne 'an address';
+    my $from = $via eq 'an address' ? $addr : Redis::Fast->new(server => $addr, reconnect => 1);
+    return [$via, $R->new($from, 'rt', 10_000, 0.01, { layout => 'standard', %$opts }), $addr];
+}
+
+# The filter both ways.
 sub filters {
     my ($opts, @modes) = @_;
-    my @f;
-    for my $via ('an address', 'a Redis::Fast client') {
-        my ($pid, $addr) = fake_server(@modes);
-        push @servers, $pid;
-        require Redis::Fast if $via ne 'an address';
-        my $from = $via eq 'an address' ? $addr : Redis::Fast->new(server => $addr, reconnect => 1);
-        push @f, [$via, $R->new($from, 'rt', 10_000, 0.01, { layout => 'standard', %$opts }), $addr];
-    }
-    return @f;
+    return map { filter_via($_, $opts, @modes) } 'an address', 'a Redis::Fast client';
 }
 
 my %T = (cnx_timeout => 2, read_timeout => 0.5, write_timeout => 2);
@@ -141,8 +141,7 @@ my $gates = File::Temp::tempdir(CLEANUP => 1);
 my $gate_n = 0;
 for my $via ('an address', 'a Redis::Fast client') {
     my $gate = "$gates/" . ++$gate_n;
-    my ($f) = grep { $_->[0] eq $via } filters({ %T, read_timeout => 30 }, "gated=$gate");
-    $f = $f->[1];
+    my (undef, $f) = @{ filter_via($via, { %T, read_timeout => 30 }, "gated=$gate") };
     pipe(my $acked, my $ack) or die "pipe: $!";
     my $caught = 0;
     local $SIG{USR1} = sub { $caught++; syswrite $ack, 'x' };
@@ -165,50 +164,39 @@ for my $via ('an address', 'a Redis::Fast client') {
     waitpid $kid, 0;
     is $?, 0, "signals, through $via: the signaller saw each handler run";
 }
-for my $via ('an address', 'a Redis::Fast client') {
-    my $gate = "$gates/" . ++$gate_n;
-    my ($f) = grep { $_->[0] eq $via } filters({ %T, read_timeout => 30 }, "gated=$gate", 'plain');
-    $f = $f->[1];
-    my $parent = $$;
-    my $kid = fork // die "fork: $!";
-    if (!$kid) {
-        sleep 0.2;
-        kill 'USR1', $parent;
-        POSIX::_exit(0);
+# A handler that dies ends the call, a single one or a batch (commands
+# pipelined, their replies taken in Perl); the replies still owed are not
+# read as the next call's.
+my @cuts = (
+    ['signals, through %s: a handler that dies ends the call', sub { $_[0]->add('a') },
+        'signals, through %s: the next call works', sub { $_[0]->contains('a') }, 1],
+    ["a batch cut by a signal's handler, through %s: ended", sub { $_[0]->add_many([1 .. 300]) },
+        'a batch cut, through %s: the next call works', sub { scalar $_[0]->contains_many([1 .. 300]) }, 300],
+);
+for my $cut (@cuts) {
+    my ($ended, $call, $next, $again, $want) = @$cut;
+    for my $via ('an address', 'a Redis::Fast client') {
+        my $gate = "$gates/" . ++$gate_n;
+        my (undef, $f) = @{ filter_via($via, { %T, read_timeout => 30 }, "gated=$gate", 'plain') };
+        my $parent = $$;
+        my $kid = fork // die "fork: $!";
+        if (!$kid) {
+            sleep 0.2;
+            kill 'USR1', $parent;
+            POSIX::_exit(0);
+        }
+        my $e = eval {
+            local $SIG{USR1} = sub { die "interrupted\n" };
+            $call->($f);
+            1;
+        } ? '' : $@;
+        # The server answers only once the gate is open, which is after this.
+        ok !-e $gate, sprintf($ended, $via) . ', before any reply could come';
+        open my $open, '>', $gate or die "$gate: $!";
+        waitpid $kid, 0;
+        is $e, "interrupted\n", sprintf($ended, $via);
+        is eval { $again->($f) }, $want, sprintf($next, $via) or diag $@;
     }
-    my $e = eval {
-        local $SIG{USR1} = sub { die "interrupted
-" };
-        $f->add('a');
-        1;
-    } ? '' : $@;
-    # The server answers only once the gate is open, which is after this.
-    ok !-e $gate, "signals, through $via: the call ended before any reply could come";
-    open my $open, '>', $gate or die "$gate: $!";
-    waitpid $kid, 0;
-    is $e, "interrupted\n", "signals, through $via: a handler that dies ends the call";
-    is eval { $f->contains('a') }, 1, "signals, through $via: the next call works" or diag $@;
-}
-
-# A batch (commands pipelined, their replies taken in Perl) cut the same way
-# through a client: the replies still owed are not read as the next call's.
-for (filters({ %T, read_timeout => 10 }, 'late', 'plain')) {
-    my ($via, $f) = @$_;
-    my $parent = $$;
-    my $kid = fork // die "fork: $!";
-    if (!$kid) {
-        sleep 0.2;
-        kill 'USR1', $parent;
-        POSIX::_exit(0);
-    }
-    my $e = eval {
-        local $SIG{USR1} = sub { die "interrupted\n" };
-        $f->add_many([1 .. 300]);
-        1;
-    } ? '' : $@;
-    waitpid $kid, 0;
-    is $e, "interrupted\n", "a batch cut by a signal's handler, through $via: ended";
-    is scalar $f->contains_many([1 .. 300]), 300, "a batch cut, through $via: the next call works";
 }
 
 # --- replies past the bounds, or of the wrong shape -------------------------------------------------
