@@ -450,15 +450,8 @@ sub _attach_piece {
         shards => $g->{shards}, shard => $i,
     );
     my $r = $self->_call('new', $i, 'eval', $ATTACH_LUA, 2, $mk, $bk, $bytes, @meta);
-    _croak('new', "unexpected reply to the attach script") if ref $r ne 'ARRAY';
-    my ($what, @rest) = @$r;
+    my ($what, @rest) = _attach_reply($r, $mk, $bk, 'the filter needs', $bytes);
     return undef if $what eq 'created';
-    _croak('new', "key $bk exists without $mk (not a filter of this module; nothing was changed)")
-        if $what eq 'orphan';
-    _croak('new', "OOM: the filter needs $bytes bytes but the server uses $rest[0] of its maxmemory $rest[1] (nothing was changed)")
-        if $what eq 'full';
-    _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
-        if $what eq 'type';
     my ($btype, $blen, $pairs) = @rest;
     my %m = @{ $pairs // [] };
     return { windowed => 1 } if $i == 0 && ($m{format} // '') eq $WFORMAT;
@@ -481,6 +474,25 @@ sub _attach_piece {
     my $piece_bytes = ($rest < $piece ? $rest : $piece) / 8;
     _croak('new', "key $bk has $blen bytes, expected $piece_bytes") if $blen != $piece_bytes;
     return { %m, fp_rate => 0 + $m{fp_rate} };
+}
+
+# The reply of an attach script (a plain piece's, a windowed or a grown
+# filter's), its refusals croaked in new's words; otherwise the reply
+# ($what: 'created' or what it found, then the rest). $orphan: the bits key
+# found without $mk (undef: the one the reply names); $needs: what needs
+# $bytes, as the message says it.
+sub _attach_reply {
+    my ($r, $mk, $orphan, $needs, $bytes) = @_;
+    _croak('new', 'unexpected reply to the attach script') if ref $r ne 'ARRAY';
+    my ($what, @rest) = @$r;
+    _croak('new', "key $mk disappeared while it was opened (nothing was changed)") if $what eq 'gone';
+    _croak('new', 'key ' . ($orphan // $rest[1]) . " exists without $mk (not a filter of this module; nothing was changed)")
+        if $what eq 'orphan';
+    _croak('new', "OOM: $needs $bytes bytes but the server uses $rest[0] of its maxmemory $rest[1] (nothing was changed)")
+        if $what eq 'full';
+    _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
+        if $what eq 'type';
+    return ($what, @rest);
 }
 
 # The checks of a filter's metadata (plain or windowed) $m, at key $mk:
@@ -1570,15 +1582,7 @@ sub _attach_window {
         window => ($ask && defined $ask->{window} ? sprintf('%.17g', $ask->{window}) : ''),
     );
     my $r = $self->_call('new', 0, 'eval', $WATTACH_LUA, 2, $mk, "{$self->{name}}:bits", $bytes, @meta);
-    _croak('new', 'unexpected reply to the attach script') if ref $r ne 'ARRAY';
-    my ($what, @rest) = @$r;
-    _croak('new', "key $mk disappeared while it was opened (nothing was changed)") if $what eq 'gone';
-    _croak('new', "key {$self->{name}}:bits exists without $mk (not a filter of this module; nothing was changed)")
-        if $what eq 'orphan';
-    _croak('new', "OOM: the filter's generations need $bytes bytes but the server uses $rest[0] of its maxmemory $rest[1] (nothing was changed)")
-        if $what eq 'full';
-    _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
-        if $what eq 'type';
+    my ($what, @rest) = _attach_reply($r, $mk, "{$self->{name}}:bits", "the filter's generations need", $bytes);
     my %m = @{ $rest[0] // [] };
     _croak('new', 'window mismatch (the filter has no window, not ' . _window_text($ask) . ')')
         if ($m{format} // '') eq $FORMAT;
@@ -1952,15 +1956,7 @@ sub _attach_grown {
             shard => 0, grow => $asked->{grow}, max_capacity => $asked->{max} // 0, stages => 1, 'fill:0' => 0);
     }
     my $r = $self->_call('new', 0, 'eval', $GATTACH_LUA, 3, $mk, "{$n}:bits", "{$n}:stage:0", $bytes, @meta);
-    _croak('new', 'unexpected reply to the attach script') if ref $r ne 'ARRAY';
-    my ($what, @rest) = @$r;
-    _croak('new', "key $mk disappeared while it was opened (nothing was changed)") if $what eq 'gone';
-    _croak('new', "key $rest[1] exists without $mk (not a filter of this module; nothing was changed)")
-        if $what eq 'orphan';
-    _croak('new', "OOM: the filter needs $bytes bytes but the server uses $rest[0] of its maxmemory $rest[1] (nothing was changed)")
-        if $what eq 'full';
-    _croak('new', "key $mk holds a $rest[0], not a filter's metadata (nothing was changed)")
-        if $what eq 'type';
+    my ($what, @rest) = _attach_reply($r, $mk, undef, 'the filter needs', $bytes);
     my %m = $what eq 'created' ? @meta : @{ $rest[0] // [] };
     my $format = $m{format} // '';
     _croak('new', 'growth mismatch (the filter does not grow, not ' . _growth_text(@$asked{qw(grow max)}) . ')')
