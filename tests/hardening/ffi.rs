@@ -437,18 +437,7 @@ fn writers_past_the_slot_table_share_the_overflow_slot() {
 
 /// Options of a new plain blocked filter (mode 0600, seed 0).
 fn blocked_options() -> BfsOptions {
-    BfsOptions {
-        mode: 0o600,
-        seed: 0,
-        layout: BFS_LAYOUT_BLOCKED,
-        generations: 0,
-        window: 0.0,
-        bits: 0,
-        hashes: 0,
-        grow: 0,
-        max_capacity: 0,
-        max_bytes: 0,
-    }
+    crate::plain_options(BFS_LAYOUT_BLOCKED, 0)
 }
 
 #[test]

@@ -38,18 +38,7 @@ fn c_table() -> Vec<(String, u32)> {
 }
 
 fn options(layout: u32) -> BfsOptions {
-    BfsOptions {
-        mode: 0o600,
-        seed: 7,
-        layout,
-        generations: 0,
-        window: 0.0,
-        bits: 0,
-        hashes: 0,
-        grow: 0,
-        max_capacity: 0,
-        max_bytes: 0,
-    }
+    crate::plain_options(layout, 7)
 }
 
 #[test]
