@@ -202,7 +202,7 @@ _xs_plain(items_ref)
     RETVAL
 
 void
-_xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pieces_out, masks_out)
+_xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pieces_out, masks_out, stage = 0)
     IV verb
     const char *layout
     UV seed
@@ -213,6 +213,7 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
     SV *items_ref
     SV *pieces_out
     SV *masks_out
+    UV stage
   PREINIT:
     BfsSlice *slices;
     SSize_t n, i, total;
@@ -228,10 +229,11 @@ _xs_args(verb, layout, seed, bits, hashes, span_bits, piece_bits, items_ref, pie
        u1 OFFSET per probe, or GET i64 OFFSET per word of a blocked item,
        with the bits each field must hold packed (native u64s) into
        masks_out, a scalar ref. pieces_out, an array ref or undef, gets
-       each item's piece number. */
+       each item's piece number. stage: 0, or s + 1 for stage s of a
+       filter that grows. */
     if (SvROK(pieces_out) && SvTYPE(SvRV(pieces_out)) == SVt_PVAV)
         pav = (AV *)SvRV(pieces_out);
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, 0, masks_out, &width, &per);
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, stage, masks_out, &width, &per);
     n = bfs_items(aTHX_ cv, items_ref, &slices, &ran_perl);
     total = n * (SSize_t)per;
     Newx(offsets, 2 * total + (pav ? n : 0) + 1, uint64_t);
@@ -339,7 +341,7 @@ _xs_query_fields(layout, bits, hashes, span_bits)
     RETVAL
 
 SV *
-_xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_ref, from, count, masks_out)
+_xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_ref, from, count, masks_out, stage = 0)
     IV verb
     const char *layout
     UV seed
@@ -352,6 +354,7 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     UV from
     UV count
     SV *masks_out
+    UV stage
   PREINIT:
     uint64_t *masks = NULL;
     uint32_t width = 1, per = (uint32_t)hashes;
@@ -360,8 +363,8 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     /* One BITFIELD command in the Redis protocol, as bytes, for items
        from .. from + count - 1 of the array (all in one piece): verb 1 an
        add, 0 a query, whose field masks (native u64s) go to masks_out, a
-       scalar ref. */
-    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, 0, masks_out, &width, &per);
+       scalar ref; stage as _xs_args takes it. */
+    bfs_remote_setup(aTHX_ cv, &r, verb, layout, seed, bits, hashes, span_bits, piece_bits, stage, masks_out, &width, &per);
     RETVAL = bfs_bf_command(aTHX_ cv, &r, verb, per, key, items_ref, from, count, &masks);
     if (!verb)
         sv_setpvn(SvRV(masks_out), (const char *)masks, (STRLEN)count * per * 8);

@@ -151,6 +151,46 @@ for my $case (['standard', 10, 0.01, 2], ['blocked', 10, 0.01, 2], ['standard', 
     is scalar $lx->contains_many([map { ("x-$_", "y-$_") } 1 .. 120]), 240, '... holding the items of both';
 }
 
+# --- a batch read, then the filter changed by another handle: its add script adds nothing ----------
+# (The two steps of a batch's add made by hand, the change between them:
+# a race with another client, made, not waited for.)
+{
+    my $new_batch = sub { { method => 'add_many', verb => 1, n => 2, out => [], count => 0, known => 0, refused => 0,
+        each => [] } };
+    my ($a, $b) = map { $R->new($srv->address, 'changed', 10, 0.01, { grow => 2 }) } 1, 2;
+    $a->add_many([map { "c-$_" } 1 .. 25]);    # two stages: 10 + 20
+    for my $case (['cleared and grown again to as many stages', sub { $b->clear; $b->add_many([map { "d-$_" } 1 .. 25]) }],
+                  ['grown by a stage', sub { $b->add_many([map { "e-$_" } 1 .. 40]) }]) {
+        my ($what, $change) = @$case;
+        my @two = map { "$what-$_" } 1, 2;
+        my $bt = $new_batch->();
+        my ($found, $clears) = $a->_grown_read($bt, \@two);
+        is "@$found", '0 0', "$what: the batch read (found in no stage)";
+        my $before = $a->stages;
+        $change->();
+        is $a->stages, $before, "$what: ... as many stages as when it was read" if $what =~ /again/;
+        is $a->_grown_add($bt, \@two, undef, $clears), 0, "$what: the add script then adds none of its items";
+        is scalar $b->contains_many(\@two), 0, "$what: ... and sets none of their bits";
+        my @w;
+        is_deeply [$a->add_many(\@two, \@w), "@w"], [2, '1 1'], "$what: the batch again: both new";
+    }
+    # Unchanged: both added; then with room for one in the newest stage:
+    # the first added, the script stops before the second.
+    my $u = $R->new($srv->address, 'unchanged', 10, 0.01, { grow => 2 });
+    $u->add_many([map { "u-$_" } 1 .. 7]);
+    for my $case (['room for both', ['u-8', 'u-9'], 2, [1, 1]], ['room for one', ['u-10', 'u-11'], 1, [1]]) {
+        my ($what, $two, $added, $each) = @$case;
+        my $bt = $new_batch->();
+        my (undef, $clears) = $u->_grown_read($bt, $two);
+        is $u->_grown_add($bt, $two, undef, $clears), $added, "$what: the add script adds $added";
+        is_deeply $bt->{each}, $each, '... told new';
+    }
+    is $u->stages, 1, 'the add script adds no stage';
+    my @w;
+    is_deeply [$u->add_many(['u-10', 'u-11'], \@w), @w], [1, 0, 1], 'the rest goes the items script\'s way: a stage added';
+    is $u->stages, 2, '... two stages';
+}
+
 # --- four processes, overlapping ids, several stages: each id told new exactly once ------------------
 {
     my @ids = map { "race-$_" } 1 .. 6000;

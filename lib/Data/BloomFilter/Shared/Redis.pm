@@ -52,6 +52,8 @@ my $WFORMAT = 'Data::BloomFilter::Shared::Redis window 1';
 # The metadata's `format` of a filter that grows: an opener of an older
 # version refuses it rather than read a missing bit string.
 my $GFORMAT = 'Data::BloomFilter::Shared::Redis grow 1';
+# What is said of a metadata key that is not such a filter, after its name.
+my $GGONE = 'is gone or no longer a filter that grows';
 
 my @META_FIELDS = qw(format capacity fp_rate bits hashes seed layout shards shard);
 
@@ -365,6 +367,15 @@ sub _geo { @{ $_[0] }{qw(layout seed bits hashes span piece)} }
 # The fields per item a BITFIELD of an add (one per probe) or a query has.
 sub _fields { $_[1] ? $_[0]{hashes} : $_[0]{fields} }
 
+# The bits a BITFIELD of verb $verb is for: the filter's, or a stage's
+# ($shape, from _stage_shape): the geometry as _xs_command takes it, the
+# stage argument, and the fields per item.
+sub _shape {
+    my ($self, $verb, $shape) = @_;
+    return ([$self->_geo], 0, $self->_fields($verb)) if !$shape;
+    return ($shape->{geo}, $shape->{stage}, $verb ? $shape->{geo}[3] : $shape->{fields});
+}
+
 sub _set_geometry {
     my ($self, $method, $g) = @_;
     my ($bits, $hashes, $span) = _geometry($method, $g->{layout}, $g->{capacity}, $g->{fp_rate});
@@ -626,13 +637,13 @@ sub _classify {
 # A command's bytes for a socket, and how its reply is taken.
 sub _wire {
     my ($self, $c) = @_;
-    return ($self->_window_wire($c), \&Data::BloomFilter::Shared::Redis::Link::take_value) if defined $c->{wverb};
+    return ($self->_script_wire($c), \&Data::BloomFilter::Shared::Redis::Link::take_value) if $c->{fields};
     my $bf = $c->{bf} or return (Data::BloomFilter::Shared::Redis::Link->command(@{ $c->{v} }),
         \&Data::BloomFilter::Shared::Redis::Link::take_value);
-    my ($verb, $list, $from, $count, $key, $out) = @$bf;
+    my ($verb, $list, $from, $count, $key, $out, $shape) = @$bf;
+    my ($geo, $stage, $fields) = $self->_shape($verb, $shape);
     my $masks;
-    my $bytes = _xs_command($verb, $self->_geo, $key, $list, $from, $count, \$masks);
-    my $fields = $self->_fields($verb);
+    my $bytes = _xs_command($verb, @$geo, $key, $list, $from, $count, \$masks, $stage);
     return ($bytes, sub {
         my @full;
         my @o = _bf_outcome($count, \@full, _xs_reply($_[0], $fields, $masks, $out ? \@full : undef));
@@ -658,7 +669,7 @@ sub _bf_outcome {
 # _next_reply gives it.
 sub _one {
     my ($self, $link, $c) = @_;
-    if (my $bf = $c->{bf}) {
+    if ((my $bf = $c->{bf}) && !$c->{bf}[6]) {
         my ($verb, $list, $from, $count, $key, $out) = @$bf;
         my @full;
         return _one_outcome($link, $count, \@full, $link->roundtrip($verb, @$self{qw(layout seed bits hashes span piece)},
@@ -687,12 +698,13 @@ sub _call_client {
     my $client = $link->{client};
     my ($m, @args, $fold);
     if (my $bf = $c->{bf}) {
-        my ($verb, $list, $from, $count, $key, $out) = @$bf;
+        my ($verb, $list, $from, $count, $key, $out, $shape) = @$bf;
+        my ($geo, $stage, $fields) = $self->_shape($verb, $shape);
         my $masks;
         # Queries send BITFIELD with GETs only: the method APIs turn a
         # method name's underscores into separate words.
-        ($m, @args) = ('bitfield', $key, _xs_args($verb, $self->_geo, [@$list[$from .. $from + $count - 1]], undef, \$masks));
-        my $fields = $self->_fields($verb);
+        ($m, @args) = ('bitfield', $key,
+            _xs_args($verb, @$geo, [@$list[$from .. $from + $count - 1]], undef, \$masks, $stage));
         $fold = sub {
             my @full;
             my $full = _xs_fold($_[0], $fields, $masks, $out ? \@full : undef);
@@ -701,7 +713,7 @@ sub _call_client {
         };
     }
     else {
-        ($m, @args) = @{ $c->{v} // $self->_window_v($c) };
+        ($m, @args) = @{ $c->{v} // $self->_script_v($c) };
         $m = lc $m;
     }
     my $sent = eval {
@@ -738,8 +750,10 @@ sub _next_reply {
 }
 
 # Run commands, each a hash: { piece => i or "slot:N", v => [command, args]
-# or bf => [verb, items, from, count, key, out] (a BITFIELD of items from ..
-# from + count - 1, one piece's), ok => the reply's handler, lost => called
+# or bf => [verb, items, from, count, key, out, shape] (a BITFIELD of items
+# from .. from + count - 1, one piece's or, with a shape, one stage's), or
+# fields (a script that takes items' BITFIELD fields: _script_wire), ok =>
+# the reply's handler, lost => called
 # when the command did not run (refused, or never sent) }. Pipelined per
 # connection, at most $FLUSH unanswered on each; MOVED (the slot's node
 # remembered) and ASK (ASKING, then the command, once) are followed and what
@@ -1614,8 +1628,7 @@ sub _attach_window {
 # The scripts' commands of a batch: one per $CHUNK items (fewer at large
 # k, so that the script's BITFIELD arguments, 4 per probe, stay well within
 # what Lua's unpack takes, 8000). Each carries the items' SET arguments
-# (an add) or probe offsets (a query): on a socket, encoded by the core
-# (_window_wire); through a client's methods, as a list (_window_v).
+# (an add) or probe offsets (a query) (_script_wire).
 sub _window_cmds {
     my ($self, $verb, $plain, $b) = @_;
     my $chunk = int(1000 / $self->{hashes}) || 1;
@@ -1623,45 +1636,52 @@ sub _window_cmds {
     my @cmds;
     for (my $s = 0; $s < @$plain; $s += $chunk) {
         my $e = ($s + $chunk < @$plain ? $s + $chunk : @$plain) - 1;
-        push @cmds, { piece => 0, script => $WITEMS_LUA, wverb => $verb, items => $plain,
+        push @cmds, { piece => 0, script => $WITEMS_LUA, sha => $WSHA{$WITEMS_LUA}, keys => [$self->{metakey}],
+            argv => [$self->{hashes}, $verb], fields => [$verb, undef, $plain, $s, $e - $s + 1],
             s => $s, e => $e, batch => $b, ok => \&_window_ok, lost => \&_batch_lost };
     }
     return @cmds;
 }
 
-# The head of a windowed items script (EVALSHA, or EVAL after NOSCRIPT)
-# before its fields.
-sub _window_head {
-    my ($self, $c, $fields) = @_;
-    return ($c->{eval} ? 'EVAL' : 'EVALSHA', $c->{eval} ? $WITEMS_LUA : $WSHA{$WITEMS_LUA}, 1,
-        $self->{metakey}, $self->{hashes}, $c->{wverb});
+# A script whose arguments end with items' BITFIELD fields: $c->{script}
+# (its sha), keys, argv, then fields => [verb, shape (as _shape takes it),
+# items, from, count]: an add's SET arguments, or a query's probe offsets
+# (of a filter's own bits only). Its head (EVALSHA, or EVAL after
+# NOSCRIPT) before the fields:
+sub _script_head {
+    my ($self, $c) = @_;
+    return ($c->{eval} ? ('EVAL', $c->{script}) : ('EVALSHA', $c->{sha}), scalar @{ $c->{keys} }, @{ $c->{keys} },
+        @{ $c->{argv} });
 }
 
-# The command's bytes: its head, then an add's BITFIELD arguments (the
-# fields of the core's BITFIELD command for the items, past that command's
-# first five lines: its length, the verb's and the key's) or a query's
-# probe offsets (_xs_offsets_bulk), encoded by the core.
-sub _window_wire {
+# ... its bytes: the head, then the fields of the core's BITFIELD command
+# for the items (past that command's first five lines: its length, the
+# verb's and the key's) or the probe offsets (_xs_offsets_bulk), encoded by
+# the core;
+sub _script_wire {
     my ($self, $c) = @_;
-    my $count = $c->{e} - $c->{s} + 1;
-    my @head = $self->_window_head($c);
+    my ($verb, $shape, $items, $s, $count) = @{ $c->{fields} };
+    my ($geo, $stage) = $self->_shape(1, $shape);
+    my @head = $self->_script_head($c);
     my $cmd = Data::BloomFilter::Shared::Redis::Link->command(@head);
     $cmd = substr $cmd, index($cmd, "\r\n");
-    return '*' . (@head + $count * $self->{hashes}) . $cmd . _xs_offsets_bulk($self->_geo, $c->{items}, $c->{s}, $count)
-        if !$c->{wverb};
+    return '*' . (@head + $count * $geo->[3]) . $cmd . _xs_offsets_bulk(@$geo, $items, $s, $count)
+        if !$verb && !$stage;
     my $masks;
-    my $bf = _xs_command(1, $self->_geo, 'k', $c->{items}, $c->{s}, $count, \$masks);
+    my $bf = _xs_command(1, @$geo, 'k', $items, $s, $count, \$masks, $stage);
     $bf =~ /\A\*(\d+)\r\n\$8\r\nBITFIELD\r\n\$1\r\nk\r\n/ or die "the core's BITFIELD is not as expected\n";
     return '*' . (@head + $1 - 2) . $cmd . substr($bf, $+[0]);
 }
 
-# The same as a list, for a client's methods (a query's offsets are every
-# fourth of the SET arguments: SET u1 OFFSET 1).
-sub _window_v {
+# ... and the same as a list, for a client's methods (a query's offsets
+# are every fourth of the SET arguments: SET u1 OFFSET 1).
+sub _script_v {
     my ($self, $c) = @_;
+    my ($verb, $shape, $items, $s, $count) = @{ $c->{fields} };
+    my ($geo, $stage) = $self->_shape(1, $shape);
     my $masks;
-    my @a = _xs_args(1, $self->_geo, [@{ $c->{items} }[$c->{s} .. $c->{e}]], undef, \$masks);
-    return [$self->_window_head($c), $c->{wverb} ? @a : @a[map { 4 * $_ + 2 } 0 .. $#a / 4]];
+    my @a = _xs_args(1, @$geo, [@$items[$s .. $s + $count - 1]], undef, \$masks, $stage);
+    return [$self->_script_head($c), $verb ? @a : @a[map { 4 * $_ + 2 } 0 .. $#a / 4]];
 }
 
 # A script's reply: one 0/1 per item (new, or found).
@@ -1751,13 +1771,15 @@ return {'exists', redis.call('HGETALL', KEYS[1])}
 LUA
 
 # What every script of a filter that grows does first: check the
-# metadata and take the number of stages. KEYS[1]: the metadata.
+# metadata and take the number of stages S and of clears C (each clear
+# counts one: a filter cleared and grown again has the same stages, but
+# not the same bits). KEYS[1]: the metadata.
 my $GHEAD = <<"LUA";
-local m = redis.call('HMGET', KEYS[1], 'format', 'stages')
+local m = redis.call('HMGET', KEYS[1], 'format', 'stages', 'clears')
 if m[1] ~= '$GFORMAT' then
-  return redis.error_reply('GONE key ' .. KEYS[1] .. ' is gone or no longer a filter that grows')
+  return redis.error_reply('GONE key ' .. KEYS[1] .. ' $GGONE')
 end
-local S = tonumber(m[2])
+local S, C = tonumber(m[2]), m[3] or '0'
 local pre = string.sub(KEYS[1], 1, -5) .. 'stage:'
 LUA
 
@@ -1891,6 +1913,55 @@ redis.call('HSET', KEYS[1], 'fill:' .. (S - 1), fill)
 return {why, S, out, used, max}
 LUA
 
+# Add items no stage held when the client read them all (a batch's
+# second step: see _grown_batch). ARGV[1], ARGV[2]: the stages and clears
+# the client read; ARGV[3], ARGV[4]: the newest stage's k and capacity;
+# then the items' BITFIELD SET arguments in that stage (4 per probe, k
+# probes per item). The stages older than the newest are as the client
+# read them while the filter has the same stages and clears (an add
+# writes only the newest), and the newest is read by the SET itself,
+# whose old bits say which items were new: so the items are added as the
+# items script adds them. When the newest has room for them all, in one
+# BITFIELD; else one by one until it has taken its capacity of new items,
+# where this script stops (the next item may need a new stage, which the
+# items script adds). Replies {status, answers}: 'ok' with every item's,
+# 'stop' with those of the items before where it stopped, 'changed' (no
+# answers) when the stages or clears are not those read. A script that
+# stops leaves the newest stage full, and one that follows it in the
+# same batch stops at its first item: no item is added after one that
+# was not.
+my $GADD_LUA = $GHEAD . <<'LUA';
+if S ~= tonumber(ARGV[1]) or C ~= ARGV[2] then return {'changed', {}} end
+local k, cap = tonumber(ARGV[3]), tonumber(ARGV[4])
+local w = 4 * k
+local n = (#ARGV - 4) / w
+local key, fk = pre .. (S - 1), 'fill:' .. (S - 1)
+local fill = tonumber(redis.call('HGET', KEYS[1], fk) or '0')
+local out, why = {}, 'ok'
+local function new(old, at)
+  for j = at + 1, at + k do
+    if old[j] == 0 then return 1 end
+  end
+  return 0
+end
+if fill + n <= cap then
+  local old = redis.call('BITFIELD', key, unpack(ARGV, 5))
+  for i = 1, n do
+    out[i] = new(old, (i - 1) * k)
+    fill = fill + out[i]
+  end
+else
+  for i = 1, n do
+    if fill >= cap then why = 'stop' break end
+    local a = 5 + (i - 1) * w
+    out[i] = new(redis.call('BITFIELD', key, unpack(ARGV, a, a + w - 1)), 0)
+    fill = fill + out[i]
+  end
+end
+redis.call('HSET', KEYS[1], fk, fill)
+return {why, out}
+LUA
+
 # The stages, each one's fill and bits set.
 my $GSTATE_LUA = $GHEAD . <<'LUA';
 local fills, set = {}, {}
@@ -1910,10 +1981,11 @@ end
 redis.call('DEL', pre .. 0)
 redis.call('SETRANGE', pre .. 0, tonumber(ARGV[1]) - 1, '\0')
 redis.call('HSET', KEYS[1], 'stages', 1, 'fill:0', 0)
+redis.call('HINCRBY', KEYS[1], 'clears', 1)
 return 'ok'
 LUA
 
-my %GSHA = map { $_ => Digest::SHA::sha1_hex($_) } $GITEMS_LUA, $GSTATE_LUA, $GCLEAR_LUA;
+my %GSHA = map { $_ => Digest::SHA::sha1_hex($_) } $GITEMS_LUA, $GADD_LUA, $GSTATE_LUA, $GCLEAR_LUA;
 
 # How a filter grows, in words (as a local growth mismatch says it).
 sub _growth_text {
@@ -1931,7 +2003,9 @@ sub _stage {
     my ($limit, $bits, $hashes, $span, $cap) = _xs_stage(@$self{qw(layout capacity fp_rate grow)},
         $self->{max_capacity} // 0, $i, 0);
     _croak('new', $bits) if !defined $limit;
-    return $self->{st}[$i] = { bits => $bits, hashes => $hashes, span => $span, capacity => $cap };
+    my $shape = { geo => [@$self{qw(layout seed)}, $bits, $hashes, $span, $bits], stage => $i + 1,
+        fields => _xs_query_fields($self->{layout}, $bits, $hashes, $span) };
+    return $self->{st}[$i] = { bits => $bits, hashes => $hashes, span => $span, capacity => $cap, shape => $shape };
 }
 
 # Attach to a filter that grows, creating it when absent and $asked says
@@ -2005,7 +2079,7 @@ sub _attach_grown {
 # each item's offsets in the $self->{gstages} stages known and the next
 # one, a string per stage (_xs_offsets_packed).
 sub _grown_cmds {
-    my ($self, $verb, $plain, $b, @todo) = @_;
+    my ($self, $verb, $plain, $ix, $b, @todo) = @_;
     my $t = $self->{gstages} + 1;
     $t = $self->{limit} if $t > $self->{limit};
     my @st = map { $self->_stage($_) } 0 .. $t - 1;
@@ -2025,7 +2099,7 @@ sub _grown_cmds {
                     $e - $s + 1);
             } 0 .. $#st;
             push @cmds, { piece => 0, script => $GITEMS_LUA, v => [@head, $e - $s + 1, @off], s => $s, e => $e,
-                batch => $b, ok => \&_grown_ok, lost => \&_batch_lost };
+                ix => $ix, batch => $b, ok => \&_grown_ok, lost => \&_batch_lost };
         }
     }
     return @cmds;
@@ -2040,9 +2114,7 @@ sub _grown_ok {
     my ($why, $stages, $got, $used, $max) = @$r;
     my ($s, $e) = @$c{qw(s e)};
     die "a reply of the wrong shape\n" if @$got > $e - $s + 1 || ($why eq 'ok' && @$got != $e - $s + 1);
-    $b->{count} += $_ for @$got;
-    $b->{known} += @$got;
-    @{ $b->{each} }[$s .. $s + $#$got] = @$got if $b->{out};
+    _grown_answers($c, $got);
     $b->{stages} = $stages if $stages > ($b->{stages} // 0);
     return if $why eq 'ok';
     my $at = $s + @$got;
@@ -2050,17 +2122,48 @@ sub _grown_ok {
     $b->{stop} = [$at, $why, $used, $max] if $why ne 'more' && (!$b->{stop} || $b->{stop}[0] > $at);
 }
 
-# The items of a batch on a filter that grows: sent in rounds, each
-# pipelined; a round's scripts that needed a stage they had no offsets for
-# are sent again, from where they stopped, with the stages their replies
-# named.
+# Answers that came for a command's items (from its first, $c->{s}, on;
+# $c->{ix}: their indexes in the batch, when not the same).
+sub _grown_answers {
+    my ($c, $got) = @_;
+    my $b = $c->{batch};
+    $b->{count} += $_ for @$got;
+    $b->{known} += @$got;
+    return if !$b->{out};
+    my ($s, $ix) = @$c{qw(s ix)};
+    @{ $b->{each} }[$ix ? @$ix[$s .. $s + $#$got] : $s .. $s + $#$got] = @$got;
+}
+
+# The items of a batch on a filter that grows. A batch of more than one
+# item is first read in every stage (_grown_read): a query is answered
+# so; an add sends the add script ($GADD_LUA) only the items no stage
+# held. What that script did not add (the filter changed since it was
+# read, or the newest stage is full), and a single item, go to the items
+# script ($GITEMS_LUA), in rounds, each pipelined; a round's scripts that
+# needed a stage they had no offsets for are sent again, from where they
+# stopped, with the stages their replies named.
 sub _grown_batch {
     my ($self, $bt, $plain) = @_;
     my $method = $bt->{method};
-    my @todo = ([0, scalar @$plain]);
+    my ($list, $ix, $from) = ($plain, undef, 0);
+    if (@$plain > 1) {
+        my ($found, $clears) = $self->_grown_read($bt, $plain);
+        my @ix = grep { !$found->[$_] } 0 .. $#$plain;
+        if (!$bt->{verb}) {
+            @$bt{qw(count known each)} = (@$plain - @ix, scalar @$plain, $found);
+            return;
+        }
+        # (An item a stage held was not new; the others are not known yet.)
+        $bt->{each} = [map { $_ ? 0 : undef } @$found] if $bt->{out};
+        $bt->{known} = @$plain - @ix;
+        return if !@ix;
+        ($list, $ix) = ([@$plain[@ix]], \@ix);
+        $from = $self->_grown_add($bt, $list, $ix, $clears);
+    }
+    my @todo = $from < @$list ? ([$from, scalar @$list]) : ();
     while (@todo) {
         $bt->{again} = [];
-        my @cmds = $self->_grown_cmds($bt->{verb}, $plain, $bt, @todo);
+        my @cmds = $self->_grown_cmds($bt->{verb}, $list, $ix, $bt, @todo);
         $self->_exchange($method, \@cmds, sub { _batch_failed($bt, @_) });
         $self->{gstages} = $bt->{stages} if ($bt->{stages} // 0) > $self->{gstages};
         last if $bt->{stop};
@@ -2068,6 +2171,7 @@ sub _grown_batch {
     }
     my $stop = $bt->{stop} or return;
     my ($at, $why, $used, $max) = @$stop;
+    $at = $at < @$ix ? $ix->[$at] : @$plain if $ix;
     $#{ $bt->{each} } = $bt->{n} - 1 if $bt->{out};
     my $msg = $why eq 'oom'
         ? 'the filter is full and its next stage needs ' . $self->_stage($self->{gstages})->{bits} / 8
@@ -2079,6 +2183,84 @@ sub _grown_batch {
     @{ $bt->{out} } = @{ $bt->{each} } if $bt->{out};
     Carp::croak(__PACKAGE__ . "->$method: $msg; "
         . ($method =~ /_many\z/ ? "the first $at items of this batch were added, none after" : 'nothing was added'));
+}
+
+# A batch's items looked up in every stage: an HMGET of the metadata's
+# format, stages and clears, then a BITFIELD of GETs per stage and
+# chunk, pipelined. Returns each item's 1 (a stage held it) or 0, and the
+# clears read. The stages read are those the HMGET names (read again
+# with more when it names more than were known): a stage added after it
+# holds only items added after it (for an add, its script sees the
+# change and adds nothing). When the batch cannot be read, nothing was
+# added.
+sub _grown_read {
+    my ($self, $bt, $plain) = @_;
+    my ($n, $mk) = (scalar @$plain, $self->{metakey});
+    my $failed = sub { $bt->{refused} = $n if $bt->{verb}; _batch_failed($bt, @_) };
+    while (1) {
+        my $t = $self->{gstages};
+        my ($meta, @found);
+        my $hit = sub {
+            my ($c, undef, undef, $flags) = @_;
+            $flags->[$_] and $found[ $c->{s} + $_ ] = 1 for 0 .. $#$flags;
+        };
+        my @cmds = ({ piece => 0, v => ['HMGET', $mk, qw(format stages clears)], ok => sub { $meta = $_[1] } });
+        for my $i (0 .. $t - 1) {
+            my $key = "{$self->{name}}:stage:$i";
+            my $shape = $self->_stage($i)->{shape};
+            for (my $s = 0; $s < $n; $s += $CHUNK) {
+                my $count = $s + $CHUNK < $n ? $CHUNK : $n - $s;
+                push @cmds, { piece => 0, bf => [0, $plain, $s, $count, $key, 1, $shape], s => $s, ok => $hit };
+            }
+        }
+        $self->_exchange($bt->{method}, \@cmds, $failed);
+        my ($format, $stages, $clears) = ref $meta eq 'ARRAY' ? @$meta : ();
+        $failed->("GONE key $mk $GGONE") if ($format // '') ne $GFORMAT;
+        $failed->("key $mk: field 'stages' is " . ($stages // 'missing') . ", not from 1 to $self->{limit}")
+            if ($stages // '') !~ /\A[0-9]{1,2}\z/ || $stages < 1 || $stages > $self->{limit};
+        $self->{gstages} = 0 + $stages;
+        return ([map { $found[$_] // 0 } 0 .. $n - 1], $clears // 0) if $stages <= $t;
+    }
+}
+
+# The add script's commands for the items of $list (those of a batch no
+# stage held, read when the filter had $clears clears and
+# $self->{gstages} stages), one per $CHUNK items (fewer when the newest
+# stage's probes are many: the script's BITFIELD takes 4 arguments per
+# probe), carrying their SET arguments in the newest stage. Returns
+# where the first script that did not add all its items stopped (the
+# items from there on are not added), or the number of items.
+sub _grown_add {
+    my ($self, $bt, $list, $ix, $clears) = @_;
+    my $t = $self->{gstages};
+    my $st = $self->_stage($t - 1);
+    my $chunk = int(1000 / $st->{hashes});
+    $chunk = $CHUNK if $chunk > $CHUNK;
+    my $rest = { from => scalar @$list };
+    my @cmds;
+    for (my $s = 0; $s < @$list; $s += $chunk) {
+        my $count = $s + $chunk < @$list ? $chunk : @$list - $s;
+        push @cmds, { piece => 0, script => $GADD_LUA, sha => $GSHA{$GADD_LUA}, keys => [$self->{metakey}],
+            argv => [$t, $clears, @$st{qw(hashes capacity)}], fields => [1, $st->{shape}, $list, $s, $count],
+            s => $s, e => $s + $count - 1, ix => $ix, batch => $bt, rest => $rest, ok => \&_grown_add_ok,
+            lost => \&_batch_lost };
+    }
+    $self->_exchange($bt->{method}, \@cmds, sub { _batch_failed($bt, @_) });
+    return $rest->{from};
+}
+
+# An add script's reply: the answers of its items (all, or those before
+# where it stopped). None comes after a script that stopped (it left the
+# newest stage full, or the filter changed).
+sub _grown_add_ok {
+    my ($c, $r) = @_;
+    die "a reply of the wrong shape\n" if ref $r ne 'ARRAY' || ref $r->[1] ne 'ARRAY';
+    my ($why, $got) = @$r;
+    my ($s, $e, $rest) = @$c{qw(s e rest)};
+    die "a reply of the wrong shape\n"
+        if @$got > $e - $s + 1 || ($why eq 'ok') != (@$got == $e - $s + 1) || (@$got && $rest->{from} < $s);
+    _grown_answers($c, $got);
+    $rest->{from} = $s + @$got if $why ne 'ok' && $rest->{from} > $s + @$got;
 }
 
 # The capacities or bits of the first $n stages together.
