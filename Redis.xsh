@@ -373,6 +373,50 @@ _xs_command(verb, layout, seed, bits, hashes, span_bits, piece_bits, key, items_
     RETVAL
 
 SV *
+_xs_probe_command(key, packed, k, from, to, sel)
+    SV *key
+    SV *packed
+    UV k
+    UV from
+    UV to
+    SV *sel
+  PREINIT:
+    const char *kp, *pp, *sp;
+    STRLEN klen, plen, slen = 0;
+    uint32_t *ix = NULL;
+    size_t cap = 0, len = 0;
+  CODE:
+    /* One BITFIELD_RO command in the Redis protocol, as bytes: a GET u1 of
+       probes from .. to - 1 of the items sel names (a string of 32-bit
+       native numbers, item indexes; undef: all), from packed (the offsets
+       _xs_offsets_packed gives, k per item). */
+    if (k < 1 || k > 32 || from >= to || to > k)
+        bfs_croak(aTHX_ cv, "probes %" UVuf " .. %" UVuf " of %" UVuf " are out of range", from, to, k);
+    kp = SvPVbyte(key, klen);
+    pp = SvPVbyte(packed, plen);
+    if (SvOK(sel)) {
+        sp = SvPVbyte(sel, slen);
+        if (slen % 4)
+            bfs_croak(aTHX_ cv, "the selection is not whole 32-bit numbers");
+        /* copied: the string's buffer need not be aligned for u32s */
+        Newx(ix, slen / 4 + 1, uint32_t);
+        SAVEFREEPV(ix);
+        Copy(sp, ix, slen, char);
+    }
+    BFS_CALL(bfs_remote_probe_command((const uint8_t *)kp, klen, (const uint8_t *)pp, plen, (uint32_t)k,
+                                      (uint32_t)from, (uint32_t)to, ix, slen / 4, NULL, 0, &cap, bfs_err));
+    RETVAL = sv_2mortal(newSV(cap + 1));
+    SvPOK_on(RETVAL);
+    BFS_CALL(bfs_remote_probe_command((const uint8_t *)kp, klen, (const uint8_t *)pp, plen, (uint32_t)k,
+                                      (uint32_t)from, (uint32_t)to, ix, slen / 4, (uint8_t *)SvPVX(RETVAL), cap,
+                                      &len, bfs_err));
+    SvCUR_set(RETVAL, len);
+    *SvEND(RETVAL) = '\0';
+    SvREFCNT_inc_simple_void_NN(RETVAL);
+  OUTPUT:
+    RETVAL
+
+SV *
 _xs_offsets_bulk(layout, seed, bits, hashes, span_bits, piece_bits, items_ref, from, count)
     const char *layout
     UV seed

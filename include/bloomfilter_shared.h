@@ -850,6 +850,21 @@ BfsStatus bfs_remote_fold(const uint64_t *values, size_t len, uint32_t per_item,
 BfsStatus bfs_remote_command(const struct BfsRemote *r, int add, const uint8_t *key, size_t key_len, const struct BfsSlice *items, size_t n, uint64_t *masks, uint8_t *out, size_t cap, size_t *out_len, char *err);
 
 /**
+ * One `BITFIELD_RO` command, in the Redis protocol, on the stage stored at
+ * `key` (`key_len` bytes): a `GET u1` of probes `from .. to` of each of
+ * the `n_sel` items `sel` names (NULL: all), from `packed` (`len` bytes:
+ * `k` 32-bit little-endian probe offsets per item, `gather_probes`). The
+ * command goes to `out` (`cap` bytes) and its length to `*out_len`; with
+ * `out` NULL, `*out_len` is the most it can take.
+ *
+ * # Safety
+ * `key`: valid for `key_len` bytes. `packed`: valid for `len` bytes.
+ * `sel`: NULL or valid for `n_sel` values. `out`: NULL or valid for `cap`
+ * bytes. `out_len`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+ */
+BfsStatus bfs_remote_probe_command(const uint8_t *key, size_t key_len, const uint8_t *packed, size_t len, uint32_t k, uint32_t from, uint32_t to, const uint32_t *sel, size_t n_sel, uint8_t *out, size_t cap, size_t *out_len, char *err);
+
+/**
  * Take one reply off the front of `buf` (`len` bytes read so far from a
  * connection): `*consumed` bytes, of kind `*kind` (a BFS_REPLY_* value; 0
  * and nothing consumed until all of it has arrived). An array of integers
@@ -895,7 +910,7 @@ BfsStatus bfs_new_from_bits(const char *path, uint64_t capacity, double fp_rate,
 BfsStatus bfs_remote_grown_image(const char *layout, uint64_t capacity, double fp_rate, uint32_t grow, uint64_t max_capacity, uint64_t seed, const uint64_t *fills, size_t n, const uint8_t *bits, size_t len, uint8_t *out, size_t cap, size_t *out_len, char *err);
 
 #ifdef __cplusplus
-} // extern "C"
-#endif // __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
 
-#endif /* BLOOMFILTER_SHARED_H */
+#endif  /* BLOOMFILTER_SHARED_H */

@@ -92,6 +92,73 @@ pub unsafe extern "C" fn bfs_remote_command(
     })
 }
 
+/// One `BITFIELD_RO` command, in the Redis protocol, on the stage stored at
+/// `key` (`key_len` bytes): a `GET u1` of probes `from .. to` of each of
+/// the `n_sel` items `sel` names (NULL: all), from `packed` (`len` bytes:
+/// `k` 32-bit little-endian probe offsets per item, `gather_probes`). The
+/// command goes to `out` (`cap` bytes) and its length to `*out_len`; with
+/// `out` NULL, `*out_len` is the most it can take.
+///
+/// # Safety
+/// `key`: valid for `key_len` bytes. `packed`: valid for `len` bytes.
+/// `sel`: NULL or valid for `n_sel` values. `out`: NULL or valid for `cap`
+/// bytes. `out_len`: valid. `err`: NULL or BFS_ERRBUF_LEN bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn bfs_remote_probe_command(
+    key: *const u8,
+    key_len: usize,
+    packed: *const u8,
+    len: usize,
+    k: u32,
+    from: u32,
+    to: u32,
+    sel: *const u32,
+    n_sel: usize,
+    out: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+    err: *mut c_char,
+) -> BfsStatus {
+    guard(err, || {
+        // SAFETY: out_len is valid per contract.
+        let len_out = unsafe { out_len.as_mut() }.ok_or_else(|| Error::arg("null output pointer"))?;
+        let items = if sel.is_null() {
+            len / 4 / (k.max(1) as usize)
+        } else {
+            n_sel
+        };
+        let fields = items
+            .checked_mul(to.saturating_sub(from) as usize)
+            .ok_or_else(|| Error::arg("too many items"))?;
+        if out.is_null() {
+            *len_out = resp::max_command_len(key_len, fields);
+            return Ok(());
+        }
+        // SAFETY: per the function's contract (sel NULL or n_sel values).
+        let (key, packed, sel) = unsafe {
+            (
+                bytes(key, key_len),
+                bytes(packed, len),
+                (!sel.is_null()).then(|| std::slice::from_raw_parts(sel, n_sel)),
+            )
+        };
+        let offsets = remote::gather_probes(packed, k as usize, from as usize, to as usize, sel)?;
+        let mut cmd = Vec::new();
+        resp::encode_bitfield(&mut cmd, key, false, 1, &offsets)?;
+        if cmd.len() > cap {
+            return Err(Error::arg(format!(
+                "a command of {} bytes for a buffer of {cap}",
+                cmd.len()
+            )));
+        }
+        // SAFETY: out is valid for cap >= cmd.len() bytes per contract.
+        unsafe { std::ptr::copy_nonoverlapping(cmd.as_ptr(), out, cmd.len()) };
+        *len_out = cmd.len();
+        Ok(())
+    })
+}
+
 /// Take one reply off the front of `buf` (`len` bytes read so far from a
 /// connection): `*consumed` bytes, of kind `*kind` (a BFS_REPLY_* value; 0
 /// and nothing consumed until all of it has arrived). An array of integers

@@ -59,6 +59,44 @@ pub fn query_shape(g: &Geometry) -> (u64, usize) {
     }
 }
 
+/// Probes `from .. to` of the items `sel` names (all, in order, when
+/// None), gathered from `packed`: `k` probe offsets per item, each a 32-bit
+/// little-endian number (what `bfs_remote_offsets` gives, packed as the
+/// Redis mode packs it for a filter that grows). What a query reads when it
+/// reads an item's probes a few at a time, dropping it at its first clear
+/// bit.
+pub fn gather_probes(packed: &[u8], k: usize, from: usize, to: usize, sel: Option<&[u32]>) -> Result<Vec<u64>> {
+    if k == 0 || from >= to || to > k {
+        return Err(Error::arg(format!("probes {from} .. {to} of {k}")));
+    }
+    if packed.len() % (4 * k) != 0 {
+        return Err(Error::arg(format!(
+            "{} bytes of offsets are not whole items of {k} probes",
+            packed.len()
+        )));
+    }
+    let n = packed.len() / (4 * k);
+    let probe = |item: usize, j: usize| {
+        let at = 4 * (item * k + j);
+        u64::from(u32::from_le_bytes([
+            packed[at],
+            packed[at + 1],
+            packed[at + 2],
+            packed[at + 3],
+        ]))
+    };
+    let items: Box<dyn Iterator<Item = usize>> = match sel {
+        Some(sel) => {
+            if let Some(&bad) = sel.iter().find(|&&i| i as usize >= n) {
+                return Err(Error::arg(format!("item {bad} of {n}")));
+            }
+            Box::new(sel.iter().map(|&i| i as usize))
+        }
+        None => Box::new(0..n),
+    };
+    Ok(items.flat_map(|i| (from..to).map(move |j| probe(i, j))).collect())
+}
+
 /// Append the bit indexes of `item`'s `g.k` probes to `out`, in the local
 /// filter's numbering: the local filter's probe (`probe::Probe::positions`)
 /// names them. A blocked item's all lie in its one word or block, and two
@@ -888,5 +926,51 @@ mod tests {
             );
             assert!(grown_image(layout, cap, rate, factor, None, seed, &fills, &bits[1..]).is_err());
         }
+    }
+
+    /// `gather_probes` against a spelled-out reading of the packed
+    /// offsets, for every range and a few selections; and what it refuses.
+    #[test]
+    fn gather_probes_reads_the_ranges_asked() {
+        for k in 1..=5usize {
+            for n in 0..=4usize {
+                let offs: Vec<u32> = (0..n * k).map(|i| (i as u32).wrapping_mul(2_654_435_761)).collect();
+                let packed: Vec<u8> = offs.iter().flat_map(|o| o.to_le_bytes()).collect();
+                let sels: Vec<Option<Vec<u32>>> = vec![
+                    None,
+                    Some(vec![]),
+                    Some((0..n as u32).rev().collect()),
+                    Some(vec![0; n.min(1)]),
+                ];
+                for from in 0..k {
+                    for to in from + 1..=k {
+                        for sel in &sels {
+                            let items: Vec<usize> = match sel {
+                                Some(s) => s.iter().map(|&i| i as usize).collect(),
+                                None => (0..n).collect(),
+                            };
+                            let mut want = Vec::new();
+                            for &i in &items {
+                                for j in from..to {
+                                    want.push(u64::from(offs[i * k + j]));
+                                }
+                            }
+                            let got = gather_probes(&packed, k, from, to, sel.as_deref()).unwrap();
+                            assert_eq!(got, want, "k {k} n {n} {from}..{to} {sel:?}");
+                        }
+                    }
+                }
+            }
+        }
+        let packed = [0u8; 24]; // 2 items of 3 probes
+        assert!(gather_probes(&packed, 3, 0, 3, None).is_ok());
+        for (k, from, to) in [(0, 0, 1), (3, 2, 2), (3, 2, 1), (3, 0, 4), (4, 0, 1), (5, 0, 1)] {
+            assert!(gather_probes(&packed, k, from, to, None).is_err(), "k {k} {from}..{to}");
+        }
+        assert!(
+            gather_probes(&packed, 3, 0, 1, Some(&[1, 2])).is_err(),
+            "an item past the last"
+        );
+        assert!(gather_probes(&packed[..5], 1, 0, 1, None).is_err(), "a partial offset");
     }
 }

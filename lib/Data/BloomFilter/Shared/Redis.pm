@@ -638,18 +638,42 @@ sub _classify {
 sub _wire {
     my ($self, $c) = @_;
     return ($self->_script_wire($c), \&Data::BloomFilter::Shared::Redis::Link::take_value) if $c->{fields};
+    if (my $pr = $c->{probe}) {
+        my ($key, $packed, $k, $from, $to, $sel, $count) = @$pr;
+        return (_xs_probe_command($key, $packed, $k, $from, $to, $sel), _bf_take($count, $to - $from, undef, 1));
+    }
     my $bf = $c->{bf} or return (Data::BloomFilter::Shared::Redis::Link->command(@{ $c->{v} }),
         \&Data::BloomFilter::Shared::Redis::Link::take_value);
     my ($verb, $list, $from, $count, $key, $out, $shape) = @$bf;
     my ($geo, $stage, $fields) = $self->_shape($verb, $shape);
     my $masks;
     my $bytes = _xs_command($verb, @$geo, $key, $list, $from, $count, \$masks, $stage);
-    return ($bytes, sub {
+    return ($bytes, _bf_take($count, $fields, $masks, $out));
+}
+
+# How a BITFIELD's reply is taken off a socket's buffer: folded (_xs_reply),
+# $fields per item for $count items, each field holding its mask's bits
+# ($masks: as _xs_args gives them, or undef for one-bit fields that must
+# be 1); each item's 0/1 kept when $out.
+sub _bf_take {
+    my ($count, $fields, $masks, $out) = @_;
+    return sub {
         my @full;
         my @o = _bf_outcome($count, \@full, _xs_reply($_[0], $fields, $masks, $out ? \@full : undef));
         die "a reply of the wrong shape\n" if @o && $o[0] eq 'shape';
         return @o;
-    });
+    };
+}
+
+# ... and a client's reply to one (an array), folded (_xs_fold).
+sub _bf_fold {
+    my ($count, $fields, $masks) = @_;
+    return sub {
+        my @full;
+        my $full = _xs_fold($_[0], $fields, $masks, \@full);
+        die "a reply of the wrong shape\n" if @{ $_[0] } != $count * $fields;
+        return ('ok', $full, $count, \@full);
+    };
 }
 
 # What _xs_reply (or _xs_roundtrip) gave for a BITFIELD command of $count
@@ -705,12 +729,16 @@ sub _call_client {
         # method name's underscores into separate words.
         ($m, @args) = ('bitfield', $key,
             _xs_args($verb, @$geo, [@$list[$from .. $from + $count - 1]], undef, \$masks, $stage));
-        $fold = sub {
-            my @full;
-            my $full = _xs_fold($_[0], $fields, $masks, $out ? \@full : undef);
-            die "a reply of the wrong shape\n" if @{ $_[0] } != $count * $fields;
-            return ('ok', $full, $count, \@full);
-        };
+        $fold = _bf_fold($count, $fields, $masks);
+    }
+    elsif (my $pr = $c->{probe}) {
+        my ($key, $packed, $k, $from, $to, $sel, $count) = @$pr;
+        my @o = unpack 'V*', $packed;
+        ($m, @args) = ('bitfield', $key, map {
+            my $i = $_;
+            map { ('GET', 'u1', $o[ $i * $k + $_ ]) } $from .. $to - 1
+        } unpack 'L*', $sel);
+        $fold = _bf_fold($count, $to - $from, undef);
     }
     else {
         ($m, @args) = @{ $c->{v} // $self->_script_v($c) };
@@ -752,7 +780,9 @@ sub _next_reply {
 # Run commands, each a hash: { piece => i or "slot:N", v => [command, args]
 # or bf => [verb, items, from, count, key, out, shape] (a BITFIELD of items
 # from .. from + count - 1, one piece's or, with a shape, one stage's), or
-# fields (a script that takes items' BITFIELD fields: _script_wire), ok =>
+# probe => [key, packed offsets, k, from, to, selection, count] (a query of
+# some of the items' probes: _xs_probe_command), or fields (a script that
+# takes items' BITFIELD fields: _script_wire), ok =>
 # the reply's handler, lost => called
 # when the command did not run (refused, or never sent) }. Pipelined per
 # connection, at most $FLUSH unanswered on each; MOVED (the slot's node
@@ -2185,10 +2215,25 @@ sub _grown_batch {
         . ($method =~ /_many\z/ ? "the first $at items of this batch were added, none after" : 'nothing was added'));
 }
 
-# A batch's items looked up in every stage: an HMGET of the metadata's
-# format, stages and clears, then a BITFIELD of GETs per stage and
-# chunk, pipelined. Returns each item's 1 (a stage held it) or 0, and the
-# clears read. The stages read are those the HMGET names (read again
+# The probes a query of a stage reads in each round, when it reads an
+# item's probe bits (a standard stage): the first, then the next two, then
+# the rest. An item drops out of a stage at its first clear bit, as in a
+# local filter: in a stage half full an absent item's first probe is
+# clear half the time, its first three all set one time in eight.
+my @ROUNDS = ([0, 1], [1, 3], [3, 32]);
+
+# The most fields one of those reads asks for (the items of a batch in
+# as few commands as that allows: a read has nothing to account for when
+# it breaks).
+my $READ = 1024;
+
+# A batch's items looked up in every stage, in rounds, each pipelined: the
+# first round an HMGET of the metadata's format, stages and clears, and
+# per stage the items' first probes (or, where a query reads an item's
+# word or block, that, which ends the stage's reads); each later round
+# the next probes of the items every probe so far held, and no stage has
+# been found to hold. Returns each item's 1 (a stage held it) or 0, and
+# the clears read. The stages read are those the HMGET names (read again
 # with more when it names more than were known): a stage added after it
 # holds only items added after it (for an add, its script sees the
 # change and adds nothing). When the batch cannot be read, nothing was
@@ -2197,30 +2242,58 @@ sub _grown_read {
     my ($self, $bt, $plain) = @_;
     my ($n, $mk) = (scalar @$plain, $self->{metakey});
     my $failed = sub { $bt->{refused} = $n if $bt->{verb}; _batch_failed($bt, @_) };
-    while (1) {
-        my $t = $self->{gstages};
-        my ($meta, @found);
-        my $hit = sub {
-            my ($c, undef, undef, $flags) = @_;
-            $flags->[$_] and $found[ $c->{s} + $_ ] = 1 for 0 .. $#$flags;
-        };
-        my @cmds = ({ piece => 0, v => ['HMGET', $mk, qw(format stages clears)], ok => sub { $meta = $_[1] } });
+    my $t = $self->{gstages};
+    my ($meta, @found, @packed);
+    # The items still to read per stage (undef: none), and what a reply says.
+    my @alive;
+    my $held = sub {
+        my ($c, undef, undef, $flags) = @_;
+        my ($sel, $last, $i) = @$c{qw(sel last stage)};
+        for my $j (grep { $flags->[$_] } 0 .. $#$flags) {
+            $last ? ($found[ $sel->[$j] ] = 1) : push @{ $alive[$i] }, $sel->[$j];
+        }
+    };
+    for my $r (0 .. $#ROUNDS) {
+        my ($from, $to) = @{ $ROUNDS[$r] };
+        my @cmds = $r ? () : ({ piece => 0, v => ['HMGET', $mk, qw(format stages clears)], ok => sub { $meta = $_[1] } });
+        my @now = $r ? @alive : map { [0 .. $n - 1] } 1 .. $t;
+        @alive = ();
         for my $i (0 .. $t - 1) {
+            my @list = grep { !$found[$_] } @{ $now[$i] // [] } or next;
+            my $st = $self->_stage($i);
+            my ($shape, $k) = @$st{qw(shape hashes)};
             my $key = "{$self->{name}}:stage:$i";
-            my $shape = $self->_stage($i)->{shape};
-            for (my $s = 0; $s < $n; $s += $CHUNK) {
-                my $count = $s + $CHUNK < $n ? $CHUNK : $n - $s;
-                push @cmds, { piece => 0, bf => [0, $plain, $s, $count, $key, 1, $shape], s => $s, ok => $hit };
+            if ($shape->{fields} != $k) {    # its word or block, in the first round (all the items)
+                my $per = int($READ / $shape->{fields});
+                for (my $s = 0; $s < $n; $s += $per) {
+                    my $e = ($s + $per < $n ? $s + $per : $n) - 1;
+                    push @cmds, { piece => 0, bf => [0, $plain, $s, $e - $s + 1, $key, 1, $shape], sel => [$s .. $e],
+                        last => 1, stage => $i, ok => $held };
+                }
+                next;
+            }
+            next if $from >= $k;
+            my $end = $to < $k ? $to : $k;
+            $packed[$i] //= _xs_offsets_packed(@{ $shape->{geo} }, $i + 1, $plain, 0, $n);
+            my $per = int($READ / ($end - $from));
+            for (my $s = 0; $s < @list; $s += $per) {
+                my @sel = @list[$s .. ($s + $per < @list ? $s + $per : @list) - 1];
+                push @cmds, { piece => 0, probe => [$key, $packed[$i], $k, $from, $end, pack('L*', @sel), scalar @sel],
+                    sel => \@sel, last => $end == $k, stage => $i, ok => $held };
             }
         }
+        last if !@cmds;
         $self->_exchange($bt->{method}, \@cmds, $failed);
+        next if $r;
         my ($format, $stages, $clears) = ref $meta eq 'ARRAY' ? @$meta : ();
         $failed->("GONE key $mk $GGONE") if ($format // '') ne $GFORMAT;
         $failed->("key $mk: field 'stages' is " . ($stages // 'missing') . ", not from 1 to $self->{limit}")
             if ($stages // '') !~ /\A[0-9]{1,2}\z/ || $stages < 1 || $stages > $self->{limit};
         $self->{gstages} = 0 + $stages;
-        return ([map { $found[$_] // 0 } 0 .. $n - 1], $clears // 0) if $stages <= $t;
+        return $self->_grown_read($bt, $plain) if $stages > $t;
+        $meta = $clears // 0;
     }
+    return ([map { $found[$_] // 0 } 0 .. $n - 1], $meta);
 }
 
 # The add script's commands for the items of $list (those of a batch no
