@@ -242,6 +242,34 @@ for my $case (['standard', 10, 0.01, 2], ['blocked', 10, 0.01, 2], ['standard', 
         'the keys: one bit string per stage';
 }
 
+# --- the stages stop before one a Redis string cannot hold ----------------------------------------
+# First capacity 30 at 0.5, grow 16: six stages (34 MiB together), the
+# seventh past 2^32 bits. Each stage is made to have taken its capacity
+# (its count set on the server, as if that many new items had come), so
+# that one new item adds the next.
+{
+    my $r = $R->new($srv->address, 'cut', 30, 0.5, { grow => 16 });
+    my ($local_limit) = Data::BloomFilter::Shared::Redis::_xs_stage('standard', 30, 0.5, 16, 0, 0, 0);
+    cmp_ok $local_limit, '>', 6, "a local filter of these arguments has more stages ($local_limit)";
+    my $total = 0;
+    for my $i (0 .. 5) {
+        my $cap = $r->stats->{stage_info}[$i]{capacity};
+        $total += $cap;
+        $rc->hset('{cut}:meta', "fill:$i", $cap);
+        is $r->add("next-$i"), 1, "stage $i full: a new item adds stage " . ($i + 1) if $i < 5;
+    }
+    is $r->stages, 6, 'six stages';
+    is said(sub { $r->add('one more') }), "the filter is full: its 6 stages hold $total items, the most it can grow to"
+        . ' in Redis (a string holds at most 2^32 bits); nothing was added', 'the sixth full: an add croaks, naming the bound';
+    like said(sub { $r->add_many(['more-1', 'more-2']) }),
+        qr/\Athe filter is full: its 6 stages .* in Redis \(a string holds at most 2\^32 bits\); the first 0 items of this batch were added, none after\z/,
+        '... and a batch';
+    is $r->stages, 6, '... no stage was added';
+    is $rc->exists('{cut}:stage:6'), 0, '... nor its key';
+    is $r->add('next-0'), 0, 'an item already there: added as ever (not new)';
+    $r->clear;
+}
+
 # --- maxmemory: a stage that does not fit is not added ---------------------------------------------
 {
     # The first stage 64 KiB, the second (16 times the items) 1 MiB: room

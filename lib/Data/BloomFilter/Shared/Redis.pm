@@ -2740,33 +2740,40 @@ items added in the same order give the same stages and bits as locally,
 and L</to_filter> gives that local filter that grows (the same bytes as
 its C<serialize>).
 
-I<One script.> Each add and query is one Lua script (C<EVALSHA>; C<EVAL>
-for a server that does not hold it): it looks for the item in every
-stage; an add of an item found in none sets its bits in the newest stage
-and counts it there, adding the next stage first (zeroed) when the newest
-is full. So an item is told new exactly once among all clients, also
-while a stage is added, and a stage is added once. A batch is one script
-per 100 items (fewer with many probes), pipelined; a script that needs a
-stage beyond those whose offsets it was sent (another client added
-stages meanwhile, or its own items filled more than one) stops there,
-and the rest of its items are sent again.
+I<Reads, then scripts.> A batch is first read: the server's own
+C<BITFIELD> reads every stage, pipelined, a few probes at a time (an
+item leaves a stage at its first clear bit, and every stage once one
+holds it; a C<blocked> stage's word or block is read at once), which
+answers C<contains_many>. C<add_many> then sends only the items no stage
+held to a Lua script (C<EVALSHA>; C<EVAL> for a server that does not
+hold it), which sets them in the newest stage and counts the new ones
+there, provided the filter still has the stages and clears it was read
+with; when it has changed, or the newest stage takes its capacity, the
+rest go to a script that looks for each item in every stage again and
+adds the next stage first (zeroed) when the newest is full. A single
+C<add> or C<contains> is that script alone. So an item is told new
+exactly once among all clients, also while a stage is added, and a
+stage is added once. Scripts carry 100 items each (fewer with many
+probes), pipelined.
 
 I<Bounds.> With C<max_capacity>, an C<add> of a new item past it croaks
 as locally (C<the filter is full: it holds its max_capacity of N items;
 nothing was added>; from C<add_many>, C<the first N items of this batch
 were added, none after>); the items already in it stay, and adding them
-again returns 0. Without it, the filter stops where a local one would,
-or before the first stage a Redis string cannot hold (more than 2^32
-bits), and the croak names that bound (C<... the most it can grow to>,
-with C<in Redis (a string holds at most 2^32 bits)> in the second case).
+again returns 0. Without it, the filter stops before the first stage a
+Redis string cannot hold (more than 2^32 bits; a local filter of the
+same arguments has more stages), and the croak names that bound (C<the
+filter is full: its N stages hold M items, the most it can grow to in
+Redis (a string holds at most 2^32 bits)>).
 A stage is checked against C<maxmemory> before it is made: past it, the
 add croaks (C<the filter is full and its next stage needs N bytes, but
 the server uses U of its maxmemory M; nothing was added>), adds nothing,
 and the next add that needs the stage when there is room adds it.
 
 I<Keys.> A filter that grows named C<ids> is C<{ids}:meta> (the first
-stage's geometry, C<grow>, C<max_capacity>, C<stages> and each stage's
-count of new items, C<fill:I>) and one string per stage,
+stage's geometry, C<grow>, C<max_capacity>, C<stages>, each stage's
+count of new items, C<fill:I>, and the number of clears) and one string
+per stage,
 C<{ids}:stage:I>: all in one hash slot (see L</CLUSTER>).
 
 I<Reopening.> As locally: an existing filter keeps its growth; an
