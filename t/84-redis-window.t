@@ -73,6 +73,26 @@ for my $layout (qw(standard blocked)) {
         "$layout: after 8 rotations, only the g - 1 older generations' keys (the new current one is empty)";
 }
 
+# --- a batch query: the generations named by the server's clock, then read; a step between ----------
+# (The two steps of contains_many made by hand, another handle's
+# rotations between them.)
+{
+    my $r = $R->new($srv->address, 'between', 1000, 0.01, { window => undef, generations => 3 });
+    my $o = $R->new($srv->address, 'between', 1000, 0.01);
+    my @four = ('old-1', 'old-2', 'new-1', 'new-2');
+    $r->add_many([@four[0, 1]]);
+    $r->rotate;
+    $r->add_many([@four[2, 3]]);
+    my $bt = { method => 'contains_many', verb => 0, n => 4, count => 0, known => 0, refused => 0, each => [] };
+    my $t = $r->_window_visible($bt);
+    is_deeply [map { $_->{key} } @$t], ['{between}:gen:1', '{between}:gen:0'], 'the visible generations named, newest first';
+    is_deeply $r->_read_rounds($bt, \@four, $t), [1, 1, 1, 1], '... read: every item found';
+    $o->rotate for 1, 2;    # now 3: generation 0 is no longer visible, and dropped
+    is_deeply $r->_read_rounds($bt, \@four, $t), [0, 0, 1, 1],
+        'rotated twice between: the dropped generation reads as empty, the other as it was';
+    is_deeply [$r->contains_many(\@four)], [0, 0, 1, 1], 'and a batch query now says the same';
+}
+
 # --- a query's arguments: the items' probe offsets, encoded by the core -----------------------------
 # A windowed query's script takes each item's k probe offsets alone: the
 # same offsets an add's SET u1 OFFSET 1 arguments carry, as bulk strings.

@@ -48,6 +48,8 @@ my $FORMAT = 'Data::BloomFilter::Shared::Redis 1';
 # The metadata's `format` of a windowed filter: a plain filter's opener of
 # an older version refuses it rather than read a missing bit string.
 my $WFORMAT = 'Data::BloomFilter::Shared::Redis window 1';
+# What is said of a metadata key that is not such a filter, after its name.
+my $WGONE = 'is gone or no longer a windowed filter';
 
 # The metadata's `format` of a filter that grows: an opener of an older
 # version refuses it rather than read a missing bit string.
@@ -1010,6 +1012,11 @@ sub _batch {
         return $b->{count};
     }
     my @cmds;
+    if ($self->{gens} && !$verb && $n > 1) {
+        $self->_window_read($b, $plain);
+        @$out = @{ $b->{each} } if $out;
+        return $b->{count};
+    }
     @cmds = $self->_window_cmds($verb, $plain, $b) if $self->{gens} && $n;
     @groups = () if $self->{gens};
     for my $g (@groups) {
@@ -1435,7 +1442,7 @@ LUA
 my $WHEAD = <<"LUA";
 local m = redis.call('HMGET', KEYS[1], 'format', 'window_us', 'generations', 'epoch', 'grid')
 if m[1] ~= '$WFORMAT' then
-  return redis.error_reply('GONE key ' .. KEYS[1] .. ' is gone or no longer a windowed filter')
+  return redis.error_reply('GONE key ' .. KEYS[1] .. ' $WGONE')
 end
 local w, g, epoch, grid = tonumber(m[2]), tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
 local p = w / (g - 1)
@@ -1723,6 +1730,49 @@ sub _window_ok {
     $b->{count} += $_ for @$r;
     $b->{known} += @$r;
     @{ $b->{each} }[$s .. $e] = @$r if $b->{out};
+}
+
+# A windowed batch's query (of more than one item), read by the server's
+# BITFIELD (_read_rounds) in the generations a windowed script would read
+# now (_window_visible). A step between the two finds the generations it
+# drops gone (a missing key reads as zeros): items whose window had ended.
+sub _window_read {
+    my ($self, $bt, $plain) = @_;
+    my $found = $self->_read_rounds($bt, $plain, $self->_window_visible($bt));
+    my $count = 0;
+    $count += $_ for @$found;
+    @$bt{qw(count known each)} = ($count, scalar @$plain, $found);
+}
+
+# The visible generations now, newest first, as read targets: named by
+# the server's clock (TIME) and the metadata, as a windowed script names
+# them ($WHEAD). Failures are said as batch $bt's.
+sub _window_visible {
+    my ($self, $bt) = @_;
+    my $mk = $self->{metakey};
+    my ($meta, $time);
+    $self->_exchange($bt->{method}, [
+            { piece => 0, v => ['HMGET', $mk, qw(format window_us generations epoch grid)], ok => sub { $meta = $_[1] } },
+            { piece => 0, v => ['TIME'], ok => sub { $time = $_[1] } },
+        ], sub { _batch_failed($bt, @_) });
+    my ($format, $w, $g, $epoch, $grid) = ref $meta eq 'ARRAY' ? @$meta : ();
+    _batch_failed($bt, "GONE key $mk $WGONE") if ($format // '') ne $WFORMAT;
+    for ([window_us => $w], [generations => $g], [epoch => $epoch], [grid => $grid]) {
+        my ($f, $v) = @$_;
+        _batch_failed($bt, "key $mk: field '$f' is not an integer ('" . ($v // 'missing') . "')")
+            if ($v // '') !~ /\A-?[0-9]{1,18}\z/ || ($f eq 'generations' && $v < 2);
+    }
+    _batch_failed($bt, 'unexpected reply to TIME')
+        if ref $time ne 'ARRAY' || @$time != 2 || grep { !/\A[0-9]{1,12}\z/ } @$time;
+    my $q = $grid;
+    if ($w > 0) {
+        # (As the script's doubles: the difference is exact, the period whole.)
+        my $at = POSIX::floor(($time->[0] * 1_000_000 + $time->[1] - $epoch) / ($w / ($g - 1)));
+        $q = $at if $at > $q;
+    }
+    $q = 0 if $q < 0;
+    my $shape = { geo => [$self->_geo], stage => 0, fields => $self->{fields} };
+    return [map { { key => "{$self->{name}}:gen:$_", shape => $shape } } reverse(($q - $g + 1 > 0 ? $q - $g + 1 : 0) .. $q)];
 }
 
 # One windowed script, its reply.
@@ -2215,10 +2265,12 @@ sub _grown_batch {
         . ($method =~ /_many\z/ ? "the first $at items of this batch were added, none after" : 'nothing was added'));
 }
 
-# The probes a query of a stage reads in each round, when it reads an
-# item's probe bits (a standard stage): the first, then the next two, then
-# the rest. An item drops out of a stage at its first clear bit, as in a
-# local filter: in a stage half full an absent item's first probe is
+# ------------------------------------------------------------------ reads
+
+# The probes a query reads of a bit string in each round, when it reads an
+# item's probe bits (a standard layout's): the first, then the next two,
+# then the rest. An item drops out of a string at its first clear bit, as
+# in a local filter: in a string half full an absent item's first probe is
 # clear half the time, its first three all set one time in eight.
 my @ROUNDS = ([0, 1], [1, 3], [3, 32]);
 
@@ -2227,73 +2279,89 @@ my @ROUNDS = ([0, 1], [1, 3], [3, 32]);
 # it breaks).
 my $READ = 1024;
 
-# A batch's items looked up in every stage, in rounds, each pipelined: the
-# first round an HMGET of the metadata's format, stages and clears, and
-# per stage the items' first probes (or, where a query reads an item's
-# word or block, that, which ends the stage's reads); each later round
-# the next probes of the items every probe so far held, and no stage has
-# been found to hold. Returns each item's 1 (a stage held it) or 0, and
-# the clears read. The stages read are those the HMGET names (read again
-# with more when it names more than were known): a stage added after it
-# holds only items added after it (for an add, its script sees the
-# change and adds nothing). When the batch cannot be read, nothing was
-# added.
-sub _grown_read {
-    my ($self, $bt, $plain) = @_;
-    my ($n, $mk) = (scalar @$plain, $self->{metakey});
+# A batch's items looked up in bit strings (@$targets: { key, shape }, the
+# shape as _stage_shape gives it: the stages of a filter that grows, the
+# visible generations of a windowed one), by the server's BITFIELD, in
+# rounds, each pipelined: the first round @first (commands sent before
+# the reads) and per string the items' first probes (or, where a query
+# reads an item's word or block, that, which ends that string's reads);
+# each later round the next probes of the items every probe so far held
+# there and no string has been found to hold. Returns each item's 1 (a
+# string held all its bits) or 0.
+sub _read_rounds {
+    my ($self, $bt, $plain, $targets, @first) = @_;
+    my $n = @$plain;
     my $failed = sub { $bt->{refused} = $n if $bt->{verb}; _batch_failed($bt, @_) };
-    my $t = $self->{gstages};
-    my ($meta, @found, @packed);
-    # The items still to read per stage (undef: none), and what a reply says.
-    my @alive;
+    # (@packed: each target's probe offsets, computed once per shape: a
+    # windowed filter's generations share theirs.)
+    my (@found, @packed, %packed, @alive);
+    # What a reply says: the items it held (every probe so far, or all).
     my $held = sub {
         my ($c, undef, undef, $flags) = @_;
-        my ($sel, $last, $i) = @$c{qw(sel last stage)};
+        my ($sel, $last, $i) = @$c{qw(sel last target)};
         for my $j (grep { $flags->[$_] } 0 .. $#$flags) {
             $last ? ($found[ $sel->[$j] ] = 1) : push @{ $alive[$i] }, $sel->[$j];
         }
     };
     for my $r (0 .. $#ROUNDS) {
         my ($from, $to) = @{ $ROUNDS[$r] };
-        my @cmds = $r ? () : ({ piece => 0, v => ['HMGET', $mk, qw(format stages clears)], ok => sub { $meta = $_[1] } });
-        my @now = $r ? @alive : map { [0 .. $n - 1] } 1 .. $t;
+        my @cmds = $r ? () : @first;
+        my @now = $r ? @alive : map { [0 .. $n - 1] } @$targets;
         @alive = ();
-        for my $i (0 .. $t - 1) {
+        for my $i (0 .. $#$targets) {
             my @list = grep { !$found[$_] } @{ $now[$i] // [] } or next;
-            my $st = $self->_stage($i);
-            my ($shape, $k) = @$st{qw(shape hashes)};
-            my $key = "{$self->{name}}:stage:$i";
+            my ($key, $shape) = @{ $targets->[$i] }{qw(key shape)};
+            my $k = $shape->{geo}[3];
             if ($shape->{fields} != $k) {    # its word or block, in the first round (all the items)
                 my $per = int($READ / $shape->{fields});
                 for (my $s = 0; $s < $n; $s += $per) {
                     my $e = ($s + $per < $n ? $s + $per : $n) - 1;
                     push @cmds, { piece => 0, bf => [0, $plain, $s, $e - $s + 1, $key, 1, $shape], sel => [$s .. $e],
-                        last => 1, stage => $i, ok => $held };
+                        last => 1, target => $i, ok => $held };
                 }
                 next;
             }
             next if $from >= $k;
             my $end = $to < $k ? $to : $k;
-            $packed[$i] //= _xs_offsets_packed(@{ $shape->{geo} }, $i + 1, $plain, 0, $n);
+            $packed[$i] //= $packed{$shape} //= _xs_offsets_packed(@{ $shape->{geo} }, $shape->{stage}, $plain, 0, $n);
             my $per = int($READ / ($end - $from));
             for (my $s = 0; $s < @list; $s += $per) {
                 my @sel = @list[$s .. ($s + $per < @list ? $s + $per : @list) - 1];
                 push @cmds, { piece => 0, probe => [$key, $packed[$i], $k, $from, $end, pack('L*', @sel), scalar @sel],
-                    sel => \@sel, last => $end == $k, stage => $i, ok => $held };
+                    sel => \@sel, last => $end == $k, target => $i, ok => $held };
             }
         }
         last if !@cmds;
         $self->_exchange($bt->{method}, \@cmds, $failed);
-        next if $r;
-        my ($format, $stages, $clears) = ref $meta eq 'ARRAY' ? @$meta : ();
-        $failed->("GONE key $mk $GGONE") if ($format // '') ne $GFORMAT;
-        $failed->("key $mk: field 'stages' is " . ($stages // 'missing') . ", not from 1 to $self->{limit}")
-            if ($stages // '') !~ /\A[0-9]{1,2}\z/ || $stages < 1 || $stages > $self->{limit};
-        $self->{gstages} = 0 + $stages;
-        return $self->_grown_read($bt, $plain) if $stages > $t;
-        $meta = $clears // 0;
     }
-    return ([map { $found[$_] // 0 } 0 .. $n - 1], $meta);
+    return [map { $found[$_] // 0 } 0 .. $n - 1];
+}
+
+# A batch's items looked up in every stage of a filter that grows
+# (_read_rounds), after an HMGET of the metadata's format, stages and
+# clears in the first round. Returns each item's 1 (a stage held it) or 0,
+# and the clears read. The stages read are those the HMGET names (read
+# again with more when it names more than were known): a stage added
+# after it holds only items added after it (for an add, its script sees
+# the change and adds nothing). When the batch cannot be read, nothing
+# was added.
+sub _grown_read {
+    my ($self, $bt, $plain) = @_;
+    my $mk = $self->{metakey};
+    my $t = $self->{gstages};
+    my $meta;
+    my $found = $self->_read_rounds($bt, $plain,
+        [map { { key => "{$self->{name}}:stage:$_", shape => $self->_stage($_)->{shape} } } 0 .. $t - 1],
+        { piece => 0, v => ['HMGET', $mk, qw(format stages clears)], ok => sub { $meta = $_[1] } });
+    my ($format, $stages, $clears) = ref $meta eq 'ARRAY' ? @$meta : ();
+    $bt->{refused} = $bt->{n} if $bt->{verb};
+    _batch_failed($bt, "GONE key $mk $GGONE") if ($format // '') ne $GFORMAT;
+    _batch_failed($bt, "key $mk: field 'stages' is " . ($stages // 'missing') . ", not from 1 to $self->{limit}")
+        if ($stages // '') !~ /\A[0-9]{1,2}\z/ || $stages < 1 || $stages > $self->{limit};
+    $bt->{refused} = 0;
+    $self->{gstages} = 0 + $stages;
+    return $self->_grown_read($bt, $plain) if $stages > $t;
+    return ($found, $clears // 0);
 }
 
 # The add script's commands for the items of $list (those of a batch no
@@ -2689,15 +2757,22 @@ again) at time I<t> is seen until at least I<t> + window and forgotten by
 I<t> + window * g / (g - 1); an item is never missed inside its window
 (but for false positives, never a false negative).
 
-I<Time is the server's.> Each add, query and step is one Lua script
-(C<EVALSHA>) that reads the server's clock (C<TIME>), so hosts whose
-clocks disagree step alike, and the step, the item's check in every
+I<Time is the server's.> Each add, single query and step is one Lua
+script (C<EVALSHA>) that reads the server's clock (C<TIME>), so hosts
+whose clocks disagree step alike, and the step, the item's check in every
 visible generation and the setting of its bits in the current one are one
 atomic operation: among all clients and hosts, an item is told new exactly
-once per window, across steps. A batch is one script per 100 items (fewer
-with many probes), pipelined as a plain filter's C<BITFIELD>s are; a
-script the server does not hold (restarted, failed over, C<SCRIPT FLUSH>)
-is sent again whole (C<EVAL>).
+once per window, across steps. A batch of adds is one script per 100
+items (fewer with many probes), pipelined as a plain filter's
+C<BITFIELD>s are; a script the server does not hold (restarted, failed
+over, C<SCRIPT FLUSH>) is sent again whole (C<EVAL>). A batch of queries
+(C<contains_many>) writes nothing, so it is read without a script: the
+server's clock and the filter's metadata, which name the visible
+generations as a script would, then those generations by the server's
+own C<BITFIELD>, a few probes at a time (an item leaves a generation at
+its first clear bit, and every generation once one holds it). A step
+that comes between finds the generations it drops gone: their items'
+windows had ended.
 
 I<Keys.> A windowed filter named C<webhooks> is C<{webhooks}:meta> (the
 geometry and the window: C<window>, C<generations>, the C<epoch> the
