@@ -93,36 +93,6 @@ for my $layout (qw(standard blocked)) {
     is_deeply [$r->contains_many(\@four)], [0, 0, 1, 1], 'and a batch query now says the same';
 }
 
-# --- a batch add: the older generations read, then the add script; a step or a clear between ---------
-# (The steps of add_many made by hand, another handle's change between.)
-{
-    my $r = $R->new($srv->address, 'addbetween', 1000, 0.01, { window => undef, generations => 3 });
-    my $o = $R->new($srv->address, 'addbetween', 1000, 0.01);
-    my $batch = sub { { method => 'add_many', verb => 1, n => 3, out => [], count => 0, known => 0, refused => 0,
-        each => [] } };
-    $r->add_many(['held-1', 'held-2']);
-    $r->rotate;
-    for my $case (['no change', sub { }], ['a step', sub { $o->rotate }], ['a clear', sub { $o->clear }]) {
-        my ($what, $change) = @$case;
-        my @three = map { "$what-$_" } 1 .. 3;
-        push @three, 'held-1' if $what eq 'no change';
-        my $bt = $batch->();
-        my ($t, $q, $clears) = $r->_window_visible($bt);
-        my $found = $r->_read_rounds($bt, \@three, [@$t[1 .. $#$t]]);
-        $change->();
-        if ($what eq 'no change') {
-            is_deeply $found, [0, 0, 0, 1], "$what: the read finds the held item in an older generation";
-            is $r->_window_add_scripts($bt, \@three, $q, $clears, $found), 4, "$what: the add script adds all";
-            is_deeply $bt->{each}, [1, 1, 1, 0], '... the held one not new';
-            is_deeply [$r->contains_many(\@three)], [1, 1, 1, 1], '... all there';
-            next;
-        }
-        is $r->_window_add_scripts($bt, \@three, $q, $clears, $found), 0, "$what between: the add script adds none";
-        is scalar $r->contains_many(\@three), 0, '... and sets none of their bits';
-        is $r->add_many(\@three), 3, '... the batch again: all new';
-    }
-}
-
 # --- a query's arguments: the items' probe offsets, encoded by the core -----------------------------
 # A windowed query's script takes each item's k probe offsets alone: the
 # same offsets an add's SET u1 OFFSET 1 arguments carry, as bulk strings.

@@ -1012,8 +1012,8 @@ sub _batch {
         return $b->{count};
     }
     my @cmds;
-    if ($self->{gens} && $n > 1) {
-        $verb ? $self->_window_add($b, $plain) : $self->_window_read($b, $plain);
+    if ($self->{gens} && !$verb && $n > 1) {
+        $self->_window_read($b, $plain);
         @$out = @{ $b->{each} } if $out;
         return $b->{count};
     }
@@ -1438,17 +1438,13 @@ LUA
 # What every windowed script does first: check the metadata, and take the
 # current generation's number q, the greater of the server's clock's
 # period and the last one stepped to (`grid`), so that a clock set back
-# brings nothing forgotten back, and the number of clears C (each clear
-# counts one). KEYS[1]: the metadata. An add steps first when the current
-# number is past `grid` (begin_add): the generations no longer visible are
-# dropped (they expire by themselves too), and the new current one gets
-# its expiry once it exists (end_add).
+# brings nothing forgotten back. KEYS[1]: the metadata.
 my $WHEAD = <<"LUA";
-local m = redis.call('HMGET', KEYS[1], 'format', 'window_us', 'generations', 'epoch', 'grid', 'clears')
+local m = redis.call('HMGET', KEYS[1], 'format', 'window_us', 'generations', 'epoch', 'grid')
 if m[1] ~= '$WFORMAT' then
   return redis.error_reply('GONE key ' .. KEYS[1] .. ' $WGONE')
 end
-local w, g, epoch, grid, C = tonumber(m[2]), tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), m[6] or '0'
+local w, g, epoch, grid = tonumber(m[2]), tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
 local p = w / (g - 1)
 local q, now = grid, nil
 if w > 0 then
@@ -1459,27 +1455,17 @@ if w > 0 then
 end
 if q < 0 then q = 0 end
 local pre = string.sub(KEYS[1], 1, -5) .. 'gen:'
-local cur = pre .. q
 local function drop(from, to)
   for j = math.max(0, from), to do redis.call('DEL', pre .. j) end
-end
-local function begin_add()
-  if q > grid then
-    redis.call('HSET', KEYS[1], 'grid', q)
-    drop(grid - g + 1, math.min(grid, q - g))
-  end
-end
-local function end_add()
-  if q > grid and w > 0 then
-    redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((epoch + (q + g) * p) / 1000)))
-  end
 end
 LUA
 
 # Add (ARGV[2] = 1) or look up items: ARGV[1] = k, then for an add each
 # item's BITFIELD arguments (SET u1 OFFSET 1 per probe, from the core), for
-# a query each item's k probe offsets alone. An add steps first when due,
-# and sets the items' bits in the current generation
+# a query each item's k probe offsets alone. An add steps first when the
+# current number is past `grid`: the generations no longer visible are
+# dropped (they expire by themselves too) and the new current one gets its
+# expiry once it exists. It sets the items' bits in the current generation
 # (one BITFIELD, whose reply is the bits before) and answers 1 for an item
 # unless one visible generation held all its bits before; a query answers
 # 1 when one does. Older generations are never written, and the current
@@ -1501,7 +1487,12 @@ local k, add = tonumber(ARGV[1]), ARGV[2] == '1'
 local step = add and 4 or 1
 local at = add and 5 or 3
 local n = (#ARGV - 2) / (step * k)
-if add then begin_add() end
+local cur = pre .. q
+local stepped = add and q > grid
+if stepped then
+  redis.call('HSET', KEYS[1], 'grid', q)
+  drop(grid - g + 1, math.min(grid, q - g))
+end
 local found, left = {}, n
 local function look(key)
   local alive, na, get = {}, 0, {}
@@ -1553,43 +1544,14 @@ for j = q - 1, math.max(0, q - g + 1), -1 do
   if left == 0 then break end
   look(pre .. j)
 end
-if add then end_add() end
+if stepped and w > 0 then
+  redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((epoch + (q + g) * p) / 1000)))
+end
 local out = {}
 for i = 1, n do
   if found[i] then out[i] = add and 0 or 1 else out[i] = add and 1 or 0 end
 end
 return out
-LUA
-
-# Add items whose older visible generations the client has read (a
-# batch's second step: _window_add). ARGV[1], ARGV[2]: the current
-# generation's number and the clears read; ARGV[3]: k; ARGV[4]: one
-# character per item, 1 when an older generation held it; then the items'
-# BITFIELD SET arguments. While the number and the clears are those read,
-# the older generations are as read (they are never written; only a step
-# or a clear drops them): the script steps when due and sets the items in
-# the current generation as the items script does, and an item is new
-# unless an older generation held it or the SET found all its bits set.
-# Replies {'ok', answers}, or {'changed', {}} with nothing done; a script
-# after one that answered 'changed' answers it too (the number and the
-# clears only grow).
-my $WADD_LUA = $WHEAD . <<'LUA';
-if q ~= tonumber(ARGV[1]) or C ~= ARGV[2] then return {'changed', {}} end
-local k, held = tonumber(ARGV[3]), ARGV[4]
-local n = (#ARGV - 4) / (4 * k)
-begin_add()
-local old = redis.call('BITFIELD', cur, unpack(ARGV, 5))
-end_add()
-local out = {}
-for i = 1, n do
-  out[i] = 0
-  if string.byte(held, i) == 48 then
-    for j = (i - 1) * k + 1, i * k do
-      if old[j] == 0 then out[i] = 1 break end
-    end
-  end
-end
-return {'ok', out}
 LUA
 
 # A step now, due or not: the current number one past what it is, the
@@ -1619,11 +1581,10 @@ LUA
 # Drop every generation that may exist; the window and its epoch stay.
 my $WCLEAR_LUA = $WHEAD . <<'LUA';
 drop(math.max(grid, q) - g + 1, math.max(grid, q))
-redis.call('HINCRBY', KEYS[1], 'clears', 1)
 return 'ok'
 LUA
 
-my %WSHA = map { $_ => Digest::SHA::sha1_hex($_) } $WITEMS_LUA, $WADD_LUA, $WROTATE_LUA, $WSTATE_LUA, $WCLEAR_LUA;
+my %WSHA = map { $_ => Digest::SHA::sha1_hex($_) } $WITEMS_LUA, $WROTATE_LUA, $WSTATE_LUA, $WCLEAR_LUA;
 
 # The window options asked for: undef for none, else { g, g_given,
 # window (seconds, undef: rotate only) }.
@@ -1706,56 +1667,17 @@ sub _attach_window {
 # what Lua's unpack takes, 8000). Each carries the items' SET arguments
 # (an add) or probe offsets (a query) (_script_wire).
 sub _window_cmds {
-    my ($self, $verb, $plain, $b, $from) = @_;
-    my $chunk = $self->_window_chunk;
+    my ($self, $verb, $plain, $b) = @_;
+    my $chunk = int(1000 / $self->{hashes}) || 1;
+    $chunk = $CHUNK if $chunk > $CHUNK;
     my @cmds;
-    for (my $s = $from // 0; $s < @$plain; $s += $chunk) {
+    for (my $s = 0; $s < @$plain; $s += $chunk) {
         my $e = ($s + $chunk < @$plain ? $s + $chunk : @$plain) - 1;
         push @cmds, { piece => 0, script => $WITEMS_LUA, sha => $WSHA{$WITEMS_LUA}, keys => [$self->{metakey}],
             argv => [$self->{hashes}, $verb], fields => [$verb, undef, $plain, $s, $e - $s + 1],
             s => $s, e => $e, batch => $b, ok => \&_window_ok, lost => \&_batch_lost };
     }
     return @cmds;
-}
-
-# The items a windowed script carries at most.
-sub _window_chunk {
-    my $chunk = int(1000 / $_[0]{hashes}) || 1;
-    return $chunk > $CHUNK ? $CHUNK : $chunk;
-}
-
-# A windowed batch's add (of more than one item): the older visible
-# generations read (_window_visible, _read_rounds), then the items sent to
-# the add script ($WADD_LUA) with what the reads found, one script per
-# chunk; what it did not add (the current generation or the clears
-# changed since the read) goes to the items script, from there on.
-sub _window_add {
-    my ($self, $bt, $plain) = @_;
-    my ($targets, $q, $clears) = $self->_window_visible($bt);
-    my $found = $self->_read_rounds($bt, $plain, [@$targets[1 .. $#$targets]]);
-    my $from = $self->_window_add_scripts($bt, $plain, $q, $clears, $found);
-    return if $from >= @$plain;
-    $self->_exchange($bt->{method}, [$self->_window_cmds(1, $plain, $bt, $from)], sub { _batch_failed($bt, @_) });
-}
-
-# The add scripts of a windowed batch whose older generations were read
-# when the current number was $q and the clears $clears (@$found: what
-# they held). Returns where the first script that did nothing stopped
-# (the items from there on are not added), or the number of items.
-sub _window_add_scripts {
-    my ($self, $bt, $plain, $q, $clears, $found) = @_;
-    my $chunk = $self->_window_chunk;
-    my $rest = { from => scalar @$plain };
-    my @cmds;
-    for (my $s = 0; $s < @$plain; $s += $chunk) {
-        my $count = $s + $chunk < @$plain ? $chunk : @$plain - $s;
-        push @cmds, { piece => 0, script => $WADD_LUA, sha => $WSHA{$WADD_LUA}, keys => [$self->{metakey}],
-            argv => [$q, $clears, $self->{hashes}, join '', @$found[$s .. $s + $count - 1]],
-            fields => [1, undef, $plain, $s, $count], s => $s, e => $s + $count - 1, batch => $bt, rest => $rest,
-            ok => \&_add_ok, lost => \&_batch_lost };
-    }
-    $self->_exchange($bt->{method}, \@cmds, sub { _batch_failed($bt, @_) });
-    return $rest->{from};
 }
 
 # A script whose arguments end with items' BITFIELD fields: $c->{script}
@@ -1816,7 +1738,7 @@ sub _window_ok {
 # drops gone (a missing key reads as zeros): items whose window had ended.
 sub _window_read {
     my ($self, $bt, $plain) = @_;
-    my $found = $self->_read_rounds($bt, $plain, scalar $self->_window_visible($bt));
+    my $found = $self->_read_rounds($bt, $plain, $self->_window_visible($bt));
     my $count = 0;
     $count += $_ for @$found;
     @$bt{qw(count known each)} = ($count, scalar @$plain, $found);
@@ -1824,18 +1746,16 @@ sub _window_read {
 
 # The visible generations now, newest first, as read targets: named by
 # the server's clock (TIME) and the metadata, as a windowed script names
-# them ($WHEAD); in list context also the current number and the clears.
-# Failures are said as batch $bt's (an add's: nothing added).
+# them ($WHEAD). Failures are said as batch $bt's.
 sub _window_visible {
     my ($self, $bt) = @_;
     my $mk = $self->{metakey};
     my ($meta, $time);
     $self->_exchange($bt->{method}, [
-            { piece => 0, v => ['HMGET', $mk, qw(format window_us generations epoch grid clears)], ok => sub { $meta = $_[1] } },
+            { piece => 0, v => ['HMGET', $mk, qw(format window_us generations epoch grid)], ok => sub { $meta = $_[1] } },
             { piece => 0, v => ['TIME'], ok => sub { $time = $_[1] } },
         ], sub { _batch_failed($bt, @_) });
-    my ($format, $w, $g, $epoch, $grid, $clears) = ref $meta eq 'ARRAY' ? @$meta : ();
-    $bt->{refused} = $bt->{n} if $bt->{verb};
+    my ($format, $w, $g, $epoch, $grid) = ref $meta eq 'ARRAY' ? @$meta : ();
     _batch_failed($bt, "GONE key $mk $WGONE") if ($format // '') ne $WFORMAT;
     for ([window_us => $w], [generations => $g], [epoch => $epoch], [grid => $grid]) {
         my ($f, $v) = @$_;
@@ -1844,7 +1764,6 @@ sub _window_visible {
     }
     _batch_failed($bt, 'unexpected reply to TIME')
         if ref $time ne 'ARRAY' || @$time != 2 || grep { !/\A[0-9]{1,12}\z/ } @$time;
-    $bt->{refused} = 0;
     my $q = $grid;
     if ($w > 0) {
         # (As the script's doubles: the difference is exact, the period whole.)
@@ -1853,8 +1772,7 @@ sub _window_visible {
     }
     $q = 0 if $q < 0;
     my $shape = { geo => [$self->_geo], stage => 0, fields => $self->{fields} };
-    my $targets = [map { { key => "{$self->{name}}:gen:$_", shape => $shape } } reverse(($q - $g + 1 > 0 ? $q - $g + 1 : 0) .. $q)];
-    return wantarray ? ($targets, $q, $clears // 0) : $targets;
+    return [map { { key => "{$self->{name}}:gen:$_", shape => $shape } } reverse(($q - $g + 1 > 0 ? $q - $g + 1 : 0) .. $q)];
 }
 
 # One windowed script, its reply.
@@ -2276,7 +2194,7 @@ sub _grown_ok {
     my ($why, $stages, $got, $used, $max) = @$r;
     my ($s, $e) = @$c{qw(s e)};
     die "a reply of the wrong shape\n" if @$got > $e - $s + 1 || ($why eq 'ok' && @$got != $e - $s + 1);
-    _answers($c, $got);
+    _grown_answers($c, $got);
     $b->{stages} = $stages if $stages > ($b->{stages} // 0);
     return if $why eq 'ok';
     my $at = $s + @$got;
@@ -2286,7 +2204,7 @@ sub _grown_ok {
 
 # Answers that came for a command's items (from its first, $c->{s}, on;
 # $c->{ix}: their indexes in the batch, when not the same).
-sub _answers {
+sub _grown_answers {
     my ($c, $got) = @_;
     my $b = $c->{batch};
     $b->{count} += $_ for @$got;
@@ -2465,25 +2383,24 @@ sub _grown_add {
         my $count = $s + $chunk < @$list ? $chunk : @$list - $s;
         push @cmds, { piece => 0, script => $GADD_LUA, sha => $GSHA{$GADD_LUA}, keys => [$self->{metakey}],
             argv => [$t, $clears, @$st{qw(hashes capacity)}], fields => [1, $st->{shape}, $list, $s, $count],
-            s => $s, e => $s + $count - 1, ix => $ix, batch => $bt, rest => $rest, ok => \&_add_ok,
+            s => $s, e => $s + $count - 1, ix => $ix, batch => $bt, rest => $rest, ok => \&_grown_add_ok,
             lost => \&_batch_lost };
     }
     $self->_exchange($bt->{method}, \@cmds, sub { _batch_failed($bt, @_) });
     return $rest->{from};
 }
 
-# An add script's reply (a grown filter's or a windowed one's): the answers
-# of its items (all, or those before where it stopped). None comes after a
-# script that stopped (it left the newest stage full, or the filter
-# changed).
-sub _add_ok {
+# An add script's reply: the answers of its items (all, or those before
+# where it stopped). None comes after a script that stopped (it left the
+# newest stage full, or the filter changed).
+sub _grown_add_ok {
     my ($c, $r) = @_;
     die "a reply of the wrong shape\n" if ref $r ne 'ARRAY' || ref $r->[1] ne 'ARRAY';
     my ($why, $got) = @$r;
     my ($s, $e, $rest) = @$c{qw(s e rest)};
     die "a reply of the wrong shape\n"
         if @$got > $e - $s + 1 || ($why eq 'ok') != (@$got == $e - $s + 1) || (@$got && $rest->{from} < $s);
-    _answers($c, $got);
+    _grown_answers($c, $got);
     $rest->{from} = $s + @$got if $why ne 'ok' && $rest->{from} > $s + @$got;
 }
 
