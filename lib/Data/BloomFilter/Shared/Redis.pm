@@ -2959,28 +2959,33 @@ whose call into the filter died).
 
 A filter that grows (L</GROWTH>) is not sharded (one node serves all of
 it), cannot be merged, and stops growing before a stage of more than
-2^32 bits. Each of its adds and queries is a Lua script that reads every
-stage, as a windowed filter's reads every generation: measured with
-C<bench/redis.pl --quick> (grown to 10 times its first capacity, 4
-stages, against a plain filter of the same size holding the same items,
-on a quiet 2-core machine), its batches ran 2.3 to 14 times slower
-than the plain filter's (queries of held and of absent items, adds of
-held items), at 72 000 to 161 000 items a second, and cost the server 7 to
-50 times the time per item (F<bench/RESULTS.md>, "Filters that grow in
-Redis").
+2^32 bits. Its batches read every stage, as a local one does, and each
+stage's rate is tighter than a plain filter's (more probes an item).
+Measured with C<bench/redis.pl --quick> (grown to 10 times its first
+capacity, 4 stages, against a plain filter of the same size holding the
+same items, on a quiet 2-core machine; F<bench/RESULTS.md>, "Batches
+read by the server's own BITFIELD"): batch queries of absent items ran
+at 1.5 to 2.1 times the plain filter's time with the C<standard> layout
+(the server's time 0.9 to 1.1 times), of held items 2.7 to 3.2 times;
+with C<blocked>, whose plain queries read one or two words an item where
+these read two a stage, 3.7 to 7.1 times (the server's 4 to 9 times, the
+ratio of the words read); adds of held items 1.2 to 2.6 times; adds of
+new items, which go through a Lua script, 4 to 5.7 times (the server's
+7.5 to 10 times).
 
 A windowed filter (L</WINDOWS>) costs the server more per item than a
-plain one: each of its commands is a Lua script, which hands the items'
-C<BITFIELD> arguments from Lua back to the server and reads every visible
-generation. Measured with C<bench/redis.pl --quick> (4 generations, on a
-2-core machine under load): a script of 100 adds takes 4.5 to 8 times
-the server time of the plain filter's C<BITFIELD> (6 to 13 microseconds
-per item; a C<BITFIELD> made by a script costs the server about 3 times
-the same command sent by a client), batches of adds run 2.6 to 3.5 times
-slower than a plain filter's and batches of queries 2 to 3 times
-(standard layout) or 5 to 9 times (blocked, whose plain queries read
-whole words), and a single add or query takes about 3 C<PING> round
-trips where a plain one takes about 1. It is not sharded: one node
+plain one. Its adds are Lua scripts, which hand the items' C<BITFIELD>
+arguments from Lua back to the server and read every visible generation.
+Measured with C<bench/redis.pl --quick> (4 generations, on a 2-core
+machine): a script of 100 adds takes 4 to 7 times the server time of the
+plain filter's C<BITFIELD> (4 to 7.5 microseconds per item; a C<BITFIELD>
+made by a script costs the server about 3 times the same command sent by
+a client), and batches of adds run 2.2 to 3.3 times slower than a plain
+filter's; batches of queries, read without a script, 1.7 to 2.4 times
+(C<standard> layout; the server's time about 2 times) or 4.4 to 5.3
+times (C<blocked>, whose plain queries read one set of words where these
+read one a generation). A single add or query takes about 2 C<PING>
+round trips where a plain one takes about 1. It is not sharded: one node
 serves all of it.
 
 A Redis string holds at most 2^32 bits (512 MiB): an unsharded filter is
