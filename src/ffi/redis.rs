@@ -77,19 +77,38 @@ pub unsafe extern "C" fn bfs_remote_command(
         if pieces.iter().any(|&p| p != pieces[0]) {
             return Err(Error::arg("the items of one command are in different pieces"));
         }
-        let mut cmd = Vec::new();
-        resp::encode_bitfield(&mut cmd, k, add != 0, width, &offsets)?;
-        if cmd.len() > cap {
-            return Err(Error::arg(format!(
-                "a command of {} bytes for a buffer of {cap}",
-                cmd.len()
-            )));
-        }
-        // SAFETY: out is valid for cap >= cmd.len() bytes per contract.
-        unsafe { std::ptr::copy_nonoverlapping(cmd.as_ptr(), out, cmd.len()) };
-        *len_out = cmd.len();
-        Ok(())
+        // SAFETY: out is valid for cap bytes per contract.
+        unsafe { put_bitfield(k, add != 0, width, &offsets, out, cap, len_out) }
     })
+}
+
+/// Encode a `BITFIELD` command (`resp::encode_bitfield`) into the caller's
+/// buffer `out` of `cap` bytes, its length to `*len_out`; a command longer
+/// than `cap` is refused.
+///
+/// # Safety
+/// `out`: valid for `cap` bytes.
+unsafe fn put_bitfield(
+    key: &[u8],
+    set: bool,
+    width: u64,
+    offsets: &[u64],
+    out: *mut u8,
+    cap: usize,
+    len_out: &mut usize,
+) -> Result<(), Error> {
+    let mut cmd = Vec::new();
+    resp::encode_bitfield(&mut cmd, key, set, width, offsets)?;
+    if cmd.len() > cap {
+        return Err(Error::arg(format!(
+            "a command of {} bytes for a buffer of {cap}",
+            cmd.len()
+        )));
+    }
+    // SAFETY: out is valid for cap >= cmd.len() bytes per the contract.
+    unsafe { std::ptr::copy_nonoverlapping(cmd.as_ptr(), out, cmd.len()) };
+    *len_out = cmd.len();
+    Ok(())
 }
 
 /// One `BITFIELD_RO` command, in the Redis protocol, on the stage stored at
@@ -144,18 +163,8 @@ pub unsafe extern "C" fn bfs_remote_probe_command(
             )
         };
         let offsets = remote::gather_probes(packed, k as usize, from as usize, to as usize, sel)?;
-        let mut cmd = Vec::new();
-        resp::encode_bitfield(&mut cmd, key, false, 1, &offsets)?;
-        if cmd.len() > cap {
-            return Err(Error::arg(format!(
-                "a command of {} bytes for a buffer of {cap}",
-                cmd.len()
-            )));
-        }
-        // SAFETY: out is valid for cap >= cmd.len() bytes per contract.
-        unsafe { std::ptr::copy_nonoverlapping(cmd.as_ptr(), out, cmd.len()) };
-        *len_out = cmd.len();
-        Ok(())
+        // SAFETY: out is valid for cap bytes per contract.
+        unsafe { put_bitfield(key, false, 1, &offsets, out, cap, len_out) }
     })
 }
 
