@@ -141,6 +141,45 @@ sub timed {
     }
 }
 
+# --- a stopped server, windowed and growing filters: the same bounds, through their reads and scripts --
+{
+    my $srv = RedisServer->new;
+    my ($addr, $port) = ($srv->address, $srv->port);
+    # (The windowed one sized for all its items, the grown one to grow.)
+    my %kinds = (windowed => [100_000, { window => 3600, generations => 4 }], grown => [1000, { grow => 2 }]);
+    my %f = map { ($_ => $R->new($addr, "stopped-$_", $kinds{$_}[0], 0.01, { %SMALL, %{ $kinds{$_}[1] } })) }
+        sort keys %kinds;
+    $_->add_many([map { "before-$_" } 1 .. 3000]) for values %f;    # the grown one: past its first stage
+    my $stalled = qr/no reply from 127\.0\.0\.1:$port within read_timeout 0\.5 s\b/;
+    kill 'STOP', $srv->pid;
+    for my $kind (sort keys %f) {
+        for my $c ([add => sub { $f{$kind}->add('a') }], [contains => sub { $f{$kind}->contains('a') }],
+                   [add_many => sub { $f{$kind}->add_many([map { "many-$_" } 1 .. 500]) }],
+                   [contains_many => sub { $f{$kind}->contains_many([map { "many-$_" } 1 .. 500]) }]) {
+            my ($method, $code) = @$c;
+            my ($took, $e) = timed($code);
+            like $e, qr/\A\Q$R\E->$method: $stalled/, "stopped server, $kind: $method croaks naming the server and the timeout";
+            time_bound($took, $T + 0.5, "stopped server, $kind: $method croaked within it");
+        }
+    }
+    # A grown filter's batch is read before anything is written: cut in its
+    # reads, it added nothing, and says so.
+    my (undef, $e) = timed(sub { $f{grown}->add_many([map { "cut-$_" } 1 .. 500]) });
+    like $e, qr/: 0 of 500 items known added; 500 refused by the server or not sent \(not added\); the other 0 may or may not have been added/,
+        'a grown filter\'s batch cut in its reads: nothing added, and it says so';
+    kill 'CONT', $srv->pid;
+    for my $kind (sort keys %f) {
+        my ($took, $e) = timed(sub {
+            my @after = map { "after-$_" } 1 .. 100;
+            is $f{$kind}->add_many(\@after), 100, "server resumed, $kind: the next batch adds";
+            is scalar $f{$kind}->contains_many(\@after), 100, "server resumed, $kind: and finds it";
+            is $f{$kind}->contains('cut-1'), 0, "server resumed, $kind: the cut batch's items are not there"
+                if $kind eq 'grown';
+        });
+        is $e, '', "server resumed, $kind: no croak";
+    }
+}
+
 # --- connecting: a listener that never accepts ---------------------------------------------------
 SKIP: {
     # A backlog of 0 that two connections fill: the kernel then drops new
