@@ -91,6 +91,12 @@ for my $layout (qw(standard blocked)) {
     is_deeply $r->_read_rounds($bt, \@four, $t), [0, 0, 1, 1],
         'rotated twice between: the dropped generation reads as empty, the other as it was';
     is_deeply [$r->contains_many(\@four)], [0, 0, 1, 1], 'and a batch query now says the same';
+    # A metadata key replaced meanwhile (as a broken or hostile writer
+    # might): its generations are not believed, however many it names.
+    $rc->hset('{between}:meta', 'generations', '100000000000000000');
+    dies_like { $r->contains_many(\@four) }
+        qr/->contains_many: key \{between\}:meta: field 'generations' is 100000000000000000, not the 3 this filter was opened with \(replaced\?\): 0 of 4 items known checked/,
+        'a batch query of a filter whose generations changed croaks, reading nothing';
 }
 
 # --- a query's arguments: the items' probe offsets, encoded by the core -----------------------------

@@ -1760,7 +1760,14 @@ sub _window_visible {
     for ([window_us => $w], [generations => $g], [epoch => $epoch], [grid => $grid]) {
         my ($f, $v) = @$_;
         _batch_failed($bt, "key $mk: field '$f' is not an integer ('" . ($v // 'missing') . "')")
-            if ($v // '') !~ /\A-?[0-9]{1,18}\z/ || ($f eq 'generations' && $v < 2);
+            if ($v // '') !~ /\A-?[0-9]{1,18}\z/;
+    }
+    # (What names the generations read is what this handle attached to: a
+    # metadata key replaced meanwhile is refused, not believed.)
+    for ([window_us => $w, $self->{window_us}], [generations => $g, $self->{gens}]) {
+        my ($f, $v, $want) = @$_;
+        _batch_failed($bt, "key $mk: field '$f' is $v, not the $want this filter was opened with (replaced?)")
+            if $v != $want;
     }
     _batch_failed($bt, 'unexpected reply to TIME')
         if ref $time ne 'ARRAY' || @$time != 2 || grep { !/\A[0-9]{1,12}\z/ } @$time;
