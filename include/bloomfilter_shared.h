@@ -910,7 +910,7 @@ BfsStatus bfs_new_from_bits(const char *path, uint64_t capacity, double fp_rate,
 BfsStatus bfs_remote_grown_image(const char *layout, uint64_t capacity, double fp_rate, uint32_t grow, uint64_t max_capacity, uint64_t seed, const uint64_t *fills, size_t n, const uint8_t *bits, size_t len, uint8_t *out, size_t cap, size_t *out_len, char *err);
 
 #ifdef __cplusplus
-}  // extern "C"
-#endif  // __cplusplus
+} // extern "C"
+#endif // __cplusplus
 
-#endif  /* BLOOMFILTER_SHARED_H */
+#endif /* BLOOMFILTER_SHARED_H */
