@@ -2305,18 +2305,17 @@ sub _read_rounds {
     # What a reply says: the items it held (every probe so far, or all).
     my $held = sub {
         my ($c, undef, undef, $flags) = @_;
-        my ($sel, $last, $i) = @$c{qw(sel last target)};
-        for my $j (grep { $flags->[$_] } 0 .. $#$flags) {
-            $last ? ($found[ $sel->[$j] ] = 1) : push @{ $alive[$i] }, $sel->[$j];
-        }
+        my @h = @{ $c->{sel} }[grep { $flags->[$_] } 0 .. $#$flags];
+        $c->{last} ? (@found[@h] = (1) x @h) : push @{ $alive[ $c->{target} ] }, @h;
     };
     for my $r (0 .. $#ROUNDS) {
         my ($from, $to) = @{ $ROUNDS[$r] };
         my @cmds = $r ? () : @first;
-        my @now = $r ? @alive : map { [0 .. $n - 1] } @$targets;
+        my @now = @alive;
         @alive = ();
         for my $i (0 .. $#$targets) {
-            my @list = grep { !$found[$_] } @{ $now[$i] // [] } or next;
+            # (Nothing is found before the first round's replies.)
+            my @list = $r ? grep { !$found[$_] } @{ $now[$i] // [] } : 0 .. $n - 1 or next;
             my ($key, $shape) = @{ $targets->[$i] }{qw(key shape)};
             my $k = $shape->{geo}[3];
             if ($shape->{fields} != $k) {    # its word or block, in the first round (all the items)
