@@ -1662,14 +1662,21 @@ sub _attach_window {
     return $what eq 'created' ? undef : { %m, fp_rate => 0 + $m{fp_rate} };
 }
 
-# The scripts' commands of a batch: one per $CHUNK items (fewer at large
-# k, so that the script's BITFIELD arguments, 4 per probe, stay well within
-# what Lua's unpack takes, 8000). Each carries the items' SET arguments
-# (an add) or probe offsets (a query) (_script_wire).
+# The items a script of items carries at most, at $k probes an item:
+# $CHUNK, fewer at large k, so that a BITFIELD of their arguments (4 per
+# probe) stays well within what Lua's unpack takes, 8000.
+sub _script_chunk {
+    my ($k) = @_;
+    my $chunk = int(1000 / $k) || 1;
+    return $chunk > $CHUNK ? $CHUNK : $chunk;
+}
+
+# The scripts' commands of a batch: one per _script_chunk items. Each
+# carries the items' SET arguments (an add) or probe offsets (a query)
+# (_script_wire).
 sub _window_cmds {
     my ($self, $verb, $plain, $b) = @_;
-    my $chunk = int(1000 / $self->{hashes}) || 1;
-    $chunk = $CHUNK if $chunk > $CHUNK;
+    my $chunk = _script_chunk($self->{hashes});
     my @cmds;
     for (my $s = 0; $s < @$plain; $s += $chunk) {
         my $e = ($s + $chunk < @$plain ? $s + $chunk : @$plain) - 1;
@@ -2172,8 +2179,7 @@ sub _grown_cmds {
     my @st = map { $self->_stage($_) } 0 .. $t - 1;
     my $kmax = 0;
     $_->{hashes} > $kmax and $kmax = $_->{hashes} for @st;
-    my $chunk = int(1000 / $kmax);
-    $chunk = $CHUNK if $chunk > $CHUNK;
+    my $chunk = _script_chunk($kmax);
     my @head = ('EVALSHA', $GSHA{$GITEMS_LUA}, 1, $self->{metakey}, $verb, $t, $self->{limit},
         map { ($_->{hashes}, $_->{capacity}, $_->{bits} / 8) } @st);
     my @cmds;
@@ -2286,6 +2292,14 @@ my @ROUNDS = ([0, 1], [1, 3], [3, 32]);
 # it breaks).
 my $READ = 1024;
 
+# The croak of a batch that failed while it was being read, before
+# anything was written: an add's items all known not added.
+sub _read_failed {
+    my ($bt, $e) = @_;
+    $bt->{refused} = $bt->{n} if $bt->{verb};
+    _batch_failed($bt, $e);
+}
+
 # A batch's items looked up in bit strings (@$targets: { key, shape }, the
 # shape as _stage_shape gives it: the stages of a filter that grows, the
 # visible generations of a windowed one), by the server's BITFIELD, in
@@ -2298,7 +2312,7 @@ my $READ = 1024;
 sub _read_rounds {
     my ($self, $bt, $plain, $targets, @first) = @_;
     my $n = @$plain;
-    my $failed = sub { $bt->{refused} = $n if $bt->{verb}; _batch_failed($bt, @_) };
+    my $failed = sub { _read_failed($bt, @_) };
     # (@packed: each target's probe offsets, computed once per shape: a
     # windowed filter's generations share theirs.)
     my (@found, @packed, %packed, @alive);
@@ -2360,11 +2374,9 @@ sub _grown_read {
         [map { { key => "{$self->{name}}:stage:$_", shape => $self->_stage($_)->{shape} } } 0 .. $t - 1],
         { piece => 0, v => ['HMGET', $mk, qw(format stages clears)], ok => sub { $meta = $_[1] } });
     my ($format, $stages, $clears) = ref $meta eq 'ARRAY' ? @$meta : ();
-    $bt->{refused} = $bt->{n} if $bt->{verb};
-    _batch_failed($bt, "GONE key $mk $GGONE") if ($format // '') ne $GFORMAT;
-    _batch_failed($bt, "key $mk: field 'stages' is " . ($stages // 'missing') . ", not from 1 to $self->{limit}")
+    _read_failed($bt, "GONE key $mk $GGONE") if ($format // '') ne $GFORMAT;
+    _read_failed($bt, "key $mk: field 'stages' is " . ($stages // 'missing') . ", not from 1 to $self->{limit}")
         if ($stages // '') !~ /\A[0-9]{1,2}\z/ || $stages < 1 || $stages > $self->{limit};
-    $bt->{refused} = 0;
     $self->{gstages} = 0 + $stages;
     return $self->_grown_read($bt, $plain) if $stages > $t;
     return ($found, $clears // 0);
@@ -2381,8 +2393,7 @@ sub _grown_add {
     my ($self, $bt, $list, $ix, $clears) = @_;
     my $t = $self->{gstages};
     my $st = $self->_stage($t - 1);
-    my $chunk = int(1000 / $st->{hashes});
-    $chunk = $CHUNK if $chunk > $CHUNK;
+    my $chunk = _script_chunk($st->{hashes});
     my $rest = { from => scalar @$list };
     my @cmds;
     for (my $s = 0; $s < @$list; $s += $chunk) {
