@@ -348,8 +348,11 @@ for my $fp (0.01, 0.001) {
         my $absent = items(scalar @$held);
         my @runs = (['held', 'contains_many', sub { $held }], ['absent', 'contains_many', sub { $absent }],
             ['again', 'add_many', sub { $held }], ['new', 'add_many', sub { $_[0] eq 'grown' ? items(int($c / 2 / $BATCH) * $BATCH) : $_[1] }]);
-        my %r;
-        for (1 .. $REPS) {
+        # One pass: every run on each filter ($each gets the tag, the run's
+        # name and a sub that runs its batches; both filters add the same
+        # new items).
+        my $pass = sub {
+            my ($each) = @_;
             my $new;
             for my $via (['grown', $g], ['plain', $p]) {
                 my ($tag, $filter) = @$via;
@@ -357,33 +360,36 @@ for my $fp (0.01, 0.001) {
                     my ($what, $op, $items) = @$run;
                     my $it = $items->($tag, $new);
                     $new = $it if $what eq 'new';
-                    my $t0 = time;
-                    scalar $filter->$op([@$it[$_ * $BATCH .. ($_ + 1) * $BATCH - 1]]) for 0 .. @$it / $BATCH - 1;
-                    push @{ $r{"$tag $what"} }, @$it / (time - $t0);
+                    $each->($tag, $what, scalar @$it,
+                        sub { scalar $filter->$op([@$it[$_ * $BATCH .. ($_ + 1) * $BATCH - 1]]) for 0 .. @$it / $BATCH - 1 });
                 }
             }
+        };
+        my %r;
+        for (1 .. $REPS) {
+            $pass->(sub {
+                my ($tag, $what, $n, $batches) = @_;
+                my $t0 = time;
+                $batches->();
+                push @{ $r{"$tag $what"} }, $n / (time - $t0);
+            });
         }
         # The server's time per item of each, one more pass each alone
         # (CONFIG RESETSTAT before it): the time of the commands the client
         # sent (scripts, BITFIELD_RO; not the commands a script runs, which
         # its time holds, nor the one HMGET per batch read, also a script's
         # first command) over the items.
-        my (%us, $new);
-        for my $via (['grown', $g], ['plain', $p]) {
-            my ($tag, $filter) = @$via;
-            for my $run (@runs) {
-                my ($what, $op, $items) = @$run;
-                my $it = $items->($tag, $new);
-                $new = $it if $what eq 'new';
-                $redis->config('resetstat');
-                scalar $filter->$op([@$it[$_ * $BATCH .. ($_ + 1) * $BATCH - 1]]) for 0 .. @$it / $BATCH - 1;
-                my $st = server_stats();
-                my $total = 0;
-                my @own = $tag eq 'grown' ? qw(evalsha eval bitfield_ro) : qw(bitfield bitfield_ro);
-                $total += $_->[0] * $_->[1] for @$st{ grep { $st->{$_} } @own };
-                $us{"$tag $what"} = $total / @$it;
-            }
-        }
+        my %us;
+        $pass->(sub {
+            my ($tag, $what, $n, $batches) = @_;
+            $redis->config('resetstat');
+            $batches->();
+            my $st = server_stats();
+            my $total = 0;
+            my @own = $tag eq 'grown' ? qw(evalsha eval bitfield_ro) : qw(bitfield bitfield_ro);
+            $total += $_->[0] * $_->[1] for @$st{ grep { $st->{$_} } @own };
+            $us{"$tag $what"} = $total / $n;
+        });
         my %m = map { $_ => median(@{ $r{$_} }) } keys %r;
         my $ks = $g->stats->{stage_info};
         my $fields = 0;
