@@ -7,6 +7,7 @@ use Test::More;
 use File::Temp qw(tempdir);
 use FindBin ();
 use lib "$FindBin::Bin/lib";
+use BFTest qw(dies_like);
 use RedisServer qw(redis_or_skip);
 use RacingAdders qw(race_adders);
 use Data::BloomFilter::Shared;
@@ -29,13 +30,6 @@ my $dir = tempdir(CLEANUP => 1);
 sub local_bits {
     my ($f) = @_;
     return substr $f->serialize, 56, $f->bits / 8;
-}
-
-sub dies_like(&$$) {
-    my ($code, $re, $name) = @_;
-    local $@;
-    eval { $code->(); 1 } and return fail("$name: did not croak");
-    like $@, $re, $name;
 }
 
 my @items = map { "item-$_" } 1 .. 3000;

@@ -9,6 +9,7 @@ use warnings;
 use Test::More;
 use FindBin ();
 use lib "$FindBin::Bin/lib";
+use BFTest qw(dies_like);
 use RedisServer qw(redis_or_skip);
 use Data::BloomFilter::Shared;
 use Time::HiRes qw(time sleep);
@@ -25,13 +26,6 @@ alarm 600;    # a hang guard: an idle host takes seconds, a loaded one minutes
 
 my $srv = RedisServer->new;
 my $rc = $srv->client;
-
-sub dies_like(&$$) {
-    my ($code, $re, $name) = @_;
-    local $@;
-    eval { $code->(); 1 } and return fail("$name: did not croak");
-    like $@, $re, $name;
-}
 
 # A filter's generation keys, sorted (in scalar context, how many).
 sub gen_keys {

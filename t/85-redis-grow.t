@@ -10,6 +10,7 @@ use warnings;
 use Test::More;
 use FindBin ();
 use lib "$FindBin::Bin/lib";
+use BFTest qw(dies_like);
 use RedisServer qw(redis_or_skip);
 use RacingAdders qw(race_adders);
 use Data::BloomFilter::Shared;
@@ -29,13 +30,6 @@ alarm 600;    # a hang guard: an idle host takes seconds, a loaded one minutes
 my $srv = RedisServer->new;
 my $rc = $srv->client;
 my $dir = File::Temp::tempdir(CLEANUP => 1);
-
-sub dies_like(&$$) {
-    my ($code, $re, $name) = @_;
-    local $@;
-    eval { $code->(); 1 } and return fail("$name: did not croak");
-    like $@, $re, $name;
-}
 
 # The message of a croak, without its class and method or its line.
 sub said {

@@ -9,7 +9,7 @@ use IO::Select ();
 use Exporter 'import';
 
 our @EXPORT_OK = qw(in_child reap spawn_perl start_child child_status_text perl5lib slurp spew readable_build
-    run_sh run_cli for_each_layout croaks_like sleep_until wait_until time_bound
+    run_sh run_cli for_each_layout croaks_like dies_like sleep_until wait_until time_bound
     become_user cli cli_process cli_sh cli_argv);
 
 # The multi-process suites run on every layout: for_each_layout runs
@@ -72,7 +72,6 @@ sub become_user {
     die "still root" if $> == 0 || $< == 0;
 }
 
-# A whole file's bytes; write bytes to a file.
 # Two checks: $code croaks, and its message matches $re.
 sub croaks_like {
     my ($code, $re, $name) = @_;
@@ -81,6 +80,18 @@ sub croaks_like {
     Test::More::ok(!$ok, "$name: croaks");
     Test::More::like($@, $re, "$name: message");
 }
+
+# One check: the block croaks with a message matching $re (a block that
+# does not croak fails, saying so).
+sub dies_like(&$$) {
+    my ($code, $re, $name) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;    # failures name the caller's line
+    local $@;
+    eval { $code->(); 1 } and return Test::More::fail("$name: did not croak");
+    Test::More::like($@, $re, $name);
+}
+
+# A whole file's bytes; write bytes to a file.
 
 sub slurp {
     my ($path) = @_;
