@@ -123,18 +123,7 @@ fn a_whole_life_through_the_c_api() {
         assert_eq!(bfs_merge(copy, h, err.as_mut_ptr()), BFS_ERR_FROZEN);
 
         let mut other = null_mut();
-        let opts = BfsOptions {
-            mode: 0o600,
-            seed: 7,
-            layout: 0,
-            generations: 0,
-            window: 0.0,
-            bits: 0,
-            hashes: 0,
-            grow: 0,
-            max_capacity: 0,
-            max_bytes: 0,
-        };
+        let opts = crate::plain_options(0, 7);
         assert_eq!(bfs_new(null(), 1000, 0.01, &opts, &mut other, null_mut()), BFS_OK);
         assert_eq!(bfs_is_compatible(h, other), 0);
         assert_eq!(bfs_merge(h, other, err.as_mut_ptr()), BFS_ERR_MISMATCH);
@@ -206,15 +195,7 @@ fn constructors_refuse_what_they_must() {
         assert!(h.is_null(), "outputs are written only on success");
         let bad_mode = BfsOptions {
             mode: 0o170000,
-            seed: 0,
-            layout: 0,
-            generations: 0,
-            window: 0.0,
-            bits: 0,
-            hashes: 0,
-            grow: 0,
-            max_capacity: 0,
-            max_bytes: 0,
+            ..crate::plain_options(0, 0)
         };
         let p = tmp("constructors", "mode.bf");
         assert_eq!(
@@ -292,15 +273,7 @@ fn files_through_the_c_api() {
         let mut d = null_mut();
         let opts = BfsOptions {
             mode: 0o640,
-            seed: 0,
-            layout: 0,
-            generations: 0,
-            window: 0.0,
-            bits: 0,
-            hashes: 0,
-            grow: 0,
-            max_capacity: 0,
-            max_bytes: 0,
+            ..crate::plain_options(0, 0)
         };
         assert_eq!(
             bfs_deserialize(buf.as_ptr(), buf.len(), q.as_ptr(), &opts, &mut d, err.as_mut_ptr()),
@@ -501,16 +474,8 @@ fn windows_through_the_c_api() {
     unsafe {
         let mut info = std::mem::zeroed::<BfsInfo>();
         let manual = BfsOptions {
-            mode: 0o600,
-            seed: 0,
-            layout: 0,
             generations: 3,
-            window: 0.0,
-            bits: 0,
-            hashes: 0,
-            grow: 0,
-            max_capacity: 0,
-            max_bytes: 0,
+            ..crate::plain_options(0, 0)
         };
         let mut h = null_mut();
         assert_eq!(bfs_new(null(), 1000, 0.01, &manual, &mut h, err.as_mut_ptr()), BFS_OK);
