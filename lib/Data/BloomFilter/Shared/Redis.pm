@@ -2313,9 +2313,9 @@ sub _read_rounds {
     my ($self, $bt, $plain, $targets, @first) = @_;
     my $n = @$plain;
     my $failed = sub { _read_failed($bt, @_) };
-    # (@packed: each target's probe offsets, computed once per shape: a
-    # windowed filter's generations share theirs.)
-    my (@found, @packed, %packed, @alive);
+    # (%packed: the probe offsets of each shape, computed once: a windowed
+    # filter's generations share theirs.)
+    my (@found, %packed, @alive);
     # What a reply says: the items it held (every probe so far, or all).
     my $held = sub {
         my ($c, undef, undef, $flags) = @_;
@@ -2343,11 +2343,11 @@ sub _read_rounds {
             }
             next if $from >= $k;
             my $end = $to < $k ? $to : $k;
-            $packed[$i] //= $packed{$shape} //= _xs_offsets_packed(@{ $shape->{geo} }, $shape->{stage}, $plain, 0, $n);
+            my $packed = $packed{$shape} //= _xs_offsets_packed(@{ $shape->{geo} }, $shape->{stage}, $plain, 0, $n);
             my $per = int($READ / ($end - $from));
             for (my $s = 0; $s < @list; $s += $per) {
                 my @sel = @list[$s .. ($s + $per < @list ? $s + $per : @list) - 1];
-                push @cmds, { piece => 0, probe => [$key, $packed[$i], $k, $from, $end, pack('L*', @sel), scalar @sel],
+                push @cmds, { piece => 0, probe => [$key, $packed, $k, $from, $end, pack('L*', @sel), scalar @sel],
                     sel => \@sel, last => $end == $k, target => $i, ok => $held };
             }
         }
