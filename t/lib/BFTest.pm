@@ -10,7 +10,7 @@ use Exporter 'import';
 
 our @EXPORT_OK = qw(in_child reap spawn_perl start_child child_status_text perl5lib slurp spew readable_build
     run_sh run_cli for_each_layout croaks_like dies_like sleep_until wait_until time_bound
-    become_user cli cli_process cli_sh cli_argv);
+    become_user die_with_parent cli cli_process cli_sh cli_argv);
 
 # The multi-process suites run on every layout: for_each_layout runs
 # $code->($layout) once per name of @$layouts, each in a subtest of its
@@ -70,6 +70,19 @@ sub become_user {
     POSIX::setgid($gid) or die "setgid: $!";
     POSIX::setuid($uid) or die "setuid: $!";
     die "still root" if $> == 0 || $< == 0;
+}
+
+# In a forked child: be killed (SIGKILL) when the test process, $parent,
+# ends, so that a test that dies never leaves a child waiting for a file
+# it will not write (prove reads the test's output until every holder of
+# it has gone). Call it after become_user: a change of uid clears the
+# setting (prctl(2), PR_SET_PDEATHSIG). Exits at once if $parent has
+# already gone.
+sub die_with_parent {
+    my ($parent) = @_;
+    require 'syscall.ph';
+    syscall(&SYS_prctl, 1, 9) == 0 or die "prctl(PR_SET_PDEATHSIG): $!";    # 1: PR_SET_PDEATHSIG; 9: SIGKILL
+    _exit(0) if getppid() != $parent;
 }
 
 # Two checks: $code croaks, and its message matches $re.
