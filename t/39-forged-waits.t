@@ -117,10 +117,9 @@ sub run_case {
     chown $VICTIM, $GID, $path or die "chown: $!";
     my $out = "$path.out";
     $a{before}->() if $a{before};
-    my $parent = $$;
     my $vpid = fork // die "fork: $!";
     if (!$vpid) {
-        eval { become($VICTIM); BFTest::die_with_parent($parent); 1 } or _exit(9);
+        eval { become($VICTIM); 1 } or _exit(9);
         my @r;
         eval {
             my $f = $C->new($path, 10_000, 0.01, \%opts);

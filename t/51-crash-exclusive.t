@@ -37,6 +37,7 @@ for my $op (qw(invert clear)) {
         pipe(my $r, my $w) or die "pipe: $!";
         my $pid = fork // die "fork: $!";
         if (!$pid) {
+            BFTest::die_with_parent();
             close $r;
             syswrite $w, 'x';
             $f->$op while 1;    # keep it going until killed

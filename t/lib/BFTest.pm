@@ -12,6 +12,9 @@ our @EXPORT_OK = qw(in_child reap spawn_perl start_child child_status_text perl5
     run_sh run_cli for_each_layout croaks_like dies_like sleep_until wait_until time_bound
     become_user die_with_parent cli cli_process cli_sh cli_argv);
 
+my %live;    # pid => 1 for children not yet reaped
+my $ORIG_PID = $$;    # the test process
+
 # The multi-process suites run on every layout: for_each_layout runs
 # $code->($layout) once per name of @$layouts, each in a subtest of its
 # own. Within the pass of a layout other than standard, every filter the
@@ -60,8 +63,9 @@ sub with_layout {
     return $code->($layout);
 }
 
-# In a child running as root: become $uid, with $gid as its only group
-# (real and effective), for tests where another user writes a filter.
+# In a child of the test process running as root: become $uid, with $gid
+# as its only group (real and effective), for tests where another user
+# writes a filter; the child then dies with the test (die_with_parent).
 # Dies if root is still there.
 sub become_user {
     my ($uid, $gid) = @_;
@@ -70,16 +74,18 @@ sub become_user {
     POSIX::setgid($gid) or die "setgid: $!";
     POSIX::setuid($uid) or die "setuid: $!";
     die "still root" if $> == 0 || $< == 0;
+    die_with_parent();
 }
 
-# In a forked child: be killed (SIGKILL) when the test process, $parent,
-# ends, so that a test that dies never leaves a child waiting for a file
-# it will not write (prove reads the test's output until every holder of
-# it has gone). Call it after become_user: a change of uid clears the
-# setting (prctl(2), PR_SET_PDEATHSIG). Exits at once if $parent has
-# already gone.
+# In a forked child: be killed (SIGKILL) when its parent, $parent (by
+# default the test process), ends, so that a test that dies never leaves a
+# child waiting for a file it will not write (prove reads the test's
+# output until every holder of it has gone). A change of uid clears the
+# setting (prctl(2), PR_SET_PDEATHSIG): become_user sets it after. Exits
+# at once if $parent has already gone.
 sub die_with_parent {
     my ($parent) = @_;
+    $parent //= $ORIG_PID;
     require 'syscall.ph';
     syscall(&SYS_prctl, 1, 9) == 0 or die "prctl(PR_SET_PDEATHSIG): $!";    # 1: PR_SET_PDEATHSIG; 9: SIGKILL
     _exit(0) if getppid() != $parent;
@@ -162,8 +168,6 @@ sub time_bound {
         sprintf '%s (%.3f s; bound %.3f s, hang check %.0f s)', $name, $took, $bound, $limit);
 }
 
-my %live;    # pid => 1 for children not yet reaped
-my $ORIG_PID = $$;
 
 # Wait for $pid at most $timeout seconds; SIGKILL it if it is still running.
 # Returns ($status, $timed_out).
