@@ -83,11 +83,16 @@ sub become_user {
 # output until every holder of it has gone). A change of uid clears the
 # setting (prctl(2), PR_SET_PDEATHSIG): become_user sets it after. Exits
 # at once if $parent has already gone.
+# (The call's number is looked up here, as the test's own uid: a child of
+# another uid may not read the directories of @INC. The headers are read
+# afresh into a package of ours: h2ph's files define their subs in the
+# package that first requires them.)
+my $SYS_prctl = do { package BFTest::Syscall; local %INC; require 'syscall.ph'; SYS_prctl() };
+
 sub die_with_parent {
     my ($parent) = @_;
     $parent //= $ORIG_PID;
-    require 'syscall.ph';
-    syscall(&SYS_prctl, 1, 9) == 0 or die "prctl(PR_SET_PDEATHSIG): $!";    # 1: PR_SET_PDEATHSIG; 9: SIGKILL
+    syscall($SYS_prctl, 1, 9) == 0 or die "prctl(PR_SET_PDEATHSIG): $!";    # 1: PR_SET_PDEATHSIG; 9: SIGKILL
     _exit(0) if getppid() != $parent;
 }
 
