@@ -240,6 +240,7 @@ subtest 'copies while another process steps' => sub {
     my $f = $C->new_memfd('steps', 1_000_000, 0.001, { window => undef, generations => 3 });
     my $pid = fork // die "fork: $!";
     if (!$pid) {
+        BFTest::die_with_parent();    # killed below, or with the test
         my $w = $C->new_from_fd($f->memfd);
         my $j = 0;
         while (1) {

@@ -67,7 +67,9 @@ sub holder {
         my $f = reopen($path);
         $f->add($item);
         $_[0]->('added');
-        sleep 60;
+        alarm 0;    # (start_child's 30 s) alive until killed, or the test ends
+        BFTest::die_with_parent();
+        sleep 600;
     });
     my $line = <$r>;
     die "holder did not add\n" unless ($line // '') eq "added\n";

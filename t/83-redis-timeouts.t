@@ -27,6 +27,22 @@ alarm 600;    # a hang guard: an idle host takes seconds, a loaded one minutes
 my $T = 0.5;    # every timeout of the filters under test, in seconds
 my %SMALL = (cnx_timeout => $T, read_timeout => $T, write_timeout => $T);
 
+# A server whose replies the calls that must work need within $T: ahead
+# of the load (RedisServer::run_first).
+sub quick_server {
+    my $srv = RedisServer->new;
+    RedisServer::run_first($srv->pid);
+    return $srv;
+}
+
+# Let a stopped server go on, and wait until it answers a client of its
+# own (the commands it had queued run first).
+sub resume {
+    my ($srv) = @_;
+    kill 'CONT', $srv->pid;
+    $srv->client->ping;
+}
+
 # Run $code, cut off by an alarm after $hang seconds (a call that hangs is
 # then a failure, not a hung test); its time and its error ('' when none).
 sub timed {
@@ -46,7 +62,7 @@ sub timed {
 
 # --- the options ----------------------------------------------------------------------------------
 {
-    my $srv = RedisServer->new;
+    my $srv = quick_server();
     for my $bad (0, -1, 'soon', [1], 86401, 'nan') {
         for my $t (sort keys %SMALL) {
             my (undef, $e) = timed(sub { $R->new($srv->address, 'opts', 1000, 0.01, { $t => $bad }) });
@@ -62,7 +78,7 @@ sub timed {
 
 # --- a stopped server: each call croaks within its timeout, and works again after -------------
 {
-    my $srv = RedisServer->new;
+    my $srv = quick_server();
     my $addr = $srv->address;
     my $port = $srv->port;
     my $ours = $R->new($addr, 'stopped', 100_000, 0.01, \%SMALL);
@@ -117,7 +133,7 @@ sub timed {
     # sockets hold: its writing stalls.
     my $big = Data::BloomFilter::Shared->new(undef, 20_000_000, 0.01);
     $big->add('m');
-    kill 'CONT', $srv->pid;
+    resume($srv);
     my $upload = $R->new($addr, 'upload', 20_000_000, 0.01, \%SMALL);
     kill 'STOP', $srv->pid;
     my ($took, $we) = timed(sub { $upload->merge($big) });
@@ -125,7 +141,7 @@ sub timed {
         'a stalled write croaks naming write_timeout';
     time_bound($took, $T + 0.5, 'within it');
     undef $big;
-    kill 'CONT', $srv->pid;
+    resume($srv);
     for my $via (['an address', $ours], ['a Redis::Fast client', $theirs{add}[0]]) {
         my ($how, $f) = @$via;
         my ($took, $e) = timed(sub {
@@ -143,7 +159,7 @@ sub timed {
 
 # --- a stopped server, windowed and growing filters: the same bounds, through their reads and scripts --
 {
-    my $srv = RedisServer->new;
+    my $srv = quick_server();
     my ($addr, $port) = ($srv->address, $srv->port);
     # (The windowed one sized for all its items, the grown one to grow.)
     my %kinds = (windowed => [100_000, { window => 3600, generations => 4 }], grown => [1000, { grow => 2 }]);
@@ -167,7 +183,7 @@ sub timed {
     my (undef, $e) = timed(sub { $f{grown}->add_many([map { "cut-$_" } 1 .. 500]) });
     like $e, qr/: 0 of 500 items known added; 500 refused by the server or not sent \(not added\); the other 0 may or may not have been added/,
         'a grown filter\'s batch cut in its reads: nothing added, and it says so';
-    kill 'CONT', $srv->pid;
+    resume($srv);
     for my $kind (sort keys %f) {
         my ($took, $e) = timed(sub {
             my @after = map { "after-$_" } 1 .. 100;
@@ -203,6 +219,9 @@ SKIP: {
 # and any other command with $mode: 'line' a status line that never ends,
 # 'bulk' a bulk string of 2 GB that never comes, 'silent' nothing. It sends
 # at most 192 MiB, then waits for the client to leave.
+my @fake;    # the fake servers' process groups, ended with the test
+END { local $?; kill 'KILL', -$_ for @fake; waitpid $_, 0 for @fake }
+
 sub fake_server {
     my ($mode) = @_;
     my $l = IO::Socket::INET->new(Listen => 16, LocalAddr => '127.0.0.1', LocalPort => 0, ReuseAddr => 1)
@@ -210,6 +229,7 @@ sub fake_server {
     my $pid = fork // die "fork: $!";
     if (!$pid) {
         setpgrp 0, 0;    # its connections' processes in its group, ended with it
+        RedisServer::run_first($$);
         $SIG{PIPE} = 'IGNORE';
         while (my $c = $l->accept) {
             next if fork;    # one process per connection
@@ -241,6 +261,7 @@ sub fake_server {
         }
         POSIX::_exit(0);
     }
+    push @fake, $pid;
     my $addr = '127.0.0.1:' . $l->sockport;
     close $l;
     return ($pid, $addr);

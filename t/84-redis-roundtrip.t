@@ -42,6 +42,7 @@ sub fake_server {
     my $pid = fork // die "fork: $!";
     if (!$pid) {
         setpgrp 0, 0;
+        RedisServer::run_first($$);    # answers within read_timeout 0.5 s when it should
         $SIG{PIPE} = 'IGNORE';
         my $n = 0;
         while (my $c = $l->accept) {

@@ -426,12 +426,16 @@ sub run_cli {
 }
 
 # Run `@cmd sh -c $prelude sh perl -e $script` (the prelude ends by
-# exec'ing "$@", to which it may append arguments), for at most 60 s.
-# Returns (its output, its status). The caller sets PERL5LIB.
+# exec'ing "$@", to which it may append arguments), for at most
+# $RUN_SH_LIMIT seconds (60; a caller whose script runs longer on a loaded
+# host sets it with local). Returns (its output, its status). The caller
+# sets PERL5LIB.
+our $RUN_SH_LIMIT = 60;
+
 sub run_sh {
     my ($prelude, $script, @cmd) = @_;
     local $SIG{ALRM} = sub { die "timeout\n" };
-    alarm 60;
+    alarm $RUN_SH_LIMIT;
     my $out = eval {
         open(my $ph, '-|', @cmd, 'sh', '-c', $prelude, 'sh', $^X, '-e', $script) or die "sh: $!";
         local $/;
