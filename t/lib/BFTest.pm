@@ -77,23 +77,21 @@ sub become_user {
     die_with_parent();
 }
 
-# In a forked child: be killed (SIGKILL) when its parent, $parent (by
-# default the test process), ends, so that a test that dies never leaves a
-# child waiting for a file it will not write (prove reads the test's
-# output until every holder of it has gone). A change of uid clears the
-# setting (prctl(2), PR_SET_PDEATHSIG): become_user sets it after. Exits
-# at once if $parent has already gone.
-# (The call's number is looked up here, as the test's own uid: a child of
-# another uid may not read the directories of @INC. The headers are read
-# afresh into a package of ours: h2ph's files define their subs in the
-# package that first requires them.)
+# prctl's number, looked up as the test's own uid: a child of another uid
+# may not read the directories of @INC. The headers are read afresh into a
+# package of ours (h2ph's files define their subs in the package that
+# first requires them).
 my $SYS_prctl = do { package BFTest::Syscall; local %INC; require 'syscall.ph'; SYS_prctl() };
 
+# In a child forked by the test process: be killed (SIGKILL) when the test
+# process ends, so that a test that dies never leaves a child waiting for
+# a file it will not write (prove reads the test's output until every
+# holder of it has gone). A change of uid clears the setting (prctl(2),
+# PR_SET_PDEATHSIG): become_user sets it after. Exits at once if the test
+# process has already gone.
 sub die_with_parent {
-    my ($parent) = @_;
-    $parent //= $ORIG_PID;
     syscall($SYS_prctl, 1, 9) == 0 or die "prctl(PR_SET_PDEATHSIG): $!";    # 1: PR_SET_PDEATHSIG; 9: SIGKILL
-    _exit(0) if getppid() != $parent;
+    _exit(0) if getppid() != $ORIG_PID;
 }
 
 # Two checks: $code croaks, and its message matches $re.
@@ -172,7 +170,6 @@ sub time_bound {
     return Test::More::cmp_ok($took, '<', $limit,
         sprintf '%s (%.3f s; bound %.3f s, hang check %.0f s)', $name, $took, $bound, $limit);
 }
-
 
 # Wait for $pid at most $timeout seconds; SIGKILL it if it is still running.
 # Returns ($status, $timed_out).
