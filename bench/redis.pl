@@ -386,7 +386,7 @@ for my $fp (0.01, 0.001) {
             $batches->();
             my $st = server_stats();
             my $total = 0;
-            my @own = $tag eq 'grown' ? qw(evalsha eval bitfield_ro) : qw(bitfield bitfield_ro);
+            my @own = $tag eq 'grown' ? qw(evalsha eval bitfield_ro) : @{ $KINDS[0]{own} };
             $total += $_->[0] * $_->[1] for @$st{ grep { $st->{$_} } @own };
             $us{"$tag $what"} = $total / $n;
         });
